@@ -1,0 +1,226 @@
+/*
+ * driver_alloc.c — the cuMemAlloc family: device, pitched, pinned host and
+ * managed memory, and cuMemGetInfo.
+ *
+ * Every allocation is a row of one table keyed by its address: kind, size,
+ * device and the context that made it (context teardown frees by owner).
+ * Device, pitched and managed memory are carved from the device's address
+ * range by the first-fit allocator (driver_ranges.c): start 512-byte aligned,
+ * size rounded up to 512 bytes, CUDA_ERROR_OUT_OF_MEMORY when no contiguous
+ * range fits.  They are address ranges only: nothing there is readable.
+ *
+ * Pinned host memory is real, writable host memory (mmap), because programs
+ * write to it; it does not consume device memory, so cuMemGetInfo ignores it.
+ * cuMemGetInfo's free is capacity minus everything consuming device memory:
+ * this table, pool chunks (driver_pool.c) and VMM physical handles
+ * (driver_vmm.c) — exactly the device range's allocated bytes.
+ */
+#include <sys/mman.h>
+#include <unistd.h>
+#include <uthash.h>
+
+#include "simcuda.h"
+
+enum alloc_kind { ALLOC_DEVICE, ALLOC_PITCH, ALLOC_MANAGED, ALLOC_HOST };
+
+struct alloc {
+    uint64_t addr;          /* key */
+    uint64_t size;          /* bytes taken: rounded (device) or mapped (host) */
+    enum alloc_kind kind;
+    int device;
+    struct CUctx_st *ctx;
+    UT_hash_handle hh;
+};
+
+static struct alloc *table;
+
+/* Records one allocation; on failure to allocate the row, undoes the memory. */
+static CUresult record_locked(uint64_t addr, uint64_t size, enum alloc_kind kind, struct CUctx_st *ctx)
+{
+    struct alloc *a = calloc(1, sizeof *a);
+    if (!a)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    a->addr = addr;
+    a->size = size;
+    a->kind = kind;
+    a->device = ctx->device;
+    a->ctx = ctx;
+    HASH_ADD(hh, table, addr, sizeof a->addr, a);
+    return CUDA_SUCCESS;
+}
+
+static void release_locked(struct alloc *a)
+{
+    HASH_DEL(table, a);
+    if (a->kind == ALLOC_HOST)
+        munmap((void *)(uintptr_t)a->addr, a->size);
+    else
+        sim_ranges_free(&sim.dev[a->device].mem, a->addr, a->size);
+    free(a);
+}
+
+static CUresult device_alloc(CUdeviceptr *dptr, uint64_t bytesize, enum alloc_kind kind)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    struct CUctx_st *ctx;
+    sim_lock();
+    CUresult rc = sim_ctx_current_locked(&ctx);
+    if (rc == CUDA_SUCCESS && (!dptr || bytesize == 0 || bytesize > SIM_MAX_MEMORY))
+        rc = bytesize > SIM_MAX_MEMORY ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS) {
+        uint64_t size = sim_align_up(bytesize, SIM_ALIGN);
+        struct sim_ranges *mem = &sim.dev[ctx->device].mem;
+        uint64_t addr = sim_ranges_alloc(mem, size, SIM_ALIGN);
+        if (!addr) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else if ((rc = record_locked(addr, size, kind, ctx)) != CUDA_SUCCESS) {
+            sim_ranges_free(mem, addr, size);
+        } else {
+            *dptr = addr;
+        }
+    }
+    sim_unlock();
+    return rc;
+}
+
+SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    return device_alloc(dptr, bytesize, ALLOC_DEVICE);
+}
+
+/* Rows are padded to a 512-byte pitch (the alignment cudaMallocPitch gives on
+ * current GPUs); ElementSizeBytes must be 4, 8 or 16 as documented. */
+SIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                                       size_t Height, unsigned int ElementSizeBytes)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!pPitch || WidthInBytes == 0 || Height == 0 ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t pitch = sim_align_up(WidthInBytes, SIM_PITCH_ALIGN);
+    if (Height > SIM_MAX_MEMORY / pitch)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = device_alloc(dptr, pitch * Height, ALLOC_PITCH);
+    if (rc == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return rc;
+}
+
+/* Only CU_MEM_ATTACH_GLOBAL or CU_MEM_ATTACH_HOST are valid (cuda.h). */
+SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+        return sim_is_initialized() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+    return device_alloc(dptr, bytesize, ALLOC_MANAGED);
+}
+
+/* Frees device, pitched and managed memory, and also blocks from
+ * cuMemAllocAsync / cuMemAllocFromPoolAsync (they return to their pool), as
+ * the real cuMemFree_v2 does.  0 is a no-op; anything else unknown, including
+ * pinned host memory, is CUDA_ERROR_INVALID_VALUE. */
+SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (dptr == 0)
+        return CUDA_SUCCESS;
+    CUresult rc = CUDA_SUCCESS;
+    uint64_t key = dptr;
+    struct alloc *a;
+    sim_lock();
+    HASH_FIND(hh, table, &key, sizeof key, a);
+    if (a && a->kind != ALLOC_HOST)
+        release_locked(a);
+    else if (a || !sim_pool_free_block_locked(key))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    sim_unlock();
+    return rc;
+}
+
+SIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    struct CUctx_st *ctx;
+    sim_lock();
+    CUresult rc = sim_ctx_current_locked(&ctx);
+    if (rc == CUDA_SUCCESS && (!free || !total))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS) {
+        *free = sim.dev[ctx->device].mem.free_bytes;
+        *total = sim.dev[ctx->device].capacity;
+    }
+    sim_unlock();
+    return rc;
+}
+
+/* ---- pinned host memory ---- */
+
+static CUresult host_alloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    const unsigned valid = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
+    struct CUctx_st *ctx;
+    sim_lock();
+    CUresult rc = sim_ctx_current_locked(&ctx);
+    if (rc == CUDA_SUCCESS && (!pp || bytesize == 0 || (Flags & ~valid)))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS) {
+        /* Page-granular and page-aligned, like the driver's pinned buffers. */
+        uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+        uint64_t len = sim_align_up(bytesize, page);
+        void *p = len < bytesize ? MAP_FAILED
+                                 : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else if ((rc = record_locked((uint64_t)(uintptr_t)p, len, ALLOC_HOST, ctx)) != CUDA_SUCCESS) {
+            munmap(p, len);
+        } else {
+            *pp = p;
+        }
+    }
+    sim_unlock();
+    return rc;
+}
+
+SIM_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    return host_alloc(pp, bytesize, Flags);
+}
+
+SIM_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    return host_alloc(pp, bytesize, 0);
+}
+
+SIM_EXPORT CUresult cuMemFreeHost(void *p)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!p)
+        return CUDA_SUCCESS;
+    uint64_t key = (uint64_t)(uintptr_t)p;
+    struct alloc *a;
+    CUresult rc = CUDA_SUCCESS;
+    sim_lock();
+    HASH_FIND(hh, table, &key, sizeof key, a);
+    if (a && a->kind == ALLOC_HOST)
+        release_locked(a);
+    else
+        rc = CUDA_ERROR_INVALID_VALUE;
+    sim_unlock();
+    return rc;
+}
+
+/* Context teardown: everything of this family the context made goes. */
+void sim_alloc_release_ctx_locked(struct CUctx_st *ctx)
+{
+    struct alloc *a, *tmp;
+    HASH_ITER(hh, table, a, tmp) {
+        if (a->ctx == ctx)
+            release_locked(a);
+    }
+}

@@ -1,0 +1,409 @@
+/*
+ * driver_ctx.c — contexts, streams and synchronisation points.
+ *
+ * Each device has one primary context (retained/released/reset, as the runtime
+ * uses it); cuCtxCreate makes further contexts.  Every thread has its own
+ * context stack (cuCtxCreate pushes, cuCtxDestroy pops, cuCtxSetCurrent
+ * replaces the top), so the current context is thread-local as in CUDA.
+ *
+ * Tearing a context down (cuCtxDestroy, cuDevicePrimaryCtxReset, the last
+ * cuDevicePrimaryCtxRelease) frees every cuMemAlloc-family allocation made in
+ * it, and destroys its streams, as the real driver does.  It does not free VMM
+ * handles or stream-ordered pool memory: cuda.h notes those are not tied to a
+ * context.
+ *
+ * Created contexts are never freed, only marked dead, so a stale handle still
+ * current in another thread yields CUDA_ERROR_CONTEXT_IS_DESTROYED rather than
+ * a use-after-free.  Handles from the program are validated by membership in
+ * our lists before being dereferenced.
+ */
+#include <stdlib.h>
+
+#include "simcuda.h"
+
+#define CTX_MAGIC 0x43545853u    /* "SXTC" */
+#define STREAM_MAGIC 0x4d525453u /* "STRM" */
+#define CTX_STACK_MAX 32
+
+static struct CUctx_st primaries[SIM_MAX_DEVICES];
+static struct CUctx_st *created;   /* list of contexts from cuCtxCreate */
+static struct CUstream_st *streams; /* list of live streams */
+
+static __thread struct CUctx_st *ctx_stack[CTX_STACK_MAX];
+static __thread int ctx_depth;
+
+static struct CUctx_st *current(void) { return ctx_depth ? ctx_stack[ctx_depth - 1] : NULL; }
+
+static void set_current(struct CUctx_st *ctx)
+{
+    if (ctx_depth == 0)
+        ctx_depth = 1;
+    ctx_stack[ctx_depth - 1] = ctx;
+}
+
+int sim_ctx_init_primaries(void)
+{
+    for (int d = 0; d < sim.ndevices; d++) {
+        primaries[d].magic = CTX_MAGIC;
+        primaries[d].device = d;
+        primaries[d].primary = 1;
+        sim.dev[d].primary = &primaries[d];
+    }
+    return 0;
+}
+
+static int ctx_known(const struct CUctx_st *ctx)
+{
+    for (int d = 0; d < sim.ndevices; d++)
+        if (ctx == &primaries[d])
+            return 1;
+    for (const struct CUctx_st *c = created; c; c = c->next)
+        if (c == ctx)
+            return 1;
+    return 0;
+}
+
+/* Status of using ctx for work: usable, never made/already gone. */
+static CUresult ctx_usable(const struct CUctx_st *ctx)
+{
+    if (!ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!ctx->alive)
+        return ctx->primary ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    return CUDA_SUCCESS;
+}
+
+CUresult sim_ctx_current_locked(struct CUctx_st **out)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    struct CUctx_st *ctx = current();
+    CUresult rc = ctx_usable(ctx);
+    if (rc == CUDA_SUCCESS && out)
+        *out = ctx;
+    return rc;
+}
+
+static void destroy_streams_locked(const struct CUctx_st *ctx)
+{
+    struct CUstream_st **link = &streams;
+    while (*link) {
+        struct CUstream_st *s = *link;
+        if (s->ctx == ctx) {
+            *link = s->next;
+            free(s);
+        } else {
+            link = &s->next;
+        }
+    }
+}
+
+static void teardown_locked(struct CUctx_st *ctx)
+{
+    sim_alloc_release_ctx_locked(ctx);
+    destroy_streams_locked(ctx);
+}
+
+/* ---- primary contexts ---- */
+
+SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    primaries[dev].refcount++;
+    primaries[dev].alive = 1;
+    *pctx = &primaries[dev];
+    sim_unlock();
+    return CUDA_SUCCESS;
+}
+
+/* The last release resets the context (frees its memory); releasing one that
+ * was never retained is CUDA_ERROR_INVALID_CONTEXT (cuda.h). */
+static CUresult primary_release(CUdevice dev)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    CUresult rc = CUDA_SUCCESS;
+    sim_lock();
+    if (primaries[dev].refcount == 0) {
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    } else if (--primaries[dev].refcount == 0) {
+        teardown_locked(&primaries[dev]);
+        primaries[dev].alive = 0;
+    }
+    sim_unlock();
+    return rc;
+}
+
+/* Frees everything the primary context owns; the retain count is unchanged
+ * ("Resetting the primary context does not release it"), so the context stays
+ * usable by those who retained it. */
+static CUresult primary_reset(CUdevice dev)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    sim_lock();
+    teardown_locked(&primaries[dev]);
+    sim_unlock();
+    return CUDA_SUCCESS;
+}
+
+/* The CUDA 7.0 entry points have the same signatures and, for what we
+ * simulate, the same behaviour as their CUDA 11.0 _v2 successors; each is its
+ * own exported symbol, as in libcuda. */
+SIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return primary_release(dev); }
+SIM_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return primary_release(dev); }
+SIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) { return primary_reset(dev); }
+SIM_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) { return primary_reset(dev); }
+
+/* ---- created contexts ---- */
+
+static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    struct CUctx_st *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    ctx->magic = CTX_MAGIC;
+    ctx->device = dev;
+    ctx->alive = 1;
+    ctx->flags = flags;
+    sim_lock();
+    ctx->next = created;
+    created = ctx;
+    sim_unlock();
+    /* cuCtxCreate pushes the new context onto the calling thread's stack. */
+    if (ctx_depth < CTX_STACK_MAX)
+        ctx_stack[ctx_depth++] = ctx;
+    else
+        set_current(ctx);
+    *pctx = ctx;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    return ctx_create(pctx, flags, dev);
+}
+
+/* Execution-affinity and CIG parameters have no meaning without hardware and
+ * are accepted and ignored. */
+SIM_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                                   unsigned int flags, CUdevice dev)
+{
+    (void)paramsArray;
+    (void)numParams;
+    return ctx_create(pctx, flags, dev);
+}
+
+SIM_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
+                                   unsigned int flags, CUdevice dev)
+{
+    (void)ctxCreateParams;
+    return ctx_create(pctx, flags, dev);
+}
+
+static CUresult ctx_destroy(CUcontext ctx)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!ctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    /* Primary contexts are managed with Retain/Release/Reset only. */
+    if (!ctx_known(ctx) || ctx->primary || !ctx->alive) {
+        sim_unlock();
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    teardown_locked(ctx);
+    ctx->alive = 0;
+    sim_unlock();
+    if (current() == ctx)
+        ctx_depth--; /* popped, as with cuCtxPopCurrent */
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) { return ctx_destroy(ctx); }
+SIM_EXPORT CUresult cuCtxDestroy(CUcontext ctx) { return ctx_destroy(ctx); }
+
+SIM_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = current();
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (ctx) {
+        sim_lock();
+        int known = ctx_known(ctx);
+        CUresult rc = known ? (ctx->primary || ctx->alive ? CUDA_SUCCESS : CUDA_ERROR_CONTEXT_IS_DESTROYED)
+                            : CUDA_ERROR_INVALID_CONTEXT;
+        sim_unlock();
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
+    set_current(ctx);
+    return CUDA_SUCCESS;
+}
+
+/* Resolves ctx (NULL = the current one) to a usable context. */
+static CUresult ctx_resolve_locked(CUcontext ctx, struct CUctx_st **out)
+{
+    if (!ctx)
+        return sim_ctx_current_locked(out);
+    if (!ctx_known(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult rc = ctx_usable(ctx);
+    if (rc == CUDA_SUCCESS)
+        *out = ctx;
+    return rc;
+}
+
+static CUresult ctx_get_device(CUdevice *device, CUcontext ctx)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *c = NULL;
+    sim_lock();
+    CUresult rc = ctx_resolve_locked(ctx, &c);
+    if (rc == CUDA_SUCCESS)
+        *device = c->device;
+    sim_unlock();
+    return rc;
+}
+
+/* CUDA 13.0 added the _v2 forms taking an explicit context (NULL: current). */
+SIM_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) { return ctx_get_device(device, ctx); }
+SIM_EXPORT CUresult cuCtxGetDevice(CUdevice *device) { return ctx_get_device(device, NULL); }
+
+/* Work completes immediately in the simulator; what synchronising does here is
+ * what it does to memory on a real device: pools give back unused chunks
+ * above their release threshold. */
+static CUresult ctx_synchronize(CUcontext ctx)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    struct CUctx_st *c = NULL;
+    sim_lock();
+    CUresult rc = ctx_resolve_locked(ctx, &c);
+    if (rc == CUDA_SUCCESS)
+        sim_pool_trim_device_locked(c->device);
+    sim_unlock();
+    return rc;
+}
+
+SIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) { return ctx_synchronize(ctx); }
+SIM_EXPORT CUresult cuCtxSynchronize(void) { return ctx_synchronize(NULL); }
+
+/* ---- streams ---- */
+
+static int stream_known(const struct CUstream_st *s)
+{
+    for (const struct CUstream_st *p = streams; p; p = p->next)
+        if (p == s)
+            return 1;
+    return 0;
+}
+
+/* The device a stream's work runs on.  NULL, CU_STREAM_LEGACY and
+ * CU_STREAM_PER_THREAD mean the current context's default stream. */
+CUresult sim_stream_device_locked(CUstream s, int *device)
+{
+    struct CUctx_st *ctx;
+    CUresult rc;
+    if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
+        rc = sim_ctx_current_locked(&ctx);
+    } else if (!stream_known(s)) {
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    } else {
+        ctx = s->ctx;
+        rc = ctx_usable(ctx);
+    }
+    if (rc == CUDA_SUCCESS)
+        *device = ctx->device;
+    return rc;
+}
+
+SIM_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!phStream || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *ctx;
+    sim_lock();
+    CUresult rc = sim_ctx_current_locked(&ctx);
+    if (rc == CUDA_SUCCESS) {
+        struct CUstream_st *s = calloc(1, sizeof *s);
+        if (!s) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            s->magic = STREAM_MAGIC;
+            s->ctx = ctx;
+            s->flags = Flags;
+            s->alive = 1;
+            s->next = streams;
+            streams = s;
+            *phStream = s;
+        }
+    }
+    sim_unlock();
+    return rc;
+}
+
+static CUresult stream_destroy(CUstream hStream)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult rc = CUDA_ERROR_INVALID_HANDLE;
+    sim_lock();
+    for (struct CUstream_st **link = &streams; *link; link = &(*link)->next) {
+        if (*link == hStream) {
+            *link = hStream->next;
+            free(hStream);
+            rc = CUDA_SUCCESS;
+            break;
+        }
+    }
+    sim_unlock();
+    return rc;
+}
+
+SIM_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) { return stream_destroy(hStream); }
+SIM_EXPORT CUresult cuStreamDestroy(CUstream hStream) { return stream_destroy(hStream); }
+
+SIM_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    int device;
+    sim_lock();
+    CUresult rc = sim_stream_device_locked(hStream, &device);
+    if (rc == CUDA_SUCCESS)
+        sim_pool_trim_device_locked(device);
+    sim_unlock();
+    return rc;
+}

@@ -1,0 +1,274 @@
+/*
+ * driver_init.c — configuration, devices and cuInit for the simulated driver.
+ *
+ * Environment (read once, on the first cuInit or cuGetProcAddress):
+ *   SIMCUDA_DEVICES  number of devices, 0..8 (default 1)
+ *   SIMCUDA_MEMORY   capacity of each device, bytes with optional K/M/G
+ *                    suffix (binary multiples), at most 1T (default 16G)
+ *   SIMCUDA_TRACE    1/true/yes/on: log each cuGetProcAddress lookup
+ * A bad value prints one line on stderr and the default is used.
+ *
+ * Every device is a "tensorleak simulated GPU": compute capability 9.0, 132 SMs,
+ * unified addressing, memory pools and VMM supported.  There is no hidden
+ * context overhead: cuMemGetInfo's free is exactly capacity minus what the
+ * program's allocations consume, so tests can assert exact numbers.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+
+#include "simcuda.h"
+
+struct sim_state sim = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+void sim_lock(void) { pthread_mutex_lock(&sim.lock); }
+void sim_unlock(void) { pthread_mutex_unlock(&sim.lock); }
+
+int sim_is_initialized(void) { return __atomic_load_n(&sim.initialized, __ATOMIC_ACQUIRE); }
+
+int sim_device_valid(CUdevice dev) { return dev >= 0 && dev < sim.ndevices; }
+
+/* Parses "123", "64K", "512M", "16G" (binary multiples).  Returns 0 and sets
+ * *out, or -1 for anything else, zero, or more than SIM_MAX_MEMORY. */
+static int parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (*s < '0' || *s > '9')
+        return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return -1;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    default: break;
+    }
+    if (*end != '\0' || v == 0 || v > (SIM_MAX_MEMORY >> shift))
+        return -1;
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
+static int parse_bool(const char *s, int *out)
+{
+    static const char *yes[] = { "1", "true", "yes", "on" };
+    static const char *no[] = { "0", "false", "no", "off" };
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(s, yes[i]) == 0) { *out = 1; return 0; }
+        if (strcasecmp(s, no[i]) == 0) { *out = 0; return 0; }
+    }
+    return -1;
+}
+
+static void read_config(void)
+{
+    const char *s;
+    sim.ndevices = 1;
+    sim.capacity = SIM_DEFAULT_MEMORY;
+    sim.trace = 0;
+
+    if ((s = getenv("SIMCUDA_DEVICES")) && *s) {
+        char *end;
+        long n = strtol(s, &end, 10);
+        if (*end == '\0' && n >= 0 && n <= SIM_MAX_DEVICES)
+            sim.ndevices = (int)n;
+        else
+            fprintf(stderr, "simcuda: bad SIMCUDA_DEVICES='%s', using 1\n", s);
+    }
+    if ((s = getenv("SIMCUDA_MEMORY")) && *s && parse_size(s, &sim.capacity) != 0) {
+        fprintf(stderr, "simcuda: bad SIMCUDA_MEMORY='%s', using 16G\n", s);
+        sim.capacity = SIM_DEFAULT_MEMORY;
+    }
+    if ((s = getenv("SIMCUDA_TRACE")) && *s && parse_bool(s, &sim.trace) != 0) {
+        fprintf(stderr, "simcuda: bad SIMCUDA_TRACE='%s', using 0\n", s);
+        sim.trace = 0;
+    }
+}
+
+void sim_config_once(void) { pthread_once(&config_once, read_config); }
+
+/* Reserves [hint, hint + size) of host address space with PROT_NONE so the
+ * fake device addresses can never be handed to a host allocation (a tracker
+ * keyed by address must never see a device and a host pointer collide).
+ * Costs no memory (MAP_NORESERVE, never touched).  When the kernel refuses
+ * (address taken, RLIMIT_AS), the range is used unreserved: still far from
+ * where glibc places mappings. */
+void *sim_reserve_va(uint64_t hint, uint64_t size)
+{
+#ifdef MAP_FIXED_NOREPLACE
+    void *p = mmap((void *)(uintptr_t)hint, size, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p != MAP_FAILED && p != (void *)(uintptr_t)hint) {
+        munmap(p, size); /* pre-4.17 kernels treat the flag as a hint */
+        p = MAP_FAILED;
+    }
+    return p == MAP_FAILED ? NULL : p;
+#else
+    (void)hint;
+    (void)size;
+    return NULL;
+#endif
+}
+
+static void init_devices(void)
+{
+    sim_config_once();
+    sim.init_result = CUDA_SUCCESS;
+    if (sim.ndevices == 0) {
+        sim.init_result = CUDA_ERROR_NO_DEVICE;
+        return;
+    }
+    for (int d = 0; d < sim.ndevices; d++) {
+        uint64_t base = SIM_DEVICE_BASE + (uint64_t)d * SIM_DEVICE_STRIDE;
+        sim.dev[d].capacity = sim.capacity;
+        sim_reserve_va(base, sim.capacity);
+        if (sim_ranges_init(&sim.dev[d].mem, base, sim.capacity) != 0) {
+            sim.init_result = CUDA_ERROR_OUT_OF_MEMORY;
+            return;
+        }
+    }
+    sim_reserve_va(SIM_VMM_BASE, SIM_VMM_SIZE);
+    if (sim_ranges_init(&sim.vmm_va, SIM_VMM_BASE, SIM_VMM_SIZE) != 0 ||
+        sim_ctx_init_primaries() != 0) {
+        sim.init_result = CUDA_ERROR_OUT_OF_MEMORY;
+        return;
+    }
+    sim_lock();
+    for (int d = 0; d < sim.ndevices && sim.init_result == CUDA_SUCCESS; d++)
+        sim.init_result = sim_pool_create_default_locked(d);
+    sim_unlock();
+    if (sim.init_result == CUDA_SUCCESS)
+        __atomic_store_n(&sim.initialized, 1, __ATOMIC_RELEASE);
+}
+
+SIM_EXPORT CUresult cuInit(unsigned int flags)
+{
+    if (flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_once(&init_once, init_devices);
+    return sim.init_result;
+}
+
+/* Like the real driver, the version is available before cuInit. */
+SIM_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
+{
+    if (!driverVersion)
+        return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = SIM_DRIVER_VERSION;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuDeviceGetCount(int *count)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = sim.ndevices;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_device_valid(ordinal))
+        return CUDA_ERROR_INVALID_DEVICE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    snprintf(name, (size_t)len, "%s", "tensorleak simulated GPU");
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    *bytes = sim.dev[dev].capacity;
+    return CUDA_SUCCESS;
+}
+
+/* Values an H100-class part reports; attributes not listed read as 0, which is
+ * what a real device reports for features it lacks. */
+static const struct { int attr, value; } attributes[] = {
+    { 1, 1024 },            /* MAX_THREADS_PER_BLOCK */
+    { 2, 1024 }, { 3, 1024 }, { 4, 64 },                  /* MAX_BLOCK_DIM_X/Y/Z */
+    { 5, 2147483647 }, { 6, 65535 }, { 7, 65535 },        /* MAX_GRID_DIM_X/Y/Z */
+    { 8, 49152 },           /* MAX_SHARED_MEMORY_PER_BLOCK */
+    { 10, 32 },             /* WARP_SIZE */
+    { 13, 1980000 },        /* CLOCK_RATE (kHz) */
+    { CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, 512 },
+    { CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 132 },
+    { 19, 1 },              /* CAN_MAP_HOST_MEMORY */
+    { 37, 5120 },           /* GLOBAL_MEMORY_BUS_WIDTH */
+    { 39, 2048 },           /* MAX_THREADS_PER_MULTIPROCESSOR */
+    { CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1 },
+    { 51, 32 },             /* TEXTURE_PITCH_ALIGNMENT */
+    { CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9 },
+    { CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0 },
+    { 83, 1 },              /* MANAGED_MEMORY */
+    { 89, 1 },              /* CONCURRENT_MANAGED_ACCESS */
+    { CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1 },
+    { CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1 },
+};
+#define SIM_DEVICE_ATTRIBUTE_MAX 148 /* CU_DEVICE_ATTRIBUTE_MAX in CUDA 13.0 */
+
+SIM_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!pi || (int)attrib <= 0 || (int)attrib >= SIM_DEVICE_ATTRIBUTE_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pi = 0;
+    for (size_t i = 0; i < sizeof attributes / sizeof attributes[0]; i++)
+        if (attributes[i].attr == (int)attrib)
+            *pi = attributes[i].value;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT size_t simcuda_device_used_bytes(int dev)
+{
+    if (!sim_is_initialized() || !sim_device_valid(dev))
+        return 0;
+    sim_lock();
+    size_t used = sim.dev[dev].mem.size - sim.dev[dev].mem.free_bytes;
+    sim_unlock();
+    return used;
+}
+
+SIM_EXPORT size_t simcuda_largest_free_block(int dev)
+{
+    if (!sim_is_initialized() || !sim_device_valid(dev))
+        return 0;
+    sim_lock();
+    size_t largest = sim_ranges_largest(&sim.dev[dev].mem);
+    sim_unlock();
+    return largest;
+}
