@@ -1,0 +1,525 @@
+#!/usr/bin/env python3
+"""CLI tests for `tensorleak`: one meson test per case (see meson.build).
+
+Each case runs the CLI on the fixture reports of this directory (cwd is this
+directory, so paths in outputs are the short relative names) and asserts the
+exact stdout, stderr and exit status. Long expected outputs live in
+expected/; TL_REGEN=1 rewrites them from the current output (review the diff).
+
+Exit status: 0 pass, 1 fail, 77 skip (meson's convention).
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+CASES = {}
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+class Failure(Exception):
+    pass
+
+
+class Ctx:
+    def __init__(self, a):
+        self.exe = os.path.abspath(a.tensorleak)
+        self.src = os.path.abspath(a.srcdir)
+        self.version = a.version
+        self.library = a.library
+        self.fake = [os.path.abspath(p) for p in a.fake_preload]
+        self.sim_dir = a.sim_dir
+        self.libdir = a.libdir
+        self.regen = os.environ.get("TL_REGEN") == "1"
+        self.tmp = tempfile.mkdtemp(prefix="tensorleak-cli-")
+
+    def run(self, args, env=None, cwd=None, exe=None):
+        full_env = dict(os.environ)
+        for k in list(full_env):
+            if k.startswith("TENSORLEAK_") or k in ("LD_PRELOAD", "LD_LIBRARY_PATH"):
+                del full_env[k]
+        full_env.update(env or {})
+        p = subprocess.run([exe or self.exe] + args, cwd=cwd or self.src, env=full_env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+    def expected(self, name):
+        with open(os.path.join(self.src, "expected", name), encoding="utf-8") as f:
+            return f.read()
+
+    def expect(self, args, rc, stdout=None, stderr=None, stdout_file=None, env=None, cwd=None):
+        """Runs and compares; stdout_file names an expected/ file."""
+        got_rc, out, err = self.run(args, env=env, cwd=cwd)
+        if stdout_file is not None:
+            path = os.path.join(self.src, "expected", stdout_file)
+            if self.regen:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(out)
+            stdout = self.expected(stdout_file)
+        problems = []
+        if got_rc != rc:
+            problems.append(f"exit status {got_rc}, expected {rc}")
+        if stdout is not None and out != stdout:
+            problems.append(f"stdout differs:\n--- got\n{out}--- expected\n{stdout}---")
+        if stderr is not None and err != stderr:
+            problems.append(f"stderr differs:\n--- got\n{err}--- expected\n{stderr}---")
+        if problems:
+            raise Failure(f"tensorleak {' '.join(args)}:\n" + "\n".join(problems)
+                          + (f"\nstderr was:\n{err}" if stderr is None else ""))
+        return out, err
+
+
+def check_eq(got, want, what):
+    if got != want:
+        raise Failure(f"{what}: got {got!r}, expected {want!r}")
+
+
+# --- basics ---------------------------------------------------------------
+
+@case
+def version_prints_the_project_version(c):
+    line = f"tensorleak {c.version}\n"
+    c.expect(["--version"], 0, stdout=line, stderr="")
+    c.expect(["-V"], 0, stdout=line, stderr="")
+
+
+@case
+def help_lists_every_command(c):
+    out, _ = c.expect(["--help"], 0, stderr="")
+    for word in ("run", "report", "check", "diff", "merge", "--fail-on", "--format"):
+        if word not in out:
+            raise Failure(f"--help does not mention {word}")
+
+
+@case
+def unknown_command_and_option_are_usage_errors(c):
+    c.expect(["frobnicate"], 2, stdout="",
+             stderr="tensorleak: unknown command 'frobnicate' (try: tensorleak --help)\n")
+    c.expect(["report", "--colour", "leaky.json"], 2, stdout="",
+             stderr="tensorleak: report: unknown option '--colour' (try: tensorleak --help)\n")
+    c.expect(["check", "leaky.json", "--max-leaked-bytes"], 2, stdout="",
+             stderr="tensorleak: check: option '--max-leaked-bytes' needs a value\n")
+    c.expect([], 2, stdout="")
+
+
+# --- report ---------------------------------------------------------------
+
+@case
+def report_text_matches_the_leaksanitizer_layout(c):
+    c.expect(["report", "leaky.json"], 0, stdout_file="leaky.txt", stderr="")
+    c.expect(["report", "--format", "text", "leaky.json"], 0, stdout_file="leaky.txt", stderr="")
+
+
+@case
+def report_text_of_a_clean_run_says_no_leaks(c):
+    c.expect(["report", "clean.json"], 0, stdout_file="clean.txt", stderr="")
+
+
+@case
+def report_text_shows_growth_oom_and_every_device(c):
+    c.expect(["report", "server.json"], 0, stdout_file="server.txt", stderr="")
+
+
+@case
+def report_text_of_a_minimal_report_uses_its_summary(c):
+    c.expect(["report", "minimal.json"], 0, stderr="", stdout=(
+        "==1== tensorleak: 1 leaked device allocations (4.0 KiB) from 0 call sites\n"
+        "SUMMARY: tensorleak: 4096 byte(s) leaked in 1 allocation(s). Report: minimal.json\n"))
+
+
+@case
+def report_folded_is_outermost_first_and_weighted_by_bytes(c):
+    c.expect(["report", "--format", "folded", "leaky.json"], 0, stderr="",
+             stdout_file="leaky.folded")
+    c.expect(["report", "--format=folded", "clean.json"], 0, stdout="", stderr="")
+
+
+@case
+def report_json_reemits_the_parsed_file(c):
+    out, _ = c.expect(["report", "--format", "json", "leaky.json"], 0, stderr="",
+                      stdout_file="leaky.pretty.json")
+    with open(os.path.join(c.src, "leaky.json")) as f:
+        check_eq(json.loads(out), json.load(f), "re-emitted report")
+
+
+@case
+def report_output_option_writes_the_file(c):
+    dest = os.path.join(c.tmp, "out.txt")
+    c.expect(["report", "leaky.json", "-o", dest], 0, stdout="", stderr="")
+    with open(dest) as f:
+        check_eq(f.read(), c.expected("leaky.txt"), "report -o file")
+    c.expect(["report", "leaky.json", "-o", "/nonexistent-dir/out.txt"], 2, stdout="",
+             stderr="tensorleak: /nonexistent-dir/out.txt: cannot write: No such file or directory\n")
+
+
+@case
+def report_rejects_unknown_and_future_formats(c):
+    c.expect(["report", "--format", "xml", "leaky.json"], 2, stdout="",
+             stderr="tensorleak: report: unknown format 'xml' (expected text, json or folded)\n")
+    c.expect(["report", "--format", "html", "leaky.json"], 2, stdout="",
+             stderr="tensorleak: report: format 'html' is not supported yet\n")
+    c.expect(["report", "--format", "sarif", "leaky.json"], 2, stdout="",
+             stderr="tensorleak: report: format 'sarif' is not supported yet\n")
+    c.expect(["report"], 2, stdout="")
+    c.expect(["report", "leaky.json", "clean.json"], 2, stdout="")
+
+
+# --- check ----------------------------------------------------------------
+
+def verdict(word, leaked, leak_limit, growth, growth_limit):
+    return (f"tensorleak check: {word}: {leaked} byte(s) leaked (limit {leak_limit}), "
+            f"{growth} byte(s) growth (limit {growth_limit})\n")
+
+
+@case
+def check_fails_on_any_leak_by_default(c):
+    c.expect(["check", "leaky.json"], 1, stderr="",
+             stdout=verdict("FAIL", 12582912, 0, 0, 0))
+
+
+@case
+def check_passes_within_the_limits(c):
+    c.expect(["check", "leaky.json", "--max-leaked-bytes", "12M"], 0, stderr="",
+             stdout=verdict("PASS", 12582912, 12582912, 0, 0))
+    c.expect(["check", "--max-leaked-bytes=12582911", "leaky.json"], 1, stderr="",
+             stdout=verdict("FAIL", 12582912, 12582911, 0, 0))
+    c.expect(["check", "clean.json"], 0, stderr="", stdout=verdict("PASS", 0, 0, 0, 0))
+
+
+@case
+def check_applies_a_suppressions_file_on_top_of_the_report(c):
+    c.expect(["check", "leaky.json", "--suppressions", "supp_leaks.txt"], 1, stderr="",
+             stdout=verdict("FAIL", 4194304, 0, 0, 0))
+    c.expect(["check", "leaky.json", "--suppressions", "supp_leaks.txt",
+              "--max-leaked-bytes", "4M"], 0, stderr="",
+             stdout=verdict("PASS", 4194304, 4194304, 0, 0))
+
+
+@case
+def check_counts_growth_bytes_times_marks(c):
+    # 2 MiB x 5 + 4 KiB x 3; the growth site the report marked suppressed is left out
+    c.expect(["check", "server.json"], 1, stderr="",
+             stdout=verdict("FAIL", 0, 0, 10498048, 0))
+    c.expect(["check", "server.json", "--max-growth-bytes", "10M"], 1, stderr="",
+             stdout=verdict("FAIL", 0, 0, 10498048, 10485760))
+    c.expect(["check", "server.json", "--max-growth-bytes", "10M",
+              "--suppressions", "supp_growth.txt"], 0, stderr="",
+             stdout=verdict("PASS", 0, 0, 10485760, 10485760))
+    c.expect(["check", "server.json", "--max-growth-bytes", "1g"], 0, stderr="",
+             stdout=verdict("PASS", 0, 0, 10498048, 1073741824))
+
+
+@case
+def check_without_a_leaks_array_uses_the_summary(c):
+    c.expect(["check", "minimal.json"], 1, stderr="", stdout=verdict("FAIL", 4096, 0, 0, 0))
+
+
+@case
+def check_rejects_bad_sizes_and_suppressions(c):
+    c.expect(["check", "leaky.json", "--max-leaked-bytes", "12X"], 2, stdout="",
+             stderr="tensorleak: check: --max-leaked-bytes: invalid size '12X' "
+                    "(expected bytes, optionally with K, M or G)\n")
+    c.expect(["check", "leaky.json", "--max-growth-bytes", "-1"], 2, stdout="",
+             stderr="tensorleak: check: --max-growth-bytes: invalid size '-1' "
+                    "(expected bytes, optionally with K, M or G)\n")
+    c.expect(["check", "leaky.json", "--suppressions", "supp_bad.txt"], 2, stdout="",
+             stderr="tensorleak: supp_bad.txt:3: unknown suppression kind 'leaks' "
+                    "(expected leak, growth or invalid-free)\n")
+    c.expect(["check", "leaky.json", "--suppressions", "no-such-file.txt"], 2, stdout="",
+             stderr="tensorleak: no-such-file.txt: cannot open suppressions file: "
+                    "No such file or directory\n")
+
+
+# --- diff -----------------------------------------------------------------
+
+@case
+def diff_of_snapshots_compares_live_sites_largest_growth_first(c):
+    c.expect(["diff", "snap1.json", "snap2.json"], 0, stderr="", stdout_file="snap.diff")
+
+
+@case
+def diff_of_exit_reports_compares_leaks(c):
+    c.expect(["diff", "clean.json", "leaky.json"], 0, stderr="", stdout_file="clean-leaky.diff")
+
+
+@case
+def diff_of_a_report_with_itself_lists_nothing(c):
+    c.expect(["diff", "leaky.json", "leaky.json"], 0, stderr="", stdout=(
+        "tensorleak diff: leaky.json -> leaky.json (leaks): +0 byte(s) (+0 B), "
+        "+0 allocation(s) in 0 changed call site(s)\n"))
+    c.expect(["diff", "leaky.json"], 2, stdout="")
+
+
+# --- merge ----------------------------------------------------------------
+
+@case
+def merge_sums_ranks_and_tags_every_entry(c):
+    out, _ = c.expect(["merge", "rank1.json", "rank0.json"], 0, stderr="",
+                      stdout_file="ranks.merged.json")
+    merged = json.loads(out)
+    check_eq([r["rank"] for r in merged["ranks"]], [0, 1], "ranks order")
+    check_eq(merged["summary"]["leaked_bytes"], 3 * 1024 * 1024 + 512 * 1024, "summed bytes")
+
+
+@case
+def merged_report_reads_back_as_a_report(c):
+    dest = os.path.join(c.tmp, "merged.json")
+    c.expect(["merge", "-o", dest, "rank0.json", "rank1.json"], 0, stdout="", stderr="")
+    with open(dest) as f:
+        check_eq(f.read(), c.expected("ranks.merged.json"), "merge -o file")
+    shutil.copy(dest, os.path.join(c.tmp, "ranks.merged.json"))
+    c.expect(["report", "ranks.merged.json"], 0, stderr="", stdout_file="ranks.merged.txt",
+             cwd=c.tmp)
+    c.expect(["check", dest], 1, stderr="", stdout=verdict("FAIL", 3670016, 0, 0, 0))
+
+
+@case
+def merge_refuses_two_reports_of_one_process(c):
+    c.expect(["merge", "rank0.json", "rank0.json"], 2, stdout="",
+             stderr="tensorleak: merge: rank0.json and rank0.json are reports of the same "
+                    "process (rank 0, pid 100)\n")
+    c.expect(["merge"], 2, stdout="")
+
+
+# --- unusable input -------------------------------------------------------
+
+BROKEN = {
+    "truncated.json": "truncated JSON (input ends at line 31, column 9: "
+                      "string or '}' expected near end of file)",
+    "empty.json": "empty file, not a tensorleak report",
+    "nonutf8.json": "not valid UTF-8 at line 1, column 48: unable to decode byte 0xe9 near '\"caf'",
+    "foreign.json": "not a tensorleak report (no \"tool\": \"tensorleak\")",
+    "schema2.json": "unsupported report schema 2 (this tensorleak reads schema 1)",
+    "array.json": "not a tensorleak report (top level is not a JSON object)",
+    "badtype.json": "leaks[1].bytes: expected a non-negative integer",
+    "no-such-report.json": "cannot open: No such file or directory",
+    "expected": "is a directory, not a report",
+}
+
+
+@case
+def unusable_reports_are_a_clear_error_and_exit_2_in_every_command(c):
+    for name, reason in BROKEN.items():
+        err = f"tensorleak: {name}: {reason}\n"
+        c.expect(["report", name], 2, stdout="", stderr=err)
+        c.expect(["report", "--format", "json", name], 2, stdout="", stderr=err)
+        c.expect(["check", name], 2, stdout="", stderr=err)
+        c.expect(["diff", "leaky.json", name], 2, stdout="", stderr=err)
+        c.expect(["diff", name, "leaky.json"], 2, stdout="", stderr=err)
+        c.expect(["merge", "rank0.json", name], 2, stdout="", stderr=err)
+
+
+@case
+def hostile_json_shapes_never_crash(c):
+    shapes = {
+        "deep.json": "[" * 200000,
+        "nul.json": '{"tool":"tensorleak","schema":1,"host":"a\\u0000b","summary":{}}',
+        "bigint.json": '{"tool":"tensorleak","schema":1,"summary":{"leaked_bytes":99999999999999999999999}}',
+        "negative.json": '{"tool":"tensorleak","schema":1,"summary":{"leaked_bytes":-5}}',
+        "frames.json": '{"tool":"tensorleak","schema":1,"summary":{},"leaks":[{"stack":[7]}]}',
+        "leaksobj.json": '{"tool":"tensorleak","schema":1,"summary":{},"leaks":{}}',
+        "nosummary.json": '{"tool":"tensorleak","schema":1}',
+        "trailing.json": '{"tool":"tensorleak","schema":1,"summary":{}} {}',
+        "scalar.json": '"tensorleak"',
+    }
+    for name, text in shapes.items():
+        path = os.path.join(c.tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        for cmd in (["report"], ["check"], ["merge"]):
+            rc, out, err = c.run(cmd + [path])
+            if rc != 2 or out or not err.startswith(f"tensorleak: {path}: ") or err.count("\n") != 1:
+                raise Failure(f"{cmd[0]} {name}: exit {rc}, stdout {out!r}, stderr {err!r}")
+
+
+@case
+def a_huge_report_is_read_whole(c):
+    sites = 20000
+    path = os.path.join(c.tmp, "huge.json")
+    with open(path, "w") as f:
+        f.write('{"tool":"tensorleak","schema":1,"pid":1,"summary":{"leaked_bytes":%d,'
+                '"leaked_allocations":%d},"leaks":[' % (sites * 4096, sites))
+        for i in range(sites):
+            frames = ",".join(
+                '{"address":"0x%x","module":"/usr/lib/libhuge.so","offset":"0x%x",'
+                '"function":"fn_%d_%d","file":"/src/huge/file_%d.c","line":%d}'
+                % (0x7f0000000000 + i * 64 + d, i * 64 + d, i, d, d, i + 1) for d in range(24))
+            f.write(('' if i == 0 else ',')
+                    + '{"kind":"device","bytes":4096,"count":1,"suppressed":false,"stack":[%s]}' % frames)
+        f.write("]}")
+    if os.path.getsize(path) < 50 * 1024 * 1024:
+        raise Failure("huge fixture too small")
+    rc, out, err = c.run(["report", path])
+    check_eq((rc, err), (0, ""), "report huge")
+    check_eq(out.splitlines()[-1],
+             f"SUMMARY: tensorleak: {sites * 4096} byte(s) leaked in {sites} allocation(s). Report: {path}",
+             "summary line")
+    check_eq(out.count("\nLeak of 4.0 KiB in 1 allocation(s) [device] allocated from:\n"), sites, "leak blocks")
+    rc, out, err = c.run(["report", "--format", "folded", path])
+    check_eq((rc, err, len(out.splitlines())), (0, "", sites), "folded huge")
+    c.expect(["check", path, "--max-leaked-bytes", "80M"], 0, stderr="",
+             stdout=verdict("PASS", sites * 4096, 80 * 1024 * 1024, 0, 0))
+
+
+# --- run ------------------------------------------------------------------
+
+def fake_env(c, **extra):
+    env = {"TENSORLEAK_LIBRARY": c.fake[0]}
+    env.update(extra)
+    return env
+
+
+@case
+def run_exits_with_the_program_status(c):
+    c.expect(["run", "--", "/bin/sh", "-c", "exit 7"], 7, stdout="", stderr="", env=fake_env(c))
+    c.expect(["run", "/bin/sh", "-c", "exit 0"], 0, stdout="", stderr="", env=fake_env(c))
+    c.expect(["run", "/bin/sh", "-c", "kill -TERM $$"], -15, env=fake_env(c))
+
+
+@case
+def run_sets_the_documented_environment(c):
+    script = ('printf "%s\\n" "$LD_PRELOAD" "$TENSORLEAK_OUTPUT" "$TENSORLEAK_DEPTH" '
+              '"$TENSORLEAK_FAIL_ON" "$TENSORLEAK_EXITCODE" "$TENSORLEAK_SUPPRESSIONS" '
+              '"$TENSORLEAK_QUIET"')
+    supp = os.path.join(c.src, "supp_leaks.txt")
+    c.expect(["run", "-o", "out.%p.json", "--depth", "8", "--fail-on", "leak,growth",
+              "--exitcode", "42", "--suppressions", "supp_leaks.txt", "--quiet", "--",
+              "/bin/sh", "-c", script], 0, stderr="",
+             env=fake_env(c, LD_PRELOAD=c.fake[1]),
+             stdout="\n".join([f"{c.fake[1]}:{c.fake[0]}", "out.%p.json", "8", "leak,growth",
+                               "42", supp, "1"]) + "\n")
+    # Unset options leave the environment alone; the library is not added twice.
+    c.expect(["run", "/bin/sh", "-c", script], 0, stderr="",
+             env=fake_env(c, LD_PRELOAD=c.fake[0], TENSORLEAK_DEPTH="4"),
+             stdout="\n".join([c.fake[0], "", "4", "", "", "", ""]) + "\n")
+
+
+@case
+def run_leaves_the_command_options_alone(c):
+    c.expect(["run", "/bin/sh", "-c", 'printf "%s\\n" "$@"', "sh", "--depth", "-o", "--"], 0,
+             stderr="", stdout="--depth\n-o\n--\n", env=fake_env(c))
+
+
+@case
+def run_rejects_bad_options_before_starting_anything(c):
+    def bad(args, msg):
+        c.expect(["run"] + args + ["--", "/bin/sh", "-c", "echo started"], 2, stdout="",
+                 stderr=f"tensorleak: run: {msg}\n", env=fake_env(c))
+    bad(["--depth", "-1"], "--depth: invalid value '-1' (expected 0 to 1024 frames)")
+    bad(["--depth", "12abc"], "--depth: invalid value '12abc' (expected 0 to 1024 frames)")
+    bad(["--depth", "99999999999999999999"],
+        "--depth: invalid value '99999999999999999999' (expected 0 to 1024 frames)")
+    bad(["--fail-on", "leak,leaks"], "--fail-on: unknown kind 'leaks' "
+        "(expected a comma list of leak, growth, invalid-free, oom; or none)")
+    bad(["--fail-on", ""], "--fail-on: unknown kind '' "
+        "(expected a comma list of leak, growth, invalid-free, oom; or none)")
+    bad(["--fail-on", "none,leak"], "--fail-on: 'none' cannot be combined with other kinds")
+    bad(["--exitcode", "256"], "--exitcode: invalid value '256' (expected 0 to 255)")
+    bad(["--output", ""], "--output: empty pattern")
+    c.expect(["run", "--suppressions", "supp_bad.txt", "/bin/true"], 2, stdout="",
+             stderr="tensorleak: supp_bad.txt:3: unknown suppression kind 'leaks' "
+                    "(expected leak, growth or invalid-free)\n", env=fake_env(c))
+    c.expect(["run", "--depth", "8"], 2, stdout="", env=fake_env(c))
+    c.expect(["run", "--bogus", "/bin/true"], 2, stdout="",
+             stderr="tensorleak: run: unknown option '--bogus' (try: tensorleak --help)\n",
+             env=fake_env(c))
+
+
+@case
+def run_reports_a_missing_library_or_command(c):
+    c.expect(["run", "/bin/true"], 2, stdout="",
+             stderr="tensorleak: run: TENSORLEAK_LIBRARY=/nonexistent/libtensorleak.so: "
+                    "No such file or directory\n",
+             env={"TENSORLEAK_LIBRARY": "/nonexistent/libtensorleak.so"})
+    # A CLI copied where no library sits next to it.
+    bindir = os.path.join(c.tmp, "lonely", "bin")
+    os.makedirs(bindir)
+    exe = shutil.copy(c.exe, bindir)
+    rc, out, err = c.run(["run", "/bin/true"], exe=exe)
+    want = (f"tensorleak: run: libtensorleak.so not found (looked for {bindir}/../{c.libdir}/"
+            f"libtensorleak.so and {bindir}/../src/libtensorleak.so); build it or set "
+            "TENSORLEAK_LIBRARY\n")
+    check_eq((rc, out, err), (2, "", want), "lonely CLI")
+    c.expect(["run", "--", "./no-such-program"], 127, stdout="",
+             stderr="tensorleak: run: ./no-such-program: No such file or directory\n",
+             env=fake_env(c))
+
+
+@case
+def run_finds_the_library_next_to_its_executable(c):
+    script = 'printf "%s\\n" "$LD_PRELOAD" "$LD_LIBRARY_PATH"'
+    for layout, libpath, simdir in (
+            ("build", "src/libtensorleak.so", "sim"),
+            ("installed", f"{c.libdir}/libtensorleak.so", f"{c.libdir}/tensorleak/sim")):
+        root = os.path.join(c.tmp, layout)
+        os.makedirs(os.path.join(root, "bin"))
+        os.makedirs(os.path.dirname(os.path.join(root, libpath)), exist_ok=True)
+        os.makedirs(os.path.join(root, simdir))
+        exe = shutil.copy(c.exe, os.path.join(root, "bin"))
+        shutil.copy(c.fake[0], os.path.join(root, libpath))
+        shutil.copy(c.fake[1], os.path.join(root, simdir, "libcuda.so.1"))
+        rc, out, err = c.run(["run", "--sim", "/bin/sh", "-c", script], exe=exe,
+                             env={"LD_LIBRARY_PATH": "/opt/other/lib"})
+        want = (f"{os.path.realpath(os.path.join(root, libpath))}\n"
+                f"{os.path.realpath(os.path.join(root, simdir))}:/opt/other/lib\n")
+        check_eq((rc, out, err), (0, want, ""), f"{layout} layout")
+
+
+@case
+def run_sim_prepends_the_simulated_driver_directory(c):
+    if not os.path.exists(os.path.join(c.sim_dir, "libcuda.so.1")):
+        print(f"skip: {c.sim_dir}/libcuda.so.1 not built yet")
+        return SKIP
+    c.expect(["run", "--sim", "/bin/sh", "-c", 'printf "%s\\n" "$LD_LIBRARY_PATH"'], 0,
+             stderr="", stdout=os.path.realpath(c.sim_dir) + "\n", env=fake_env(c))
+
+
+@case
+def run_with_the_real_library_keeps_the_exit_status(c):
+    if not os.path.exists(c.library):
+        print(f"skip: {c.library} not built yet")
+        return SKIP
+    work = os.path.join(c.tmp, "real")
+    os.makedirs(work)
+    rc, out, err = c.run(["run", "--quiet", "-o", os.path.join(work, "r.%p.json"), "--",
+                          "/bin/sh", "-c", 'printf "%s" "$LD_PRELOAD"; exit 7'], cwd=work)
+    check_eq(rc, 7, f"exit status (stderr: {err!r})")
+    if os.path.realpath(c.library) not in out.split(":"):
+        raise Failure(f"LD_PRELOAD {out!r} lacks {c.library}")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--tensorleak", required=True)
+    p.add_argument("--srcdir", required=True)
+    p.add_argument("--version", required=True)
+    p.add_argument("--library", required=True)
+    p.add_argument("--sim-dir", required=True)
+    p.add_argument("--libdir", required=True)
+    p.add_argument("--fake-preload", action="append", required=True)
+    p.add_argument("case", choices=sorted(CASES) + ["list"])
+    a = p.parse_args()
+    if a.case == "list":
+        print("\n".join(CASES))
+        return 0
+    c = Ctx(a)
+    try:
+        rc = CASES[a.case](c) or 0
+    except Failure as e:
+        print(f"FAIL {a.case}: {e}", file=sys.stderr)
+        rc = 1
+    finally:
+        shutil.rmtree(c.tmp, ignore_errors=True)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

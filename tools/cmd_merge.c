@@ -1,0 +1,305 @@
+/*
+ * cmd_merge.c: `tensorleak merge FILES... [-o OUT]`: the reports of one
+ * multi-process job (the ranks of torchrun, mpirun or srun) as one report.
+ *
+ * Rules:
+ *  - Each input's rank is its "rank", or its 0-based position among FILES when
+ *    that is null. Inputs are taken in rank order (ties: argument order). Two
+ *    reports of the same process (same rank and pid) are refused: that is a
+ *    snapshot series, not a job.
+ *  - "summary": integer fields summed, except largest_free_block and
+ *    fragmentation, per-device properties, which keep the largest value.
+ *  - "leaks", "growth", "pools", "invalid_frees", "devices": concatenated,
+ *    every entry tagged with "rank" and "pid" (devices also get their
+ *    largest_free_block and fragmentation from their report's summary when
+ *    they lack their own); entries are never merged
+ *    across processes, so per-rank attribution stays exact. "leaks" and
+ *    "growth" are re-sorted largest first (stable).
+ *  - "oom": the first rank's that has one (tagged), else null.
+ *  - "ranks": per-input totals {rank, pid, host, leaked_bytes,
+ *    leaked_allocations, live_bytes, reserved_bytes} plus its file.
+ *  - Header: reason "merge", pid/rank/label null, host and command kept when
+ *    all inputs agree (else null), time the latest, "merged_from" the files.
+ *    Per-process "marks" timelines and "gate" are not merged.
+ */
+#include "cli.h"
+#include "report.h"
+
+#include "tl_version.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct input {
+    struct tl_report report;
+    long long rank;
+    size_t position;
+};
+
+struct sorted_entry {
+    json_t *value;
+    uint64_t weight;
+    size_t seq;
+};
+
+static int by_rank(const void *a, const void *b)
+{
+    const struct input *x = a, *y = b;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return x->position < y->position ? -1 : x->position > y->position;
+}
+
+static int by_weight(const void *a, const void *b)
+{
+    const struct sorted_entry *x = a, *y = b;
+    if (x->weight != y->weight)
+        return x->weight > y->weight ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static json_t *json_u64(uint64_t v)
+{
+    return json_integer(v > (uint64_t)INT64_MAX ? INT64_MAX : (json_int_t)v);
+}
+
+static json_t *merged_summary(const struct input *in, size_t n)
+{
+    struct tl_summary sum = { 0 };
+    for (size_t i = 0; i < n; i++) {
+        const struct tl_summary *s = &in[i].report.summary;
+#define SUM(a, b) add_sat(a, b)
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#define TL_MERGE_FIELD(name, merge) sum.name = merge(sum.name, s->name);
+        TL_SUMMARY_U64_FIELDS(TL_MERGE_FIELD)
+#undef TL_MERGE_FIELD
+#undef SUM
+        sum.fragmentation = MAX(sum.fragmentation, s->fragmentation);
+#undef MAX
+    }
+    json_t *obj = json_object();
+    /* In SPEC.md's order: fragmentation right after largest_free_block. */
+#define TL_EMIT_FIELD(name, merge)                                          \
+    json_object_set_new(obj, #name, json_u64(sum.name));                   \
+    if (strcmp(#name, "largest_free_block") == 0)                          \
+        json_object_set_new(obj, "fragmentation", json_real(sum.fragmentation));
+    TL_SUMMARY_U64_FIELDS(TL_EMIT_FIELD)
+#undef TL_EMIT_FIELD
+    return obj;
+}
+
+static uint64_t entry_weight(json_t *entry, const char *key, const char *times)
+{
+    json_t *v = json_object_get(entry, key);
+    uint64_t w = json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0;
+    if (times) {
+        json_t *t = json_object_get(entry, times);
+        uint64_t m = json_is_integer(t) ? (uint64_t)json_integer_value(t) : 0;
+        w = m != 0 && w > UINT64_MAX / m ? UINT64_MAX : w * m;
+    }
+    return w;
+}
+
+/*
+ * A report may keep a device's largest free block and fragmentation in its
+ * summary only (one device); once devices of many ranks sit side by side the
+ * merged summary no longer says which is whose, so copy them in.
+ */
+static void keep_device_fragmentation(json_t *device, const struct tl_report *from)
+{
+    if (!json_object_get(device, "largest_free_block"))
+        json_object_set_new(device, "largest_free_block",
+                            json_u64(from->summary.largest_free_block));
+    if (!json_object_get(device, "fragmentation"))
+        json_object_set_new(device, "fragmentation", json_real(from->summary.fragmentation));
+}
+
+/*
+ * Concatenates array `key` of every input, tagging entries with rank and pid;
+ * when `weight_key` is set, sorts by it (times `times_key`) largest first.
+ */
+static json_t *merged_array(const struct input *in, size_t n, const char *key,
+                            const char *weight_key, const char *times_key)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += json_array_size(json_object_get(in[i].report.root, key));
+    struct sorted_entry *entries = calloc(total + 1, sizeof(*entries));
+    json_t *out = json_array();
+    if (!entries || !out) {
+        free(entries);
+        json_decref(out);
+        return NULL;
+    }
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *array = json_object_get(in[i].report.root, key);
+        size_t j;
+        json_t *e;
+        json_array_foreach(array, j, e) {
+            json_t *copy = json_deep_copy(e);
+            if (!copy)
+                continue;
+            json_object_set_new(copy, "rank", json_integer(in[i].rank));
+            json_object_set_new(copy, "pid", json_integer(in[i].report.pid));
+            if (strcmp(key, "devices") == 0)
+                keep_device_fragmentation(copy, &in[i].report);
+            entries[count].value = copy;
+            entries[count].weight = weight_key ? entry_weight(e, weight_key, times_key) : 0;
+            entries[count].seq = count;
+            count++;
+        }
+    }
+    if (weight_key)
+        qsort(entries, count, sizeof(*entries), by_weight);
+    for (size_t i = 0; i < count; i++)
+        json_array_append_new(out, entries[i].value);
+    free(entries);
+    return out;
+}
+
+/* The string field `key` when every input has the same value, else null. */
+static json_t *common_value(const struct input *in, size_t n, const char *key)
+{
+    json_t *first = json_object_get(in[0].report.root, key);
+    for (size_t i = 1; i < n; i++) {
+        if (!first || !json_equal(first, json_object_get(in[i].report.root, key)))
+            return json_null();
+    }
+    return first ? json_deep_copy(first) : json_null();
+}
+
+static json_t *merge_inputs(const struct input *in, size_t n)
+{
+    json_t *out = json_object();
+    json_object_set_new(out, "tool", json_string("tensorleak"));
+    json_object_set_new(out, "schema", json_integer(1));
+    json_object_set_new(out, "version", json_string(TL_VERSION));
+    json_object_set_new(out, "reason", json_string("merge"));
+    json_object_set_new(out, "label", json_null());
+    json_object_set_new(out, "pid", json_null());
+    json_object_set_new(out, "rank", json_null());
+    json_object_set_new(out, "host", common_value(in, n, "host"));
+    json_object_set_new(out, "command", common_value(in, n, "command"));
+    const char *latest = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *t = in[i].report.time;
+        if (t && (!latest || strcmp(t, latest) > 0))
+            latest = t;
+    }
+    json_object_set_new(out, "time", latest ? json_string(latest) : json_null());
+    json_t *from = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(from, json_string(in[i].report.path));
+    json_object_set_new(out, "merged_from", from);
+    json_object_set_new(out, "summary", merged_summary(in, n));
+    json_object_set_new(out, "leaks", merged_array(in, n, "leaks", "bytes", NULL));
+    json_object_set_new(out, "pools", merged_array(in, n, "pools", NULL, NULL));
+    json_object_set_new(out, "devices", merged_array(in, n, "devices", NULL, NULL));
+    json_object_set_new(out, "growth",
+                        merged_array(in, n, "growth", "bytes_per_mark", "marks"));
+    json_object_set_new(out, "invalid_frees", merged_array(in, n, "invalid_frees", NULL, NULL));
+    json_t *oom = json_null();
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = json_object_get(in[i].report.root, "oom");
+        if (json_is_object(o)) {
+            json_decref(oom);
+            oom = json_deep_copy(o);
+            json_object_set_new(oom, "rank", json_integer(in[i].rank));
+            json_object_set_new(oom, "pid", json_integer(in[i].report.pid));
+            break;
+        }
+    }
+    json_object_set_new(out, "oom", oom);
+    json_t *ranks = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const struct tl_report *r = &in[i].report;
+        json_t *e = json_object();
+        json_object_set_new(e, "rank", json_integer(in[i].rank));
+        json_object_set_new(e, "pid", json_integer(r->pid));
+        json_object_set_new(e, "host", r->host ? json_string(r->host) : json_null());
+        json_object_set_new(e, "file", json_string(r->path));
+        json_object_set_new(e, "leaked_bytes", json_u64(r->summary.leaked_bytes));
+        json_object_set_new(e, "leaked_allocations", json_u64(r->summary.leaked_allocations));
+        json_object_set_new(e, "live_bytes", json_u64(r->summary.live_bytes));
+        json_object_set_new(e, "reserved_bytes", json_u64(r->summary.reserved_bytes));
+        json_array_append_new(ranks, e);
+    }
+    json_object_set_new(out, "ranks", ranks);
+    return out;
+}
+
+int cmd_merge(int argc, char **argv)
+{
+    static const char usage[] = "usage: tensorleak merge FILES... [-o OUT]";
+    static const struct option options[] = {
+        { "output", required_argument, NULL, 'o' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *output = NULL;
+    int opt;
+    opterr = 0;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, ":o:h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'o':
+            output = optarg;
+            break;
+        case 'h':
+            puts(usage);
+            return CLI_EXIT_OK;
+        default:
+            return cli_option_error("merge", opt, argv);
+        }
+    }
+    size_t n = (size_t)(argc - optind);
+    if (n == 0) {
+        cli_error("merge: expected at least one report\n%s", usage);
+        return CLI_EXIT_USAGE;
+    }
+    struct input *in = calloc(n, sizeof(*in));
+    if (!in) {
+        cli_error("merge: out of memory");
+        return CLI_EXIT_USAGE;
+    }
+    int rc = CLI_EXIT_USAGE;
+    size_t loaded = 0;
+    for (; loaded < n; loaded++) {
+        struct input *i = &in[loaded];
+        if (!report_load(argv[optind + (int)loaded], &i->report))
+            goto out;
+        i->position = loaded;
+        i->rank = i->report.has_rank ? i->report.rank : (long long)loaded;
+    }
+    qsort(in, n, sizeof(*in), by_rank);
+    for (size_t i = 1; i < n; i++) {
+        if (in[i].rank == in[i - 1].rank && in[i].report.pid == in[i - 1].report.pid) {
+            cli_error("merge: %s and %s are reports of the same process (rank %lld, pid %lld)",
+                      in[i - 1].report.path, in[i].report.path, in[i].rank, in[i].report.pid);
+            goto out;
+        }
+    }
+    json_t *merged = merge_inputs(in, n);
+    FILE *fp = merged ? cli_open_output(output) : NULL;
+    if (fp) {
+        json_dumpf(merged, fp, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
+        fputc('\n', fp);
+        if (cli_close_output(fp, output))
+            rc = CLI_EXIT_OK;
+    } else if (!merged) {
+        cli_error("merge: out of memory");
+    }
+    json_decref(merged);
+out:
+    for (size_t i = 0; i < loaded; i++)
+        report_free(&in[i].report);
+    free(in);
+    return rc;
+}

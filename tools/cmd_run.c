@@ -1,0 +1,323 @@
+/*
+ * cmd_run.c: `tensorleak run [OPTIONS] [--] CMD ARGS...`: run CMD with
+ * libtensorleak.so preloaded.
+ *
+ * Each option becomes the TENSORLEAK_* variable of SPEC.md, validated here
+ * so that a typo is a clear error (exit 2) rather than a warning lost in the
+ * program's output. The library is appended to LD_PRELOAD (what was there is
+ * kept) and CMD is exec'd in place: its exit status, and the status the
+ * preload's gate forces, reach the caller unchanged.
+ *
+ * Finding the library, relative to this executable (/proc/self/exe), so that
+ * both build/tools/tensorleak and an installed copy work without setup:
+ *   TENSORLEAK_LIBRARY                      when set (a path to the .so)
+ *   <exe_dir>/../<libdir>/libtensorleak.so  installed tree (libdir from meson)
+ *   <exe_dir>/../src/libtensorleak.so       build tree
+ * and, for --sim, the directory holding the simulated libcuda.so.1:
+ *   <exe_dir>/../<libdir>/tensorleak/sim/   installed tree
+ *   <exe_dir>/../sim/                       build tree
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef TL_LIBDIR
+#define TL_LIBDIR "lib"
+#endif
+
+#define RUN_MAX_DEPTH 1024
+
+static const char usage[] =
+    "usage: tensorleak run [--sim] [-o|--output PATTERN] [--depth N] [--fail-on KINDS]\n"
+    "                      [--exitcode N] [--suppressions FILE] [--quiet] [--] CMD ARGS...";
+
+/* Parses a decimal integer in [0, max]; no sign, no suffix. */
+static bool parse_bounded(const char *text, long max, long *out)
+{
+    if (!*text)
+        return false;
+    long v = 0;
+    for (const char *p = text; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        v = v * 10 + (*p - '0');
+        if (v > max)
+            return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* Checks a --fail-on list: leak, growth, invalid-free, oom; or none alone. */
+static bool valid_fail_on(const char *list)
+{
+    static const char *const kinds[] = { "leak", "growth", "invalid-free", "oom", "none" };
+    size_t items = 0;
+    bool has_none = false;
+    const char *p = list;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        bool known = false;
+        for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+            if (strlen(kinds[k]) == len && strncmp(p, kinds[k], len) == 0) {
+                known = true;
+                has_none |= k == 4;
+            }
+        }
+        if (!known) {
+            cli_error("run: --fail-on: unknown kind '%.*s' "
+                      "(expected a comma list of leak, growth, invalid-free, oom; or none)",
+                      (int)(len > 40 ? 40 : len), p);
+            return false;
+        }
+        items++;
+        if (!p[len])
+            break;
+        p += len + 1;
+    }
+    if (has_none && items > 1) {
+        cli_error("run: --fail-on: 'none' cannot be combined with other kinds");
+        return false;
+    }
+    return true;
+}
+
+/* Directory of this executable, with a trailing '/', or false. */
+static bool exe_dir(char *buf, size_t size)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+    if (n <= 0 || (size_t)n >= size - 1)
+        return false;
+    buf[n] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (!slash)
+        return false;
+    slash[1] = '\0';
+    return true;
+}
+
+/* Joins exe_dir + "../" + libdir-relative path (libdir may be absolute). */
+static void libdir_path(char *out, size_t size, const char *dir, const char *rest)
+{
+    if (TL_LIBDIR[0] == '/')
+        snprintf(out, size, "%s/%s", TL_LIBDIR, rest);
+    else
+        snprintf(out, size, "%s../%s/%s", dir, TL_LIBDIR, rest);
+}
+
+/* Resolves the preload library to an absolute path in `out`. */
+static bool find_library(char out[PATH_MAX])
+{
+    const char *override = getenv("TENSORLEAK_LIBRARY");
+    if (override && *override) {
+        if (access(override, R_OK) != 0 || !realpath(override, out)) {
+            cli_error("run: TENSORLEAK_LIBRARY=%s: %s", override, strerror(errno));
+            return false;
+        }
+        return true;
+    }
+    char dir[PATH_MAX], installed[PATH_MAX + 64], build[PATH_MAX + 64];
+    if (!exe_dir(dir, sizeof(dir))) {
+        cli_error("run: cannot locate the tensorleak executable (/proc/self/exe); "
+                  "set TENSORLEAK_LIBRARY");
+        return false;
+    }
+    libdir_path(installed, sizeof(installed), dir, "libtensorleak.so");
+    snprintf(build, sizeof(build), "%s../src/libtensorleak.so", dir);
+    const char *candidates[] = { installed, build };
+    for (size_t i = 0; i < 2; i++) {
+        if (access(candidates[i], R_OK) == 0 && realpath(candidates[i], out))
+            return true;
+    }
+    cli_error("run: libtensorleak.so not found (looked for %s and %s); "
+              "build it or set TENSORLEAK_LIBRARY", installed, build);
+    return false;
+}
+
+/* Resolves the simulated driver's directory to an absolute path in `out`. */
+static bool find_sim_dir(char out[PATH_MAX])
+{
+    char dir[PATH_MAX], installed[PATH_MAX + 64], build[PATH_MAX + 64], probe[PATH_MAX * 2];
+    if (!exe_dir(dir, sizeof(dir))) {
+        cli_error("run: --sim: cannot locate the tensorleak executable (/proc/self/exe)");
+        return false;
+    }
+    libdir_path(installed, sizeof(installed), dir, "tensorleak/sim");
+    snprintf(build, sizeof(build), "%s../sim", dir);
+    const char *candidates[] = { installed, build };
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(probe, sizeof(probe), "%s/libcuda.so.1", candidates[i]);
+        if (access(probe, R_OK) == 0 && realpath(candidates[i], out))
+            return true;
+    }
+    cli_error("run: --sim: simulated driver libcuda.so.1 not found (looked in %s and %s)",
+              installed, build);
+    return false;
+}
+
+/* LD_PRELOAD and LD_LIBRARY_PATH split on ':' (and ' ' for LD_PRELOAD). */
+static bool usable_in_path_list(const char *what, const char *path)
+{
+    if (strpbrk(path, ": \t")) {
+        cli_error("run: %s path '%s' contains ':' or a blank, which LD_PRELOAD "
+                  "and LD_LIBRARY_PATH cannot hold", what, path);
+        return false;
+    }
+    return true;
+}
+
+static bool list_contains(const char *list, const char *item)
+{
+    size_t len = strlen(item);
+    for (const char *p = list; (p = strstr(p, item)) != NULL; p += len) {
+        bool starts = p == list || p[-1] == ':' || p[-1] == ' ';
+        bool ends = p[len] == '\0' || p[len] == ':' || p[len] == ' ';
+        if (starts && ends)
+            return true;
+    }
+    return false;
+}
+
+/* Sets NAME to `first` SEP old or old SEP `last`; false when out of memory. */
+static bool extend_list(const char *name, const char *item, bool prepend)
+{
+    const char *old = getenv(name);
+    if (!old || !*old)
+        return setenv(name, item, 1) == 0;
+    if (list_contains(old, item))
+        return true;
+    size_t len = strlen(old) + strlen(item) + 2;
+    char *value = malloc(len);
+    if (!value)
+        return false;
+    if (prepend)
+        snprintf(value, len, "%s:%s", item, old);
+    else
+        snprintf(value, len, "%s:%s", old, item);
+    bool ok = setenv(name, value, 1) == 0;
+    free(value);
+    return ok;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    enum { OPT_SIM = 256, OPT_DEPTH, OPT_FAIL_ON, OPT_EXITCODE, OPT_SUPPRESSIONS, OPT_QUIET };
+    static const struct option options[] = {
+        { "sim", no_argument, NULL, OPT_SIM },
+        { "output", required_argument, NULL, 'o' },
+        { "depth", required_argument, NULL, OPT_DEPTH },
+        { "fail-on", required_argument, NULL, OPT_FAIL_ON },
+        { "exitcode", required_argument, NULL, OPT_EXITCODE },
+        { "suppressions", required_argument, NULL, OPT_SUPPRESSIONS },
+        { "quiet", no_argument, NULL, OPT_QUIET },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    bool sim = false, quiet = false;
+    const char *output = NULL, *depth = NULL, *fail_on = NULL, *exitcode = NULL;
+    const char *supp_path = NULL;
+    long number;
+    int opt;
+    opterr = 0;
+    optind = 1;
+    /* '+': stop at CMD, so that CMD's own options are left alone. */
+    while ((opt = getopt_long(argc, argv, "+:o:h", options, NULL)) != -1) {
+        switch (opt) {
+        case OPT_SIM:
+            sim = true;
+            break;
+        case 'o':
+            if (!*optarg) {
+                cli_error("run: --output: empty pattern");
+                return CLI_EXIT_USAGE;
+            }
+            output = optarg;
+            break;
+        case OPT_DEPTH:
+            if (!parse_bounded(optarg, RUN_MAX_DEPTH, &number)) {
+                cli_error("run: --depth: invalid value '%s' (expected 0 to %d frames)", optarg,
+                          RUN_MAX_DEPTH);
+                return CLI_EXIT_USAGE;
+            }
+            depth = optarg;
+            break;
+        case OPT_FAIL_ON:
+            if (!valid_fail_on(optarg))
+                return CLI_EXIT_USAGE;
+            fail_on = optarg;
+            break;
+        case OPT_EXITCODE:
+            if (!parse_bounded(optarg, 255, &number)) {
+                cli_error("run: --exitcode: invalid value '%s' (expected 0 to 255)", optarg);
+                return CLI_EXIT_USAGE;
+            }
+            exitcode = optarg;
+            break;
+        case OPT_SUPPRESSIONS:
+            supp_path = optarg;
+            break;
+        case OPT_QUIET:
+            quiet = true;
+            break;
+        case 'h':
+            puts(usage);
+            return CLI_EXIT_OK;
+        default:
+            return cli_option_error("run", opt, argv);
+        }
+    }
+    if (optind >= argc) {
+        cli_error("run: expected a command to run\n%s", usage);
+        return CLI_EXIT_USAGE;
+    }
+
+    char supp_abs[PATH_MAX];
+    if (supp_path) {
+        /* Refuse a bad file now, with FILE:LINE, rather than a warning at run time. */
+        struct tl_suppressions supp = { 0 };
+        if (!suppressions_load_file(supp_path, &supp))
+            return CLI_EXIT_USAGE;
+        tl_suppressions_free(&supp);
+        /* The program may chdir before it reads the file: pass it absolute. */
+        if (!realpath(supp_path, supp_abs)) {
+            cli_error("run: %s: %s", supp_path, strerror(errno));
+            return CLI_EXIT_USAGE;
+        }
+    }
+    char library[PATH_MAX], sim_dir[PATH_MAX];
+    if (!find_library(library) || !usable_in_path_list("library", library))
+        return CLI_EXIT_USAGE;
+    if (sim && (!find_sim_dir(sim_dir) || !usable_in_path_list("--sim", sim_dir)))
+        return CLI_EXIT_USAGE;
+
+    bool ok = true;
+    if (output)
+        ok = ok && setenv("TENSORLEAK_OUTPUT", output, 1) == 0;
+    if (depth)
+        ok = ok && setenv("TENSORLEAK_DEPTH", depth, 1) == 0;
+    if (fail_on)
+        ok = ok && setenv("TENSORLEAK_FAIL_ON", fail_on, 1) == 0;
+    if (exitcode)
+        ok = ok && setenv("TENSORLEAK_EXITCODE", exitcode, 1) == 0;
+    if (supp_path)
+        ok = ok && setenv("TENSORLEAK_SUPPRESSIONS", supp_abs, 1) == 0;
+    if (quiet)
+        ok = ok && setenv("TENSORLEAK_QUIET", "1", 1) == 0;
+    if (sim)
+        ok = ok && extend_list("LD_LIBRARY_PATH", sim_dir, true);
+    ok = ok && extend_list("LD_PRELOAD", library, false);
+    if (!ok) {
+        cli_error("run: cannot set the environment: %s", strerror(errno));
+        return CLI_EXIT_USAGE;
+    }
+
+    execvp(argv[optind], &argv[optind]);
+    int err = errno;
+    cli_error("run: %s: %s", argv[optind], strerror(err));
+    return err == ENOENT ? 127 : 126;
+}

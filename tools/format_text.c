@@ -1,0 +1,225 @@
+/*
+ * format_text.c: the LeakSanitizer-like text report of SPEC.md. The preload
+ * library prints the same text at exit, so `tensorleak report FILE` shows a
+ * saved report exactly as the program's stderr did (plus growth, pools,
+ * invalid frees and the out-of-memory site, when the report has them).
+ */
+#include "cli.h"
+#include "report.h"
+#include "sizes.h"
+
+#include <inttypes.h>
+
+static const char *or_unknown(const char *s)
+{
+    return s && *s ? s : "??";
+}
+
+void format_frame(FILE *out, size_t index, const struct tl_frame *f)
+{
+    fprintf(out, "    #%zu %s in %s", index, or_unknown(f->address), or_unknown(f->function));
+    if (f->file && *f->file) {
+        if (f->line > 0)
+            fprintf(out, " %s:%lld", f->file, f->line);
+        else
+            fprintf(out, " %s", f->file);
+    }
+    if (f->module && *f->module) {
+        if (f->offset && *f->offset)
+            fprintf(out, " (%s+%s)", report_basename(f->module), f->offset);
+        else
+            fprintf(out, " (%s)", report_basename(f->module));
+    }
+    fputc('\n', out);
+}
+
+void format_stack(FILE *out, const struct tl_stack *stack)
+{
+    if (stack->count == 0) {
+        fputs("    (no stack: TENSORLEAK_DEPTH=0)\n", out);
+        return;
+    }
+    for (size_t i = 0; i < stack->count; i++)
+        format_frame(out, i, &stack->frames[i]);
+}
+
+/* "==4242==", LeakSanitizer's line prefix; "==?==" when there is no single pid (merged). */
+struct prefix {
+    char text[32];
+};
+
+static struct prefix prefix_of(const struct tl_report *r)
+{
+    struct prefix p;
+    if (r->has_pid)
+        snprintf(p.text, sizeof(p.text), "==%lld==", r->pid);
+    else
+        snprintf(p.text, sizeof(p.text), "==?==");
+    return p;
+}
+
+/* " rank N" for entries of a merged report, else "". */
+struct rank_tag {
+    char text[32];
+};
+
+static struct rank_tag rank_tag(bool has_rank, long long rank, const char *before)
+{
+    struct rank_tag t = { "" };
+    if (has_rank)
+        snprintf(t.text, sizeof(t.text), "%srank %lld", before, rank);
+    return t;
+}
+
+static void header(FILE *out, const struct tl_report *r)
+{
+    const struct prefix pfx = prefix_of(r);
+    const struct tl_summary *s = &r->summary;
+    char human[SIZE_HUMAN_MAX];
+    if (s->leaked_allocations == 0) {
+        fprintf(out, "%s tensorleak: no leaked device allocations\n", pfx.text);
+        return;
+    }
+    size_t sites = 0;
+    for (size_t i = 0; i < r->leak_count; i++)
+        sites += !r->leaks[i].suppressed;
+    fprintf(out, "%s tensorleak: %" PRIu64 " leaked device allocations (%s) from %zu call sites\n",
+            pfx.text, s->leaked_allocations, size_human(s->leaked_bytes, human), sites);
+}
+
+/* Per-rank totals of a merged report. */
+static void ranks(FILE *out, const struct tl_report *r)
+{
+    const struct prefix pfx = prefix_of(r);
+    char leaked[SIZE_HUMAN_MAX], live[SIZE_HUMAN_MAX], reserved[SIZE_HUMAN_MAX];
+    for (size_t i = 0; i < r->rank_count; i++) {
+        const struct tl_rank *k = &r->ranks[i];
+        fprintf(out, "%s rank %lld: pid %lld on %s: %s leaked in %" PRIu64
+                     " allocation(s); live %s, reserved %s\n",
+                pfx.text, k->rank, k->pid, or_unknown(k->host), size_human(k->leaked_bytes, leaked),
+                k->leaked_allocations, size_human(k->live_bytes, live),
+                size_human(k->reserved_bytes, reserved));
+    }
+}
+
+static void leaks(FILE *out, const struct tl_report *r)
+{
+    char human[SIZE_HUMAN_MAX];
+    for (size_t i = 0; i < r->leak_count; i++) {
+        const struct tl_leak *l = &r->leaks[i];
+        if (l->suppressed)
+            continue;
+        fprintf(out, "Leak of %s in %" PRIu64 " allocation(s) [%s%s] allocated from:\n",
+                size_human(l->bytes, human), l->count, or_unknown(l->kind),
+                rank_tag(l->has_rank, l->rank, ", ").text);
+        format_stack(out, &l->stack);
+        fputc('\n', out);
+    }
+}
+
+static void growth(FILE *out, const struct tl_report *r)
+{
+    char human[SIZE_HUMAN_MAX];
+    for (size_t i = 0; i < r->growth_count; i++) {
+        const struct tl_growth *g = &r->growth[i];
+        if (g->suppressed)
+            continue;
+        fprintf(out, "Growth of %s per mark over %" PRIu64 " marks [%s%s] allocated from:\n",
+                size_human(g->bytes_per_mark, human), g->marks, or_unknown(g->kind),
+                rank_tag(g->has_rank, g->rank, ", ").text);
+        format_stack(out, &g->stack);
+        fputc('\n', out);
+    }
+}
+
+static void invalid_frees(FILE *out, const struct tl_report *r)
+{
+    for (size_t i = 0; i < r->invalid_free_count; i++) {
+        const struct tl_invalid_free *f = &r->invalid_frees[i];
+        fprintf(out, "Invalid free of %s [%s%s] from:\n", or_unknown(f->address),
+                or_unknown(f->kind), rank_tag(f->has_rank, f->rank, ", ").text);
+        format_stack(out, &f->stack);
+        fputc('\n', out);
+    }
+}
+
+static void oom(FILE *out, const struct tl_report *r)
+{
+    char human[SIZE_HUMAN_MAX];
+    if (!r->has_oom)
+        return;
+    fprintf(out, "Out of memory allocating %s [%s] on device %lld from:\n",
+            size_human(r->oom.bytes, human), or_unknown(r->oom.kind), r->oom.device);
+    format_stack(out, &r->oom.stack);
+    fputc('\n', out);
+}
+
+static void devices(FILE *out, const struct tl_report *r)
+{
+    char reserved[SIZE_HUMAN_MAX], allocated[SIZE_HUMAN_MAX], gap[SIZE_HUMAN_MAX];
+    char largest[SIZE_HUMAN_MAX];
+    for (size_t i = 0; i < r->device_count; i++) {
+        const struct tl_device *d = &r->devices[i];
+        /* Reports of one device may keep these in the summary only. */
+        uint64_t block = d->has_largest_free_block ? d->largest_free_block
+                                                   : r->summary.largest_free_block;
+        double frag = d->has_fragmentation ? d->fragmentation : r->summary.fragmentation;
+        fprintf(out, "%s%s device %lld: reserved %s, allocated %s, gap %s; "
+                     "largest free block %s (fragmentation %.2f)\n",
+                prefix_of(r).text, rank_tag(d->has_rank, d->rank, " ").text, d->device,
+                size_human(d->reserved_bytes, reserved),
+                size_human(d->allocated_bytes, allocated), size_human(d->gap_bytes, gap),
+                size_human(block, largest), frag);
+    }
+}
+
+static void pools(FILE *out, const struct tl_report *r)
+{
+    char reserved[SIZE_HUMAN_MAX], allocated[SIZE_HUMAN_MAX], largest[SIZE_HUMAN_MAX];
+    for (size_t i = 0; i < r->pool_count; i++) {
+        const struct tl_pool *p = &r->pools[i];
+        fprintf(out, "%s%s pool '%s' (%s, device %lld): reserved %s, allocated %s; "
+                     "largest free block %s (fragmentation %.2f)\n",
+                prefix_of(r).text, rank_tag(p->has_rank, p->rank, " ").text, or_unknown(p->name),
+                or_unknown(p->kind), p->device, size_human(p->reserved_bytes, reserved),
+                size_human(p->allocated_bytes, allocated),
+                size_human(p->largest_free_block, largest), p->fragmentation);
+    }
+}
+
+/* The totals lines under the devices, each only when non-zero. */
+static void totals(FILE *out, const struct tl_report *r)
+{
+    const struct prefix pfx = prefix_of(r);
+    const struct tl_summary *s = &r->summary;
+    char human[SIZE_HUMAN_MAX];
+    if (s->held_bytes > 0)
+        fprintf(out, "%s held by pools at exit (not leaks): %s\n", pfx.text,
+                size_human(s->held_bytes, human));
+    if (s->suppressed_allocations > 0)
+        fprintf(out, "%s suppressed: %" PRIu64 " byte(s) in %" PRIu64 " allocation(s)\n", pfx.text,
+                s->suppressed_bytes, s->suppressed_allocations);
+    if (s->released_by_teardown_allocations > 0)
+        fprintf(out, "%s released by context teardown: %" PRIu64 " byte(s) in %" PRIu64
+                     " allocation(s)\n",
+                pfx.text, s->released_by_teardown_bytes, s->released_by_teardown_allocations);
+    if (s->dropped_events > 0)
+        fprintf(out, "%s warning: %" PRIu64 " event(s) dropped; counts may be low\n", pfx.text,
+                s->dropped_events);
+}
+
+void format_text(FILE *out, const struct tl_report *r, const char *report_name)
+{
+    header(out, r);
+    ranks(out, r);
+    leaks(out, r);
+    growth(out, r);
+    invalid_frees(out, r);
+    oom(out, r);
+    pools(out, r);
+    devices(out, r);
+    totals(out, r);
+    fprintf(out, "SUMMARY: tensorleak: %" PRIu64 " byte(s) leaked in %" PRIu64
+                 " allocation(s). Report: %s\n",
+            r->summary.leaked_bytes, r->summary.leaked_allocations, report_name);
+}

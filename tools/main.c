@@ -1,0 +1,124 @@
+/*
+ * main.c: the tensorleak command line: dispatch to one subcommand per file
+ * (cmd_*.c), version and help, and the few output helpers they share.
+ */
+#include "cli.h"
+
+#include "tl_version.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char usage_text[] =
+    "usage: tensorleak COMMAND [ARGS...]\n"
+    "\n"
+    "Track GPU memory allocations of a program and read its reports.\n"
+    "\n"
+    "Commands:\n"
+    "  run [OPTIONS] [--] CMD ARGS...   run CMD under libtensorleak.so\n"
+    "      --sim                 use the simulated CUDA driver and runtime\n"
+    "      -o, --output PATTERN  report path (%p pid, %h host, %r rank, %n sequence)\n"
+    "      --depth N             frames kept per stack (0 = no stacks)\n"
+    "      --fail-on KINDS       leak,growth,invalid-free,oom or none\n"
+    "      --exitcode N          exit status when the gate fails (default 23)\n"
+    "      --suppressions FILE   suppressions file\n"
+    "      --quiet               no report on stderr\n"
+    "  report FILE [--format text|json|folded] [-o OUT]\n"
+    "                            print a report (folded: for flamegraph.pl/inferno/speedscope)\n"
+    "  check FILE [--max-leaked-bytes N] [--max-growth-bytes N] [--suppressions FILE]\n"
+    "                            CI gate: exit 0 pass, 1 fail, 2 unusable input\n"
+    "  diff OLD NEW              what grew between two reports, per call site\n"
+    "  merge FILES... [-o OUT]   one report from the per-rank reports of a job\n"
+    "\n"
+    "Options:\n"
+    "  -h, --help                this text\n"
+    "  -V, --version             print the version\n"
+    "\n"
+    "Sizes accept K, M, G suffixes. Environment: TENSORLEAK_LIBRARY overrides the\n"
+    "preload library that `run` uses.\n";
+
+void cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("tensorleak: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+FILE *cli_open_output(const char *path)
+{
+    if (!path || strcmp(path, "-") == 0)
+        return stdout;
+    FILE *out = fopen(path, "w");
+    if (!out)
+        cli_error("%s: cannot write: %s", path, strerror(errno));
+    return out;
+}
+
+bool cli_close_output(FILE *out, const char *path)
+{
+    bool ok = fflush(out) == 0 && !ferror(out);
+    int saved = errno;
+    if (out != stdout)
+        ok = (fclose(out) == 0) && ok;
+    if (!ok)
+        cli_error("%s: write error: %s", out == stdout || !path ? "<stdout>" : path,
+                  strerror(saved ? saved : errno));
+    return ok;
+}
+
+int cli_option_error(const char *command, int opt, char **argv)
+{
+    const char *arg = optind > 0 ? argv[optind - 1] : "?";
+    char short_opt[3] = { '-', (char)optopt, '\0' };
+    if (strncmp(arg, "--", 2) != 0 && optopt > 0 && optopt < 128)
+        arg = short_opt;
+    if (opt == ':')
+        cli_error("%s: option '%s' needs a value", command, arg);
+    else
+        cli_error("%s: unknown option '%s' (try: tensorleak --help)", command, arg);
+    return CLI_EXIT_USAGE;
+}
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+};
+
+static const struct command commands[] = {
+    { "run", cmd_run },
+    { "report", cmd_report },
+    { "check", cmd_check },
+    { "diff", cmd_diff },
+    { "merge", cmd_merge },
+};
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        return CLI_EXIT_USAGE;
+    }
+    const char *first = argv[1];
+    if (strcmp(first, "-V") == 0 || strcmp(first, "--version") == 0) {
+        printf("tensorleak %s\n", TL_VERSION);
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(first, "-h") == 0 || strcmp(first, "--help") == 0 || strcmp(first, "help") == 0) {
+        fputs(usage_text, stdout);
+        return CLI_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (strcmp(first, commands[i].name) == 0) {
+            /* Subcommands see argv[0] = their name, like their own program. */
+            return commands[i].run(argc - 1, argv + 1);
+        }
+    }
+    cli_error("unknown command '%s' (try: tensorleak --help)", first);
+    return CLI_EXIT_USAGE;
+}

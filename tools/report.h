@@ -1,0 +1,176 @@
+/*
+ * report.h: a tensorleak JSON report (schema 1, SPEC.md) held in memory.
+ *
+ * report_load() parses a file with jansson and checks it thoroughly once, so
+ * the formatters and commands can walk plain C arrays without re-checking
+ * types. Strings are borrowed from the jansson tree (`root`), which lives as
+ * long as the report; every pointer below is NULL when the field was absent
+ * or null. Arrays the file does not have are empty (count 0).
+ */
+#ifndef TENSORLEAK_REPORT_H
+#define TENSORLEAK_REPORT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Integer summary fields, with how `merge` combines them across ranks:
+ * SUM adds them, MAX keeps the largest (per-device properties).
+ */
+#define TL_SUMMARY_U64_FIELDS(X)                  \
+    X(leaked_bytes, SUM)                          \
+    X(leaked_allocations, SUM)                    \
+    X(live_bytes, SUM)                            \
+    X(live_allocations, SUM)                      \
+    X(peak_live_bytes, SUM)                       \
+    X(reserved_bytes, SUM)                        \
+    X(allocated_bytes, SUM)                       \
+    X(gap_bytes, SUM)                             \
+    X(largest_free_block, MAX)                    \
+    X(invalid_frees, SUM)                         \
+    X(suppressed_allocations, SUM)                \
+    X(suppressed_bytes, SUM)                      \
+    X(failed_allocations, SUM)                    \
+    X(oom_failures, SUM)                          \
+    X(released_by_teardown_bytes, SUM)            \
+    X(released_by_teardown_allocations, SUM)      \
+    X(held_bytes, SUM)                            \
+    X(dropped_events, SUM)
+
+struct tl_summary {
+#define TL_DECLARE_FIELD(name, merge) uint64_t name;
+    TL_SUMMARY_U64_FIELDS(TL_DECLARE_FIELD)
+#undef TL_DECLARE_FIELD
+    double fragmentation;
+};
+
+struct tl_frame {
+    const char *address;    /* "0x55d0c1a2b3c4" */
+    const char *module;     /* path as recorded */
+    const char *offset;     /* "0x13c4", offset in module */
+    const char *function;
+    const char *file;
+    long long line;         /* 0 when unknown */
+};
+
+struct tl_stack {
+    struct tl_frame *frames;    /* frames[0] is the innermost (#0) */
+    size_t count;
+};
+
+/* One entry of "leaks" (or of "sites"): a deduplicated call site. */
+struct tl_leak {
+    const char *kind;           /* "device", "host_pinned", ... */
+    uint64_t bytes;
+    uint64_t count;
+    bool suppressed;
+    const char *suppression;    /* "leak:pattern" that matched, if any */
+    struct tl_stack stack;
+    bool has_rank;              /* entries of a merged report carry their rank */
+    long long rank;
+};
+
+struct tl_growth {
+    const char *kind;
+    uint64_t bytes_per_mark;
+    uint64_t marks;
+    uint64_t count_per_mark;
+    bool suppressed;
+    struct tl_stack stack;
+    bool has_rank;
+    long long rank;
+};
+
+struct tl_pool {
+    const char *name;
+    const char *kind;           /* "annotated" | "stream_ordered" */
+    long long device;
+    uint64_t reserved_bytes, allocated_bytes, free_bytes, largest_free_block;
+    double fragmentation;
+    bool has_utilization;
+    double utilization;
+    bool has_rank;
+    long long rank;
+};
+
+struct tl_device {
+    long long device;
+    uint64_t free, total;
+    uint64_t reserved_bytes, allocated_bytes, gap_bytes;
+    bool has_largest_free_block;   /* else the summary's applies */
+    uint64_t largest_free_block;
+    bool has_fragmentation;
+    double fragmentation;
+    bool has_rank;
+    long long rank;
+};
+
+/* One entry of "ranks", which only merged reports have. */
+struct tl_rank {
+    long long rank;
+    long long pid;
+    const char *host;
+    uint64_t leaked_bytes, leaked_allocations, live_bytes, reserved_bytes;
+};
+
+struct tl_invalid_free {
+    const char *address;
+    const char *kind;
+    struct tl_stack stack;
+    bool has_rank;
+    long long rank;
+};
+
+struct tl_oom {
+    uint64_t bytes;
+    const char *kind;
+    long long device;
+    struct tl_stack stack;
+};
+
+struct tl_report {
+    const char *path;           /* as given on the command line */
+    json_t *root;
+
+    bool has_pid;               /* false for merged reports */
+    long long pid;
+    bool has_rank;
+    long long rank;
+    const char *host, *reason, *label, *time, *version;
+
+    struct tl_summary summary;
+    bool has_leaks_array;
+    struct tl_leak *leaks;
+    size_t leak_count;
+    bool has_sites;             /* optional "sites": live call sites */
+    struct tl_leak *sites;
+    size_t site_count;
+    struct tl_growth *growth;
+    size_t growth_count;
+    struct tl_pool *pools;
+    size_t pool_count;
+    struct tl_device *devices;
+    size_t device_count;
+    struct tl_invalid_free *invalid_frees;
+    size_t invalid_free_count;
+    bool has_oom;
+    struct tl_oom oom;
+    struct tl_rank *ranks;
+    size_t rank_count;
+};
+
+/*
+ * Loads and checks the report at `path` ("-" reads stdin). On failure prints
+ * `tensorleak: PATH: <reason>` on stderr and returns false; `out` is then
+ * left empty (report_free() is still safe). Never aborts on bad input.
+ */
+bool report_load(const char *path, struct tl_report *out);
+
+void report_free(struct tl_report *report);
+
+/* Last path component of a module path ("leaky_inference"). */
+const char *report_basename(const char *path);
+
+#endif

@@ -1,0 +1,494 @@
+/*
+ * report_read.c: jansson tree -> struct tl_report (report.h).
+ *
+ * Every field is checked once here, with an error that names the field by
+ * its JSON path ("leaks[3].stack[0].line"), so a truncated, foreign or
+ * hand-edited file ends in one clear line and exit 2, never in a crash
+ * further on. Optional arrays may be missing; present ones must be well-typed.
+ */
+#include "report.h"
+
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define WHERE_MAX 96
+
+struct loader {
+    const char *path;
+    bool failed;
+};
+
+static void fail(struct loader *ld, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void fail(struct loader *ld, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (!ld->failed)
+        cli_error("%s: %s", ld->path, msg);
+    ld->failed = true;
+}
+
+const char *report_basename(const char *path)
+{
+    if (!path)
+        return NULL;
+    const char *slash = strrchr(path, '/');
+    return slash && slash[1] ? slash + 1 : path;
+}
+
+/* Field kinds a schema-1 report may hold, checked by get(). */
+enum want { WANT_STRING, WANT_U64, WANT_INT, WANT_REAL, WANT_BOOL, WANT_ARRAY, WANT_OBJECT };
+
+static const char *const want_text[] = {
+    [WANT_STRING] = "a string",
+    [WANT_U64] = "a non-negative integer",
+    [WANT_INT] = "an integer",
+    [WANT_REAL] = "a number",
+    [WANT_BOOL] = "true or false",
+    [WANT_ARRAY] = "an array",
+    [WANT_OBJECT] = "an object",
+};
+
+/*
+ * Returns obj[key] when present, non-null and of the wanted kind; NULL when
+ * absent or null (fails when `required`); fails on any other type.
+ */
+static json_t *get(struct loader *ld, json_t *obj, const char *where, const char *key,
+                   enum want want, bool required)
+{
+    json_t *v = json_object_get(obj, key);
+    const char *dot = *where ? "." : "";
+    if (!v || json_is_null(v)) {
+        if (required)
+            fail(ld, "%s%s%s: missing (%s expected)", where, dot, key, want_text[want]);
+        return NULL;
+    }
+    bool ok = false;
+    switch (want) {
+    case WANT_STRING: ok = json_is_string(v); break;
+    case WANT_U64: ok = json_is_integer(v) && json_integer_value(v) >= 0; break;
+    case WANT_INT: ok = json_is_integer(v); break;
+    case WANT_REAL: ok = json_is_number(v); break;
+    case WANT_BOOL: ok = json_is_boolean(v); break;
+    case WANT_ARRAY: ok = json_is_array(v); break;
+    case WANT_OBJECT: ok = json_is_object(v); break;
+    }
+    if (!ok) {
+        fail(ld, "%s%s%s: expected %s", where, dot, key, want_text[want]);
+        return NULL;
+    }
+    return v;
+}
+
+static const char *get_str(struct loader *ld, json_t *obj, const char *where, const char *key)
+{
+    json_t *v = get(ld, obj, where, key, WANT_STRING, false);
+    return v ? json_string_value(v) : NULL;
+}
+
+static uint64_t get_u64(struct loader *ld, json_t *obj, const char *where, const char *key)
+{
+    json_t *v = get(ld, obj, where, key, WANT_U64, false);
+    return v ? (uint64_t)json_integer_value(v) : 0;
+}
+
+static long long get_int(struct loader *ld, json_t *obj, const char *where, const char *key)
+{
+    json_t *v = get(ld, obj, where, key, WANT_INT, false);
+    return v ? json_integer_value(v) : 0;
+}
+
+static double get_real(struct loader *ld, json_t *obj, const char *where, const char *key)
+{
+    json_t *v = get(ld, obj, where, key, WANT_REAL, false);
+    return v ? json_number_value(v) : 0.0;
+}
+
+static bool get_bool(struct loader *ld, json_t *obj, const char *where, const char *key)
+{
+    json_t *v = get(ld, obj, where, key, WANT_BOOL, false);
+    return v ? json_is_true(v) : false;
+}
+
+/*
+ * Allocates the C array for the optional JSON array obj[key]; returns its
+ * element count (0 when absent) and the array through *items.
+ */
+static size_t get_array(struct loader *ld, json_t *obj, const char *key, size_t elem_size,
+                        json_t **array, void **items)
+{
+    *items = NULL;
+    *array = get(ld, obj, "", key, WANT_ARRAY, false);
+    if (!*array || json_array_size(*array) == 0)
+        return 0;
+    size_t n = json_array_size(*array);
+    *items = calloc(n, elem_size);
+    if (!*items) {
+        fail(ld, "%s: out of memory for %zu entries", key, n);
+        return 0;
+    }
+    return n;
+}
+
+static json_t *element_object(struct loader *ld, json_t *array, size_t i, const char *where)
+{
+    json_t *e = json_array_get(array, i);
+    if (!json_is_object(e)) {
+        fail(ld, "%s: expected an object", where);
+        return NULL;
+    }
+    return e;
+}
+
+static void read_stack(struct loader *ld, json_t *obj, const char *where, struct tl_stack *out)
+{
+    char fwhere[WHERE_MAX + 32];
+    json_t *frames = get(ld, obj, where, "stack", WANT_ARRAY, false);
+    out->frames = NULL;
+    out->count = 0;
+    if (!frames || json_array_size(frames) == 0)
+        return;
+    size_t n = json_array_size(frames);
+    out->frames = calloc(n, sizeof(*out->frames));
+    if (!out->frames) {
+        fail(ld, "%s.stack: out of memory", where);
+        return;
+    }
+    out->count = n;
+    for (size_t i = 0; i < n && !ld->failed; i++) {
+        snprintf(fwhere, sizeof(fwhere), "%s.stack[%zu]", where, i);
+        json_t *f = element_object(ld, frames, i, fwhere);
+        if (!f)
+            return;
+        struct tl_frame *fr = &out->frames[i];
+        fr->address = get_str(ld, f, fwhere, "address");
+        fr->module = get_str(ld, f, fwhere, "module");
+        fr->offset = get_str(ld, f, fwhere, "offset");
+        fr->function = get_str(ld, f, fwhere, "function");
+        fr->file = get_str(ld, f, fwhere, "file");
+        fr->line = get_int(ld, f, fwhere, "line");
+        if (fr->line < 0)
+            fr->line = 0;
+    }
+}
+
+static void free_stack(struct tl_stack *s)
+{
+    free(s->frames);
+    s->frames = NULL;
+    s->count = 0;
+}
+
+static void read_leaks(struct loader *ld, json_t *root, const char *key,
+                       struct tl_leak **out, size_t *count)
+{
+    json_t *array;
+    char where[WHERE_MAX];
+    *count = get_array(ld, root, key, sizeof(**out), &array, (void **)out);
+    for (size_t i = 0; i < *count && !ld->failed; i++) {
+        snprintf(where, sizeof(where), "%s[%zu]", key, i);
+        json_t *e = element_object(ld, array, i, where);
+        if (!e)
+            return;
+        struct tl_leak *l = &(*out)[i];
+        l->kind = get_str(ld, e, where, "kind");
+        l->bytes = get_u64(ld, e, where, "bytes");
+        l->count = get_u64(ld, e, where, "count");
+        l->suppressed = get_bool(ld, e, where, "suppressed");
+        l->suppression = get_str(ld, e, where, "suppression");
+        read_stack(ld, e, where, &l->stack);
+        l->has_rank = get(ld, e, where, "rank", WANT_INT, false) != NULL;
+        l->rank = get_int(ld, e, where, "rank");
+    }
+}
+
+static void read_growth(struct loader *ld, json_t *root, struct tl_report *r)
+{
+    json_t *array;
+    char where[WHERE_MAX];
+    r->growth_count = get_array(ld, root, "growth", sizeof(*r->growth), &array,
+                                (void **)&r->growth);
+    for (size_t i = 0; i < r->growth_count && !ld->failed; i++) {
+        snprintf(where, sizeof(where), "growth[%zu]", i);
+        json_t *e = element_object(ld, array, i, where);
+        if (!e)
+            return;
+        struct tl_growth *g = &r->growth[i];
+        g->kind = get_str(ld, e, where, "kind");
+        g->bytes_per_mark = get_u64(ld, e, where, "bytes_per_mark");
+        g->marks = get_u64(ld, e, where, "marks");
+        g->count_per_mark = get_u64(ld, e, where, "count_per_mark");
+        g->suppressed = get_bool(ld, e, where, "suppressed");
+        read_stack(ld, e, where, &g->stack);
+        g->has_rank = get(ld, e, where, "rank", WANT_INT, false) != NULL;
+        g->rank = get_int(ld, e, where, "rank");
+    }
+}
+
+static void read_pools(struct loader *ld, json_t *root, struct tl_report *r)
+{
+    json_t *array;
+    char where[WHERE_MAX];
+    r->pool_count = get_array(ld, root, "pools", sizeof(*r->pools), &array, (void **)&r->pools);
+    for (size_t i = 0; i < r->pool_count && !ld->failed; i++) {
+        snprintf(where, sizeof(where), "pools[%zu]", i);
+        json_t *e = element_object(ld, array, i, where);
+        if (!e)
+            return;
+        struct tl_pool *p = &r->pools[i];
+        p->name = get_str(ld, e, where, "name");
+        p->kind = get_str(ld, e, where, "kind");
+        p->device = get_int(ld, e, where, "device");
+        p->reserved_bytes = get_u64(ld, e, where, "reserved_bytes");
+        p->allocated_bytes = get_u64(ld, e, where, "allocated_bytes");
+        p->free_bytes = get_u64(ld, e, where, "free_bytes");
+        p->largest_free_block = get_u64(ld, e, where, "largest_free_block");
+        p->fragmentation = get_real(ld, e, where, "fragmentation");
+        p->has_utilization = get(ld, e, where, "utilization", WANT_REAL, false) != NULL;
+        p->utilization = get_real(ld, e, where, "utilization");
+        p->has_rank = get(ld, e, where, "rank", WANT_INT, false) != NULL;
+        p->rank = get_int(ld, e, where, "rank");
+    }
+}
+
+static void read_devices(struct loader *ld, json_t *root, struct tl_report *r)
+{
+    json_t *array;
+    char where[WHERE_MAX];
+    r->device_count = get_array(ld, root, "devices", sizeof(*r->devices), &array,
+                                (void **)&r->devices);
+    for (size_t i = 0; i < r->device_count && !ld->failed; i++) {
+        snprintf(where, sizeof(where), "devices[%zu]", i);
+        json_t *e = element_object(ld, array, i, where);
+        if (!e)
+            return;
+        struct tl_device *d = &r->devices[i];
+        d->device = get_int(ld, e, where, "device");
+        d->free = get_u64(ld, e, where, "free");
+        d->total = get_u64(ld, e, where, "total");
+        d->reserved_bytes = get_u64(ld, e, where, "reserved_bytes");
+        d->allocated_bytes = get_u64(ld, e, where, "allocated_bytes");
+        d->gap_bytes = get_u64(ld, e, where, "gap_bytes");
+        d->has_largest_free_block =
+            get(ld, e, where, "largest_free_block", WANT_U64, false) != NULL;
+        d->largest_free_block = get_u64(ld, e, where, "largest_free_block");
+        d->has_fragmentation = get(ld, e, where, "fragmentation", WANT_REAL, false) != NULL;
+        d->fragmentation = get_real(ld, e, where, "fragmentation");
+        d->has_rank = get(ld, e, where, "rank", WANT_INT, false) != NULL;
+        d->rank = get_int(ld, e, where, "rank");
+    }
+}
+
+static void read_invalid_frees(struct loader *ld, json_t *root, struct tl_report *r)
+{
+    json_t *array;
+    char where[WHERE_MAX];
+    r->invalid_free_count = get_array(ld, root, "invalid_frees", sizeof(*r->invalid_frees),
+                                      &array, (void **)&r->invalid_frees);
+    for (size_t i = 0; i < r->invalid_free_count && !ld->failed; i++) {
+        snprintf(where, sizeof(where), "invalid_frees[%zu]", i);
+        json_t *e = element_object(ld, array, i, where);
+        if (!e)
+            return;
+        struct tl_invalid_free *f = &r->invalid_frees[i];
+        f->address = get_str(ld, e, where, "address");
+        f->kind = get_str(ld, e, where, "kind");
+        read_stack(ld, e, where, &f->stack);
+        f->has_rank = get(ld, e, where, "rank", WANT_INT, false) != NULL;
+        f->rank = get_int(ld, e, where, "rank");
+    }
+}
+
+static void read_ranks(struct loader *ld, json_t *root, struct tl_report *r)
+{
+    json_t *array;
+    char where[WHERE_MAX];
+    r->rank_count = get_array(ld, root, "ranks", sizeof(*r->ranks), &array, (void **)&r->ranks);
+    for (size_t i = 0; i < r->rank_count && !ld->failed; i++) {
+        snprintf(where, sizeof(where), "ranks[%zu]", i);
+        json_t *e = element_object(ld, array, i, where);
+        if (!e)
+            return;
+        struct tl_rank *k = &r->ranks[i];
+        k->rank = get_int(ld, e, where, "rank");
+        k->pid = get_int(ld, e, where, "pid");
+        k->host = get_str(ld, e, where, "host");
+        k->leaked_bytes = get_u64(ld, e, where, "leaked_bytes");
+        k->leaked_allocations = get_u64(ld, e, where, "leaked_allocations");
+        k->live_bytes = get_u64(ld, e, where, "live_bytes");
+        k->reserved_bytes = get_u64(ld, e, where, "reserved_bytes");
+    }
+}
+
+static void read_summary(struct loader *ld, json_t *root, struct tl_report *r)
+{
+    json_t *s = get(ld, root, "", "summary", WANT_OBJECT, true);
+    if (!s)
+        return;
+#define TL_READ_FIELD(name, merge) r->summary.name = get_u64(ld, s, "summary", #name);
+    TL_SUMMARY_U64_FIELDS(TL_READ_FIELD)
+#undef TL_READ_FIELD
+    r->summary.fragmentation = get_real(ld, s, "summary", "fragmentation");
+}
+
+/* jansson's messages may quote raw input bytes: keep stderr printable ASCII. */
+static void sanitize(char *text)
+{
+    for (unsigned char *p = (unsigned char *)text; *p; p++) {
+        if (*p < 0x20 || *p >= 0x7f)
+            *p = '?';
+    }
+}
+
+static json_t *parse_file(struct loader *ld, const char *path)
+{
+    FILE *fp;
+    if (strcmp(path, "-") == 0) {
+        fp = stdin;
+    } else {
+        fp = fopen(path, "rb");
+        if (!fp) {
+            fail(ld, "cannot open: %s", strerror(errno));
+            return NULL;
+        }
+    }
+    struct stat st;
+    if (fstat(fileno(fp), &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            fail(ld, "is a directory, not a report");
+            goto out;
+        }
+        if (S_ISREG(st.st_mode) && st.st_size == 0) {
+            fail(ld, "empty file, not a tensorleak report");
+            goto out;
+        }
+    }
+    json_error_t err;
+    json_t *root = json_loadf(fp, 0, &err);
+    if (!root) {
+        sanitize(err.text);
+        if (err.position == 0 || (err.line == -1 && err.column == -1))
+            fail(ld, "not a JSON report: %s", err.text);
+        else if (strstr(err.text, "premature end of input") || strstr(err.text, "end of file"))
+            fail(ld, "truncated JSON (input ends at line %d, column %d: %s)", err.line,
+                 err.column, err.text);
+        else if (strstr(err.text, "unable to decode byte"))
+            fail(ld, "not valid UTF-8 at line %d, column %d: %s", err.line, err.column, err.text);
+        else
+            fail(ld, "invalid JSON at line %d, column %d: %s", err.line, err.column, err.text);
+    }
+    if (fp != stdin)
+        fclose(fp);
+    return root;
+out:
+    if (fp != stdin)
+        fclose(fp);
+    return NULL;
+}
+
+bool report_load(const char *path, struct tl_report *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->path = path;
+    struct loader ld = { .path = strcmp(path, "-") == 0 ? "<stdin>" : path, .failed = false };
+
+    json_t *root = parse_file(&ld, path);
+    if (!root)
+        return false;
+    out->root = root;
+    if (!json_is_object(root)) {
+        fail(&ld, "not a tensorleak report (top level is not a JSON object)");
+        goto bad;
+    }
+    json_t *tool = json_object_get(root, "tool");
+    if (!json_is_string(tool) || strcmp(json_string_value(tool), "tensorleak") != 0) {
+        fail(&ld, "not a tensorleak report (no \"tool\": \"tensorleak\")");
+        goto bad;
+    }
+    json_t *schema = json_object_get(root, "schema");
+    if (!json_is_integer(schema)) {
+        fail(&ld, "not a tensorleak report (\"schema\" is missing or not an integer)");
+        goto bad;
+    }
+    if (json_integer_value(schema) != 1) {
+        fail(&ld, "unsupported report schema %lld (this tensorleak reads schema 1)",
+             json_integer_value(schema));
+        goto bad;
+    }
+
+    out->version = get_str(&ld, root, "", "version");
+    out->reason = get_str(&ld, root, "", "reason");
+    out->label = get_str(&ld, root, "", "label");
+    out->host = get_str(&ld, root, "", "host");
+    out->time = get_str(&ld, root, "", "time");
+    out->has_pid = get(&ld, root, "", "pid", WANT_INT, false) != NULL;
+    out->pid = get_int(&ld, root, "", "pid");
+    out->has_rank = get(&ld, root, "", "rank", WANT_INT, false) != NULL;
+    out->rank = get_int(&ld, root, "", "rank");
+    read_summary(&ld, root, out);
+    out->has_leaks_array = json_object_get(root, "leaks") != NULL;
+    if (!ld.failed)
+        read_leaks(&ld, root, "leaks", &out->leaks, &out->leak_count);
+    out->has_sites = json_is_array(json_object_get(root, "sites"));
+    if (!ld.failed)
+        read_leaks(&ld, root, "sites", &out->sites, &out->site_count);
+    if (!ld.failed)
+        read_growth(&ld, root, out);
+    if (!ld.failed)
+        read_pools(&ld, root, out);
+    if (!ld.failed)
+        read_devices(&ld, root, out);
+    if (!ld.failed)
+        read_invalid_frees(&ld, root, out);
+    if (!ld.failed)
+        read_ranks(&ld, root, out);
+    json_t *oom = ld.failed ? NULL : get(&ld, root, "", "oom", WANT_OBJECT, false);
+    if (oom) {
+        out->has_oom = true;
+        out->oom.bytes = get_u64(&ld, oom, "oom", "bytes");
+        out->oom.kind = get_str(&ld, oom, "oom", "kind");
+        out->oom.device = get_int(&ld, oom, "oom", "device");
+        read_stack(&ld, oom, "oom", &out->oom.stack);
+    }
+    if (!ld.failed)
+        return true;
+bad:
+    report_free(out);
+    return false;
+}
+
+void report_free(struct tl_report *r)
+{
+    for (size_t i = 0; i < r->leak_count; i++)
+        free_stack(&r->leaks[i].stack);
+    free(r->leaks);
+    for (size_t i = 0; i < r->site_count; i++)
+        free_stack(&r->sites[i].stack);
+    free(r->sites);
+    for (size_t i = 0; i < r->growth_count; i++)
+        free_stack(&r->growth[i].stack);
+    free(r->growth);
+    free(r->pools);
+    free(r->devices);
+    for (size_t i = 0; i < r->invalid_free_count; i++)
+        free_stack(&r->invalid_frees[i].stack);
+    free(r->invalid_frees);
+    free_stack(&r->oom.stack);
+    free(r->ranks);
+    if (r->root)
+        json_decref(r->root);
+    const char *path = r->path;
+    memset(r, 0, sizeof(*r));
+    r->path = path;
+}
