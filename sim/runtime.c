@@ -1,0 +1,392 @@
+/*
+ * runtime.c — the simulated CUDA runtime API.
+ *
+ * Each cuda* function loads the driver on first use (runtime_driver.c), makes
+ * the current device's primary context current in the calling thread the
+ * first time that thread needs it (cuDevicePrimaryCtxRetain once per device
+ * and process, cuCtxSetCurrent once per thread and device, as cudart does),
+ * and forwards to the driver through the fetched pointers only — never a
+ * direct call — so every runtime call is visible to whatever intercepts the
+ * driver, and the runtime's own exports stay interposable.
+ *
+ * Simplifications: the runtime does not notice a context the program made
+ * current itself through the driver API (the real one adopts it); there is no
+ * per-thread last error (cudaGetLastError is not provided).
+ */
+#include <pthread.h>
+#include <stdint.h>
+
+#include "runtime.h"
+
+#define SIMRT_MAX_DEVICES 64
+
+static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUcontext primary[SIMRT_MAX_DEVICES];
+
+static __thread int tls_device;          /* cudaSetDevice; 0 by default */
+static __thread int tls_bound = -1;      /* device whose primary context is current here */
+
+/* Calls a fetched driver entry point, or fails as the real runtime does when
+ * the installed driver lacks it. */
+#define DRV(fn, ...) (simrt_drv.fn ? simrt_result(simrt_drv.fn(__VA_ARGS__)) : SIMRT_ERROR_CALL_REQUIRES_NEWER_DRIVER)
+
+static cudaError_t bind_context(void)
+{
+    int dev = tls_device;
+    if (tls_bound == dev)
+        return cudaSuccess;
+    if (dev < 0 || dev >= SIMRT_MAX_DEVICES)
+        return cudaErrorInvalidDevice;
+    cudaError_t e = cudaSuccess;
+    pthread_mutex_lock(&primary_lock);
+    if (!primary[dev]) {
+        CUdevice cudev;
+        e = DRV(cuDeviceGet, &cudev, dev);
+        if (e == cudaSuccess)
+            e = DRV(cuDevicePrimaryCtxRetain, &primary[dev], cudev);
+    }
+    CUcontext ctx = primary[dev];
+    pthread_mutex_unlock(&primary_lock);
+    if (e == cudaSuccess)
+        e = DRV(cuCtxSetCurrent, ctx);
+    if (e == cudaSuccess)
+        tls_bound = dev;
+    return e;
+}
+
+/* The prologue of every call that needs a context. */
+static cudaError_t enter(void)
+{
+    cudaError_t e = simrt_load();
+    return e != cudaSuccess ? e : bind_context();
+}
+
+/* ---- device management ---- */
+
+SIMRT_EXPORT cudaError_t cudaGetDeviceCount(int *count)
+{
+    if (!count)
+        return cudaErrorInvalidValue;
+    *count = 0;
+    cudaError_t e = simrt_load();
+    return e != cudaSuccess ? e : DRV(cuDeviceGetCount, count);
+}
+
+/* Makes the device's primary context current at once, as cudart has since
+ * CUDA 12. */
+SIMRT_EXPORT cudaError_t cudaSetDevice(int device)
+{
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess)
+        return e;
+    if (device < 0 || device >= count || device >= SIMRT_MAX_DEVICES)
+        return cudaErrorInvalidDevice;
+    tls_device = device;
+    return bind_context();
+}
+
+SIMRT_EXPORT cudaError_t cudaGetDevice(int *device)
+{
+    cudaError_t e = simrt_load();
+    if (e != cudaSuccess)
+        return e;
+    if (!device)
+        return cudaErrorInvalidValue;
+    *device = tls_device;
+    return cudaSuccess;
+}
+
+/* Frees everything on the current device: the primary context's memory goes
+ * with cuDevicePrimaryCtxReset_v2. */
+SIMRT_EXPORT cudaError_t cudaDeviceReset(void)
+{
+    cudaError_t e = simrt_load();
+    return e != cudaSuccess ? e : DRV(cuDevicePrimaryCtxReset_v2, tls_device);
+}
+
+SIMRT_EXPORT cudaError_t cudaDeviceSynchronize(void)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuCtxSynchronize);
+}
+
+SIMRT_EXPORT cudaError_t cudaDriverGetVersion(int *driverVersion)
+{
+    if (!driverVersion)
+        return cudaErrorInvalidValue;
+    *driverVersion = 0; /* no driver: 0, and success, as documented */
+    if (simrt_load() == cudaErrorInsufficientDriver || !simrt_drv.cuDriverGetVersion)
+        return cudaSuccess;
+    return DRV(cuDriverGetVersion, driverVersion);
+}
+
+SIMRT_EXPORT cudaError_t cudaRuntimeGetVersion(int *runtimeVersion)
+{
+    if (!runtimeVersion)
+        return cudaErrorInvalidValue;
+    *runtimeVersion = CUDART_VERSION;
+    return cudaSuccess;
+}
+
+SIMRT_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuMemGetInfo_v2, free, total);
+}
+
+/* ---- memory ---- */
+
+/* cudaMalloc of 0 bytes succeeds with a NULL pointer (the driver would refuse
+ * it; the real runtime never asks). */
+SIMRT_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+    cudaError_t e = enter();
+    if (e != cudaSuccess)
+        return e;
+    if (!devPtr)
+        return cudaErrorInvalidValue;
+    *devPtr = NULL;
+    if (size == 0)
+        return cudaSuccess;
+    CUdeviceptr p = 0;
+    e = DRV(cuMemAlloc_v2, &p, size);
+    if (e == cudaSuccess)
+        *devPtr = (void *)(uintptr_t)p;
+    return e;
+}
+
+/* cudaFree(NULL) succeeds — after initialising the context, which is why
+ * programs call it to warm up. */
+SIMRT_EXPORT cudaError_t cudaFree(void *devPtr)
+{
+    cudaError_t e = enter();
+    if (e != cudaSuccess || !devPtr)
+        return e;
+    return DRV(cuMemFree_v2, (CUdeviceptr)(uintptr_t)devPtr);
+}
+
+SIMRT_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+{
+    cudaError_t e = enter();
+    if (e != cudaSuccess)
+        return e;
+    if (!devPtr)
+        return cudaErrorInvalidValue;
+    CUdeviceptr p = 0;
+    e = DRV(cuMemAllocPitch_v2, &p, pitch, width, height, 4);
+    if (e == cudaSuccess)
+        *devPtr = (void *)(uintptr_t)p;
+    return e;
+}
+
+SIMRT_EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+    cudaError_t e = enter();
+    if (e != cudaSuccess)
+        return e;
+    if (!devPtr)
+        return cudaErrorInvalidValue;
+    CUdeviceptr p = 0;
+    e = DRV(cuMemAllocManaged, &p, size, flags);
+    if (e == cudaSuccess)
+        *devPtr = (void *)(uintptr_t)p;
+    return e;
+}
+
+SIMRT_EXPORT cudaError_t cudaMallocHost(void **ptr, size_t size)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuMemAllocHost_v2, ptr, size);
+}
+
+/* cudaHostAlloc flags have the driver's values (Portable 1, Mapped 2,
+ * WriteCombined 4). */
+SIMRT_EXPORT cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuMemHostAlloc, pHost, size, flags);
+}
+
+SIMRT_EXPORT cudaError_t cudaFreeHost(void *ptr)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuMemFreeHost, ptr);
+}
+
+/* ---- streams ---- */
+
+SIMRT_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuStreamCreate, pStream, CU_STREAM_DEFAULT);
+}
+
+SIMRT_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuStreamDestroy_v2, stream);
+}
+
+SIMRT_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuStreamSynchronize, stream);
+}
+
+/* ---- stream-ordered allocation ---- */
+
+static cudaError_t malloc_async(__typeof__(simrt_drv.cuMemAllocAsync) fn, void **devPtr, size_t size,
+                                cudaStream_t stream)
+{
+    cudaError_t e = enter();
+    if (e != cudaSuccess)
+        return e;
+    if (!devPtr)
+        return cudaErrorInvalidValue;
+    if (!fn)
+        return SIMRT_ERROR_CALL_REQUIRES_NEWER_DRIVER;
+    CUdeviceptr p = 0;
+    e = simrt_result(fn(&p, size, stream));
+    if (e == cudaSuccess)
+        *devPtr = (void *)(uintptr_t)p;
+    return e;
+}
+
+static cudaError_t malloc_from_pool(__typeof__(simrt_drv.cuMemAllocFromPoolAsync) fn, void **ptr, size_t size,
+                                    cudaMemPool_t pool, cudaStream_t stream)
+{
+    cudaError_t e = enter();
+    if (e != cudaSuccess)
+        return e;
+    if (!ptr)
+        return cudaErrorInvalidValue;
+    if (!fn)
+        return SIMRT_ERROR_CALL_REQUIRES_NEWER_DRIVER;
+    CUdeviceptr p = 0;
+    e = simrt_result(fn(&p, size, pool, stream));
+    if (e == cudaSuccess)
+        *ptr = (void *)(uintptr_t)p;
+    return e;
+}
+
+static cudaError_t free_async(__typeof__(simrt_drv.cuMemFreeAsync) fn, void *devPtr, cudaStream_t stream)
+{
+    cudaError_t e = enter();
+    if (e != cudaSuccess)
+        return e;
+    if (!fn)
+        return SIMRT_ERROR_CALL_REQUIRES_NEWER_DRIVER;
+    return simrt_result(fn((CUdeviceptr)(uintptr_t)devPtr, stream));
+}
+
+SIMRT_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    return malloc_async(simrt_drv.cuMemAllocAsync, devPtr, size, hStream);
+}
+
+SIMRT_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    return malloc_async(simrt_drv.cuMemAllocAsync_ptsz, devPtr, size, hStream);
+}
+
+SIMRT_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+{
+    return free_async(simrt_drv.cuMemFreeAsync, devPtr, hStream);
+}
+
+SIMRT_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
+{
+    return free_async(simrt_drv.cuMemFreeAsync_ptsz, devPtr, hStream);
+}
+
+SIMRT_EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
+{
+    return malloc_from_pool(simrt_drv.cuMemAllocFromPoolAsync, ptr, size, memPool, stream);
+}
+
+SIMRT_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
+                                                      cudaStream_t stream)
+{
+    return malloc_from_pool(simrt_drv.cuMemAllocFromPoolAsync_ptsz, ptr, size, memPool, stream);
+}
+
+/* cudaMemPoolProps and CUmemPoolProps share one layout (asserted in the
+ * compat headers), as do the attribute enums. */
+SIMRT_EXPORT cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *poolProps)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuMemPoolCreate, memPool, (const CUmemPoolProps *)(const void *)poolProps);
+}
+
+SIMRT_EXPORT cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuMemPoolDestroy, memPool);
+}
+
+SIMRT_EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuMemPoolTrimTo, memPool, minBytesToKeep);
+}
+
+SIMRT_EXPORT cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuMemPoolSetAttribute, memPool, (CUmemPool_attribute)attr, value);
+}
+
+SIMRT_EXPORT cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuMemPoolGetAttribute, memPool, (CUmemPool_attribute)attr, value);
+}
+
+SIMRT_EXPORT cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuDeviceGetDefaultMemPool, memPool, device);
+}
+
+SIMRT_EXPORT cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuDeviceGetMemPool, memPool, device);
+}
+
+SIMRT_EXPORT cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuDeviceSetMemPool, device, memPool);
+}
+
+/* ---- driver entry points (how PyTorch fetches the VMM functions) ---- */
+
+/* Both forward to the driver's cuGetProcAddress_v2; the status enums share
+ * their values. */
+static cudaError_t entry_point(const char *symbol, void **funcPtr, int version, unsigned long long flags,
+                               enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+    cudaError_t e = simrt_load();
+    if (e != cudaSuccess)
+        return e;
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    e = simrt_result(simrt_drv.cuGetProcAddress_v2(symbol, funcPtr, version, flags, &status));
+    if (e == cudaSuccess && driverStatus)
+        *driverStatus = (enum cudaDriverEntryPointQueryResult)status;
+    return e;
+}
+
+SIMRT_EXPORT cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags,
+                                                 enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+    return entry_point(symbol, funcPtr, CUDART_VERSION, flags, driverStatus);
+}
+
+SIMRT_EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
+                                                          unsigned int cudaVersion, unsigned long long flags,
+                                                          enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+    return entry_point(symbol, funcPtr, (int)cudaVersion, flags, driverStatus);
+}

@@ -1,0 +1,82 @@
+/*
+ * runtime_errors.c — driver results as runtime errors, and their names and
+ * strings (the real runtime's, for every code the simulator can produce).
+ * Works without a driver: cudaGetErrorString(cudaErrorInsufficientDriver) is
+ * what a program prints when libcuda.so.1 is missing.
+ */
+#include "runtime.h"
+
+/* Driver codes and runtime codes coincide for everything the simulated driver
+ * returns except the few renamed ones (OUT_OF_MEMORY is
+ * cudaErrorMemoryAllocation, INVALID_CONTEXT is cudaErrorDeviceUninitialized,
+ * ...), which share their numbers too; anything unknown is cudaErrorUnknown. */
+cudaError_t simrt_result(CUresult r)
+{
+    switch ((int)r) {
+    case 0: return cudaSuccess;
+    case 1: return cudaErrorInvalidValue;
+    case 2: return cudaErrorMemoryAllocation;
+    case 3: return cudaErrorInitializationError;
+    case 4: return cudaErrorCudartUnloading;
+    case 34: return SIMRT_ERROR_STUB_LIBRARY;
+    case 100: return cudaErrorNoDevice;
+    case 101: return cudaErrorInvalidDevice;
+    case 201: return SIMRT_ERROR_DEVICE_UNINITIALIZED;
+    case 208: return SIMRT_ERROR_ALREADY_MAPPED;
+    case 211: return SIMRT_ERROR_NOT_MAPPED;
+    case 400: return cudaErrorInvalidResourceHandle;
+    case 401: return SIMRT_ERROR_ILLEGAL_STATE;
+    case 500: return cudaErrorSymbolNotFound;
+    case 709: return cudaErrorContextIsDestroyed;
+    case 800: return cudaErrorNotPermitted;
+    case 801: return cudaErrorNotSupported;
+    default: return cudaErrorUnknown;
+    }
+}
+
+static const struct {
+    int code;
+    const char *name, *text;
+} errors[] = {
+    { 0, "cudaSuccess", "no error" },
+    { 1, "cudaErrorInvalidValue", "invalid argument" },
+    { 2, "cudaErrorMemoryAllocation", "out of memory" },
+    { 3, "cudaErrorInitializationError", "initialization error" },
+    { 4, "cudaErrorCudartUnloading", "driver shutting down" },
+    { 17, "cudaErrorInvalidDevicePointer", "invalid device pointer" },
+    { 34, "cudaErrorStubLibrary", "CUDA driver is a stub library" },
+    { 35, "cudaErrorInsufficientDriver", "CUDA driver version is insufficient for CUDA runtime version" },
+    { 36, "cudaErrorCallRequiresNewerDriver", "API call is not supported in the installed CUDA driver" },
+    { 100, "cudaErrorNoDevice", "no CUDA-capable device is detected" },
+    { 101, "cudaErrorInvalidDevice", "invalid device ordinal" },
+    { 201, "cudaErrorDeviceUninitialized", "invalid device context" },
+    { 208, "cudaErrorAlreadyMapped", "resource already mapped" },
+    { 211, "cudaErrorNotMapped", "resource not mapped" },
+    { 400, "cudaErrorInvalidResourceHandle", "invalid resource handle" },
+    { 401, "cudaErrorIllegalState", "the operation cannot be performed in the present state" },
+    { 500, "cudaErrorSymbolNotFound", "named symbol not found" },
+    { 709, "cudaErrorContextIsDestroyed", "context is destroyed" },
+    { 800, "cudaErrorNotPermitted", "operation not permitted" },
+    { 801, "cudaErrorNotSupported", "operation not supported" },
+    { 999, "cudaErrorUnknown", "unknown error" },
+};
+
+static int find(cudaError_t error)
+{
+    for (int i = 0; i < (int)(sizeof errors / sizeof errors[0]); i++)
+        if (errors[i].code == (int)error)
+            return i;
+    return -1;
+}
+
+SIMRT_EXPORT const char *cudaGetErrorString(cudaError_t error)
+{
+    int i = find(error);
+    return i >= 0 ? errors[i].text : "unrecognized error code";
+}
+
+SIMRT_EXPORT const char *cudaGetErrorName(cudaError_t error)
+{
+    int i = find(error);
+    return i >= 0 ? errors[i].name : "unrecognized error code";
+}
