@@ -38,6 +38,7 @@ class Ctx:
         self.fake = [os.path.abspath(p) for p in a.fake_preload]
         self.sim_dir = a.sim_dir
         self.libdir = a.libdir
+        self.alloc_three = os.path.abspath(a.alloc_three)
         self.regen = os.environ.get("TL_REGEN") == "1"
         self.tmp = tempfile.mkdtemp(prefix="tensorleak-cli-")
 
@@ -496,6 +497,29 @@ def run_with_the_real_library_keeps_the_exit_status(c):
         raise Failure(f"LD_PRELOAD {out!r} lacks {c.library}")
 
 
+@case
+def report_text_of_a_real_report_equals_the_preload_text(c):
+    for need in (c.library, os.path.join(c.sim_dir, "libcuda.so.1")):
+        if not os.path.exists(need):
+            print(f"skip: {need} not built yet")
+            return SKIP
+    work = os.path.join(c.tmp, "e2e")
+    os.makedirs(work)
+    pattern = os.path.join(work, "r.%p.json")
+    rc, out, preload_text = c.run(["run", "--sim", "-o", pattern, "--", c.alloc_three], cwd=work)
+    check_eq((rc, out), (0, ""), f"alloc_three under run (stderr: {preload_text!r})")
+    reports = [f for f in os.listdir(work) if f.startswith("r.") and f.endswith(".json")]
+    check_eq(len(reports), 1, f"report files in {work}")
+    path = os.path.join(work, reports[0])
+    c.expect(["report", path], 0, stdout=preload_text, stderr="")
+    c.expect(["check", path, "--max-leaked-bytes", "3M"], 0, stderr="",
+             stdout=verdict("PASS", 3 << 20, 3 << 20, 0, 0))
+    # The gate the preload applies passes through run's exec.
+    rc, _, _ = c.run(["run", "--sim", "--quiet", "--fail-on", "leak", "-o", pattern, "--",
+                      c.alloc_three], cwd=work)
+    check_eq(rc, 23, "gate exit status")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--tensorleak", required=True)
@@ -505,6 +529,7 @@ def main():
     p.add_argument("--sim-dir", required=True)
     p.add_argument("--libdir", required=True)
     p.add_argument("--fake-preload", action="append", required=True)
+    p.add_argument("--alloc-three", default="")
     p.add_argument("case", choices=sorted(CASES) + ["list"])
     a = p.parse_args()
     if a.case == "list":
