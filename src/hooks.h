@@ -1,0 +1,98 @@
+/*
+ * hooks.h — the list of every function libtensorleak interposes, and how a
+ * hook reaches the real one.
+ *
+ * One X-macro list feeds the dlsym router (which names to hand our hook
+ * for), the cuGetProcAddress router (which variant a (name, version, flags)
+ * lookup means) and the real-function slots, so they cannot drift apart.
+ *
+ * Driver rows: X(exported name, base name for cuGetProcAddress, minimum
+ * cudaVersion of this variant, per-thread-default-stream variant?).
+ * The minimum versions follow cuda.h's versioning (e.g. cuMemAlloc became
+ * cuMemAlloc_v2 in CUDA 3.2).
+ */
+#ifndef TL_HOOKS_H
+#define TL_HOOKS_H
+
+#include "cudart_compat.h"
+#include "tl_internal.h"
+
+#define TL_DRIVER_HOOKS(X)                                               \
+    X(cuMemAlloc_v2, cuMemAlloc, 3020, 0)                                \
+    X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, 0)                      \
+    X(cuMemFree_v2, cuMemFree, 3020, 0)                                  \
+    X(cuMemAllocHost_v2, cuMemAllocHost, 3020, 0)                        \
+    X(cuMemHostAlloc, cuMemHostAlloc, 2020, 0)                           \
+    X(cuMemFreeHost, cuMemFreeHost, 2000, 0)                             \
+    X(cuMemAllocManaged, cuMemAllocManaged, 6000, 0)                     \
+    X(cuMemAllocAsync, cuMemAllocAsync, 11020, 0)                        \
+    X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, 1)                   \
+    X(cuMemFreeAsync, cuMemFreeAsync, 11020, 0)                          \
+    X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, 1)                     \
+    X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, 11020, 0)        \
+    X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, 11020, 1)   \
+    X(cuMemPoolCreate, cuMemPoolCreate, 11020, 0)                        \
+    X(cuMemPoolDestroy, cuMemPoolDestroy, 11020, 0)                      \
+    X(cuMemAddressReserve, cuMemAddressReserve, 10020, 0)                \
+    X(cuMemAddressFree, cuMemAddressFree, 10020, 0)                      \
+    X(cuMemCreate, cuMemCreate, 10020, 0)                                \
+    X(cuMemRelease, cuMemRelease, 10020, 0)                              \
+    X(cuMemMap, cuMemMap, 10020, 0)                                      \
+    X(cuMemUnmap, cuMemUnmap, 10020, 0)                                  \
+    X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, 0) \
+    X(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0)                            \
+    X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, 0)     \
+    X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, 0)       \
+    X(cuGetProcAddress, cuGetProcAddress, 11030, 0)                      \
+    X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0)
+
+#define TL_RUNTIME_HOOKS(X)          \
+    X(cudaMalloc)                    \
+    X(cudaFree)                      \
+    X(cudaMallocHost)                \
+    X(cudaHostAlloc)                 \
+    X(cudaFreeHost)                  \
+    X(cudaMallocManaged)             \
+    X(cudaMallocPitch)               \
+    X(cudaMallocAsync)               \
+    X(cudaMallocAsync_ptsz)          \
+    X(cudaFreeAsync)                 \
+    X(cudaFreeAsync_ptsz)            \
+    X(cudaMallocFromPoolAsync)       \
+    X(cudaMallocFromPoolAsync_ptsz)  \
+    X(cudaDeviceReset)
+
+enum tl_hook_id {
+#define TL_ENUM_DRIVER(name, base, ver, ptsz) TL_HOOK_##name,
+#define TL_ENUM_RUNTIME(name) TL_HOOK_##name,
+    TL_DRIVER_HOOKS(TL_ENUM_DRIVER)
+    TL_RUNTIME_HOOKS(TL_ENUM_RUNTIME)
+    TL_HOOK_COUNT
+#undef TL_ENUM_DRIVER
+#undef TL_ENUM_RUNTIME
+};
+
+struct tl_hook {
+    const char *name;     /* the exported symbol */
+    const char *base;     /* cuGetProcAddress name; NULL for runtime rows */
+    int min_version;
+    bool ptsz;
+    void *hook;           /* our definition */
+    _Atomic(void *) real; /* the definition we forward to */
+};
+extern struct tl_hook tl_hooks[TL_HOOK_COUNT];
+
+/* The real function of a hook: captured at lookup, else the next
+ * definition after ours, else one from the already-loaded driver. */
+void *tl_real(enum tl_hook_id id);
+#define REAL(fn) ((__typeof__(&fn))tl_real(TL_HOOK_##fn))
+
+/* Finds the hook row for an exported name; NULL when we don't hook it. */
+struct tl_hook *tl_hook_by_name(const char *name);
+/* Lazy, idempotent initialisation from inside a hook. */
+void tl_ensure_init(void);
+
+/* Bit per tl_kind for tl_track_free's kinds_mask. */
+#define TL_MASK(k) (1u << (k))
+
+#endif

@@ -1,0 +1,310 @@
+/*
+ * hooks_driver.c — the driver API allocation family: cuMemAlloc and
+ * friends, stream-ordered allocations, VMM, context teardown.
+ *
+ * Each hook returns exactly what the driver returned.  Only the outermost
+ * hook on a thread records (cudaMalloc -> cuMemAlloc_v2 is one allocation).
+ * A free is recorded *before* the real free: once the driver has the
+ * address back, another thread may receive it from a new allocation, and
+ * our record of the old one must be gone by then.  If the driver then
+ * refuses the free, the record is put back.
+ */
+#include "hooks.h"
+
+#include <string.h>
+
+#define MEM_KINDS (TL_MASK(TL_KIND_DEVICE) | TL_MASK(TL_KIND_MANAGED) | TL_MASK(TL_KIND_ASYNC))
+
+/* Enter/leave: lazily initialise, and track nesting. */
+#define ENTER()              \
+    tl_ensure_init();        \
+    bool outer = tl_hook_depth++ == 0
+#define LEAVE() tl_hook_depth--
+
+#define CALL_REAL(fn, ...)                                           \
+    ({                                                               \
+        __typeof__(&fn) real_ = REAL(fn);                            \
+        real_ ? real_(__VA_ARGS__) : CUDA_ERROR_NOT_INITIALIZED;     \
+    })
+
+static void after_alloc(bool outer, CUresult rc, enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t size, int device,
+                        uint32_t aux)
+{
+    if (!outer)
+        return;
+    if (rc == CUDA_SUCCESS)
+        tl_track_alloc(kind, space, addr, size, device, aux);
+    else
+        tl_track_failure(rc == CUDA_ERROR_OUT_OF_MEMORY, kind, size, device);
+}
+
+TL_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    ENTER();
+    CUresult rc = CALL_REAL(cuMemAlloc_v2, dptr, bytesize);
+    after_alloc(outer, rc, TL_KIND_DEVICE, TL_SPACE_MEM, rc == CUDA_SUCCESS ? *dptr : 0, bytesize, -1, 0);
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                      unsigned int ElementSizeBytes)
+{
+    ENTER();
+    CUresult rc = CALL_REAL(cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    after_alloc(outer, rc, TL_KIND_DEVICE, TL_SPACE_MEM, rc == CUDA_SUCCESS ? *dptr : 0,
+                rc == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : (uint64_t)WidthInBytes * Height, -1, 0);
+    LEAVE();
+    return rc;
+}
+
+/* Frees through `real`, keeping the table right whatever the driver says. */
+#define TRACKED_FREE(outer, space, addr, mask, call)                                 \
+    ({                                                                               \
+        struct tl_live rec_;                                                         \
+        bool had_ = (outer) && (addr) && tl_track_free((space), (addr), (mask), &rec_); \
+        CUresult rc_ = (call);                                                       \
+        if (had_ && rc_ != CUDA_SUCCESS)                                             \
+            tl_track_restore(&rec_);                                                 \
+        rc_;                                                                         \
+    })
+
+TL_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    ENTER();
+    CUresult rc = TRACKED_FREE(outer, TL_SPACE_MEM, dptr, MEM_KINDS, CALL_REAL(cuMemFree_v2, dptr));
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    ENTER();
+    CUresult rc = CALL_REAL(cuMemAllocHost_v2, pp, bytesize);
+    after_alloc(outer, rc, TL_KIND_HOST_PINNED, TL_SPACE_MEM, rc == CUDA_SUCCESS ? (uintptr_t)*pp : 0, bytesize, -1, 0);
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    ENTER();
+    CUresult rc = CALL_REAL(cuMemHostAlloc, pp, bytesize, Flags);
+    after_alloc(outer, rc, TL_KIND_HOST_PINNED, TL_SPACE_MEM, rc == CUDA_SUCCESS ? (uintptr_t)*pp : 0, bytesize, -1, 0);
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT CUresult cuMemFreeHost(void *p)
+{
+    ENTER();
+    CUresult rc = TRACKED_FREE(outer, TL_SPACE_MEM, (uintptr_t)p, TL_MASK(TL_KIND_HOST_PINNED), CALL_REAL(cuMemFreeHost, p));
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    ENTER();
+    CUresult rc = CALL_REAL(cuMemAllocManaged, dptr, bytesize, flags);
+    after_alloc(outer, rc, TL_KIND_MANAGED, TL_SPACE_MEM, rc == CUDA_SUCCESS ? *dptr : 0, bytesize, -1, 0);
+    LEAVE();
+    return rc;
+}
+
+/* ---- stream-ordered allocator ------------------------------------------- */
+/* pools.c: the pool an async allocation came from, as an index (aux). */
+uint32_t tl_pool_index_for_async(CUmemoryPool pool, bool from_current_device);
+void tl_pool_note_created(CUmemoryPool pool, const CUmemPoolProps *props);
+void tl_pool_note_destroyed(CUmemoryPool pool);
+
+#define ASYNC_ALLOC(fn, pool, from_device, ...)                                                                       \
+    ENTER();                                                                                                          \
+    CUresult rc = CALL_REAL(fn, __VA_ARGS__);                                                                         \
+    if (outer && rc == CUDA_SUCCESS)                                                                                  \
+        tl_track_alloc(TL_KIND_ASYNC, TL_SPACE_MEM, *dptr, bytesize, -1, tl_pool_index_for_async((pool), (from_device))); \
+    else if (outer)                                                                                                   \
+        tl_track_failure(rc == CUDA_ERROR_OUT_OF_MEMORY, TL_KIND_ASYNC, bytesize, -1);                                \
+    LEAVE();                                                                                                          \
+    return rc
+
+TL_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    ASYNC_ALLOC(cuMemAllocAsync, NULL, true, dptr, bytesize, hStream);
+}
+
+TL_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    ASYNC_ALLOC(cuMemAllocAsync_ptsz, NULL, true, dptr, bytesize, hStream);
+}
+
+TL_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
+{
+    ASYNC_ALLOC(cuMemAllocFromPoolAsync, pool, false, dptr, bytesize, pool, hStream);
+}
+
+TL_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
+{
+    ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz, pool, false, dptr, bytesize, pool, hStream);
+}
+
+TL_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    ENTER();
+    CUresult rc = TRACKED_FREE(outer, TL_SPACE_MEM, dptr, MEM_KINDS, CALL_REAL(cuMemFreeAsync, dptr, hStream));
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    ENTER();
+    CUresult rc = TRACKED_FREE(outer, TL_SPACE_MEM, dptr, MEM_KINDS, CALL_REAL(cuMemFreeAsync_ptsz, dptr, hStream));
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+    ENTER();
+    CUresult rc = CALL_REAL(cuMemPoolCreate, pool, poolProps);
+    (void)outer;
+    if (rc == CUDA_SUCCESS)
+        tl_pool_note_created(*pool, poolProps);
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    ENTER();
+    /* Blocks still allocated from a destroyed pool are freed with it. */
+    (void)outer;
+    tl_pool_note_destroyed(pool);
+    CUresult rc = CALL_REAL(cuMemPoolDestroy, pool);
+    LEAVE();
+    return rc;
+}
+
+/* ---- virtual memory management ------------------------------------------ */
+/* A VA reservation is not memory (PyTorch reserves ~1.1x the GPU's size);
+ * a physical handle is; a mapping ties one to the other.  All three are
+ * tracked so that each kind of forgotten cleanup has its own stack. */
+
+TL_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                       unsigned long long flags)
+{
+    ENTER();
+    CUresult rc = CALL_REAL(cuMemAddressReserve, ptr, size, alignment, addr, flags);
+    if (outer && rc == CUDA_SUCCESS)
+        tl_track_alloc(TL_KIND_VMM_RESERVATION, TL_SPACE_VMM_VA, *ptr, size, -1, 0);
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    ENTER();
+    CUresult rc = TRACKED_FREE(outer, TL_SPACE_VMM_VA, ptr, TL_MASK(TL_KIND_VMM_RESERVATION), CALL_REAL(cuMemAddressFree, ptr, size));
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                               unsigned long long flags)
+{
+    ENTER();
+    CUresult rc = CALL_REAL(cuMemCreate, handle, size, prop, flags);
+    int device = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
+    /* aux = references: 1 from cuMemCreate, +1 per cuMemRetainAllocationHandle. */
+    after_alloc(outer, rc, TL_KIND_VMM_HANDLE, TL_SPACE_VMM_HANDLE, rc == CUDA_SUCCESS ? *handle : 0, size, device, 1);
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    ENTER();
+    CUresult rc = CALL_REAL(cuMemRetainAllocationHandle, handle, addr);
+    if (outer && rc == CUDA_SUCCESS) {
+        struct tl_live rec;
+        if (tl_live_lookup(TL_SPACE_VMM_HANDLE, *handle, &rec))
+            tl_live_set_aux(TL_SPACE_VMM_HANDLE, *handle, rec.aux + 1);
+    }
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    ENTER();
+    CUresult rc;
+    struct tl_live rec;
+    if (outer && tl_live_lookup(TL_SPACE_VMM_HANDLE, handle, &rec) && rec.aux > 1) {
+        /* Not the last reference: the handle lives on. */
+        rc = CALL_REAL(cuMemRelease, handle);
+        if (rc == CUDA_SUCCESS)
+            tl_live_set_aux(TL_SPACE_VMM_HANDLE, handle, rec.aux - 1);
+    } else {
+        rc = TRACKED_FREE(outer, TL_SPACE_VMM_HANDLE, handle, TL_MASK(TL_KIND_VMM_HANDLE), CALL_REAL(cuMemRelease, handle));
+    }
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                            unsigned long long flags)
+{
+    ENTER();
+    CUresult rc = CALL_REAL(cuMemMap, ptr, size, offset, handle, flags);
+    if (outer && rc == CUDA_SUCCESS) {
+        struct tl_live h;
+        int device = tl_live_lookup(TL_SPACE_VMM_HANDLE, handle, &h) ? h.device : -1;
+        tl_track_alloc(TL_KIND_VMM_MAPPING, TL_SPACE_VMM_MAP, ptr, size, device, 0);
+    }
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    ENTER();
+    CUresult rc = TRACKED_FREE(outer, TL_SPACE_VMM_MAP, ptr, TL_MASK(TL_KIND_VMM_MAPPING), CALL_REAL(cuMemUnmap, ptr, size));
+    LEAVE();
+    return rc;
+}
+
+/* ---- contexts ----------------------------------------------------------- */
+
+TL_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    ENTER();
+    CUresult rc = CALL_REAL(cuDevicePrimaryCtxRetain, pctx, dev);
+    (void)outer;
+    if (rc == CUDA_SUCCESS)
+        tl_note_context(*pctx, dev, true);
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    ENTER();
+    /* Before the real call: once the driver has freed the memory, its
+     * addresses may be handed out again. */
+    if (outer)
+        tl_teardown_context(ctx, -1);
+    CUresult rc = CALL_REAL(cuCtxDestroy_v2, ctx);
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    ENTER();
+    if (outer)
+        tl_teardown_context(NULL, dev);
+    CUresult rc = CALL_REAL(cuDevicePrimaryCtxReset_v2, dev);
+    LEAVE();
+    return rc;
+}

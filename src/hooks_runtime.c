@@ -1,0 +1,161 @@
+/*
+ * hooks_runtime.c — the CUDA runtime's allocation family, for programs that
+ * link libcudart dynamically (a statically linked runtime is caught one level
+ * down, at the driver entry points it fetches through cuGetProcAddress).
+ *
+ * The runtime hook is the outer one: it records with the program's own call
+ * stack, and the driver hook the runtime then reaches sees tl_hook_depth > 0
+ * and only forwards, so one cudaMalloc is counted once.
+ */
+#include "hooks.h"
+
+#define MEM_KINDS (TL_MASK(TL_KIND_DEVICE) | TL_MASK(TL_KIND_MANAGED) | TL_MASK(TL_KIND_ASYNC))
+
+#define ENTER()       \
+    tl_ensure_init(); \
+    bool outer = tl_hook_depth++ == 0
+#define LEAVE() tl_hook_depth--
+
+#define CALL_REAL(fn, ...)                                        \
+    ({                                                            \
+        __typeof__(&fn) real_ = REAL(fn);                         \
+        real_ ? real_(__VA_ARGS__) : cudaErrorInsufficientDriver; \
+    })
+
+uint32_t tl_pool_index_for_async(CUmemoryPool pool, bool from_current_device);
+
+static void after_alloc(bool outer, cudaError_t rc, enum tl_kind kind, uint64_t addr, uint64_t size, uint32_t aux)
+{
+    if (!outer)
+        return;
+    if (rc == cudaSuccess)
+        tl_track_alloc(kind, TL_SPACE_MEM, addr, size, -1, aux);
+    else
+        tl_track_failure(rc == cudaErrorMemoryAllocation, kind, size, -1);
+}
+
+#define TRACKED_FREE(outer, addr, mask, call)                                            \
+    ({                                                                                   \
+        struct tl_live rec_;                                                             \
+        bool had_ = (outer) && (addr) && tl_track_free(TL_SPACE_MEM, (addr), (mask), &rec_); \
+        cudaError_t rc_ = (call);                                                        \
+        if (had_ && rc_ != cudaSuccess)                                                  \
+            tl_track_restore(&rec_);                                                     \
+        rc_;                                                                             \
+    })
+
+TL_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+    ENTER();
+    cudaError_t rc = CALL_REAL(cudaMalloc, devPtr, size);
+    after_alloc(outer, rc, TL_KIND_DEVICE, rc == cudaSuccess ? (uintptr_t)*devPtr : 0, size, 0);
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT cudaError_t cudaFree(void *devPtr)
+{
+    ENTER();
+    cudaError_t rc = TRACKED_FREE(outer, (uintptr_t)devPtr, MEM_KINDS, CALL_REAL(cudaFree, devPtr));
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT cudaError_t cudaMallocHost(void **ptr, size_t size)
+{
+    ENTER();
+    cudaError_t rc = CALL_REAL(cudaMallocHost, ptr, size);
+    after_alloc(outer, rc, TL_KIND_HOST_PINNED, rc == cudaSuccess ? (uintptr_t)*ptr : 0, size, 0);
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
+{
+    ENTER();
+    cudaError_t rc = CALL_REAL(cudaHostAlloc, pHost, size, flags);
+    after_alloc(outer, rc, TL_KIND_HOST_PINNED, rc == cudaSuccess ? (uintptr_t)*pHost : 0, size, 0);
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT cudaError_t cudaFreeHost(void *ptr)
+{
+    ENTER();
+    cudaError_t rc = TRACKED_FREE(outer, (uintptr_t)ptr, TL_MASK(TL_KIND_HOST_PINNED), CALL_REAL(cudaFreeHost, ptr));
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+    ENTER();
+    cudaError_t rc = CALL_REAL(cudaMallocManaged, devPtr, size, flags);
+    after_alloc(outer, rc, TL_KIND_MANAGED, rc == cudaSuccess ? (uintptr_t)*devPtr : 0, size, 0);
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+{
+    ENTER();
+    cudaError_t rc = CALL_REAL(cudaMallocPitch, devPtr, pitch, width, height);
+    after_alloc(outer, rc, TL_KIND_DEVICE, rc == cudaSuccess ? (uintptr_t)*devPtr : 0,
+                rc == cudaSuccess ? (uint64_t)*pitch * height : (uint64_t)width * height, 0);
+    LEAVE();
+    return rc;
+}
+
+#define ASYNC_ALLOC(fn, pool, from_device, ...)                                                            \
+    ENTER();                                                                                               \
+    cudaError_t rc = CALL_REAL(fn, __VA_ARGS__);                                                           \
+    after_alloc(outer, rc, TL_KIND_ASYNC, rc == cudaSuccess ? (uintptr_t)*devPtr : 0, size,                \
+                outer && rc == cudaSuccess ? tl_pool_index_for_async((CUmemoryPool)(pool), (from_device)) : 0); \
+    LEAVE();                                                                                               \
+    return rc
+
+TL_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    ASYNC_ALLOC(cudaMallocAsync, NULL, true, devPtr, size, hStream);
+}
+
+TL_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    ASYNC_ALLOC(cudaMallocAsync_ptsz, NULL, true, devPtr, size, hStream);
+}
+
+TL_EXPORT cudaError_t cudaMallocFromPoolAsync(void **devPtr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
+{
+    ASYNC_ALLOC(cudaMallocFromPoolAsync, memPool, false, devPtr, size, memPool, stream);
+}
+
+TL_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **devPtr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
+{
+    ASYNC_ALLOC(cudaMallocFromPoolAsync_ptsz, memPool, false, devPtr, size, memPool, stream);
+}
+
+TL_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+{
+    ENTER();
+    cudaError_t rc = TRACKED_FREE(outer, (uintptr_t)devPtr, MEM_KINDS, CALL_REAL(cudaFreeAsync, devPtr, hStream));
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
+{
+    ENTER();
+    cudaError_t rc = TRACKED_FREE(outer, (uintptr_t)devPtr, MEM_KINDS, CALL_REAL(cudaFreeAsync_ptsz, devPtr, hStream));
+    LEAVE();
+    return rc;
+}
+
+/* cudaDeviceReset reaches cuDevicePrimaryCtxReset_v2, whose hook releases
+ * the context's allocations; this hook stays out of the nesting count so
+ * that the driver hook is the outer one. */
+TL_EXPORT cudaError_t cudaDeviceReset(void)
+{
+    tl_ensure_init();
+    __typeof__(&cudaDeviceReset) real = REAL(cudaDeviceReset);
+    return real ? real() : cudaErrorInsufficientDriver;
+}

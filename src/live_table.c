@@ -1,0 +1,255 @@
+/*
+ * live_table.c — the table of live allocations.
+ *
+ * Data model: one row per allocation the program holds right now, keyed by
+ * (address space, address): device/host/managed pointers share the unified
+ * address space; VMM handles, mappings and VA reservations have their own.
+ * A row is 40 bytes stored inline (no per-row malloc, no per-row list
+ * pointers), so a million live allocations cost ~84 bytes each at our load
+ * factor.  The call stack is not in the row: rows point at an interned call
+ * site (callsite.c) by id.
+ *
+ * Concurrency: 64 shards, each an open-addressing table (linear probing,
+ * backward-shift deletion, so no tombstones) under its own mutex.  Two threads
+ * allocating at once almost never share a shard; a consistent snapshot takes
+ * every shard lock in order.
+ */
+#include "tl_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SHARD_BITS 6
+#define NSHARDS (1u << SHARD_BITS)
+#define INITIAL_CAP 256u
+
+struct shard {
+    pthread_mutex_t lock;
+    struct tl_live *slots;
+    size_t cap; /* power of two, or 0 before the first insert */
+    size_t count;
+    char pad[64 - sizeof(pthread_mutex_t) % 64];
+};
+
+static struct shard shards[NSHARDS] = {
+    [0 ... NSHARDS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER},
+};
+
+static inline uint64_t mix(uint8_t space, uint64_t addr)
+{
+    /* splitmix64's finalizer: every input bit reaches the shard and slot bits. */
+    uint64_t z = addr ^ ((uint64_t)space << 61) ^ ((uint64_t)space * 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static inline struct shard *shard_of(uint64_t h)
+{
+    return &shards[h >> (64 - SHARD_BITS)];
+}
+
+static inline bool same(const struct tl_live *r, uint8_t space, uint64_t addr)
+{
+    return r->addr == addr && r->space == space;
+}
+
+/* Slot state: addr 0 with space 0 is empty.  Address 0 is never a valid
+ * allocation in any space we track (handles start at 1 in real drivers too),
+ * so it can mark emptiness. */
+static inline bool empty(const struct tl_live *r)
+{
+    return r->addr == 0;
+}
+
+static bool grow(struct shard *s)
+{
+    size_t ncap = s->cap ? s->cap * 2 : INITIAL_CAP;
+    struct tl_live *n = calloc(ncap, sizeof *n);
+    if (!n)
+        return false;
+    for (size_t i = 0; i < s->cap; i++) {
+        struct tl_live *r = &s->slots[i];
+        if (empty(r))
+            continue;
+        size_t j = mix(r->space, r->addr) & (ncap - 1);
+        while (!empty(&n[j]))
+            j = (j + 1) & (ncap - 1);
+        n[j] = *r;
+    }
+    free(s->slots);
+    s->slots = n;
+    s->cap = ncap;
+    return true;
+}
+
+bool tl_live_insert(const struct tl_live *rec)
+{
+    uint64_t h = mix(rec->space, rec->addr);
+    struct shard *s = shard_of(h);
+    pthread_mutex_lock(&s->lock);
+    /* Grow at 80 % load: linear probing stays short, memory stays low. */
+    if ((s->count + 1) * 5 > s->cap * 4 && !grow(s)) {
+        pthread_mutex_unlock(&s->lock);
+        return false;
+    }
+    size_t mask = s->cap - 1;
+    size_t i = h & mask;
+    while (!empty(&s->slots[i])) {
+        if (same(&s->slots[i], rec->space, rec->addr)) {
+            /* The driver handed out an address we still think is live: we
+             * missed its free (an untracked path).  The new one wins. */
+            s->slots[i] = *rec;
+            pthread_mutex_unlock(&s->lock);
+            return true;
+        }
+        i = (i + 1) & mask;
+    }
+    s->slots[i] = *rec;
+    s->count++;
+    pthread_mutex_unlock(&s->lock);
+    return true;
+}
+
+/* Backward-shift deletion: closes the hole so every probe chain stays whole. */
+static void delete_at(struct shard *s, size_t i)
+{
+    size_t mask = s->cap - 1;
+    size_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (empty(&s->slots[j]))
+            break;
+        size_t home = mix(s->slots[j].space, s->slots[j].addr) & mask;
+        /* Move j back into the hole at i unless its home lies in (i, j]. */
+        bool in_between = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
+        if (in_between)
+            continue;
+        s->slots[i] = s->slots[j];
+        i = j;
+    }
+    memset(&s->slots[i], 0, sizeof s->slots[i]);
+    s->count--;
+}
+
+static long find(struct shard *s, uint64_t h, uint8_t space, uint64_t addr)
+{
+    if (!s->cap)
+        return -1;
+    size_t mask = s->cap - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        if (empty(&s->slots[i]))
+            return -1;
+        if (same(&s->slots[i], space, addr))
+            return (long)i;
+    }
+}
+
+int tl_live_remove(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out)
+{
+    uint64_t h = mix(space, addr);
+    struct shard *s = shard_of(h);
+    pthread_mutex_lock(&s->lock);
+    long i = find(s, h, space, addr);
+    int rc = 0;
+    if (i >= 0) {
+        if (kinds_mask & (1u << s->slots[i].kind)) {
+            if (out)
+                *out = s->slots[i];
+            delete_at(s, (size_t)i);
+            rc = 1;
+        } else {
+            if (out)
+                *out = s->slots[i];
+            rc = -1;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+bool tl_live_lookup(uint8_t space, uint64_t addr, struct tl_live *out)
+{
+    uint64_t h = mix(space, addr);
+    struct shard *s = shard_of(h);
+    pthread_mutex_lock(&s->lock);
+    long i = find(s, h, space, addr);
+    if (i >= 0 && out)
+        *out = s->slots[i];
+    pthread_mutex_unlock(&s->lock);
+    return i >= 0;
+}
+
+bool tl_live_set_aux(uint8_t space, uint64_t addr, uint32_t aux)
+{
+    uint64_t h = mix(space, addr);
+    struct shard *s = shard_of(h);
+    pthread_mutex_lock(&s->lock);
+    long i = find(s, h, space, addr);
+    if (i >= 0)
+        s->slots[i].aux = aux;
+    pthread_mutex_unlock(&s->lock);
+    return i >= 0;
+}
+
+void tl_live_lock_all(void)
+{
+    for (unsigned i = 0; i < NSHARDS; i++)
+        pthread_mutex_lock(&shards[i].lock);
+}
+
+void tl_live_unlock_all(void)
+{
+    for (unsigned i = NSHARDS; i-- > 0;)
+        pthread_mutex_unlock(&shards[i].lock);
+}
+
+/* Callers hold every shard lock (tl_live_lock_all). */
+void tl_live_foreach(bool (*fn)(const struct tl_live *, void *), void *arg)
+{
+    for (unsigned k = 0; k < NSHARDS; k++) {
+        struct shard *s = &shards[k];
+        for (size_t i = 0; i < s->cap;) {
+            if (!empty(&s->slots[i]) && fn(&s->slots[i], arg)) {
+                /* The shift may move a not-yet-visited row into slot i (from a
+                 * later slot) — or, at the wrap-around, one already visited
+                 * from the front; the latter is harmless for our callers
+                 * because fn is idempotent on rows it keeps. */
+                delete_at(s, i);
+                continue;
+            }
+            i++;
+        }
+    }
+}
+
+size_t tl_live_count(void)
+{
+    size_t n = 0;
+    for (unsigned k = 0; k < NSHARDS; k++)
+        n += __atomic_load_n(&shards[k].count, __ATOMIC_RELAXED);
+    return n;
+}
+
+size_t tl_live_memory_bytes(void)
+{
+    size_t n = sizeof shards;
+    for (unsigned k = 0; k < NSHARDS; k++)
+        n += __atomic_load_n(&shards[k].cap, __ATOMIC_RELAXED) * sizeof(struct tl_live);
+    return n;
+}
+
+/* After fork the child starts with no live allocations: device memory is not
+ * inherited across fork, and the parent's rows must never be reported twice.
+ * Only the forking thread exists in the child, so no lock is held by anyone
+ * else — but one may have been held at the fork: reinitialise them. */
+void tl_live_clear(void)
+{
+    for (unsigned k = 0; k < NSHARDS; k++) {
+        struct shard *s = &shards[k];
+        pthread_mutex_init(&s->lock, NULL);
+        if (s->slots)
+            memset(s->slots, 0, s->cap * sizeof *s->slots);
+        s->count = 0;
+    }
+}

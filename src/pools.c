@@ -1,0 +1,521 @@
+/*
+ * pools.c — allocator views: annotated caching pools (client requests) and
+ * the driver's stream-ordered pools.
+ *
+ * The point of tensorleak over a plain leak checker: a segment a caching
+ * allocator keeps for reuse is *held*, not leaked; a block it handed out and
+ * nobody returned *is* a leak; and "enough free bytes but no block big
+ * enough" shows as fragmentation.
+ *
+ * Annotated pools know their layout: segments (reserved) and blocks
+ * (allocated, tracked as pool_block rows keyed in their own address space,
+ * since a segment's first block has the segment's address).  Free bytes,
+ * the largest hole and fragmentation = 1 - largest_free / free_bytes (the
+ * RMM-arena / TensorFlow-BFC definition) come from walking that layout;
+ * utilization = peak allocated / peak reserved (GMLake's definition).
+ *
+ * Stream-ordered pools don't tell us their layout, so we report what the
+ * driver states truthfully (RESERVED/USED_MEM_CURRENT and _HIGH) next to the
+ * allocations we tracked, and flag a disagreement.
+ */
+#include "report.h"
+#include "hooks.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TL_SPACE_POOL 4
+#define MAX_POOLS 256
+/* aux bit on a device row: the row is a segment held by annotated pool
+ * (aux & 0xffff). */
+#define HELD_BIT 0x80000000u
+
+struct segment {
+    uint64_t base, size;
+};
+
+struct pool {
+    char name[64];
+    bool annotated;
+    bool alive;
+    int device;
+    void *driver_pool; /* CUmemoryPool for stream-ordered pools */
+    bool is_default;
+    /* annotated pools: */
+    struct segment *segs;
+    size_t nsegs, capsegs;
+    atomic_llong reserved, allocated, peak_reserved, peak_allocated;
+};
+
+static struct pool pools[MAX_POOLS]; /* index 0 unused: aux 0 = no pool */
+static int npools;
+static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void raise_peak(atomic_llong *peak, long long now)
+{
+    long long p = atomic_load(peak);
+    while (now > p && !atomic_compare_exchange_weak(peak, &p, now))
+        ;
+}
+
+static struct pool *new_pool_locked(const char *name, int device)
+{
+    if (npools + 1 >= MAX_POOLS)
+        return NULL;
+    struct pool *p = &pools[++npools];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name ? name : "pool");
+    p->device = device;
+    p->alive = true;
+    return p;
+}
+
+static uint32_t index_of(const struct pool *p)
+{
+    return (uint32_t)(p - pools);
+}
+
+/* ---- stream-ordered pools (hooks_driver.c / hooks_runtime.c) ------------ */
+
+static struct pool *find_driver_pool_locked(void *driver_pool)
+{
+    for (int i = 1; i <= npools; i++)
+        if (!pools[i].annotated && pools[i].alive && pools[i].driver_pool == driver_pool)
+            return &pools[i];
+    return NULL;
+}
+
+void tl_pool_note_created(CUmemoryPool pool, const CUmemPoolProps *props);
+void tl_pool_note_created(CUmemoryPool pool, const CUmemPoolProps *props)
+{
+    pthread_mutex_lock(&pools_lock);
+    if (!find_driver_pool_locked(pool)) {
+        char name[64];
+        snprintf(name, sizeof name, "mempool %p", (void *)pool);
+        struct pool *p = new_pool_locked(name, props ? props->location.id : 0);
+        if (p)
+            p->driver_pool = pool;
+    }
+    pthread_mutex_unlock(&pools_lock);
+}
+
+static bool release_pool_rows(const struct tl_live *rec, void *arg)
+{
+    uint32_t idx = *(uint32_t *)arg;
+    if (rec->space != TL_SPACE_MEM || rec->kind != TL_KIND_ASYNC || rec->aux != idx)
+        return false;
+    tl_track_forget(rec);
+    atomic_fetch_add(&tl_stats.teardown_bytes, rec->size);
+    atomic_fetch_add(&tl_stats.teardown_allocs, 1);
+    return true;
+}
+
+void tl_pool_note_destroyed(CUmemoryPool pool);
+void tl_pool_note_destroyed(CUmemoryPool pool)
+{
+    pthread_mutex_lock(&pools_lock);
+    struct pool *p = find_driver_pool_locked(pool);
+    uint32_t idx = p ? index_of(p) : 0;
+    if (p)
+        p->alive = false;
+    pthread_mutex_unlock(&pools_lock);
+    if (!idx || !atomic_load(&tl_active))
+        return;
+    /* Destroying a pool frees what is still allocated from it. */
+    tl_live_lock_all();
+    tl_live_foreach(release_pool_rows, &idx);
+    tl_live_unlock_all();
+}
+
+uint32_t tl_pool_index_for_async(CUmemoryPool pool, bool from_current_device);
+uint32_t tl_pool_index_for_async(CUmemoryPool pool, bool from_current_device)
+{
+    int device = -1;
+    if (from_current_device) {
+        typedef CUresult (*getpool_fn)(CUmemoryPool *, CUdevice);
+        static getpool_fn get_mem_pool;
+        if (!get_mem_pool)
+            get_mem_pool = (getpool_fn)tl_driver_symbol("cuDeviceGetMemPool");
+        tl_current_context_index(&device);
+        if (!get_mem_pool || device < 0 || get_mem_pool(&pool, device) != CUDA_SUCCESS)
+            return 0;
+    }
+    if (!pool)
+        return 0;
+    pthread_mutex_lock(&pools_lock);
+    struct pool *p = find_driver_pool_locked(pool);
+    if (!p) {
+        /* First sight of a pool we did not see created: the device's
+         * default pool (or one made before tensorleak started). */
+        typedef CUresult (*defpool_fn)(CUmemoryPool *, CUdevice);
+        defpool_fn get_default = (defpool_fn)tl_driver_symbol("cuDeviceGetDefaultMemPool");
+        CUmemoryPool def = NULL;
+        int dev = device >= 0 ? device : 0;
+        bool is_default = get_default && get_default(&def, dev) == CUDA_SUCCESS && def == pool;
+        char name[64];
+        if (is_default)
+            snprintf(name, sizeof name, "default mempool (device %d)", dev);
+        else
+            snprintf(name, sizeof name, "mempool %p", (void *)pool);
+        p = new_pool_locked(name, dev);
+        if (p) {
+            p->driver_pool = pool;
+            p->is_default = is_default;
+        }
+    }
+    uint32_t idx = p ? index_of(p) : 0;
+    pthread_mutex_unlock(&pools_lock);
+    return idx;
+}
+
+/* ---- annotated pools (client requests) ---------------------------------- */
+
+static struct pool *checked(void *handle)
+{
+    struct pool *p = handle;
+    if (!p || p < &pools[1] || p > &pools[MAX_POOLS - 1] || !p->annotated || !p->alive) {
+        static atomic_bool warned;
+        tl_warn(&warned, "a tensorleak_pool_* call passed an unknown or destroyed pool; ignored");
+        return NULL;
+    }
+    return p;
+}
+
+TL_EXPORT void *tensorleak_pool_create(const char *name, int device);
+void *tensorleak_pool_create(const char *name, int device)
+{
+    tl_init();
+    pthread_mutex_lock(&pools_lock);
+    struct pool *p = new_pool_locked(name, device < 0 || device >= TL_MAX_DEVICES ? 0 : device);
+    if (p)
+        p->annotated = true;
+    pthread_mutex_unlock(&pools_lock);
+    if (!p)
+        tl_note_dropped("too many pools (256)");
+    return p;
+}
+
+TL_EXPORT void tensorleak_pool_segment(void *pool, const void *base, size_t bytes);
+void tensorleak_pool_segment(void *handle, const void *base, size_t bytes)
+{
+    pthread_mutex_lock(&pools_lock);
+    struct pool *p = checked(handle);
+    if (!p) {
+        pthread_mutex_unlock(&pools_lock);
+        return;
+    }
+    if (p->nsegs == p->capsegs) {
+        size_t ncap = p->capsegs ? p->capsegs * 2 : 16;
+        struct segment *n = realloc(p->segs, ncap * sizeof *n);
+        if (!n) {
+            pthread_mutex_unlock(&pools_lock);
+            tl_note_dropped("out of memory for pool segments");
+            return;
+        }
+        p->segs = n;
+        p->capsegs = ncap;
+    }
+    p->segs[p->nsegs++] = (struct segment){(uintptr_t)base, bytes};
+    long long r = atomic_fetch_add(&p->reserved, (long long)bytes) + (long long)bytes;
+    raise_peak(&p->peak_reserved, r);
+    uint32_t idx = index_of(p);
+    pthread_mutex_unlock(&pools_lock);
+    /* The segment came from a hooked cudaMalloc/cuMemAlloc: it is now the
+     * pool's reserve, held rather than leaked at exit. */
+    struct tl_live rec;
+    if (tl_live_lookup(TL_SPACE_MEM, (uintptr_t)base, &rec) && rec.kind == TL_KIND_DEVICE)
+        tl_live_set_aux(TL_SPACE_MEM, (uintptr_t)base, HELD_BIT | idx);
+}
+
+TL_EXPORT void tensorleak_pool_segment_release(void *pool, const void *base);
+void tensorleak_pool_segment_release(void *handle, const void *base)
+{
+    pthread_mutex_lock(&pools_lock);
+    struct pool *p = checked(handle);
+    if (!p) {
+        pthread_mutex_unlock(&pools_lock);
+        return;
+    }
+    for (size_t i = 0; i < p->nsegs; i++) {
+        if (p->segs[i].base == (uintptr_t)base) {
+            atomic_fetch_sub(&p->reserved, (long long)p->segs[i].size);
+            p->segs[i] = p->segs[--p->nsegs];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&pools_lock);
+    struct tl_live rec;
+    if (tl_live_lookup(TL_SPACE_MEM, (uintptr_t)base, &rec) && (rec.aux & HELD_BIT))
+        tl_live_set_aux(TL_SPACE_MEM, (uintptr_t)base, 0);
+}
+
+TL_EXPORT void tensorleak_pool_alloc(void *pool, const void *ptr, size_t bytes);
+void tensorleak_pool_alloc(void *handle, const void *ptr, size_t bytes)
+{
+    struct pool *p = handle;
+    pthread_mutex_lock(&pools_lock);
+    p = checked(handle);
+    pthread_mutex_unlock(&pools_lock);
+    if (!p || !ptr)
+        return;
+    tl_hook_depth++;
+    tl_track_alloc(TL_KIND_POOL_BLOCK, TL_SPACE_POOL, (uintptr_t)ptr, bytes, p->device, index_of(p));
+    tl_hook_depth--;
+    long long a = atomic_fetch_add(&p->allocated, (long long)bytes) + (long long)bytes;
+    raise_peak(&p->peak_allocated, a);
+}
+
+TL_EXPORT void tensorleak_pool_free(void *pool, const void *ptr);
+void tensorleak_pool_free(void *handle, const void *ptr)
+{
+    pthread_mutex_lock(&pools_lock);
+    struct pool *p = checked(handle);
+    pthread_mutex_unlock(&pools_lock);
+    if (!p || !ptr)
+        return;
+    struct tl_live rec;
+    if (tl_track_free(TL_SPACE_POOL, (uintptr_t)ptr, TL_MASK(TL_KIND_POOL_BLOCK), &rec))
+        atomic_fetch_sub(&p->allocated, (long long)rec.size);
+}
+
+TL_EXPORT void tensorleak_pool_destroy(void *pool);
+void tensorleak_pool_destroy(void *handle)
+{
+    pthread_mutex_lock(&pools_lock);
+    struct pool *p = checked(handle);
+    if (p) {
+        /* Its blocks stay: a block never returned is still a leak. */
+        for (size_t i = 0; i < p->nsegs; i++) {
+            struct tl_live rec;
+            if (tl_live_lookup(TL_SPACE_MEM, p->segs[i].base, &rec) && (rec.aux & HELD_BIT))
+                tl_live_set_aux(TL_SPACE_MEM, p->segs[i].base, 0);
+        }
+        p->nsegs = 0;
+        atomic_store(&p->reserved, 0);
+        p->alive = false;
+    }
+    pthread_mutex_unlock(&pools_lock);
+}
+
+/* ---- report rows --------------------------------------------------------- */
+
+bool tl_pools_is_held(const struct tl_live *rec)
+{
+    return rec->space == TL_SPACE_MEM && rec->kind == TL_KIND_DEVICE && (rec->aux & HELD_BIT);
+}
+
+struct block {
+    uint64_t addr, size;
+};
+struct collect {
+    struct block *blocks; /* annotated pool blocks, all pools */
+    uint32_t *block_pool;
+    size_t n, cap;
+    long long async_bytes[MAX_POOLS];
+    long long direct_reserved[TL_MAX_DEVICES]; /* direct device memory not in a pool */
+    long long async_unpooled[TL_MAX_DEVICES];
+};
+
+static bool collect_row(const struct tl_live *rec, void *arg)
+{
+    struct collect *c = arg;
+    int dev = rec->device < TL_MAX_DEVICES ? rec->device : 0;
+    if (rec->space == TL_SPACE_POOL && rec->kind == TL_KIND_POOL_BLOCK) {
+        if (c->n == c->cap) {
+            size_t ncap = c->cap ? c->cap * 2 : 256;
+            struct block *nb = realloc(c->blocks, ncap * sizeof *nb);
+            uint32_t *np = nb ? realloc(c->block_pool, ncap * sizeof *np) : NULL;
+            if (!nb || !np) {
+                if (nb)
+                    c->blocks = nb;
+                return false;
+            }
+            c->blocks = nb;
+            c->block_pool = np;
+            c->cap = ncap;
+        }
+        c->blocks[c->n] = (struct block){rec->addr, rec->size};
+        c->block_pool[c->n++] = rec->aux;
+    } else if (rec->space == TL_SPACE_MEM && rec->kind == TL_KIND_ASYNC) {
+        if (rec->aux && rec->aux < MAX_POOLS)
+            c->async_bytes[rec->aux] += (long long)rec->size;
+        else
+            c->async_unpooled[dev] += (long long)rec->size;
+    } else if ((rec->kind == TL_KIND_DEVICE || rec->kind == TL_KIND_MANAGED || rec->kind == TL_KIND_VMM_HANDLE) &&
+               !tl_pools_is_held(rec)) {
+        c->direct_reserved[dev] += (long long)rec->size;
+    }
+    return false;
+}
+
+static int by_addr(const void *a, const void *b)
+{
+    const struct block *x = a, *y = b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static int by_base(const void *a, const void *b)
+{
+    const struct segment *x = a, *y = b;
+    return x->base < y->base ? -1 : x->base > y->base;
+}
+
+/* Walks one annotated pool's segments against its (sorted) blocks. */
+static void layout(struct pool *p, struct block *blocks, size_t n, struct tl_pool_row *row)
+{
+    qsort(p->segs, p->nsegs, sizeof *p->segs, by_base);
+    qsort(blocks, n, sizeof *blocks, by_addr);
+    uint64_t largest = 0, free_total = 0, allocated = 0;
+    size_t b = 0;
+    for (size_t s = 0; s < p->nsegs; s++) {
+        uint64_t lo = p->segs[s].base, hi = lo + p->segs[s].size, cursor = lo;
+        while (b < n && blocks[b].addr < lo)
+            b++; /* a block outside every segment: counted, not placed */
+        for (; b < n && blocks[b].addr < hi; b++) {
+            uint64_t start = blocks[b].addr > cursor ? blocks[b].addr : cursor;
+            if (start > cursor) {
+                uint64_t hole = start - cursor;
+                free_total += hole;
+                if (hole > largest)
+                    largest = hole;
+            }
+            uint64_t end = blocks[b].addr + blocks[b].size;
+            if (end > hi)
+                end = hi;
+            if (end > cursor) {
+                allocated += end - (blocks[b].addr > cursor ? blocks[b].addr : cursor);
+                cursor = end;
+            }
+        }
+        if (hi > cursor) {
+            free_total += hi - cursor;
+            if (hi - cursor > largest)
+                largest = hi - cursor;
+        }
+    }
+    row->reserved = (uint64_t)atomic_load(&p->reserved);
+    row->allocated = allocated;
+    row->free = free_total;
+    row->largest_free = largest;
+    row->fragmentation = free_total ? 1.0 - (double)largest / (double)free_total : 0.0;
+    row->segments = p->nsegs;
+}
+
+/* Called by report.c with every live-table shard locked. */
+void tl_pools_collect(struct tl_report_model *m)
+{
+    struct collect *c = calloc(1, sizeof *c);
+    if (!c)
+        return;
+    tl_live_foreach(collect_row, c);
+
+    typedef CUresult (*getattr_fn)(CUmemoryPool, CUmemPool_attribute, void *);
+    getattr_fn getattr = (getattr_fn)tl_driver_symbol("cuMemPoolGetAttribute");
+
+    pthread_mutex_lock(&pools_lock);
+    m->pools = calloc((size_t)npools + 1, sizeof *m->pools);
+    uint64_t dev_reserved[TL_MAX_DEVICES] = {0}, dev_allocated[TL_MAX_DEVICES] = {0};
+    uint64_t dev_free[TL_MAX_DEVICES] = {0}, dev_largest[TL_MAX_DEVICES] = {0};
+    uint64_t all_free = 0;
+    struct block *scratch = c->n ? malloc(c->n * sizeof *scratch) : NULL;
+    for (int i = 1; m->pools && i <= npools; i++) {
+        struct pool *p = &pools[i];
+        if (!p->alive)
+            continue;
+        struct tl_pool_row *row = &m->pools[m->npools];
+        snprintf(row->name, sizeof row->name, "%s", p->name);
+        row->device = p->device;
+        if (p->annotated) {
+            row->kind = "annotated";
+            size_t k = 0;
+            for (size_t j = 0; scratch && j < c->n; j++)
+                if (c->block_pool[j] == (uint32_t)i)
+                    scratch[k++] = c->blocks[j];
+            layout(p, scratch, k, row);
+            row->peak_allocated = (uint64_t)atomic_load(&p->peak_allocated);
+            row->peak_reserved = (uint64_t)atomic_load(&p->peak_reserved);
+        } else {
+            row->kind = "stream_ordered";
+            row->allocated = (uint64_t)c->async_bytes[i];
+            cuuint64_t v = 0;
+            if (getattr && getattr(p->driver_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS)
+                row->reserved = v;
+            if (getattr && getattr(p->driver_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &v) == CUDA_SUCCESS)
+                row->reserved_high = row->peak_reserved = v;
+            if (getattr && getattr(p->driver_pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &v) == CUDA_SUCCESS)
+                row->used_high = row->peak_allocated = v;
+            if (getattr && getattr(p->driver_pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v) == CUDA_SUCCESS) {
+                row->driver_used = v;
+                row->driver_mismatch = v != row->allocated;
+            }
+            row->free = row->reserved > row->allocated ? row->reserved - row->allocated : 0;
+            /* No layout from the driver: the largest free block is unknown
+             * and stays 0, fragmentation likewise, rather than invented. */
+        }
+        row->utilization = row->peak_reserved ? (double)row->peak_allocated / (double)row->peak_reserved : 0.0;
+        int d = p->device >= 0 && p->device < TL_MAX_DEVICES ? p->device : 0;
+        dev_reserved[d] += row->reserved;
+        dev_allocated[d] += row->allocated;
+        if (p->annotated) {
+            dev_free[d] += row->free;
+            all_free += row->free;
+            if (row->largest_free > dev_largest[d])
+                dev_largest[d] = row->largest_free;
+            if (row->largest_free > m->largest_free)
+                m->largest_free = row->largest_free;
+        }
+        if (row->reserved || row->allocated || p->annotated)
+            m->npools++;
+    }
+    pthread_mutex_unlock(&pools_lock);
+    free(scratch);
+
+    for (int d = 0; d < TL_MAX_DEVICES; d++) {
+        struct tl_device_row *r = &m->devices[d];
+        r->reserved = dev_reserved[d] + (uint64_t)c->direct_reserved[d] + (uint64_t)c->async_unpooled[d];
+        r->allocated = dev_allocated[d] + (uint64_t)c->direct_reserved[d] + (uint64_t)c->async_unpooled[d];
+        r->largest_free = dev_largest[d];
+        r->fragmentation = dev_free[d] ? 1.0 - (double)dev_largest[d] / (double)dev_free[d] : 0.0;
+        if (r->reserved || atomic_load(&tl_stats.device[d].peak_bytes))
+            r->present = true;
+        m->reserved += r->reserved;
+        m->allocated += r->allocated;
+    }
+    m->fragmentation = all_free ? 1.0 - (double)m->largest_free / (double)all_free : 0.0;
+    free(c->blocks);
+    free(c->block_pool);
+    free(c);
+}
+
+/* Reserved bytes right now, for the timeline of marks: direct device memory
+ * plus every pool's reserve.  Cheaper than a report: no table walk. */
+uint64_t tl_pools_reserved_now(void);
+uint64_t tl_pools_reserved_now(void)
+{
+    long long direct = 0;
+    for (int d = 0; d < TL_MAX_DEVICES; d++)
+        direct += atomic_load(&tl_stats.device[d].live_bytes);
+    typedef CUresult (*getattr_fn)(CUmemoryPool, CUmemPool_attribute, void *);
+    getattr_fn getattr = (getattr_fn)tl_driver_symbol("cuMemPoolGetAttribute");
+    uint64_t pooled = 0;
+    pthread_mutex_lock(&pools_lock);
+    for (int i = 1; i <= npools; i++) {
+        if (!pools[i].alive || pools[i].annotated || !getattr)
+            continue;
+        cuuint64_t v = 0;
+        if (getattr(pools[i].driver_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS)
+            pooled += v;
+    }
+    pthread_mutex_unlock(&pools_lock);
+    /* Async allocations sit inside their pool's reserve: counted once. */
+    direct -= atomic_load(&tl_stats.async_live_bytes);
+    return (uint64_t)(direct > 0 ? direct : 0) + pooled;
+}
+
+void tl_pools_after_fork(void)
+{
+    pthread_mutex_init(&pools_lock, NULL);
+    for (int i = 1; i <= npools; i++)
+        pools[i].alive = false;
+    npools = 0;
+}

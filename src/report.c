@@ -1,0 +1,406 @@
+/*
+ * report.c — gathers one consistent report and writes it.
+ *
+ * Consistency: every shard of the live table is locked while the rows are
+ * aggregated by call site, so a snapshot taken while other threads allocate
+ * is a state the program really was in.  Symbolization and output happen
+ * after the locks are released.
+ *
+ * Files are written to a temporary name (O_EXCL|O_NOFOLLOW, mode 0600) and
+ * renamed into place: a reader never sees half a report, and a planted
+ * symlink is never followed.  When the file cannot be written the JSON goes
+ * to stderr instead, after one clear error line.
+ */
+#include "report.h"
+#include "tl_version.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <uthash.h>
+
+pthread_mutex_t tl_report_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned report_seq;
+
+static const char *rank_string(void)
+{
+    static const char *const vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return v;
+    }
+    return NULL;
+}
+
+int tl_expand_pattern(const char *pattern, unsigned seq, char *out, size_t outlen)
+{
+    size_t o = 0;
+    char tmp[HOST_NAME_MAX + 32];
+    for (const char *p = pattern; *p; p++) {
+        const char *piece = tmp;
+        if (*p != '%') {
+            tmp[0] = *p;
+            tmp[1] = 0;
+        } else {
+            switch (*++p) {
+            case 'p': snprintf(tmp, sizeof tmp, "%d", (int)getpid()); break;
+            case 'h':
+                if (gethostname(tmp, sizeof tmp - 1) != 0)
+                    strcpy(tmp, "unknown");
+                tmp[sizeof tmp - 1] = 0;
+                break;
+            case 'r': {
+                const char *r = rank_string();
+                snprintf(tmp, sizeof tmp, "%s", r ? r : "0");
+                break;
+            }
+            case 'n': snprintf(tmp, sizeof tmp, "%u", seq); break;
+            case '%': strcpy(tmp, "%"); break;
+            default: return -1;
+            }
+        }
+        size_t len = strlen(piece);
+        if (o + len >= outlen)
+            return -1;
+        memcpy(out + o, piece, len);
+        o += len;
+    }
+    out[o] = 0;
+    return 0;
+}
+
+/* ---- frame cache -------------------------------------------------------- */
+struct frame_entry {
+    UT_hash_handle hh;
+    uintptr_t address;
+    struct tl_frame_info info;
+};
+static struct frame_entry *frame_cache;
+
+const struct tl_frame_info *tl_report_frame(struct tl_report_model *m, uintptr_t address)
+{
+    struct frame_entry *e;
+    HASH_FIND(hh, frame_cache, &address, sizeof address, e);
+    if (e)
+        return &e->info;
+    e = calloc(1, sizeof *e);
+    static struct tl_frame_info fallback;
+    if (!e) {
+        tl_symbolize(m->symbolizer, address, &fallback);
+        return &fallback;
+    }
+    e->address = address;
+    tl_symbolize(m->symbolizer, address, &e->info);
+    HASH_ADD(hh, frame_cache, address, sizeof address, e);
+    return &e->info;
+}
+
+static void frame_cache_clear(void)
+{
+    struct frame_entry *e, *tmp;
+    HASH_ITER(hh, frame_cache, e, tmp) {
+        HASH_DEL(frame_cache, e);
+        free(e);
+    }
+}
+
+/* ---- gathering ---------------------------------------------------------- */
+struct gather {
+    long long *bytes; /* by call-site id */
+    long long *count;
+    long long *held_bytes;
+    long long *held_count;
+    size_t n;
+    long long live_bytes, live_count;
+};
+
+static bool gather_row(const struct tl_live *rec, void *arg)
+{
+    struct gather *g = arg;
+    bool held = tl_pools_is_held(rec);
+    if (rec->kind != TL_KIND_VMM_RESERVATION && rec->kind != TL_KIND_VMM_MAPPING && rec->kind != TL_KIND_POOL_BLOCK) {
+        g->live_bytes += (long long)rec->size;
+        g->live_count++;
+    }
+    if (rec->callsite < g->n) {
+        if (held) {
+            g->held_bytes[rec->callsite] += (long long)rec->size;
+            g->held_count[rec->callsite]++;
+        } else {
+            g->bytes[rec->callsite] += (long long)rec->size;
+            g->count[rec->callsite]++;
+        }
+    }
+    return false;
+}
+
+static int by_bytes_desc(const void *a, const void *b)
+{
+    const struct tl_site *x = a, *y = b;
+    if (x->bytes != y->bytes)
+        return x->bytes < y->bytes ? 1 : -1;
+    if (x->count != y->count)
+        return x->count < y->count ? 1 : -1;
+    return x->cs->id < y->cs->id ? -1 : x->cs->id > y->cs->id;
+}
+
+static bool gather(struct tl_report_model *m)
+{
+    struct gather g = {0};
+    tl_live_lock_all();
+    g.n = tl_callsite_count() + 2;
+    g.bytes = calloc(g.n, sizeof *g.bytes);
+    g.count = calloc(g.n, sizeof *g.count);
+    g.held_bytes = calloc(g.n, sizeof *g.held_bytes);
+    g.held_count = calloc(g.n, sizeof *g.held_count);
+    if (!g.bytes || !g.count || !g.held_bytes || !g.held_count) {
+        tl_live_unlock_all();
+        free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count);
+        return false;
+    }
+    tl_live_foreach(gather_row, &g);
+    tl_pools_collect(m); /* under the same locks: one consistent state */
+    tl_live_unlock_all();
+
+    m->live_bytes = g.live_bytes;
+    m->live_count = g.live_count;
+    m->peak_live_bytes = atomic_load(&tl_stats.peak_live_bytes);
+    size_t nsites = 0, nheld = 0;
+    for (size_t id = 1; id < g.n; id++) {
+        nsites += g.count[id] > 0;
+        nheld += g.held_count[id] > 0;
+    }
+    m->sites = calloc(nsites + 1, sizeof *m->sites);
+    m->held = calloc(nheld + 1, sizeof *m->held);
+    if (!m->sites || !m->held) {
+        free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count);
+        return false;
+    }
+    for (size_t id = 1; id < g.n; id++) {
+        struct tl_callsite *cs = tl_callsite_by_id((uint32_t)id);
+        if (!cs)
+            continue;
+        if (g.count[id] > 0)
+            m->sites[m->nsites++] = (struct tl_site){.cs = cs, .bytes = g.bytes[id], .count = g.count[id]};
+        if (g.held_count[id] > 0) {
+            m->held[m->nheld++] = (struct tl_site){.cs = cs, .bytes = g.held_bytes[id], .count = g.held_count[id]};
+            m->held_bytes += g.held_bytes[id];
+        }
+    }
+    free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count);
+    qsort(m->sites, m->nsites, sizeof *m->sites, by_bytes_desc);
+    qsort(m->held, m->nheld, sizeof *m->held, by_bytes_desc);
+    return true;
+}
+
+/* Driver view per device: cuMemGetInfo answers for the current context's
+ * device, so visit each known context and put the caller's back. */
+static void device_info(struct tl_report_model *m)
+{
+    typedef int (*getinfo_fn)(size_t *, size_t *);
+    typedef int (*getcur_fn)(void **);
+    typedef int (*setcur_fn)(void *);
+    typedef int (*getdev_fn)(int *);
+    getinfo_fn getinfo = (getinfo_fn)tl_driver_symbol("cuMemGetInfo_v2");
+    getcur_fn getcur = (getcur_fn)tl_driver_symbol("cuCtxGetCurrent");
+    setcur_fn setcur = (setcur_fn)tl_driver_symbol("cuCtxSetCurrent");
+    getdev_fn getdev = (getdev_fn)tl_driver_symbol("cuCtxGetDevice");
+    if (!getinfo || !getcur || !setcur || !getdev)
+        return;
+    void *saved = NULL;
+    if (getcur(&saved) != 0)
+        return;
+    extern int tl_known_contexts(void **out, int max);
+    void *ctxs[TL_MAX_CONTEXTS + 1];
+    int n = tl_known_contexts(ctxs, TL_MAX_CONTEXTS);
+    if (saved)
+        ctxs[n++] = saved;
+    for (int i = n; i-- > 0;) {
+        if (setcur(ctxs[i]) != 0)
+            continue;
+        int dev = -1;
+        size_t free_b = 0, total_b = 0;
+        if (getdev(&dev) == 0 && dev >= 0 && dev < TL_MAX_DEVICES && getinfo(&free_b, &total_b) == 0) {
+            m->devices[dev].present = true;
+            m->devices[dev].have_info = true;
+            m->devices[dev].free = free_b;
+            m->devices[dev].total = total_b;
+        }
+    }
+    setcur(saved);
+}
+
+static void apply_suppressions(struct tl_report_model *m)
+{
+    for (size_t i = 0; i < m->nsites; i++) {
+        struct tl_site *s = &m->sites[i];
+        s->rule = tl_suppressed(m, "leak", s->cs);
+        s->suppressed = s->rule != NULL;
+    }
+}
+
+static void decide_gate(struct tl_report_model *m)
+{
+    unsigned failed = 0;
+    if (m->reason == TL_REASON_EXIT) {
+        if (m->leaked_count > 0)
+            failed |= TL_FAIL_LEAK;
+        for (size_t i = 0; i < m->ngrowth; i++)
+            if (!m->growth[i].suppressed)
+                failed |= TL_FAIL_GROWTH;
+        if (m->ninvalid > m->ninvalid_suppressed || atomic_load(&tl_stats.invalid_frees) > TL_MAX_INVALID)
+            failed |= TL_FAIL_INVALID_FREE;
+        if (atomic_load(&tl_stats.oom_failures) > 0)
+            failed |= TL_FAIL_OOM;
+    }
+    m->gate_failed = failed & tl_opt.fail_on;
+}
+
+/* Writes `text` to `path` atomically.  Returns 0, or an errno value. */
+static int write_atomically(const char *path, const char *text, size_t len)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
+        return ENAMETOOLONG;
+    unlink(tmp); /* a stale temp file of ours from an earlier crash */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return errno;
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            return e;
+        }
+        off += (size_t)w;
+    }
+    if (close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return e;
+    }
+    /* rename replaces a symlink named `path` itself, never its target. */
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return e;
+    }
+    return 0;
+}
+
+static void free_model(struct tl_report_model *m)
+{
+    free(m->sites);
+    free(m->held);
+    free(m->pools);
+    free(m->growth);
+    free(m->marks);
+    free(m->invalid);
+    tl_symbolizer_close(m->symbolizer);
+    frame_cache_clear();
+}
+
+static void ignore_sigxfsz_once(void)
+{
+    /* A full disk or RLIMIT_FSIZE must give an error, not kill the host
+     * program with SIGXFSZ — but only if the program left it at default. */
+    struct sigaction sa;
+    if (sigaction(SIGXFSZ, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL && !(sa.sa_flags & SA_SIGINFO)) {
+        sa.sa_handler = SIG_IGN;
+        sigaction(SIGXFSZ, &sa, NULL);
+    }
+}
+
+int tl_report_write(enum tl_reason reason, const char *label, const struct tl_oom_event *oom, unsigned *gate_failed)
+{
+    pthread_mutex_lock(&tl_report_lock);
+    struct tl_report_model m = {.reason = reason, .label = label, .oom = oom};
+    m.seq = ++report_seq;
+    int rc = -1;
+    if (!gather(&m)) {
+        tl_warn(NULL, "out of memory while gathering a report; no report written");
+        goto out;
+    }
+    m.symbolizer = tl_symbolizer_open();
+    device_info(&m);
+    tl_growth_collect(&m);
+    apply_suppressions(&m);
+    for (size_t i = 0; i < m.nsites; i++) {
+        if (m.sites[i].suppressed) {
+            m.suppressed_bytes += m.sites[i].bytes;
+            m.suppressed_count += m.sites[i].count;
+        } else if (reason == TL_REASON_EXIT) {
+            m.leaked_bytes += m.sites[i].bytes;
+            m.leaked_count += m.sites[i].count;
+        }
+    }
+    m.invalid = calloc(TL_MAX_INVALID, sizeof *m.invalid);
+    if (m.invalid)
+        m.ninvalid = tl_invalid_frees(m.invalid, TL_MAX_INVALID);
+    for (size_t i = 0; i < m.ninvalid; i++) {
+        struct tl_callsite *cs = tl_callsite_by_id(m.invalid[i].callsite);
+        if (cs && tl_suppressed(&m, "invalid-free", cs))
+            m.ninvalid_suppressed++;
+    }
+    decide_gate(&m);
+
+    char path[PATH_MAX];
+    const char *shown = path;
+    char *text = NULL;
+    json_t *root = tl_report_to_json(&m);
+    if (root)
+        text = json_dumps(root, JSON_INDENT(1) | JSON_ENSURE_ASCII);
+    json_decref(root);
+    if (!text) {
+        tl_warn(NULL, "out of memory while writing a report");
+        shown = "(not written)";
+    } else if (tl_expand_pattern(tl_opt.output, m.seq, path, sizeof path) != 0) {
+        tl_warn(NULL, "report path from TENSORLEAK_OUTPUT is too long; writing the report to stderr");
+        shown = "(stderr)";
+    } else {
+        ignore_sigxfsz_once();
+        size_t len = strlen(text);
+        text[len] = '\n'; /* json_dumps leaves room for its NUL; we add a newline */
+        int err = write_atomically(path, text, len + 1);
+        text[len] = 0;
+        if (err == 0) {
+            rc = 0;
+        } else {
+            tl_warn(NULL, "cannot write report %s: %s; the report follows on stderr", path, strerror(err));
+            fputs(text, stderr);
+            fputc('\n', stderr);
+            shown = "(stderr)";
+        }
+    }
+    free(text);
+
+    if (!tl_opt.quiet) {
+        if (reason == TL_REASON_EXIT)
+            tl_report_print_text(&m, stderr, shown);
+        else if (reason == TL_REASON_OOM && oom) {
+            char want[32], largest[32];
+            tl_format_size(oom->bytes, want, sizeof want);
+            tl_format_size(m.largest_free, largest, sizeof largest);
+            tl_warn(NULL, "out of memory allocating %s on device %d; reserved-but-free largest block %s; report: %s", want,
+                    oom->device, largest, shown);
+        }
+    }
+    if (gate_failed)
+        *gate_failed = m.gate_failed;
+out:
+    free_model(&m);
+    pthread_mutex_unlock(&tl_report_lock);
+    return rc;
+}

@@ -1,0 +1,111 @@
+/*
+ * report.h — the in-memory model of one report, shared by the gatherer
+ * (report.c), the writers (report_json.c, report_text.c) and the allocator
+ * views (pools.c, growth.c) that contribute rows to it.
+ */
+#ifndef TL_REPORT_H
+#define TL_REPORT_H
+
+#include "tl_internal.h"
+
+#include <jansson.h>
+
+struct tl_site {
+    struct tl_callsite *cs;
+    long long bytes;
+    long long count;
+    bool suppressed;
+    const char *rule; /* the suppression rule that matched, or NULL */
+};
+
+struct tl_device_row {
+    bool present;
+    bool have_info;
+    uint64_t free, total;
+    uint64_t reserved, allocated;
+    uint64_t largest_free;
+    double fragmentation;
+};
+
+struct tl_pool_row {
+    char name[64];
+    const char *kind; /* "annotated" or "stream_ordered" */
+    int device;
+    uint64_t reserved, allocated, free, largest_free, reserved_high, used_high;
+    uint64_t peak_allocated, peak_reserved;
+    double fragmentation, utilization;
+    bool driver_mismatch;    /* stream-ordered: tracked allocated != USED_MEM_CURRENT */
+    uint64_t driver_used;
+    uint64_t segments;
+};
+
+struct tl_growth_row {
+    struct tl_callsite *cs;
+    long long bytes_per_mark;
+    long long count_per_mark;
+    int marks;
+    bool suppressed;
+};
+
+struct tl_mark_row {
+    unsigned seq;
+    char label[64];
+    long long live_bytes;
+    unsigned long long reserved_bytes;
+    unsigned long long device_free;
+    double time;
+};
+
+struct tl_report_model {
+    enum tl_reason reason;
+    const char *label;
+    unsigned seq;
+    const struct tl_oom_event *oom;
+
+    struct tl_site *sites; /* outstanding allocations by call site, bytes desc */
+    size_t nsites;
+    struct tl_site *held;  /* memory held by a pool (segments), not leaks */
+    size_t nheld;
+
+    long long live_bytes, live_count, peak_live_bytes;
+    long long leaked_bytes, leaked_count;
+    long long suppressed_bytes, suppressed_count;
+    long long held_bytes;
+    uint64_t reserved, allocated, largest_free;
+    double fragmentation;
+
+    struct tl_device_row devices[TL_MAX_DEVICES];
+    struct tl_pool_row *pools;
+    size_t npools;
+    struct tl_growth_row *growth;
+    size_t ngrowth;
+    struct tl_mark_row *marks;
+    size_t nmarks;
+    struct tl_invalid_free *invalid;
+    size_t ninvalid;
+    size_t ninvalid_suppressed;
+
+    unsigned gate_failed; /* tl_fail_kind bits */
+    void *symbolizer;
+};
+
+/* report_json.c */
+json_t *tl_report_to_json(struct tl_report_model *m);
+json_t *tl_stack_to_json(struct tl_report_model *m, const uintptr_t *frames, int n);
+/* report_text.c */
+void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path);
+void tl_format_size(uint64_t bytes, char *buf, size_t len);
+
+/* Symbolizes with a per-report cache. */
+const struct tl_frame_info *tl_report_frame(struct tl_report_model *m, uintptr_t address);
+
+/* pools.c: adds pool rows, marks held segments, fills reserved/allocated. */
+void tl_pools_collect(struct tl_report_model *m);
+/* Is this live row a segment that a pool holds (not a leak at exit)? */
+bool tl_pools_is_held(const struct tl_live *rec);
+/* growth.c: growth rows and the timeline of marks. */
+void tl_growth_collect(struct tl_report_model *m);
+/* suppress.c: suppression rules on a call site's stack. */
+const char *tl_suppressed(struct tl_report_model *m, const char *kind, struct tl_callsite *cs);
+
+#endif

@@ -1,0 +1,265 @@
+/*
+ * report_json.c — the report model as the JSON document of SPEC.md
+ * (schema 1).  Field names are a contract: add, never rename.
+ */
+#include "report.h"
+#include "tl_version.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *reason_name(enum tl_reason r)
+{
+    switch (r) {
+    case TL_REASON_EXIT: return "exit";
+    case TL_REASON_SIGNAL: return "signal";
+    case TL_REASON_API: return "api";
+    case TL_REASON_OOM: return "oom";
+    case TL_REASON_INTERVAL: return "interval";
+    case TL_REASON_BUDGET: return "budget";
+    }
+    return "exit";
+}
+
+static json_t *hex(uintptr_t v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "0x%lx", (unsigned long)v);
+    return json_string(buf);
+}
+
+static json_t *str_or_null(const char *s)
+{
+    return s ? json_string(s) : json_null();
+}
+
+json_t *tl_stack_to_json(struct tl_report_model *m, const uintptr_t *frames, int n)
+{
+    json_t *stack = json_array();
+    for (int i = 0; i < n; i++) {
+        const struct tl_frame_info *f = tl_report_frame(m, frames[i]);
+        json_t *o = json_object();
+        json_object_set_new(o, "address", hex(frames[i]));
+        json_object_set_new(o, "module", str_or_null(f->module));
+        json_object_set_new(o, "offset", hex(f->offset));
+        json_object_set_new(o, "function", str_or_null(f->function));
+        json_object_set_new(o, "file", str_or_null(f->file));
+        json_object_set_new(o, "line", json_integer(f->line));
+        json_array_append_new(stack, o);
+    }
+    return stack;
+}
+
+static json_t *command_line(void)
+{
+    json_t *arr = json_array();
+    FILE *f = fopen("/proc/self/cmdline", "re");
+    if (!f)
+        return arr;
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    for (size_t i = 0; i < n;) {
+        size_t len = strnlen(buf + i, n - i);
+        /* Arguments are bytes; jansson wants UTF-8.  Keep what decodes. */
+        json_t *s = json_stringn(buf + i, len);
+        json_array_append_new(arr, s ? s : json_string("?"));
+        i += len + 1;
+    }
+    return arr;
+}
+
+static json_t *site_json(struct tl_report_model *m, const struct tl_site *s)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "kind", json_string(tl_kind_name(s->cs->kind)));
+    json_object_set_new(o, "bytes", json_integer(s->bytes));
+    json_object_set_new(o, "count", json_integer(s->count));
+    json_object_set_new(o, "suppressed", json_boolean(s->suppressed));
+    json_object_set_new(o, "suppression", str_or_null(s->rule));
+    json_object_set_new(o, "stack", tl_stack_to_json(m, s->cs->frames, s->cs->nframes));
+    return o;
+}
+
+json_t *tl_report_to_json(struct tl_report_model *m)
+{
+    json_t *root = json_object();
+    if (!root)
+        return NULL;
+    json_object_set_new(root, "tool", json_string("tensorleak"));
+    json_object_set_new(root, "schema", json_integer(1));
+    json_object_set_new(root, "version", json_string(TL_VERSION));
+    json_object_set_new(root, "reason", json_string(reason_name(m->reason)));
+    json_object_set_new(root, "label", str_or_null(m->label));
+    json_object_set_new(root, "seq", json_integer(m->seq));
+    json_object_set_new(root, "pid", json_integer(getpid()));
+    const char *rank = NULL;
+    static const char *const vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < 4 && !rank; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            rank = v;
+    }
+    char *end = NULL;
+    long r = rank ? strtol(rank, &end, 10) : 0;
+    json_object_set_new(root, "rank", rank && end && !*end ? json_integer(r) : json_null());
+    char host[HOST_NAME_MAX + 1] = "unknown";
+    gethostname(host, sizeof host - 1);
+    json_object_set_new(root, "host", json_string(host));
+    json_object_set_new(root, "command", command_line());
+    char when[64];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    json_object_set_new(root, "time", json_string(when));
+    json_object_set_new(root, "depth", json_integer(tl_opt.depth));
+
+    json_t *sum = json_object();
+    json_object_set_new(sum, "leaked_bytes", json_integer(m->leaked_bytes));
+    json_object_set_new(sum, "leaked_allocations", json_integer(m->leaked_count));
+    json_object_set_new(sum, "live_bytes", json_integer(m->live_bytes));
+    json_object_set_new(sum, "live_allocations", json_integer(m->live_count));
+    json_object_set_new(sum, "peak_live_bytes", json_integer(m->peak_live_bytes));
+    json_object_set_new(sum, "reserved_bytes", json_integer((json_int_t)m->reserved));
+    json_object_set_new(sum, "allocated_bytes", json_integer((json_int_t)m->allocated));
+    json_object_set_new(sum, "gap_bytes", json_integer((json_int_t)(m->reserved - m->allocated)));
+    json_object_set_new(sum, "largest_free_block", json_integer((json_int_t)m->largest_free));
+    json_object_set_new(sum, "fragmentation", json_real(m->fragmentation));
+    json_object_set_new(sum, "held_bytes", json_integer(m->held_bytes));
+    json_object_set_new(sum, "invalid_frees", json_integer((json_int_t)atomic_load(&tl_stats.invalid_frees)));
+    json_object_set_new(sum, "suppressed_allocations", json_integer(m->suppressed_count));
+    json_object_set_new(sum, "suppressed_bytes", json_integer(m->suppressed_bytes));
+    json_object_set_new(sum, "total_allocations", json_integer((json_int_t)atomic_load(&tl_stats.total_allocs)));
+    json_object_set_new(sum, "failed_allocations", json_integer((json_int_t)atomic_load(&tl_stats.failed_allocs)));
+    json_object_set_new(sum, "oom_failures", json_integer((json_int_t)atomic_load(&tl_stats.oom_failures)));
+    json_object_set_new(sum, "released_by_teardown_bytes", json_integer((json_int_t)atomic_load(&tl_stats.teardown_bytes)));
+    json_object_set_new(sum, "released_by_teardown_allocations", json_integer((json_int_t)atomic_load(&tl_stats.teardown_allocs)));
+    json_object_set_new(sum, "dropped_events", json_integer((json_int_t)atomic_load(&tl_dropped_events)));
+    json_object_set_new(sum, "call_sites", json_integer((json_int_t)tl_callsite_count()));
+    json_object_set_new(root, "summary", sum);
+
+    json_t *leaks = json_array();
+    for (size_t i = 0; i < m->nsites; i++)
+        json_array_append_new(leaks, site_json(m, &m->sites[i]));
+    json_object_set_new(root, "leaks", leaks);
+
+    json_t *held = json_array();
+    for (size_t i = 0; i < m->nheld; i++)
+        json_array_append_new(held, site_json(m, &m->held[i]));
+    json_object_set_new(root, "held", held);
+
+    json_t *pools = json_array();
+    for (size_t i = 0; i < m->npools; i++) {
+        const struct tl_pool_row *p = &m->pools[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(p->name));
+        json_object_set_new(o, "kind", json_string(p->kind));
+        json_object_set_new(o, "device", json_integer(p->device));
+        json_object_set_new(o, "reserved_bytes", json_integer((json_int_t)p->reserved));
+        json_object_set_new(o, "allocated_bytes", json_integer((json_int_t)p->allocated));
+        json_object_set_new(o, "free_bytes", json_integer((json_int_t)p->free));
+        json_object_set_new(o, "largest_free_block", json_integer((json_int_t)p->largest_free));
+        json_object_set_new(o, "fragmentation", json_real(p->fragmentation));
+        json_object_set_new(o, "utilization", json_real(p->utilization));
+        json_object_set_new(o, "peak_allocated_bytes", json_integer((json_int_t)p->peak_allocated));
+        json_object_set_new(o, "peak_reserved_bytes", json_integer((json_int_t)p->peak_reserved));
+        json_object_set_new(o, "segments", json_integer((json_int_t)p->segments));
+        if (!strcmp(p->kind, "stream_ordered")) {
+            json_object_set_new(o, "reserved_high_bytes", json_integer((json_int_t)p->reserved_high));
+            json_object_set_new(o, "used_high_bytes", json_integer((json_int_t)p->used_high));
+            json_object_set_new(o, "driver_used_bytes", json_integer((json_int_t)p->driver_used));
+            json_object_set_new(o, "driver_mismatch", json_boolean(p->driver_mismatch));
+        }
+        json_array_append_new(pools, o);
+    }
+    json_object_set_new(root, "pools", pools);
+
+    json_t *devices = json_array();
+    for (int d = 0; d < TL_MAX_DEVICES; d++) {
+        const struct tl_device_row *dr = &m->devices[d];
+        if (!dr->present)
+            continue;
+        json_t *o = json_object();
+        json_object_set_new(o, "device", json_integer(d));
+        json_object_set_new(o, "free", dr->have_info ? json_integer((json_int_t)dr->free) : json_null());
+        json_object_set_new(o, "total", dr->have_info ? json_integer((json_int_t)dr->total) : json_null());
+        json_object_set_new(o, "reserved_bytes", json_integer((json_int_t)dr->reserved));
+        json_object_set_new(o, "allocated_bytes", json_integer((json_int_t)dr->allocated));
+        json_object_set_new(o, "gap_bytes", json_integer((json_int_t)(dr->reserved - dr->allocated)));
+        json_object_set_new(o, "largest_free_block", json_integer((json_int_t)dr->largest_free));
+        json_object_set_new(o, "fragmentation", json_real(dr->fragmentation));
+        json_array_append_new(devices, o);
+    }
+    json_object_set_new(root, "devices", devices);
+
+    json_t *growth = json_array();
+    for (size_t i = 0; i < m->ngrowth; i++) {
+        const struct tl_growth_row *g = &m->growth[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "kind", json_string(tl_kind_name(g->cs->kind)));
+        json_object_set_new(o, "bytes_per_mark", json_integer(g->bytes_per_mark));
+        json_object_set_new(o, "count_per_mark", json_integer(g->count_per_mark));
+        json_object_set_new(o, "marks", json_integer(g->marks));
+        json_object_set_new(o, "suppressed", json_boolean(g->suppressed));
+        json_object_set_new(o, "stack", tl_stack_to_json(m, g->cs->frames, g->cs->nframes));
+        json_array_append_new(growth, o);
+    }
+    json_object_set_new(root, "growth", growth);
+
+    json_t *marks = json_array();
+    for (size_t i = 0; i < m->nmarks; i++) {
+        const struct tl_mark_row *k = &m->marks[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "seq", json_integer(k->seq));
+        json_object_set_new(o, "label", json_string(k->label));
+        json_object_set_new(o, "live_bytes", json_integer(k->live_bytes));
+        json_object_set_new(o, "reserved_bytes", json_integer((json_int_t)k->reserved_bytes));
+        json_object_set_new(o, "device_free", json_integer((json_int_t)k->device_free));
+        json_object_set_new(o, "time", json_real(k->time));
+        json_array_append_new(marks, o);
+    }
+    json_object_set_new(root, "marks", marks);
+
+    json_t *invalid = json_array();
+    for (size_t i = 0; i < m->ninvalid; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "address", hex((uintptr_t)m->invalid[i].addr));
+        json_object_set_new(o, "kind", json_string(tl_kind_name(m->invalid[i].kind)));
+        struct tl_callsite *cs = tl_callsite_by_id(m->invalid[i].callsite);
+        json_object_set_new(o, "suppressed", json_boolean(cs && tl_suppressed(m, "invalid-free", cs)));
+        json_object_set_new(o, "stack", cs ? tl_stack_to_json(m, cs->frames, cs->nframes) : json_array());
+        json_array_append_new(invalid, o);
+    }
+    json_object_set_new(root, "invalid_frees", invalid);
+
+    if (m->oom) {
+        json_t *o = json_object();
+        json_object_set_new(o, "bytes", json_integer((json_int_t)m->oom->bytes));
+        json_object_set_new(o, "kind", json_string(tl_kind_name(m->oom->kind)));
+        json_object_set_new(o, "device", json_integer(m->oom->device));
+        json_object_set_new(o, "stack", tl_stack_to_json(m, m->oom->frames, m->oom->nframes));
+        json_object_set_new(root, "oom", o);
+    } else {
+        json_object_set_new(root, "oom", json_null());
+    }
+
+    json_t *gate = json_object();
+    json_t *fail_on = json_array(), *failed = json_array();
+    static const char *const kinds[] = {"leak", "growth", "invalid-free", "oom"};
+    for (unsigned k = 0; k < 4; k++) {
+        if (tl_opt.fail_on & (1u << k))
+            json_array_append_new(fail_on, json_string(kinds[k]));
+        if (m->gate_failed & (1u << k))
+            json_array_append_new(failed, json_string(kinds[k]));
+    }
+    json_object_set_new(gate, "fail_on", fail_on);
+    json_object_set_new(gate, "failed", json_boolean(m->gate_failed != 0));
+    json_object_set_new(gate, "failed_kinds", failed);
+    json_object_set_new(root, "gate", gate);
+    return root;
+}

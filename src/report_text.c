@@ -1,0 +1,124 @@
+/*
+ * report_text.c — the exit report on stderr, in LeakSanitizer's shape so
+ * people and their log scrapers recognise it (SPEC.md shows it).
+ */
+#include "report.h"
+
+#include <string.h>
+#include <unistd.h>
+
+void tl_format_size(uint64_t bytes, char *buf, size_t len)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
+    if (bytes < 1024) {
+        snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+        return;
+    }
+    double v = (double)bytes / 1024.0;
+    unsigned u = 0;
+    while (v >= 1024.0 && u < 3) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(buf, len, "%.1f %s", v, units[u]);
+}
+
+static const char *basename_of(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+static void print_stack(struct tl_report_model *m, FILE *out, const uintptr_t *frames, int n)
+{
+    if (n == 0)
+        fprintf(out, "    (no stack: TENSORLEAK_DEPTH=0)\n");
+    for (int i = 0; i < n; i++) {
+        const struct tl_frame_info *f = tl_report_frame(m, frames[i]);
+        fprintf(out, "    #%d 0x%lx in %s", i, (unsigned long)frames[i], f->function ? f->function : "??");
+        if (f->file)
+            fprintf(out, " %s:%d", f->file, f->line);
+        if (f->module)
+            fprintf(out, " (%s+0x%lx)", basename_of(f->module), (unsigned long)f->offset);
+        fputc('\n', out);
+    }
+}
+
+void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path)
+{
+    int pid = (int)getpid();
+    char a[32], b[32], c[32], d[32];
+    size_t nleak_sites = 0;
+    for (size_t i = 0; i < m->nsites; i++)
+        nleak_sites += !m->sites[i].suppressed;
+    if (m->leaked_count == 0) {
+        fprintf(out, "==%d== tensorleak: no leaked device allocations\n", pid);
+    } else {
+        tl_format_size((uint64_t)m->leaked_bytes, a, sizeof a);
+        fprintf(out, "==%d== tensorleak: %lld leaked device allocations (%s) from %zu call sites\n", pid, m->leaked_count, a,
+                nleak_sites);
+    }
+    for (size_t i = 0; i < m->nsites; i++) {
+        const struct tl_site *s = &m->sites[i];
+        if (s->suppressed)
+            continue;
+        tl_format_size((uint64_t)s->bytes, a, sizeof a);
+        fprintf(out, "Leak of %s in %lld allocation(s) [%s] allocated from:\n", a, s->count, tl_kind_name(s->cs->kind));
+        print_stack(m, out, s->cs->frames, s->cs->nframes);
+        fputc('\n', out);
+    }
+    for (size_t i = 0; i < m->ngrowth; i++) {
+        const struct tl_growth_row *g = &m->growth[i];
+        if (g->suppressed)
+            continue;
+        tl_format_size((uint64_t)g->bytes_per_mark, a, sizeof a);
+        fprintf(out, "Growth of %s per mark over %d marks [%s] allocated from:\n", a, g->marks, tl_kind_name(g->cs->kind));
+        print_stack(m, out, g->cs->frames, g->cs->nframes);
+        fputc('\n', out);
+    }
+    for (size_t i = 0; i < m->ninvalid && i < 16; i++) {
+        struct tl_callsite *cs = tl_callsite_by_id(m->invalid[i].callsite);
+        if (cs && tl_suppressed(m, "invalid-free", cs))
+            continue;
+        fprintf(out, "Invalid free of 0x%llx [%s] from:\n", (unsigned long long)m->invalid[i].addr,
+                tl_kind_name(m->invalid[i].kind));
+        if (cs)
+            print_stack(m, out, cs->frames, cs->nframes);
+        fputc('\n', out);
+    }
+    for (size_t i = 0; i < m->npools; i++) {
+        const struct tl_pool_row *p = &m->pools[i];
+        tl_format_size(p->reserved, a, sizeof a);
+        tl_format_size(p->allocated, b, sizeof b);
+        tl_format_size(p->largest_free, c, sizeof c);
+        fprintf(out, "==%d== pool '%s' (%s, device %d): reserved %s, allocated %s; largest free block %s (fragmentation %.2f)\n",
+                pid, p->name, p->kind, p->device, a, b, c, p->fragmentation);
+    }
+    for (int dev = 0; dev < TL_MAX_DEVICES; dev++) {
+        const struct tl_device_row *r = &m->devices[dev];
+        if (!r->present)
+            continue;
+        tl_format_size(r->reserved, a, sizeof a);
+        tl_format_size(r->allocated, b, sizeof b);
+        tl_format_size(r->reserved - r->allocated, c, sizeof c);
+        tl_format_size(r->largest_free, d, sizeof d);
+        fprintf(out, "==%d== device %d: reserved %s, allocated %s, gap %s; largest free block %s (fragmentation %.2f)\n", pid, dev,
+                a, b, c, d, r->fragmentation);
+    }
+    if (m->held_bytes > 0) {
+        tl_format_size((uint64_t)m->held_bytes, a, sizeof a);
+        fprintf(out, "==%d== held by pools at exit (not leaks): %s\n", pid, a);
+    }
+    if (m->suppressed_count > 0)
+        fprintf(out, "==%d== suppressed: %lld byte(s) in %lld allocation(s)\n", pid, m->suppressed_bytes, m->suppressed_count);
+    unsigned long long torn = atomic_load(&tl_stats.teardown_allocs);
+    if (torn > 0)
+        fprintf(out, "==%d== released by context teardown: %llu byte(s) in %llu allocation(s)\n", pid,
+                (unsigned long long)atomic_load(&tl_stats.teardown_bytes), torn);
+    unsigned long long dropped = atomic_load(&tl_dropped_events);
+    if (dropped)
+        fprintf(out, "==%d== warning: %llu event(s) dropped; counts may be low\n", pid, dropped);
+    fprintf(out, "SUMMARY: tensorleak: %lld byte(s) leaked in %lld allocation(s). Report: %s\n", m->leaked_bytes, m->leaked_count,
+            path);
+    fflush(out);
+}

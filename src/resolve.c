@@ -1,0 +1,103 @@
+/*
+ * resolve.c — finding the real functions behind our hooks.
+ *
+ * A hook forwards to the pointer captured when the program looked the
+ * function up (through dlsym on the driver's handle or through
+ * cuGetProcAddress); for direct calls (a program linked with -lcuda or
+ * -lcudart) it asks for the next definition after ours, RTLD_NEXT.  Our own
+ * lookups use glibc's dlsym by version: glibc 2.34 moved it into libc
+ * (dlsym@GLIBC_2.34), older ones have dlsym@GLIBC_2.2.5 in libdl.
+ */
+#include "hooks.h"
+
+#include <dlfcn.h>
+#include <string.h>
+
+struct tl_hook tl_hooks[TL_HOOK_COUNT] = {
+#define TL_ROW_DRIVER(name, base, ver, ptsz) [TL_HOOK_##name] = {#name, #base, ver, ptsz, (void *)&name, NULL},
+#define TL_ROW_RUNTIME(name) [TL_HOOK_##name] = {#name, NULL, 0, false, (void *)&name, NULL},
+    TL_DRIVER_HOOKS(TL_ROW_DRIVER)
+    TL_RUNTIME_HOOKS(TL_ROW_RUNTIME)
+#undef TL_ROW_DRIVER
+#undef TL_ROW_RUNTIME
+};
+
+typedef void *(*dlsym_fn)(void *, const char *);
+static _Atomic(dlsym_fn) real_dlsym;
+
+static dlsym_fn load_real_dlsym(void)
+{
+    dlsym_fn fn = atomic_load_explicit(&real_dlsym, memory_order_acquire);
+    if (TL_LIKELY(fn))
+        return fn;
+    fn = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!fn)
+        fn = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    atomic_store_explicit(&real_dlsym, fn, memory_order_release);
+    return fn;
+}
+
+void *tl_real_dlsym(void *handle, const char *name)
+{
+    dlsym_fn fn = load_real_dlsym();
+    return fn ? fn(handle, name) : NULL;
+}
+
+/* The driver's handle: the library that defines the real cuGetProcAddress or
+ * any other driver entry we captured, else an already-loaded libcuda.so.1.
+ * RTLD_NOLOAD: we never load a driver the program did not load. */
+static _Atomic(void *) driver_handle;
+
+void tl_note_driver_handle(void *handle);
+void tl_note_driver_handle(void *handle)
+{
+    void *expected = NULL;
+    atomic_compare_exchange_strong(&driver_handle, &expected, handle);
+}
+
+void *tl_driver_symbol(const char *name)
+{
+    void *h = atomic_load(&driver_handle);
+    if (!h) {
+        h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+        if (!h)
+            return NULL;
+        /* dlopen took a reference; the driver stays loaded for the process
+         * anyway (NVIDIA's runtime never unloads it). */
+        tl_note_driver_handle(h);
+        h = atomic_load(&driver_handle);
+    }
+    void *fn = tl_real_dlsym(h, name);
+    /* Never hand back one of our own hooks as "the real one". */
+    for (int i = 0; fn && i < TL_HOOK_COUNT; i++)
+        if (tl_hooks[i].hook == fn)
+            return NULL;
+    return fn;
+}
+
+struct tl_hook *tl_hook_by_name(const char *name)
+{
+    for (int i = 0; i < TL_HOOK_COUNT; i++)
+        if (strcmp(tl_hooks[i].name, name) == 0)
+            return &tl_hooks[i];
+    return NULL;
+}
+
+void *tl_real(enum tl_hook_id id)
+{
+    struct tl_hook *h = &tl_hooks[id];
+    void *fn = atomic_load_explicit(&h->real, memory_order_acquire);
+    if (TL_LIKELY(fn))
+        return fn;
+    fn = tl_real_dlsym(RTLD_NEXT, h->name);
+    if (fn == h->hook)
+        fn = NULL;
+    if (!fn && h->base)
+        fn = tl_driver_symbol(h->name);
+    if (fn) {
+        void *expected = NULL;
+        if (!atomic_compare_exchange_strong(&h->real, &expected, fn))
+            fn = expected;
+    }
+    return fn;
+}

@@ -1,0 +1,149 @@
+/*
+ * snapshot.c — reports while the program runs: on a signal, on a timer, or
+ * when the program asks (tensorleak_snapshot, tensorleak_mark).
+ *
+ * A signal handler may interrupt a hook that holds a table lock, so it does
+ * nothing but write one byte into a pipe (async-signal-safe, errno kept).  A
+ * watcher thread, started with every signal blocked so that no signal is ever
+ * delivered to it, reads the pipe and takes the snapshot like any other
+ * thread would: no unwinding, allocation or locking in signal context.
+ */
+#include "tl_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+void tl_mark(const char *label);
+void tl_growth_after_fork(void);
+
+static int wake_pipe[2] = {-1, -1};
+static pthread_t watcher;
+static bool watcher_running;
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    char byte = sig == tl_opt.mark_signal ? 'M' : 'S';
+    ssize_t w = write(wake_pipe[1], &byte, 1);
+    (void)w; /* a full pipe already holds a pending request */
+    errno = saved;
+}
+
+static void *watch(void *arg)
+{
+    (void)arg;
+    int timeout_ms = tl_opt.interval > 0 ? (int)(tl_opt.interval * 1000.0) : -1;
+    if (tl_opt.interval > 0 && timeout_ms < 1)
+        timeout_ms = 1;
+    for (;;) {
+        struct pollfd pfd = {.fd = wake_pipe[0], .events = POLLIN};
+        int rc = poll(&pfd, 1, timeout_ms);
+        if (rc < 0 && errno == EINTR)
+            continue;
+        if (rc < 0)
+            return NULL;
+        if (rc == 0) {
+            tl_mark("interval");
+            tl_report_write(TL_REASON_INTERVAL, NULL, NULL, NULL);
+            continue;
+        }
+        char buf[64];
+        ssize_t n = read(wake_pipe[0], buf, sizeof buf);
+        if (n <= 0)
+            continue;
+        bool snap = false, mark = false;
+        for (ssize_t i = 0; i < n; i++) {
+            snap |= buf[i] == 'S';
+            mark |= buf[i] == 'M';
+        }
+        /* Several signals that arrived together make one snapshot: the
+         * state they would all show is the same. */
+        if (mark)
+            tl_mark("signal");
+        if (snap)
+            tl_report_write(TL_REASON_SIGNAL, NULL, NULL, NULL);
+    }
+}
+
+static void install(int sig)
+{
+    if (sig <= 0)
+        return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    struct sigaction old;
+    if (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN &&
+        old.sa_handler != on_signal) {
+        tl_warn(NULL, "signal %d already has a handler in this program; snapshots on it are off", sig);
+        return;
+    }
+    sigaction(sig, &sa, NULL);
+}
+
+static void start_watcher(void)
+{
+    if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        tl_warn(NULL, "cannot create the snapshot pipe (%s); signal snapshots are off", strerror(errno));
+        return;
+    }
+    /* The read end blocks in poll, not in read: keep it non-blocking so a
+     * spurious wake-up never hangs the watcher. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&watcher, NULL, watch, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        tl_warn(NULL, "cannot start the snapshot thread (%s); signal snapshots are off", strerror(rc));
+        close(wake_pipe[0]);
+        close(wake_pipe[1]);
+        wake_pipe[0] = wake_pipe[1] = -1;
+        return;
+    }
+    pthread_detach(watcher);
+    watcher_running = true;
+    install(tl_opt.signal);
+    install(tl_opt.mark_signal);
+}
+
+void tl_snapshot_start(void)
+{
+    if (tl_opt.signal || tl_opt.mark_signal || tl_opt.interval > 0)
+        start_watcher();
+}
+
+/* The watcher thread does not exist in a forked child: start a new one with
+ * a new pipe (the inherited one is shared with the parent). */
+void tl_snapshot_after_fork(void)
+{
+    tl_growth_after_fork();
+    if (!watcher_running)
+        return;
+    close(wake_pipe[0]);
+    close(wake_pipe[1]);
+    watcher_running = false;
+    tl_snapshot_start();
+}
+
+TL_EXPORT void tensorleak_mark(const char *label);
+void tensorleak_mark(const char *label)
+{
+    tl_init();
+    tl_mark(label);
+}
+
+TL_EXPORT int tensorleak_snapshot(const char *label);
+int tensorleak_snapshot(const char *label)
+{
+    tl_init();
+    if (!atomic_load(&tl_active))
+        return -1;
+    return tl_report_write(TL_REASON_API, label, NULL, NULL);
+}

@@ -1,0 +1,242 @@
+/*
+ * tl_internal.h — declarations shared between the files of libtensorleak.so.
+ *
+ * Public names are tensorleak_* (include/tensorleak.h); everything here is
+ * tl_* and hidden.  Grouped by the file that defines it.
+ */
+#ifndef TL_INTERNAL_H
+#define TL_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <pthread.h>
+
+#define TL_EXPORT __attribute__((visibility("default")))
+#define TL_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+#define TL_MAX_DEPTH 128
+#define TL_MAX_DEVICES 16
+#define TL_MAX_CONTEXTS 255
+
+/* ---- log.c ------------------------------------------------------------- */
+/* One line on stderr, prefixed "tensorleak: ".  Rate-limited per call site
+ * through the `once` flag when it is non-NULL (the warning appears once). */
+void tl_warn(atomic_bool *once, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Counts an event the tracker had to drop (bookkeeping out of memory, ...). */
+void tl_note_dropped(const char *why);
+extern atomic_ulong tl_dropped_events;
+
+/* ---- options.c ---------------------------------------------------------- */
+enum tl_fail_kind {
+    TL_FAIL_LEAK = 1u << 0,
+    TL_FAIL_GROWTH = 1u << 1,
+    TL_FAIL_INVALID_FREE = 1u << 2,
+    TL_FAIL_OOM = 1u << 3,
+};
+
+struct tl_options {
+    char output[1024];       /* TENSORLEAK_OUTPUT pattern */
+    int depth;               /* TENSORLEAK_DEPTH, 0..TL_MAX_DEPTH */
+    unsigned fail_on;        /* TENSORLEAK_FAIL_ON: tl_fail_kind bits */
+    int exitcode;            /* TENSORLEAK_EXITCODE */
+    char suppressions[1024]; /* TENSORLEAK_SUPPRESSIONS path, "" = none */
+    int signal;              /* TENSORLEAK_SIGNAL, 0 = none */
+    int mark_signal;         /* TENSORLEAK_MARK_SIGNAL, 0 = none */
+    bool quiet;              /* TENSORLEAK_QUIET */
+    double interval;         /* TENSORLEAK_INTERVAL seconds, 0 = off */
+    int growth_marks;        /* TENSORLEAK_GROWTH_MARKS */
+    bool follow_fork;        /* TENSORLEAK_FOLLOW_FORK: track forked children */
+};
+extern struct tl_options tl_opt;
+
+/* Parses TENSORLEAK_* from `envp` (NULL: environ).  Bad values warn once,
+ * naming the variable and value, and keep the default. */
+void tl_options_load(char **envp);
+/* Parsers shared with the CLI and the unit tests; return 0 on success. */
+int tl_parse_bool(const char *s, bool *out);
+int tl_parse_size(const char *s, uint64_t *out);
+int tl_parse_int(const char *s, long min, long max, long *out);
+int tl_parse_fail_on(const char *s, unsigned *out);
+int tl_parse_signal(const char *s, int *out);
+
+/* ---- stack.c ------------------------------------------------------------ */
+/* Fills `frames` with up to `max` return addresses of the caller of the
+ * hook, innermost first, skipping frames inside libtensorleak itself.
+ * Returns the number stored (0 when depth is 0 or unwinding failed). */
+int tl_stack_capture(uintptr_t *frames, int max);
+void tl_stack_init(void);
+bool tl_addr_in_self(uintptr_t addr);
+
+/* ---- callsite.c --------------------------------------------------------- */
+enum tl_kind {
+    TL_KIND_DEVICE = 0,
+    TL_KIND_HOST_PINNED,
+    TL_KIND_MANAGED,
+    TL_KIND_VMM_HANDLE,
+    TL_KIND_VMM_MAPPING,
+    TL_KIND_VMM_RESERVATION,
+    TL_KIND_POOL_BLOCK,
+    TL_KIND_ASYNC, /* stream-ordered pool allocation (reported as "device") */
+    TL_KIND_COUNT
+};
+const char *tl_kind_name(enum tl_kind kind);
+
+struct tl_callsite {
+    uint32_t id;
+    uint8_t kind;
+    uint8_t nframes;
+    uint64_t hash;
+    atomic_llong live_bytes;
+    atomic_llong live_count;
+    atomic_ullong total_allocs;
+    /* Growth tracking (growth.c), touched only under the mark lock. */
+    long long mark_bytes;      /* live bytes at the last mark */
+    int grow_streak;           /* consecutive marks with growth */
+    long long grow_first_bytes; /* live bytes when the streak started */
+    uintptr_t frames[];
+};
+
+/* Returns the interned call site for (kind, frames), creating it; NULL only
+ * when bookkeeping memory ran out (counted as a dropped event). */
+struct tl_callsite *tl_callsite_intern(enum tl_kind kind, const uintptr_t *frames, int n);
+/* Calls fn for every call site; the table lock is held. */
+void tl_callsite_foreach(void (*fn)(struct tl_callsite *, void *), void *arg);
+size_t tl_callsite_count(void);
+void tl_callsite_reset_after_fork(void);
+
+/* ---- live_table.c ------------------------------------------------------- */
+/* A live allocation.  Key: (space, addr).  40 bytes, stored inline in an
+ * open-addressing table. */
+enum tl_space { TL_SPACE_MEM = 0, TL_SPACE_VMM_HANDLE = 1, TL_SPACE_VMM_MAP = 2, TL_SPACE_VMM_VA = 3 };
+
+struct tl_live {
+    uint64_t addr;     /* 0 = empty slot */
+    uint64_t size;
+    uint64_t seq;
+    uint32_t callsite; /* id; 0 = none (unknown) */
+    uint32_t tid;
+    uint8_t space;
+    uint8_t kind;
+    uint8_t device;
+    uint8_t ctx;       /* context index (tracker.c), 0 = unknown */
+    uint32_t aux;      /* kind-specific: pool index, handle refcount */
+};
+
+bool tl_live_insert(const struct tl_live *rec);
+/* Removes the record of (space, addr) if its kind is in `kinds_mask` (bit per
+ * enum tl_kind) and copies it to *out.  Returns 1 when removed, 0 when not
+ * found, -1 when found with another kind (then it stays). */
+int tl_live_remove(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out);
+void tl_live_clear(void);
+bool tl_live_lookup(uint8_t space, uint64_t addr, struct tl_live *out);
+/* Updates the aux field of a live record; false when not found. */
+bool tl_live_set_aux(uint8_t space, uint64_t addr, uint32_t aux);
+/* Locks every shard (a consistent view), calls fn per record, unlocks.
+ * If fn returns true the record is removed. */
+void tl_live_foreach(bool (*fn)(const struct tl_live *, void *), void *arg);
+void tl_live_lock_all(void);
+void tl_live_unlock_all(void);
+size_t tl_live_count(void);
+size_t tl_live_memory_bytes(void);
+
+/* ---- tracker.c ---------------------------------------------------------- */
+struct tl_device_stats {
+    atomic_llong live_bytes;   /* tracked allocations on this device */
+    atomic_llong live_count;
+    atomic_llong peak_bytes;
+};
+
+struct tl_stats {
+    atomic_llong live_bytes;
+    atomic_llong live_count;
+    atomic_llong peak_live_bytes;
+    atomic_ullong total_allocs;
+    atomic_ullong failed_allocs;
+    atomic_ullong oom_failures;
+    atomic_ullong invalid_frees;
+    atomic_ullong teardown_bytes;
+    atomic_ullong teardown_allocs;
+    atomic_llong async_live_bytes; /* stream-ordered allocations, inside pool reserves */
+    struct tl_device_stats device[TL_MAX_DEVICES];
+};
+extern struct tl_stats tl_stats;
+extern atomic_bool tl_active; /* false before init and after the exit report */
+
+/* Re-entrancy guard: hooks nest (cudaMalloc -> cuMemAlloc_v2); only the
+ * outermost one records. */
+extern __thread int tl_hook_depth;
+
+void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t size, int device, uint32_t aux);
+/* Removes a tracked allocation before the real free runs (so no other thread
+ * can receive the same address in between).  A pointer we never saw is an
+ * invalid free; returns false then.  `kinds_mask` restricts which kinds the
+ * freeing API may release (cuMemFreeHost frees only host memory, ...). */
+bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out);
+/* Drops a removed row from the totals (call-site, process, device). */
+void tl_track_forget(const struct tl_live *rec);
+/* Puts back a record tl_track_free removed, when the real free failed. */
+void tl_track_restore(const struct tl_live *rec);
+void tl_track_failure(int is_oom, enum tl_kind kind, uint64_t size, int device);
+void tl_note_context(void *ctx, int device, bool primary);
+int tl_current_context_index(int *device_out);
+/* Context teardown: releases every cuMemAlloc-family allocation of the
+ * context (or all primary contexts of `device` when ctx is NULL). */
+void tl_teardown_context(void *ctx, int device);
+int tl_context_device(uint8_t ctx_index);
+
+struct tl_invalid_free {
+    uint64_t addr;
+    uint32_t callsite;
+    uint8_t kind;
+};
+/* Invalid frees are kept (the first TL_MAX_INVALID) for the report. */
+#define TL_MAX_INVALID 1024
+size_t tl_invalid_frees(struct tl_invalid_free *out, size_t max);
+struct tl_callsite *tl_callsite_by_id(uint32_t id);
+
+/* ---- symbolize.c -------------------------------------------------------- */
+struct tl_frame_info {
+    uintptr_t address;
+    const char *module;   /* full path, or NULL */
+    uintptr_t offset;     /* address - module load base */
+    const char *function; /* or NULL */
+    const char *file;     /* or NULL */
+    int line;             /* 0 = unknown */
+};
+/* Begins a symbolization session over the current address space. */
+void *tl_symbolizer_open(void);
+void tl_symbolize(void *session, uintptr_t address, struct tl_frame_info *out);
+void tl_symbolizer_close(void *session);
+
+/* ---- report.c ----------------------------------------------------------- */
+enum tl_reason { TL_REASON_EXIT, TL_REASON_SIGNAL, TL_REASON_API, TL_REASON_OOM, TL_REASON_INTERVAL, TL_REASON_BUDGET };
+struct tl_oom_event {
+    uint64_t bytes;
+    uint8_t kind;
+    int device;
+    int nframes;
+    uintptr_t frames[TL_MAX_DEPTH];
+};
+/* Writes a JSON report (and at exit the stderr text report).  Returns 0 on
+ * success.  `gate_failed` receives the gate's verdict (exit reports). */
+int tl_report_write(enum tl_reason reason, const char *label, const struct tl_oom_event *oom, unsigned *gate_failed);
+/* Expands TENSORLEAK_OUTPUT's %p %h %r %n %%; returns 0 or -1 if too long. */
+int tl_expand_pattern(const char *pattern, unsigned seq, char *out, size_t outlen);
+
+/* ---- preload.c ---------------------------------------------------------- */
+void tl_init(void);
+extern pthread_mutex_t tl_report_lock;
+
+/* ---- hooks: the real functions ----------------------------------------- */
+/* dlsym as glibc defines it, resolved by version (GLIBC_2.34, then 2.2.5). */
+void *tl_real_dlsym(void *handle, const char *name);
+/* Resolves a driver/runtime function we interpose: the pointer captured when
+ * the program looked it up, else the next definition after ours. */
+void *tl_resolve_next(const char *name);
+void *tl_driver_symbol(const char *name);
+
+#endif /* TL_INTERNAL_H */

@@ -1,0 +1,354 @@
+/*
+ * tracker.c — what the hooks call: record an allocation, a free, a failure,
+ * a context teardown.  Hooks stay thin (hooks_*.c); this file owns the
+ * counters and the policy (what counts as an invalid free, which memory a
+ * teardown releases).
+ */
+#include "tl_internal.h"
+
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+struct tl_stats tl_stats;
+atomic_bool tl_active;
+__thread int tl_hook_depth;
+
+static atomic_ullong next_seq = 1;
+static __thread uint32_t cached_tid;
+
+static uint32_t current_tid(void)
+{
+    if (TL_UNLIKELY(!cached_tid))
+        cached_tid = (uint32_t)syscall(SYS_gettid);
+    return cached_tid;
+}
+
+/* Forked children get a new tid; the cached one would be the parent's. */
+void tl_tracker_after_fork(void);
+void tl_tracker_after_fork(void)
+{
+    cached_tid = 0;
+}
+
+const char *tl_kind_name(enum tl_kind kind)
+{
+    static const char *const names[TL_KIND_COUNT] = {
+        [TL_KIND_DEVICE] = "device",
+        [TL_KIND_HOST_PINNED] = "host_pinned",
+        [TL_KIND_MANAGED] = "managed",
+        [TL_KIND_VMM_HANDLE] = "vmm_handle",
+        [TL_KIND_VMM_MAPPING] = "vmm_mapping",
+        [TL_KIND_VMM_RESERVATION] = "vmm_reservation",
+        [TL_KIND_POOL_BLOCK] = "pool_block",
+        [TL_KIND_ASYNC] = "device",
+    };
+    return (unsigned)kind < TL_KIND_COUNT ? names[kind] : "unknown";
+}
+
+/* Kinds that hold device memory (a VA reservation and a mapping do not: the
+ * handle behind a mapping is what holds memory). */
+static bool holds_memory(uint8_t kind)
+{
+    return kind == TL_KIND_DEVICE || kind == TL_KIND_HOST_PINNED || kind == TL_KIND_MANAGED ||
+           kind == TL_KIND_VMM_HANDLE || kind == TL_KIND_ASYNC || kind == TL_KIND_POOL_BLOCK;
+}
+
+static void add_live(uint8_t kind, int device, long long bytes, long long count)
+{
+    if (!holds_memory(kind) || kind == TL_KIND_POOL_BLOCK)
+        return; /* pool blocks live inside segments already counted */
+    if (kind == TL_KIND_ASYNC)
+        atomic_fetch_add_explicit(&tl_stats.async_live_bytes, bytes, memory_order_relaxed);
+    long long now = atomic_fetch_add_explicit(&tl_stats.live_bytes, bytes, memory_order_relaxed) + bytes;
+    atomic_fetch_add_explicit(&tl_stats.live_count, count, memory_order_relaxed);
+    if (bytes > 0) {
+        long long peak = atomic_load_explicit(&tl_stats.peak_live_bytes, memory_order_relaxed);
+        while (now > peak && !atomic_compare_exchange_weak(&tl_stats.peak_live_bytes, &peak, now))
+            ;
+    }
+    if (device >= 0 && device < TL_MAX_DEVICES && kind != TL_KIND_HOST_PINNED) {
+        struct tl_device_stats *d = &tl_stats.device[device];
+        long long dn = atomic_fetch_add_explicit(&d->live_bytes, bytes, memory_order_relaxed) + bytes;
+        atomic_fetch_add_explicit(&d->live_count, count, memory_order_relaxed);
+        if (bytes > 0) {
+            long long peak = atomic_load_explicit(&d->peak_bytes, memory_order_relaxed);
+            while (dn > peak && !atomic_compare_exchange_weak(&d->peak_bytes, &peak, dn))
+                ;
+        }
+    }
+}
+
+void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t size, int device, uint32_t aux)
+{
+    if (!atomic_load_explicit(&tl_active, memory_order_relaxed) || addr == 0)
+        return;
+    uintptr_t frames[TL_MAX_DEPTH];
+    int n = tl_stack_capture(frames, tl_opt.depth);
+    struct tl_callsite *cs = tl_callsite_intern(kind, frames, n);
+    int ctx_device = -1;
+    int ctx = (space == TL_SPACE_MEM && kind != TL_KIND_POOL_BLOCK) ? tl_current_context_index(&ctx_device) : 0;
+    if (device < 0)
+        device = ctx_device >= 0 ? ctx_device : 0;
+    struct tl_live rec = {
+        .addr = addr,
+        .size = size,
+        .seq = atomic_fetch_add_explicit(&next_seq, 1, memory_order_relaxed),
+        .callsite = cs ? cs->id : 0,
+        .tid = current_tid(),
+        .space = space,
+        .kind = (uint8_t)kind,
+        .device = (uint8_t)device,
+        .ctx = (uint8_t)ctx,
+        .aux = aux,
+    };
+    if (!tl_live_insert(&rec)) {
+        tl_note_dropped("out of memory for the live-allocation table");
+        return;
+    }
+    if (cs) {
+        atomic_fetch_add_explicit(&cs->live_bytes, (long long)size, memory_order_relaxed);
+        atomic_fetch_add_explicit(&cs->live_count, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&cs->total_allocs, 1, memory_order_relaxed);
+    }
+    atomic_fetch_add_explicit(&tl_stats.total_allocs, 1, memory_order_relaxed);
+    add_live(rec.kind, device, (long long)size, 1);
+}
+
+void tl_track_forget(const struct tl_live *rec)
+{
+    struct tl_callsite *cs = tl_callsite_by_id(rec->callsite);
+    if (cs) {
+        atomic_fetch_sub_explicit(&cs->live_bytes, (long long)rec->size, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&cs->live_count, 1, memory_order_relaxed);
+    }
+    add_live(rec->kind, rec->device, -(long long)rec->size, -1);
+}
+
+/* Invalid frees: kept in a fixed ring of the first TL_MAX_INVALID, counted
+ * beyond that. */
+static struct tl_invalid_free invalid[TL_MAX_INVALID];
+static atomic_size_t ninvalid;
+
+static void record_invalid(uint64_t addr, uint8_t kind)
+{
+    atomic_fetch_add_explicit(&tl_stats.invalid_frees, 1, memory_order_relaxed);
+    size_t i = atomic_fetch_add(&ninvalid, 1);
+    if (i >= TL_MAX_INVALID)
+        return;
+    uintptr_t frames[TL_MAX_DEPTH];
+    int n = tl_stack_capture(frames, tl_opt.depth);
+    struct tl_callsite *cs = tl_callsite_intern(kind, frames, n);
+    invalid[i] = (struct tl_invalid_free){.addr = addr, .callsite = cs ? cs->id : 0, .kind = kind};
+}
+
+size_t tl_invalid_frees(struct tl_invalid_free *out, size_t max)
+{
+    size_t n = atomic_load(&ninvalid);
+    if (n > TL_MAX_INVALID)
+        n = TL_MAX_INVALID;
+    if (n > max)
+        n = max;
+    memcpy(out, invalid, n * sizeof *out);
+    return n;
+}
+
+bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out)
+{
+    if (!atomic_load_explicit(&tl_active, memory_order_relaxed))
+        return false;
+    struct tl_live rec;
+    int rc = tl_live_remove(space, addr, kinds_mask, &rec);
+    if (rc == 1) {
+        tl_track_forget(&rec);
+        if (out)
+            *out = rec;
+        return true;
+    }
+    /* Never seen, freed twice, or freed with the wrong API: the driver still
+     * gets the call unchanged and answers for itself. */
+    unsigned k = 0;
+    while (k < TL_KIND_COUNT && !(kinds_mask & (1u << k)))
+        k++;
+    record_invalid(addr, rc == -1 ? rec.kind : (uint8_t)(k < TL_KIND_COUNT ? k : 0));
+    return false;
+}
+
+void tl_track_restore(const struct tl_live *rec)
+{
+    if (!tl_live_insert(rec)) {
+        tl_note_dropped("out of memory for the live-allocation table");
+        return;
+    }
+    struct tl_callsite *cs = tl_callsite_by_id(rec->callsite);
+    if (cs) {
+        atomic_fetch_add_explicit(&cs->live_bytes, (long long)rec->size, memory_order_relaxed);
+        atomic_fetch_add_explicit(&cs->live_count, 1, memory_order_relaxed);
+    }
+    add_live(rec->kind, rec->device, (long long)rec->size, 1);
+}
+
+void tl_track_failure(int is_oom, enum tl_kind kind, uint64_t size, int device)
+{
+    if (!atomic_load_explicit(&tl_active, memory_order_relaxed))
+        return;
+    atomic_fetch_add_explicit(&tl_stats.failed_allocs, 1, memory_order_relaxed);
+    if (!is_oom)
+        return;
+    atomic_fetch_add_explicit(&tl_stats.oom_failures, 1, memory_order_relaxed);
+    /* The post-mortem: a report now, while the state that failed is intact. */
+    static __thread bool in_oom_report;
+    if (in_oom_report)
+        return;
+    in_oom_report = true;
+    struct tl_oom_event ev = {.bytes = size, .kind = (uint8_t)kind, .device = device};
+    ev.nframes = tl_stack_capture(ev.frames, tl_opt.depth);
+    if (ev.device < 0) {
+        int d = -1;
+        tl_current_context_index(&d);
+        ev.device = d < 0 ? 0 : d;
+    }
+    tl_report_write(TL_REASON_OOM, NULL, &ev, NULL);
+    in_oom_report = false;
+}
+
+/* ---- contexts ----------------------------------------------------------- */
+/* Index 0 = unknown.  Contexts are few; a linear table is simplest. */
+struct ctx_entry {
+    void *ctx;
+    int device;
+    bool primary;
+};
+static struct ctx_entry contexts[TL_MAX_CONTEXTS + 1];
+static int ncontexts;
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread void *last_ctx;
+static __thread int last_ctx_index;
+static atomic_uint ctx_generation; /* bumps when a context goes away */
+static __thread unsigned last_ctx_generation;
+
+static int ctx_index_locked(void *ctx, int device, bool primary)
+{
+    for (int i = 1; i <= ncontexts; i++)
+        if (contexts[i].ctx == ctx) {
+            if (primary)
+                contexts[i].primary = true;
+            if (device >= 0)
+                contexts[i].device = device;
+            return i;
+        }
+    if (ncontexts >= TL_MAX_CONTEXTS)
+        return 0;
+    ncontexts++;
+    contexts[ncontexts] = (struct ctx_entry){ctx, device, primary};
+    return ncontexts;
+}
+
+void tl_note_context(void *ctx, int device, bool primary)
+{
+    if (!ctx)
+        return;
+    pthread_mutex_lock(&ctx_lock);
+    ctx_index_locked(ctx, device, primary);
+    pthread_mutex_unlock(&ctx_lock);
+}
+
+int tl_context_device(uint8_t ctx_index)
+{
+    return ctx_index && ctx_index <= ncontexts ? contexts[ctx_index].device : -1;
+}
+
+int tl_current_context_index(int *device_out)
+{
+    typedef int (*get_current_fn)(void **);
+    typedef int (*get_device_fn)(int *);
+    static get_current_fn get_current;
+    static get_device_fn get_device;
+    if (!get_current) {
+        get_current = (get_current_fn)tl_driver_symbol("cuCtxGetCurrent");
+        get_device = (get_device_fn)tl_driver_symbol("cuCtxGetDevice");
+        if (!get_current || !get_device)
+            return 0;
+    }
+    void *ctx = NULL;
+    if (get_current(&ctx) != 0 || !ctx)
+        return 0;
+    unsigned gen = atomic_load_explicit(&ctx_generation, memory_order_acquire);
+    if (ctx == last_ctx && gen == last_ctx_generation) {
+        if (device_out)
+            *device_out = tl_context_device((uint8_t)last_ctx_index);
+        return last_ctx_index;
+    }
+    int dev = -1;
+    if (get_device(&dev) != 0)
+        dev = -1;
+    pthread_mutex_lock(&ctx_lock);
+    int idx = ctx_index_locked(ctx, dev, false);
+    pthread_mutex_unlock(&ctx_lock);
+    last_ctx = ctx;
+    last_ctx_index = idx;
+    last_ctx_generation = gen;
+    if (device_out)
+        *device_out = dev;
+    return idx;
+}
+
+struct teardown {
+    bool match[TL_MAX_CONTEXTS + 1];
+};
+
+static bool released_by_teardown(const struct tl_live *rec, void *arg)
+{
+    const struct teardown *t = arg;
+    if (rec->space != TL_SPACE_MEM || !t->match[rec->ctx])
+        return false;
+    /* cuCtxDestroy frees cuMemAlloc-family memory only: not stream-ordered
+     * pool memory nor VMM handles (cuda.h, cuCtxDestroy). */
+    if (rec->kind != TL_KIND_DEVICE && rec->kind != TL_KIND_HOST_PINNED && rec->kind != TL_KIND_MANAGED)
+        return false;
+    tl_track_forget(rec);
+    atomic_fetch_add_explicit(&tl_stats.teardown_bytes, rec->size, memory_order_relaxed);
+    atomic_fetch_add_explicit(&tl_stats.teardown_allocs, 1, memory_order_relaxed);
+    return true;
+}
+
+void tl_teardown_context(void *ctx, int device)
+{
+    if (!atomic_load(&tl_active))
+        return;
+    struct teardown t;
+    memset(&t, 0, sizeof t);
+    bool any = false;
+    pthread_mutex_lock(&ctx_lock);
+    for (int i = 1; i <= ncontexts; i++) {
+        bool m = ctx ? contexts[i].ctx == ctx : (contexts[i].primary && contexts[i].device == device);
+        if (m) {
+            t.match[i] = true;
+            any = true;
+            /* A destroyed context is gone and a new one may reuse its
+             * address; a reset primary context keeps its handle. */
+            if (ctx)
+                contexts[i].ctx = NULL;
+        }
+    }
+    atomic_fetch_add_explicit(&ctx_generation, 1, memory_order_release);
+    pthread_mutex_unlock(&ctx_lock);
+    if (!any)
+        return;
+    tl_live_lock_all();
+    tl_live_foreach(released_by_teardown, &t);
+    tl_live_unlock_all();
+}
+
+/* The live contexts we know of (report.c visits each for cuMemGetInfo). */
+int tl_known_contexts(void **out, int max);
+int tl_known_contexts(void **out, int max)
+{
+    int n = 0;
+    pthread_mutex_lock(&ctx_lock);
+    for (int i = 1; i <= ncontexts && n < max; i++)
+        if (contexts[i].ctx)
+            out[n++] = contexts[i].ctx;
+    pthread_mutex_unlock(&ctx_lock);
+    return n;
+}
