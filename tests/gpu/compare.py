@@ -1,0 +1,680 @@
+#!/usr/bin/env python3
+"""Hold tensorleak's reports against the ground truth of the real-GPU kit.
+
+run.sh runs every sample and writes one tab-separated record per run:
+
+    kind  name  build  tool  rc  seconds  stdout  stderr  reports_dir  extra
+
+kind is build | sample | torch | bench | skip; tool is none | preload | cli |
+sanitizer; extra is the PYTORCH_CUDA_ALLOC_CONF of a torch or bench run, or for a
+skip whether the skipped step was required.  The programs print their ground truth
+themselves ("TL_GROUND_TRUTH {json}" on stdout, "TL_BENCH {json}" for the benchmark);
+tensorleak's JSON reports lie in reports_dir.
+
+    compare.py evaluate --records FILE --env ENV.json --md OUT.md --json OUT.json
+    compare.py selftest
+
+evaluate prints the details of every mismatch, then the tables (last), writes the same
+as Markdown and a JSON of all checks, and exits 1 on any mismatch, 0 otherwise.
+Standard library only.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+
+MiB = 1 << 20
+OK, BAD, NA, INFO = "ok", "MISMATCH", "n/a", "info"
+SAMPLE_TOL = (4 * MiB, 0.02)   # reserved vs cuMemGetInfo delta, C samples
+TORCH_TOL = (16 * MiB, 0.02)   # same, PyTorch (module loads, allocator metadata)
+TORCH_STAT_TOL = 2 * MiB       # tensorleak vs torch.cuda.memory_stats()
+
+
+def tol(value, spec):
+    return max(spec[0], abs(value) * spec[1])
+
+
+def fmt_b(n):
+    if n is None:
+        return "?"
+    n = int(n)
+    if abs(n) >= MiB or n == 0:
+        return "%.1f MiB" % (n / MiB) if n % MiB else "%d MiB" % (n // MiB)
+    return "%d B" % n
+
+
+def fmt_cb(count, nbytes):
+    if count is None:
+        return "?"
+    return "%s / %s" % (count, fmt_b(nbytes))
+
+
+class Check:
+    def __init__(self, what, status, detail=""):
+        self.what, self.status, self.detail = what, status, detail
+
+    def as_dict(self):
+        return {"check": self.what, "status": self.status, "detail": self.detail}
+
+
+class Row:
+    """One run (or one group of runs) with its checks and the table cells."""
+
+    def __init__(self, table, key):
+        self.table, self.key, self.checks, self.cells = table, key, [], {}
+
+    def add(self, what, status, detail=""):
+        self.checks.append(Check(what, status, detail))
+
+    def verdict(self):
+        if any(c.status == BAD for c in self.checks):
+            return "**FAIL**"
+        return "ok" if any(c.status == OK for c in self.checks) else "n/a"
+
+
+def read_text(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def tagged_json(path, tag):
+    """The last 'TAG {json}' line of a file, or None."""
+    found = None
+    for line in read_text(path).splitlines():
+        i = line.find(tag + " ")
+        if i >= 0:
+            try:
+                found = json.loads(line[i + len(tag) + 1:])
+            except ValueError:
+                pass
+    return found
+
+
+def load_reports(d):
+    out, errors = [], []
+    if not d or not os.path.isdir(d):
+        return out, errors
+    for p in sorted(glob.glob(os.path.join(d, "**", "*.json"), recursive=True)):
+        try:
+            with open(p) as f:
+                r = json.load(f)
+            if isinstance(r, dict) and r.get("tool") == "tensorleak":
+                r["_path"], r["_mtime"] = p, os.path.getmtime(p)
+                out.append(r)
+        except (OSError, ValueError) as e:
+            errors.append("%s: %s" % (os.path.basename(p), e))
+    return out, errors
+
+
+def pick(reports, pid, reason):
+    c = [r for r in reports if r.get("reason") == reason and (pid is None or r.get("pid") == pid)]
+    if reason == "api":
+        labelled = [r for r in c if r.get("label") in ("end", None)]
+        c = labelled or c
+    c.sort(key=lambda r: (r["_mtime"], r["_path"]))
+    return c[-1] if c else None
+
+
+def summary(r, key):
+    v = (r or {}).get("summary", {}).get(key)
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def live_leaks(r):
+    return [x for x in (r or {}).get("leaks", []) or [] if not x.get("suppressed")]
+
+
+def stack_has(entry, function):
+    for fr in entry.get("stack", []) or []:
+        if function in (fr.get("function") or ""):
+            return True
+    return False
+
+
+def gt_delta(gt):
+    try:
+        return int(gt["free_start"]) - int(gt["free_end"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+# --------------------------------------------------------------------- samples
+def check_run_basics(row, rec, gt):
+    if rec["timeout"]:
+        row.add("ran", BAD, "timed out after %.0f s" % rec["seconds"])
+    elif rec["rc"] != 0:
+        row.add("ran", BAD, "exit status %d, expected 0 (see %s)" % (rec["rc"], os.path.basename(rec["stderr"])))
+    if gt is None:
+        row.add("ground truth", BAD, "no TL_GROUND_TRUTH line in %s" % os.path.basename(rec["stdout"]))
+        return False
+    return True
+
+
+def eval_sample(rec):
+    row = Row("samples", (rec["name"], rec["build"], rec["tool"]))
+    gt = tagged_json(rec["stdout"], "TL_GROUND_TRUTH")
+    row.cells = {"sample": rec["name"], "build": rec["build"], "tool": rec["tool"]}
+    if not check_run_basics(row, rec, gt):
+        return row, gt
+    row.cells["truth"] = fmt_cb(gt["leaks"]["count"], gt["leaks"]["bytes"])
+    reports, errors = load_reports(rec["reports_dir"])
+    for e in errors:
+        row.add("report parses", BAD, e)
+    exit_r = pick(reports, gt.get("pid"), "exit")
+    end_r = pick(reports, gt.get("pid"), "api")
+    if exit_r is None:
+        row.add("exit report", BAD, "no exit report for pid %s in %s (%d report(s) there)"
+                % (gt.get("pid"), rec["reports_dir"], len(reports)))
+    else:
+        n, b = summary(exit_r, "leaked_allocations"), summary(exit_r, "leaked_bytes")
+        row.cells["tensorleak"] = fmt_cb(n, b)
+        want = (gt["leaks"]["count"], gt["leaks"]["bytes"])
+        row.add("leaks exact", OK if (n, b) == want else BAD,
+                "tensorleak %s, truth %s" % (fmt_cb(n, b), fmt_cb(*want)))
+        ll = live_leaks(exit_r)
+        sn, sb = sum(int(x.get("count", 0)) for x in ll), sum(int(x.get("bytes", 0)) for x in ll)
+        if (sn, sb) != (n, b):
+            row.add("leaks[] add up to summary", BAD, "leaks[] %s, summary %s" % (fmt_cb(sn, sb), fmt_cb(n, b)))
+        site_ok = True
+        for site in gt.get("sites", []) if want[0] else []:
+            m = [x for x in ll if stack_has(x, site["function"])]
+            got = (sum(int(x.get("count", 0)) for x in m), sum(int(x.get("bytes", 0)) for x in m))
+            if got != (site["count"], site["bytes"]):
+                site_ok = False
+                row.add("site %s" % site["function"], BAD, "leaks whose stack names %s: %s, truth %s"
+                        % (site["function"], fmt_cb(*got), fmt_cb(site["count"], site["bytes"])))
+        if gt.get("sites") and want[0]:
+            row.cells["sites"] = "ok" if site_ok else "**wrong**"
+            if site_ok:
+                row.add("sites", OK)
+        kind_ok = True
+        for kinds, (kc, kb) in (gt.get("kinds") or {}).items():
+            if not kc:
+                continue
+            names = kinds.split("|")
+            m = [x for x in ll if x.get("kind") in names]
+            got = (sum(int(x.get("count", 0)) for x in m), sum(int(x.get("bytes", 0)) for x in m))
+            if got != (kc, kb):
+                kind_ok = False
+                row.add("kind %s" % kinds, BAD, "%s, truth %s" % (fmt_cb(*got), fmt_cb(kc, kb)))
+        if want[0]:
+            row.cells["kinds"] = "ok" if kind_ok else "**wrong**"
+        eg = gt.get("expect_growth")
+        if eg is not None:
+            growth = exit_r.get("growth")
+            if growth is None and end_r is not None:
+                growth = end_r.get("growth")
+            if gt.get("marks", 0) < gt.get("requests", 0):
+                row.add("growth", BAD, "tensorleak_mark was not resolvable: %d of %d marks taken"
+                        % (gt.get("marks", 0), gt.get("requests", 0)))
+                row.cells["growth"] = "**no marks**"
+            elif growth is None:
+                row.add("growth", BAD, "report has no growth field")
+                row.cells["growth"] = "**missing**"
+            elif eg:
+                fn = (gt.get("sites") or [{}])[0].get("function")
+                hit = [g for g in growth if not fn or stack_has(g, fn)]
+                row.add("growth", OK if hit else BAD,
+                        "%d growth entr(y/ies), %d at %s" % (len(growth), len(hit), fn))
+                row.cells["growth"] = ("flagged %s/mark" % fmt_b(hit[0].get("bytes_per_mark"))) if hit else "**not flagged**"
+            else:
+                row.add("growth", OK if not growth else BAD, "%d growth entr(y/ies), expected none" % len(growth))
+                row.cells["growth"] = "none" if not growth else "**flagged**"
+    src = end_r or exit_r
+    if src is not None:
+        delta = gt_delta(gt)
+        res = summary(src, "reserved_bytes")
+        row.cells["held"] = "%s vs Δfree %s" % (fmt_b(res), fmt_b(delta))
+        if res is None or delta is None:
+            row.add("reserved vs Δfree", BAD, "reserved_bytes %s, Δfree %s" % (res, delta))
+        else:
+            t = tol(delta, SAMPLE_TOL)
+            row.add("reserved vs Δfree", OK if abs(res - delta) <= t else BAD,
+                    "reserved_bytes %s vs cuMemGetInfo delta %s (tolerance %s; the sample expects %s) in %s report"
+                    % (fmt_b(res), fmt_b(delta), fmt_b(t), fmt_b(gt.get("expected_held")), src.get("reason")))
+        if gt.get("pool"):
+            gp = gt["pool"]
+            pools = [p for p in src.get("pools", []) or [] if p.get("kind") == gp["kind"]]
+            pr = sum(int(p.get("reserved_bytes", 0)) for p in pools)
+            pa = sum(int(p.get("allocated_bytes", 0)) for p in pools)
+            good = pools and pr == gp["reserved"] and pa == gp["used"]
+            row.add("pool", OK if good else BAD,
+                    "%d %s pool(s): reserved %s (driver %s), allocated %s (driver used %s)"
+                    % (len(pools), gp["kind"], fmt_b(pr), fmt_b(gp["reserved"]), fmt_b(pa), fmt_b(gp["used"])))
+            row.cells["pools"] = ("%s/%s" % (fmt_b(pr), fmt_b(pa))) if good else "**wrong**"
+        devs = src.get("devices") or []
+        d0 = [d for d in devs if d.get("device") == 0]
+        if not d0:
+            row.add("devices[0]", BAD, "no devices[] entry for device 0")
+            row.cells["devices"] = "**missing**"
+        else:
+            fr, tt = int(d0[0].get("free", -1)), int(d0[0].get("total", -1))
+            t = tol(gt["free_end"], (SAMPLE_TOL[0], 0))
+            good = abs(fr - gt["free_end"]) <= t and tt == gt["total"]
+            row.add("devices[0]", OK if good else BAD, "free %s vs %s, total %s vs %s"
+                    % (fmt_b(fr), fmt_b(gt["free_end"]), fmt_b(tt), fmt_b(gt["total"])))
+            row.cells["devices"] = "ok" if good else "**wrong**"
+    return row, gt
+
+
+# ----------------------------------------------------------------------- torch
+def eval_torch(rec):
+    conf = rec["extra"] or "native"
+    row = Row("torch", (rec["name"], conf, rec["tool"]))
+    row.cells = {"loop": rec["name"], "conf": conf, "tool": rec["tool"]}
+    gt = tagged_json(rec["stdout"], "TL_GROUND_TRUTH")
+    if not check_run_basics(row, rec, gt):
+        return row
+    reports, errors = load_reports(rec["reports_dir"])
+    for e in errors:
+        row.add("report parses", BAD, e)
+    end_r = pick(reports, gt.get("pid"), "api")
+    exit_r = pick(reports, gt.get("pid"), "exit")
+    row.cells["torch_res"], row.cells["torch_alloc"] = fmt_b(gt["reserved"]), fmt_b(gt["allocated"])
+    delta = gt_delta(gt)
+    row.cells["delta"] = fmt_b(delta)
+    if end_r is None:
+        row.add("snapshot 'end'", BAD, "no api report for pid %s (tensorleak_snapshot via ctypes: %s)"
+                % (gt.get("pid"), "not found" if gt.get("snapshot_rc") is None else "returned %s" % gt["snapshot_rc"]))
+    else:
+        res, alc = summary(end_r, "reserved_bytes"), summary(end_r, "allocated_bytes")
+        row.cells["tl_res"], row.cells["tl_alloc"] = fmt_b(res), fmt_b(alc)
+        if res is None:
+            row.add("reserved vs torch", BAD, "no summary.reserved_bytes")
+        else:
+            row.add("reserved vs torch", OK if abs(res - gt["reserved"]) <= TORCH_STAT_TOL else BAD,
+                    "tensorleak reserved %s, torch reserved_bytes.all.current %s" % (fmt_b(res), fmt_b(gt["reserved"])))
+            if delta is not None:
+                t = tol(delta, TORCH_TOL)
+                row.add("reserved vs Δfree", OK if abs(res - delta) <= t else BAD,
+                        "tensorleak reserved %s, cuMemGetInfo delta %s (tolerance %s)" % (fmt_b(res), fmt_b(delta), fmt_b(t)))
+        # Only the stream-ordered backend exposes each tensor to the driver; the native
+        # and expandable allocators sub-allocate inside segments tensorleak sees whole.
+        if "cudaMallocAsync" in conf:
+            good = alc is not None and abs(alc - gt["allocated"]) <= TORCH_STAT_TOL
+            row.add("allocated vs torch", OK if good else BAD,
+                    "tensorleak allocated %s, torch allocated_bytes.all.current %s" % (fmt_b(alc), fmt_b(gt["allocated"])))
+        else:
+            row.add("allocated vs torch", INFO, "segments only under %s: tensorleak %s, torch %s"
+                    % (conf, fmt_b(alc), fmt_b(gt["allocated"])))
+        if gt.get("marks", 0) < gt.get("requests", 0):
+            row.add("growth", BAD, "tensorleak_mark not resolvable through ctypes: %d of %d marks"
+                    % (gt.get("marks", 0), gt["requests"]))
+            row.cells["growth"] = "**no marks**"
+        else:
+            growth = end_r.get("growth")
+            if growth is None and exit_r is not None:
+                growth = exit_r.get("growth")
+            if growth is None:
+                row.add("growth", BAD, "no growth field")
+                row.cells["growth"] = "**missing**"
+            elif gt["expect_growth"]:
+                row.add("growth", OK if growth else BAD, "%d growth entr(y/ies)" % len(growth))
+                row.cells["growth"] = ("flagged %s/mark" % fmt_b(growth[0].get("bytes_per_mark"))) if growth else "**not flagged**"
+            else:
+                row.add("growth", OK if not growth else BAD, "%d growth entr(y/ies), expected none" % len(growth))
+                row.cells["growth"] = "none" if not growth else "**flagged**"
+    # Issue 8: with owners in the report, the clean loop leaks nothing of the user's and
+    # >= 99 % of what is held at exit belongs to PyTorch's caching allocator.
+    if exit_r is None:
+        row.add("exit report", BAD, "no exit report for pid %s" % gt.get("pid"))
+    elif "owners" not in exit_r:
+        row.cells["owners"] = "n/a"
+        row.add("owners", NA, "exit report has no owners[] (issue 8 not in this build)")
+    elif gt["mode"] == "clean":
+        owners = exit_r.get("owners") or []
+        held = sum(int(o.get("live_bytes", 0)) for o in owners)
+        torch_b = sum(int(o.get("live_bytes", 0)) for o in owners
+                      if re.search(r"torch|c10", str(o.get("name", "")), re.I))
+        leaked = summary(exit_r, "leaked_bytes")
+        share = torch_b / held if held else 1.0
+        good = share >= 0.99 and leaked == 0
+        row.add("owners", OK if good else BAD, "PyTorch owns %.1f %% of %s held; user leaks %s"
+                % (100 * share, fmt_b(held), fmt_b(leaked)))
+        row.cells["owners"] = "%.1f %% torch" % (100 * share) if good else "**%.1f %% torch, leak %s**" % (100 * share, fmt_b(leaked))
+    else:
+        row.cells["owners"] = "info"
+    return row
+
+
+# --------------------------------------------------------------- sanitizer
+def parse_sanitizer(rec):
+    text = read_text(rec["stdout"]) + "\n" + read_text(rec["stderr"])
+    if rec["timeout"]:
+        return None, None, "timed out"
+    if re.search(r"Device not supported|not supported on this", text, re.I):
+        return None, None, "refused the device"
+    m = re.findall(r"LEAK SUMMARY:\s*(\d+)\s+bytes? leaked in\s+(\d+)\s+allocations?", text)
+    if m:
+        b, n = m[-1]
+        return int(n), int(b), ""
+    if re.search(r"ERROR SUMMARY:\s*0 errors", text):
+        return 0, 0, ""
+    if rec["rc"] == 127 or "command not found" in text or "No such file" in text:
+        return None, None, "not installed"
+    return None, None, "no leak summary (exit %d)" % rec["rc"]
+
+
+# ------------------------------------------------------------------- tables
+def md_table(headers, rows):
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for r in rows:
+        out.append("| " + " | ".join(str(c) for c in r) + " |")
+    return "\n".join(out)
+
+
+def read_records(path):
+    recs = []
+    for line in read_text(path).splitlines():
+        if not line.strip():
+            continue
+        f = line.split("\t")
+        f += [""] * (10 - len(f))
+        try:
+            rc = int(f[4])
+        except ValueError:
+            rc = -1
+        try:
+            secs = float(f[5])
+        except ValueError:
+            secs = 0.0
+        recs.append({"kind": f[0], "name": f[1], "build": f[2], "tool": f[3], "rc": rc,
+                     "seconds": secs, "timeout": rc in (124, 137), "stdout": f[6],
+                     "stderr": f[7], "reports_dir": f[8], "extra": f[9]})
+    return recs
+
+
+def evaluate(records, env):
+    rows, sections, problems = [], [], []
+
+    # tensorleak itself and the builds
+    top = Row("setup", ("setup",))
+    if not env.get("tensorleak_lib"):
+        top.add("tensorleak", BAD, "no libtensorleak.so (%s)" % env.get("tensorleak_error", "not built"))
+    for lib in env.get("missing_libs", []) or []:
+        top.add("shared libraries", BAD, "missing: %s" % lib)
+    for r in records:
+        if r["kind"] == "build" and r["rc"] != 0:
+            top.add("build %s %s" % (r["name"], r["build"]), BAD,
+                    "exit %d, see %s" % (r["rc"], os.path.basename(r["stdout"])))
+        if r["kind"] == "skip":
+            req = r["extra"] == "required"
+            top.add("skipped %s %s %s" % (r["name"], r["build"], r["tool"]), BAD if req else INFO, r["stdout"])
+    rows.append(top)
+
+    # C samples
+    srows, truths = [], {}
+    for r in records:
+        if r["kind"] != "sample":
+            continue
+        if r["tool"] in ("preload", "cli"):
+            row, _ = eval_sample(r)
+            rows.append(row)
+            srows.append(row)
+        elif r["tool"] == "none":
+            gt = tagged_json(r["stdout"], "TL_GROUND_TRUTH")
+            truths[(r["name"], r["build"])] = (gt, r)
+            base = Row("baseline", (r["name"], r["build"], "none"))
+            check_run_basics(base, r, gt)
+            rows.append(base)
+    hdr = ["sample", "cudart", "run", "truth leaks", "tensorleak leaks", "sites", "kinds", "growth",
+           "reserved vs Δfree", "pools", "devices", "verdict"]
+    sections.append(("Samples: leaks exact, growth, reserved vs cuMemGetInfo", md_table(hdr, [
+        [row.cells.get(k, "") for k in ("sample", "build", "tool", "truth", "tensorleak", "sites", "kinds",
+                                "growth", "held", "pools", "devices")] + [row.verdict()] for row in srows])))
+
+    # compute-sanitizer next to tensorleak
+    crows = []
+    for r in records:
+        if r["kind"] != "sample" or r["tool"] != "sanitizer":
+            continue
+        gt, base = truths.get((r["name"], r["build"]), (None, None))
+        n, b, why = parse_sanitizer(r)
+        pre = [x for x in records if x["kind"] == "sample" and x["tool"] == "preload"
+               and (x["name"], x["build"]) == (r["name"], r["build"])]
+        tl = "?"
+        if pre:
+            pgt = tagged_json(pre[0]["stdout"], "TL_GROUND_TRUTH")
+            reps, _ = load_reports(pre[0]["reports_dir"])
+            er = pick(reps, (pgt or {}).get("pid"), "exit")
+            tl = fmt_cb(summary(er, "leaked_allocations"), summary(er, "leaked_bytes")) if er else "no report"
+        bs = base["seconds"] if base and base["rc"] == 0 and base["seconds"] > 0 else None
+        ratio = lambda s: ("%.2f×" % (s / bs)) if bs and s else "?"
+        cs = fmt_cb(n, b) if n is not None else "— (%s)" % why
+        if n is not None and gt is not None and (n, b) != (gt["leaks"]["count"], gt["leaks"]["bytes"]):
+            cs += " ≠ truth"
+        crows.append([r["name"], r["build"], fmt_cb(gt["leaks"]["count"], gt["leaks"]["bytes"]) if gt else "?",
+                      tl, cs, ratio(pre[0]["seconds"]) if pre else "?",
+                      ratio(r["seconds"]) if n is not None else "—"])
+        info = Row("sanitizer", (r["name"], r["build"], "sanitizer"))
+        info.add("compute-sanitizer", INFO, cs)
+        rows.append(info)
+    if crows:
+        sections.append(("compute-sanitizer --leak-check full next to tensorleak (wall time × the uninstrumented run)",
+                         md_table(["sample", "cudart", "truth", "tensorleak", "compute-sanitizer",
+                                   "time × tensorleak", "time × compute-sanitizer"], crows)))
+
+    # PyTorch
+    trows = []
+    for r in records:
+        if r["kind"] == "torch":
+            row = eval_torch(r)
+            rows.append(row)
+            trows.append(row)
+    if trows:
+        sections.append(("PyTorch allocator modes: tensorleak vs torch.cuda.memory_stats() and cuMemGetInfo", md_table(
+            ["loop", "PYTORCH_CUDA_ALLOC_CONF", "run", "torch reserved", "tensorleak reserved", "torch allocated",
+             "tensorleak allocated", "Δfree", "growth", "owners (exit)", "verdict"],
+            [[row.cells.get(k, "") for k in ("loop", "conf", "tool", "torch_res", "tl_res", "torch_alloc", "tl_alloc",
+                                     "delta", "growth", "owners")] + [row.verdict()] for row in trows])))
+
+    # Overhead
+    brows = []
+    confs = []
+    for r in records:
+        if r["kind"] == "bench" and r["extra"] not in confs:
+            confs.append(r["extra"])
+    for conf in confs:
+        row = Row("bench", (conf or "native",))
+        times = {"none": [], "preload": []}
+        checks = {"none": set(), "preload": set()}
+        steps = "?"
+        for r in records:
+            if r["kind"] != "bench" or r["extra"] != conf:
+                continue
+            b = tagged_json(r["stdout"], "TL_BENCH")
+            if r["rc"] != 0 or b is None:
+                row.add("bench %s" % r["tool"], BAD if r["tool"] == "preload" else INFO,
+                        "exit %d%s" % (r["rc"], "" if b else ", no TL_BENCH line"))
+                continue
+            times.setdefault(r["tool"], []).append(b["seconds"])
+            checks.setdefault(r["tool"], set()).add(round(b.get("checksum", 0.0), 3))
+            steps = b.get("steps", steps)
+        t0 = statistics.median(times["none"]) if times["none"] else None
+        t1 = statistics.median(times["preload"]) if times["preload"] else None
+        ov = "%+.1f %%" % (100 * (t1 / t0 - 1)) if t0 and t1 else "?"
+        row.add("overhead", INFO, "%s: %s → %s (%s)" % (conf or "native", t0, t1, ov))
+        rows.append(row)
+        brows.append([conf or "native", steps, "%d/%d" % (len(times["none"]), len(times["preload"])),
+                      "%.3f s" % t0 if t0 else "?", "%.3f s" % t1 if t1 else "?", ov,
+                      "same" if checks["none"] == checks["preload"] else "differs"])
+    if brows:
+        sections.append(("tensorleak overhead on a PyTorch inference loop (median of runs)", md_table(
+            ["allocator", "steps", "runs without/with", "without", "with preload", "overhead", "result"], brows)))
+
+    for row in rows:
+        for c in row.checks:
+            if c.status == BAD:
+                problems.append("%s %s: %s: %s" % (row.table, " ".join(str(k) for k in row.key if k), c.what, c.detail))
+    return rows, sections, problems
+
+
+def render(env, sections, problems):
+    head = ["# tensorleak on a real GPU", ""]
+    for k, label in (("date", "date"), ("gpu", "GPU"), ("driver", "driver"), ("cuda", "CUDA (nvcc)"),
+                     ("torch", "PyTorch"), ("sanitizer", "compute-sanitizer"),
+                     ("tensorleak_source", "tensorleak"), ("commit", "commit"), ("elapsed", "kit wall time")):
+        if env.get(k):
+            head.append("- %s: %s" % (label, env[k]))
+    head += ["", "**Verdict: %s**" % ("PASS" if not problems else "FAIL, %d mismatch(es)" % len(problems)), ""]
+    if problems:
+        head += ["## Mismatches", ""] + ["- " + p for p in problems] + [""]
+    body = []
+    for title, table in sections:
+        body += ["## " + title, "", table, ""]
+    return "\n".join(head + body)
+
+
+def cmd_evaluate(a):
+    env = {}
+    if a.env and os.path.exists(a.env):
+        with open(a.env) as f:
+            env = json.load(f)
+    rows, sections, problems = evaluate(read_records(a.records), env)
+    md = render(env, sections, problems)
+    if a.md:
+        with open(a.md, "w") as f:
+            f.write(md)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"env": env, "mismatches": problems, "rows": [
+                {"table": r.table, "key": list(r.key), "verdict": r.verdict(),
+                 "checks": [c.as_dict() for c in r.checks]} for r in rows]}, f, indent=1)
+    print(md)
+    return 1 if problems else 0
+
+
+# ------------------------------------------------------------------ selftest
+def cmd_selftest(_a):
+    """Feed evaluate() synthetic runs whose verdicts are known."""
+    d = tempfile.mkdtemp(prefix="tl-compare-selftest.")
+    try:
+        recs = []
+
+        def put(name, text):
+            p = os.path.join(d, name)
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            with open(p, "w") as f:
+                f.write(text)
+            return p
+
+        def report(dirname, pid, reason, **kw):
+            r = {"tool": "tensorleak", "schema": 1, "reason": reason, "pid": pid,
+                 "summary": {"leaked_bytes": 0, "leaked_allocations": 0, "reserved_bytes": 0,
+                             "allocated_bytes": 0}, "leaks": [], "pools": [], "growth": [],
+                 "devices": [{"device": 0, "free": 1000 * MiB, "total": 2000 * MiB}]}
+            for k, v in kw.items():
+                if k in r["summary"]:
+                    r["summary"][k] = v
+                else:
+                    r[k] = v
+            put("%s/tl.%d.%s.json" % (dirname, pid, reason), json.dumps(r))
+
+        def leaky_gt(pid, marks=4):
+            return ("hello\nTL_GROUND_TRUTH " + json.dumps({
+                "sample": "leaky", "pid": pid, "requests": 4, "marks": marks, "expect_growth": True,
+                "leaks": {"count": 4, "bytes": 16 * MiB}, "kinds": {"device": [4, 16 * MiB]},
+                "sites": [{"function": "kv_cache_append", "count": 4, "bytes": 16 * MiB}],
+                "expected_held": 16 * MiB, "free_start": 1016 * MiB, "free_end": 1000 * MiB,
+                "total": 2000 * MiB}) + "\n")
+
+        stack = [{"function": "cudaMalloc"}, {"function": "_Z15kv_cache_appendi"}, {"function": "main"}]
+        good_leaks = [{"kind": "device", "bytes": 16 * MiB, "count": 4, "stack": stack}]
+        growth = [{"bytes_per_mark": 4 * MiB, "marks": 4, "stack": stack}]
+        # 1: a correct run
+        out = put("a.out", leaky_gt(11))
+        report("a", 11, "exit", leaked_allocations=4, leaked_bytes=16 * MiB, leaks=good_leaks, growth=growth)
+        report("a", 11, "api", reserved_bytes=16 * MiB, allocated_bytes=16 * MiB, label="end")
+        recs.append({"kind": "sample", "name": "leaky", "build": "static", "tool": "preload", "rc": 0,
+                     "seconds": 1.0, "timeout": False, "stdout": out, "stderr": out,
+                     "reports_dir": os.path.join(d, "a"), "extra": ""})
+        rows, _, problems = evaluate(recs, {"tensorleak_lib": "x"})
+        assert not problems, problems
+        # 2: one leak short, no growth, wrong site
+        out = put("b.out", leaky_gt(12))
+        bad = [{"kind": "device", "bytes": 12 * MiB, "count": 3, "stack": [{"function": "main"}]}]
+        report("b", 12, "exit", leaked_allocations=3, leaked_bytes=12 * MiB, leaks=bad)
+        report("b", 12, "api", reserved_bytes=40 * MiB)
+        recs2 = [dict(recs[0], stdout=out, stderr=out, reports_dir=os.path.join(d, "b"))]
+        _, _, problems = evaluate(recs2, {"tensorleak_lib": "x"})
+        whats = " ".join(problems)
+        for w in ("leaks exact", "site kv_cache_append", "kind device", "growth", "reserved vs Δfree"):
+            assert w in whats, (w, problems)
+        # 3: no report at all, program crashed
+        out = put("c.out", "")
+        recs3 = [dict(recs[0], stdout=out, stderr=out, rc=139, reports_dir=os.path.join(d, "none"))]
+        _, _, problems = evaluate(recs3, {"tensorleak_lib": "x"})
+        assert any("ran" in p for p in problems) and any("ground truth" in p for p in problems), problems
+        # 4: torch runs: async mode checks allocated; clean with growth flagged is a mismatch
+        def torch_gt(pid, mode, conf):
+            return "TL_GROUND_TRUTH " + json.dumps({
+                "sample": "torch_loop", "mode": mode, "alloc_conf": conf, "pid": pid, "requests": 5,
+                "marks": 5, "snapshot_rc": 0, "expect_growth": mode == "leak", "reserved": 200 * MiB,
+                "allocated": 160 * MiB, "free_start": 1200 * MiB, "free_end": 1000 * MiB,
+                "total": 2000 * MiB}) + "\n"
+        out = put("t1.out", torch_gt(21, "leak", "backend:cudaMallocAsync"))
+        report("t1", 21, "api", reserved_bytes=200 * MiB, allocated_bytes=160 * MiB, growth=growth)
+        report("t1", 21, "exit")
+        out2 = put("t2.out", torch_gt(22, "clean", ""))
+        report("t2", 22, "api", reserved_bytes=200 * MiB, allocated_bytes=200 * MiB, growth=growth)
+        report("t2", 22, "exit", owners=[{"name": "PyTorch caching allocator", "class": "cache",
+                                            "live_bytes": 200 * MiB}])
+        trecs = [{"kind": "torch", "name": "leak", "build": "-", "tool": "preload", "rc": 0, "seconds": 3.0,
+                  "timeout": False, "stdout": out, "stderr": out, "reports_dir": os.path.join(d, "t1"),
+                  "extra": "backend:cudaMallocAsync"},
+                 {"kind": "torch", "name": "clean", "build": "-", "tool": "preload", "rc": 0, "seconds": 3.0,
+                  "timeout": False, "stdout": out2, "stderr": out2, "reports_dir": os.path.join(d, "t2"),
+                  "extra": ""}]
+        _, _, problems = evaluate(trecs, {"tensorleak_lib": "x"})
+        assert len(problems) == 1 and "torch clean native preload: growth" in problems[0], problems
+        # 5: sanitizer parsing, bench, skips
+        s1 = put("s1.out", "========= LEAK SUMMARY: 16777216 bytes leaked in 4 allocations\n")
+        s2 = put("s2.out", "========= Error: Device not supported\n")
+        assert parse_sanitizer({"stdout": s1, "stderr": s1, "rc": 0, "timeout": False})[:2] == (4, 16 * MiB)
+        assert parse_sanitizer({"stdout": s2, "stderr": s2, "rc": 1, "timeout": False})[2] == "refused the device"
+        b1 = put("b1.out", 'TL_BENCH {"seconds": 1.0, "steps": 10, "checksum": 1.5}\n')
+        b2 = put("b2.out", 'TL_BENCH {"seconds": 1.2, "steps": 10, "checksum": 1.5}\n')
+        brecs = [{"kind": "bench", "name": "bench", "build": "-", "tool": t, "rc": 0, "seconds": 5.0,
+                  "timeout": False, "stdout": p, "stderr": p, "reports_dir": "", "extra": ""}
+                 for t, p in (("none", b1), ("preload", b2))]
+        brecs.append({"kind": "skip", "name": "bench", "build": "-", "tool": "-", "rc": 0, "seconds": 0,
+                      "timeout": False, "stdout": "out of time", "stderr": "", "reports_dir": "",
+                      "extra": "optional"})
+        _, sections, problems = evaluate(brecs, {"tensorleak_lib": "x"})
+        assert not problems and "+20.0 %" in sections[-1][1], (problems, sections)
+        brecs[-1]["extra"] = "required"
+        _, _, problems = evaluate(brecs, {})
+        assert len(problems) == 2, problems  # no library, a required step skipped
+        # 6: records file round trip
+        rp = put("records.tsv", "\t".join(["sample", "leaky", "static", "preload", "0", "1.5", out, out, d, ""]) + "\n")
+        rr = read_records(rp)
+        assert rr[0]["rc"] == 0 and rr[0]["seconds"] == 1.5 and rr[0]["tool"] == "preload", rr
+        print("compare.py selftest: ok (6 scenarios)")
+        return 0
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("evaluate")
+    e.add_argument("--records", required=True)
+    e.add_argument("--env")
+    e.add_argument("--md")
+    e.add_argument("--json")
+    sub.add_parser("selftest")
+    a = ap.parse_args()
+    return cmd_evaluate(a) if a.cmd == "evaluate" else cmd_selftest(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,466 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh [--dry-run]: tensorleak's real-GPU verification kit (issue 7).
+#
+# On a machine with an NVIDIA GPU (the device tool's H200: CUDA toolkit, PyTorch,
+# compute-sanitizer, no internet), in at most TL_GPU_BUDGET seconds (480):
+#   1. takes tensorleak from .gpu-carry/ (tests/gpu/prepare-carry.sh) or builds it
+#      (meson+ninja, else a plain cc line), and reports missing shared libraries first;
+#   2. builds the CUDA samples of tests/gpu, each .cu with static and shared cudart;
+#   3. runs each sample plain, under LD_PRELOAD and under `tensorleak run`, and the
+#      PyTorch loops under three allocator modes, compute-sanitizer --leak-check full,
+#      and an overhead benchmark with and without the preload;
+#   4. holds every report against the ground truth the programs print (compare.py),
+#      writes $OUT/gpu-results.md (+ .json, run.log, env.json, logs.tar.gz), prints
+#      the table last and exits 1 on any mismatch.
+# --dry-run (CI, no GPU): checks its own syntax, runs compare.py's self-test, compiles
+# and links the samples with nvcc when nvcc exists, and skips what needs a GPU.
+#
+# Environment: TL_SOURCE_ROOT, TL_BUILD_ROOT (meson dirs; default: this checkout and
+# its build/), OUT (results; default a new /tmp folder), TL_GPU_BUDGET (seconds),
+# NVCC_ARCH (default sm_90), PYTHON (default python3), TL_GPU_FORCE=1 (run the full kit
+# although no GPU was seen), TL_GPU_KEEP=1 (keep the work folder).
+set -u -o pipefail
+
+DRY=0
+case "${1:-}" in
+--dry-run) DRY=1 ;;
+"") ;;
+-h | --help)
+    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+    ;;
+*)
+    echo "usage: $0 [--dry-run]" >&2
+    exit 2
+    ;;
+esac
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRC=${TL_SOURCE_ROOT:-$(cd "$HERE/../.." && pwd)}
+BUILD=${TL_BUILD_ROOT:-$SRC/build}
+KIT=$SRC/tests/gpu
+PY=${PYTHON:-python3}
+START=$(date +%s)
+BUDGET=${TL_GPU_BUDGET:-480}
+NVCC_ARCH=${NVCC_ARCH:-sm_90}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/tl-gpu-kit.XXXXXX")
+LOGS=$WORK/logs
+REP=$WORK/reports
+BIN=$WORK/bin
+RECORDS=$WORK/records.tsv
+mkdir -p "$LOGS" "$REP" "$BIN"
+: >"$RECORDS"
+export PYTHONPYCACHEPREFIX=$WORK/pycache # never write __pycache__ into the checkout
+cleanup() { [ "${TL_GPU_KEEP:-0}" = 1 ] || rm -rf "$WORK"; }
+trap cleanup EXIT
+
+say() { printf '%s\n' "$*"; }
+elapsed() { echo $(($(date +%s) - START)); }
+left() { echo $((BUDGET - $(date +%s) + START)); }
+now() { date +%s.%N; }
+
+# ------------------------------------------------------------------ toolchain
+CUDA_HOME=${CUDA_HOME:-}
+NVCC=$(command -v nvcc 2>/dev/null || true)
+for d in "$CUDA_HOME" /usr/local/cuda /opt/cuda; do
+    [ -z "$NVCC" ] && [ -n "$d" ] && [ -x "$d/bin/nvcc" ] && NVCC=$d/bin/nvcc
+done
+if [ -n "$NVCC" ] && [ -z "$CUDA_HOME" ]; then CUDA_HOME=$(cd "$(dirname "$NVCC")/.." && pwd); fi
+CUDA_INC=${CUDA_HOME:+$CUDA_HOME/include}
+STUBS=""
+for d in "$CUDA_HOME/lib64/stubs" "$CUDA_HOME/targets/x86_64-linux/lib/stubs"; do
+    [ -z "$STUBS" ] && [ -f "$d/libcuda.so" ] && STUBS=$d
+done
+JOBS=$(nproc 2>/dev/null || echo 2)
+
+# build_samples: every .cu twice (static and shared cudart), every .c once (driver API).
+# Writes one build record per binary; returns non-zero if any failed.
+CU_SAMPLES="leaky clean async_pool"
+C_SAMPLES="driver_api vmm"
+build_one() { # name mode
+    local name=$1 mode=$2 log=$LOGS/build-$1-$2.log t0 rc
+    t0=$(now)
+    if [ "$mode" = none ]; then
+        timeout -k 5 240 "$NVCC" -g -O1 -cudart none -Xcompiler -fno-omit-frame-pointer,-Wall \
+            -I"$KIT" -o "$BIN/$name.$mode" "$KIT/$name.c" ${STUBS:+-L"$STUBS"} -lcuda -ldl >"$log" 2>&1
+    else
+        timeout -k 5 240 "$NVCC" -std=c++17 -g -O1 -arch="$NVCC_ARCH" -cudart "$mode" \
+            -Xcompiler -fno-omit-frame-pointer,-Wall -I"$KIT" -o "$BIN/$name.$mode" "$KIT/$name.cu" -ldl \
+            >"$log" 2>&1
+    fi
+    rc=$?
+    printf 'build\t%s\t%s\tnvcc\t%d\t%s\t%s\t%s\t\t\n' "$name" "$mode" "$rc" \
+        "$(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%.2f", b-a}')" "$log" "$log" >>"$RECORDS"
+    return $rc
+}
+build_samples() {
+    local pids=() n=0 fail=0 name mode p
+    for name in $CU_SAMPLES; do
+        for mode in static shared; do
+            build_one "$name" "$mode" &
+            pids+=($!)
+        done
+    done
+    for name in $C_SAMPLES; do
+        build_one "$name" none &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || fail=1; done
+    # A static build must not need libcudart.so, a shared one must.
+    for name in $CU_SAMPLES; do
+        for mode in static shared; do
+            [ -f "$BIN/$name.$mode" ] || continue
+            n=$(readelf -d "$BIN/$name.$mode" 2>/dev/null | grep -c 'NEEDED.*libcudart' || true)
+            if { [ "$mode" = static ] && [ "$n" != 0 ]; } || { [ "$mode" = shared ] && [ "$n" = 0 ]; }; then
+                say "FAIL  $name.$mode: libcudart NEEDED entries: $n (cudart $mode)"
+                fail=1
+            fi
+        done
+    done
+    return $fail
+}
+report_builds() {
+    awk -F'\t' '$1=="build"{printf "%-5s nvcc %-12s %-7s %5ss  %s\n", ($5==0?"ok":"FAIL"), $2, $3, $6, ($5==0?"":$7)}' "$RECORDS"
+    awk -F'\t' '$1=="build" && $5!=0 {print $7}' "$RECORDS" | while read -r log; do
+        sed 's/^/      | /' "$log" | tail -n 15
+    done
+}
+
+# rec KIND NAME BUILD TOOL EXTRA TIMEOUT REQUIRED -- CMD...: run one program, log, record.
+rec() {
+    local kind=$1 name=$2 build=$3 tool=$4 extra=$5 tmo=$6 req=$7
+    shift 8
+    local tag="$kind-$name-$build-$tool${extra:+-$(printf '%s' "$extra" | tr -c 'A-Za-z0-9' '_')}"
+    local out=$LOGS/$tag.out err=$LOGS/$tag.err dir=$REP/$tag rc t0 t1 l
+    l=$(left)
+    if [ "$l" -lt 20 ]; then
+        printf 'skip\t%s\t%s\t%s\t0\t0\tout of time (%ss left)\t\t\t%s\n' "$name" "$build" "$tool" "$l" "$req" >>"$RECORDS"
+        say "SKIP  $tag: out of time"
+        return 0
+    fi
+    [ "$tmo" -gt $((l - 10)) ] && tmo=$((l - 10))
+    mkdir -p "$dir"
+    local pre=()
+    [ -n "$extra" ] && [ "$kind" != skip ] && pre=(env "PYTORCH_CUDA_ALLOC_CONF=$extra")
+    [ -z "$extra" ] && pre=(env -u PYTORCH_CUDA_ALLOC_CONF)
+    t0=$(now)
+    case $tool in
+    none) timeout -k 5 "$tmo" "${pre[@]}" "$@" >"$out" 2>"$err" ;;
+    preload)
+        timeout -k 5 "$tmo" "${pre[@]}" LD_PRELOAD="$TL_LIB" TENSORLEAK_OUTPUT="$dir/tl.%p.%n.json" \
+            "$@" >"$out" 2>"$err"
+        ;;
+    cli) timeout -k 5 "$tmo" "${pre[@]}" "$TL_CLI" run ${CLI_SIM:+"$CLI_SIM"} -o "$dir/tl.%p.%n.json" -- "$@" >"$out" 2>"$err" ;;
+    sanitizer) timeout -k 5 "$tmo" "${pre[@]}" "$SAN" --leak-check full "$@" --reset >"$out" 2>"$err" ;;
+    esac
+    rc=$?
+    t1=$(now)
+    local secs
+    secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}')
+    printf '%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n' "$kind" "$name" "$build" "$tool" "$rc" "$secs" \
+        "$out" "$err" "$dir" "$extra" >>"$RECORDS"
+    printf '%-5s %-45s rc=%-3d %7ss\n' "$([ "$rc" = 0 ] && echo ran || echo EXIT)" "$tag" "$rc" "$secs"
+}
+skip_rec() { # name build tool why required
+    printf 'skip\t%s\t%s\t%s\t0\t0\t%s\t\t\t%s\n' "$1" "$2" "$3" "$4" "$5" >>"$RECORDS"
+    say "SKIP  $1 $2 $3: $4"
+}
+
+# ------------------------------------------------------------------- dry run
+if [ "$DRY" = 1 ]; then
+    pass=0 fail=0 skip=0
+    ok() { say "ok    $*"; pass=$((pass + 1)); }
+    bad() { say "FAIL  $*"; fail=$((fail + 1)); }
+    skp() { say "SKIP  $*"; skip=$((skip + 1)); }
+    say "gpu-kit dry run: source $SRC, build $BUILD"
+    for f in "$KIT/run.sh" "$KIT/prepare-carry.sh"; do
+        if bash -n "$f" 2>"$LOGS/bashn.log"; then ok "bash -n ${f#"$SRC"/}"; else
+            bad "bash -n ${f#"$SRC"/}: $(cat "$LOGS/bashn.log")"
+        fi
+    done
+    for f in "$KIT"/*.py; do
+        if "$PY" -m py_compile "$f" 2>"$LOGS/pyc.log"; then ok "py_compile ${f#"$SRC"/}"; else
+            bad "py_compile ${f#"$SRC"/}: $(cat "$LOGS/pyc.log")"
+        fi
+    done
+    if out=$("$PY" "$KIT/compare.py" selftest 2>&1); then ok "$out"; else
+        bad "compare.py selftest:"
+        say "$out" | tail -n 20
+    fi
+    if [ -z "$NVCC" ]; then
+        skp "nvcc not found: CUDA samples not compiled"
+    else
+        say "      $("$NVCC" --version | tail -n 2 | head -n 1), arch $NVCC_ARCH, jobs $JOBS"
+        [ -n "$STUBS" ] || say "      (no stubs/libcuda.so: the driver-API samples link against the system libcuda)"
+        if build_samples; then ok "compile and link the samples (.cu: cudart static and shared; .c: driver API)"; else
+            bad "compile and link the samples"
+        fi
+        report_builds
+        if [ -f "$SRC/include/tensorleak.h" ]; then
+            printf '#include "tensorleak.h"\nint main(void){tensorleak_mark("x");return tensorleak_snapshot("y")<0;}\n' \
+                >"$WORK/hdr.cu"
+            if "$NVCC" -I"$SRC/include" -o "$WORK/hdr" "$WORK/hdr.cu" >"$LOGS/hdr.log" 2>&1; then
+                ok "include/tensorleak.h compiles and links as CUDA C++ with no link flag"
+            else
+                bad "include/tensorleak.h in a .cu file (nvcc, C++):"
+                sed 's/^/      | /' "$LOGS/hdr.log" | tail -n 10
+            fi
+        else
+            skp "include/tensorleak.h not there yet: C++ header check"
+        fi
+    fi
+    lib=$BUILD/src/libtensorleak.so
+    if [ -f "$lib" ]; then
+        miss=$(ldd "$lib" 2>&1 | awk '/not found/{print $1}' | tr '\n' ' ')
+        if [ -n "$miss" ]; then bad "ldd $lib: missing $miss"; else ok "ldd ${lib#"$SRC"/}: all shared libraries found"; fi
+        for sym in tensorleak_mark tensorleak_snapshot; do
+            if nm -D --defined-only "$lib" 2>/dev/null | awk '{print $NF}' | grep -qx "$sym"; then
+                ok "${lib##*/} exports $sym (samples and ctypes find it with dlsym)"
+            else
+                say "WARN  ${lib##*/} does not export $sym yet: the GPU kit's growth and snapshot checks would fail"
+            fi
+        done
+    else
+        skp "$lib not built: ldd and export checks"
+    fi
+    # The driver-API samples also run on the simulated driver (tests/sim): the whole
+    # chain (ground truth, tensorleak's reports, compare.py) end to end, without a GPU.
+    SIMDIR=$(dirname "$(find "$BUILD" -name libcuda.so.1 -path '*sim*' 2>/dev/null | head -n 1)" 2>/dev/null)
+    if [ -f "$lib" ] && [ -f "$SIMDIR/libcuda.so.1" ] && [ -x "$BIN/driver_api.none" ]; then
+        TL_LIB=$lib TL_CLI=$BUILD/tools/tensorleak CLI_SIM=--sim
+        [ -x "$TL_CLI" ] || TL_CLI=""
+        for name in $C_SAMPLES; do
+            for tool in none preload ${TL_CLI:+cli}; do
+                LD_LIBRARY_PATH=$SIMDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
+                    rec sample "$name" none "$tool" "" 60 required -- "$BIN/$name.none" >/dev/null
+            done
+        done
+        grep -v '^build' "$RECORDS" >"$WORK/sim-records.tsv"
+        if "$PY" "$KIT/compare.py" evaluate --records "$WORK/sim-records.tsv" \
+            --env <(printf '{"tensorleak_lib": "%s", "tensorleak_source": "simulated driver %s"}' "$lib" "$SIMDIR") \
+            >"$LOGS/sim-compare.md" 2>&1; then
+            ok "driver_api and vmm on the simulated driver under tensorleak (LD_PRELOAD${TL_CLI:+, tensorleak run --sim}): reports match the ground truth"
+        else
+            bad "driver_api and vmm on the simulated driver: reports differ from the ground truth:"
+            sed -n '/^## Mismatches/,/^## Samples/p' "$LOGS/sim-compare.md" | grep '^- ' | sed 's/^/      /'
+        fi
+        sed -n '/^| sample/,/^$/p' "$LOGS/sim-compare.md" | sed 's/^/      /'
+    else
+        skp "simulated stack or libtensorleak.so not built: driver-API samples on the simulated driver"
+    fi
+    skp "needs a GPU: running the samples under tensorleak (LD_PRELOAD and tensorleak run), PyTorch allocator modes, compute-sanitizer, overhead"
+    say "gpu-kit dry run: $pass passed, $fail failed, $skip skipped ($(elapsed) s)"
+    [ "$fail" = 0 ]
+    exit $?
+fi
+
+# ------------------------------------------------------------------ full run
+if [ -z "${OUT:-}" ]; then OUT=$(mktemp -d /tmp/tl-gpu-out.XXXXXX); fi
+mkdir -p "$OUT"
+exec > >(tee "$OUT/run.log") 2>&1
+TEE_PID=$!
+
+# tensorleak: prebuilt carry, else meson+ninja, else a plain cc line.
+TL_LIB="" TL_CLI="" TL_SOURCE="" TL_ERROR="" DEPS=""
+CARRY=$SRC/.gpu-carry
+cc_fallback() { # dest: libtensorleak.so and tensorleak from src/*.c and tools/*.c
+    local dest=$1 ver cflags libs common
+    mkdir -p "$dest/gen"
+    ver=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" "$SRC/meson.build" | head -n 1)
+    printf '#define TL_VERSION "%s"\n' "${ver:-0.0.0}" >"$dest/gen/tl_version.h"
+    if pkg-config --exists libunwind libdw jansson 2>/dev/null; then
+        cflags=$(pkg-config --cflags libunwind libdw jansson)
+        libs=$(pkg-config --libs libunwind libdw jansson)
+    else
+        cflags="" libs="-lunwind -ldw -lelf -ljansson"
+    fi
+    [ -d "$CARRY/include" ] && cflags="$cflags -I$CARRY/include" # uthash.h, if carried
+    common="-std=gnu11 -O2 -g -D_GNU_SOURCE -fno-omit-frame-pointer -Wl,-z,defs -I$dest/gen -I$SRC -I$SRC/include -I$SRC/src $cflags"
+    if [ -n "$CUDA_INC" ] && [ -f "$CUDA_INC/cuda.h" ] && [ -f "$CUDA_INC/cuda_runtime_api.h" ]; then
+        common="$common -DTL_HAVE_CUDA_H -I$CUDA_INC"
+    fi
+    # The library: src/*.c and src/*.S, plus the suppressions parser it shares with the
+    # CLI (tools/suppressions.c), unless src/ already has one.  The CLI: tools/*.c.
+    # shellcheck disable=SC2086,SC2046
+    ${CC:-cc} $common -I"$SRC/tools" -fPIC -shared -o "$dest/libtensorleak.so" "$SRC"/src/*.c \
+        $(ls "$SRC"/src/*.S 2>/dev/null) "$SRC/tools/suppressions.c" $libs -ldl -lpthread -lm ||
+        ${CC:-cc} $common -I"$SRC/tools" -fPIC -shared -o "$dest/libtensorleak.so" "$SRC"/src/*.c \
+            $(ls "$SRC"/src/*.S 2>/dev/null) $libs -ldl -lpthread -lm || return 1
+    # shellcheck disable=SC2086
+    ${CC:-cc} $common -DTL_LIBDIR='"lib"' -o "$dest/tensorleak" "$SRC"/tools/*.c $libs -ldl -lpthread -lm
+}
+setup_tensorleak() {
+    if [ -f "$CARRY/lib/libtensorleak.so" ]; then
+        TL_LIB=$CARRY/lib/libtensorleak.so TL_CLI=$CARRY/bin/tensorleak
+        TL_SOURCE="prebuilt .gpu-carry ($(head -n 1 "$CARRY/MANIFEST" 2>/dev/null || echo 'no MANIFEST'))"
+        return
+    fi
+    local b=$WORK/tlbuild
+    if command -v meson >/dev/null && command -v ninja >/dev/null; then
+        if timeout -k 5 150 meson setup "$b" "$SRC" -Dtests=false >"$LOGS/tl-build.log" 2>&1 &&
+            timeout -k 5 150 ninja -C "$b" >>"$LOGS/tl-build.log" 2>&1 && [ -f "$b/src/libtensorleak.so" ]; then
+            TL_LIB=$b/src/libtensorleak.so TL_CLI=$b/tools/tensorleak TL_SOURCE="built here with meson+ninja"
+            return
+        fi
+        say "meson build failed or made no src/libtensorleak.so (tail of the log):"
+        tail -n 15 "$LOGS/tl-build.log"
+    else
+        say "meson or ninja missing: plain cc build"
+    fi
+    if timeout -k 5 150 bash -c "$(declare -f cc_fallback); SRC='$SRC' CARRY='$CARRY' CUDA_INC='$CUDA_INC' cc_fallback '$WORK/ccbuild'" \
+        >>"$LOGS/tl-build.log" 2>&1; then
+        TL_LIB=$WORK/ccbuild/libtensorleak.so TL_CLI=$WORK/ccbuild/tensorleak TL_SOURCE="built here with cc (meson fallback)"
+        export TENSORLEAK_LIBRARY=$TL_LIB # that flat layout is neither the build tree nor an install
+    else
+        TL_ERROR="build failed; run tests/gpu/prepare-carry.sh before the session and carry .gpu-carry"
+        say "cc build failed (tail of the log):"
+        tail -n 15 "$LOGS/tl-build.log"
+    fi
+}
+MISSING=""
+check_libs() { # point LD_LIBRARY_PATH at carried copies of whatever the system lacks
+    local f so
+    mkdir -p "$WORK/deps"
+    for f in "$TL_LIB" "$TL_CLI"; do
+        [ -f "$f" ] || continue
+        for so in $(ldd "$f" 2>/dev/null | awk '/not found/{print $1}'); do
+            if [ -f "$CARRY/deps/$so" ]; then ln -sf "$CARRY/deps/$so" "$WORK/deps/$so"; fi
+        done
+    done
+    if [ -n "$(ls -A "$WORK/deps")" ]; then
+        DEPS=$WORK/deps
+        export LD_LIBRARY_PATH=$DEPS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    fi
+    for f in "$TL_LIB" "$TL_CLI"; do
+        [ -f "$f" ] || continue
+        for so in $(ldd "$f" 2>/dev/null | awk '/not found/{print $1}'); do
+            MISSING="$MISSING ${f##*/}:$so"
+        done
+    done
+}
+
+setup_tensorleak
+[ -n "$TL_LIB" ] && [ ! -f "$TL_LIB" ] && { TL_ERROR="$TL_LIB missing after the build"; TL_LIB=""; }
+[ -n "$TL_CLI" ] && [ ! -x "$TL_CLI" ] && { say "no CLI at $TL_CLI"; TL_CLI=""; }
+check_libs
+say "== tensorleak GPU kit, $(date -u +%FT%TZ)"
+say "tensorleak: ${TL_SOURCE:-NONE: $TL_ERROR}"
+if [ -n "$MISSING" ]; then
+    for m in $MISSING; do say "MISSING shared library: $m"; done
+else
+    say "shared libraries: all found${DEPS:+ (carried: $(ls "$DEPS" | tr '\n' ' '))}"
+fi
+GPU=$(timeout 30 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)
+say "GPU: ${GPU:-none seen}"
+if [ -z "$GPU" ] && [ "${TL_GPU_FORCE:-0}" != 1 ]; then
+    say "no GPU here: run 'tests/gpu/run.sh --dry-run' instead (or TL_GPU_FORCE=1)"
+    exit 2
+fi
+TORCH_V=$(timeout 90 "$PY" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)' 2>"$LOGS/torch-import.err")
+SAN=$(command -v compute-sanitizer || true)
+[ -z "$SAN" ] && [ -x "$CUDA_HOME/bin/compute-sanitizer" ] && SAN=$CUDA_HOME/bin/compute-sanitizer
+SAN_V=$([ -n "$SAN" ] && "$SAN" --version 2>/dev/null | grep -i version | head -n 1)
+NVCC_V=$([ -n "$NVCC" ] && "$NVCC" --version | grep -o 'release [0-9.]*, V[0-9.]*' | head -n 1)
+COMMIT=$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || sed -n 's/^commit //p' "$CARRY/MANIFEST" 2>/dev/null | head -n 1)
+say "nvcc: ${NVCC_V:-none}; PyTorch: ${TORCH_V:-none}; compute-sanitizer: ${SAN_V:-none}; budget ${BUDGET}s"
+
+# 1. samples
+if [ -n "$NVCC" ]; then
+    say "== building samples ($NVCC_ARCH)"
+    build_samples
+    report_builds
+else
+    skip_rec samples - build "nvcc not found" required
+fi
+TOOLS="none"
+[ -n "$TL_LIB" ] && TOOLS="$TOOLS preload"
+[ -n "$TL_LIB" ] && [ -n "$TL_CLI" ] && TOOLS="$TOOLS cli"
+say "== samples under: $TOOLS"
+BINS=""
+for name in $CU_SAMPLES; do for mode in static shared; do BINS="$BINS $name.$mode"; done; done
+for name in $C_SAMPLES; do BINS="$BINS $name.none"; done
+for b in $BINS; do
+    [ -x "$BIN/$b" ] || continue
+    for tool in $TOOLS; do rec sample "${b%.*}" "${b##*.}" "$tool" "" 60 required -- "$BIN/$b"; done
+done
+
+# 2. PyTorch allocator modes
+export TENSORLEAK_DEPTH=${TENSORLEAK_DEPTH:-32}
+if [ -z "$TORCH_V" ]; then
+    skip_rec torch - - "PyTorch does not import: $(tail -n 1 "$LOGS/torch-import.err")" required
+elif [ -z "$TL_LIB" ]; then
+    skip_rec torch - - "no libtensorleak.so" required
+else
+    say "== PyTorch loops"
+    for conf in "" "expandable_segments:True" "backend:cudaMallocAsync"; do
+        for mode in leak clean; do
+            rec torch "$mode" - preload "$conf" 120 required -- "$PY" "$KIT/torch_loop.py" "--$mode" --requests 20
+        done
+    done
+    [ -n "$TL_CLI" ] && rec torch leak - cli "" 120 required -- "$PY" "$KIT/torch_loop.py" --leak --requests 20
+fi
+
+# 3. compute-sanitizer on the same binaries
+if [ -z "$SAN" ]; then
+    skip_rec compute-sanitizer - - "not installed" optional
+else
+    say "== compute-sanitizer --leak-check full"
+    refused=0
+    for b in $BINS; do
+        [ -x "$BIN/$b" ] || continue
+        if [ "$refused" = 1 ]; then continue; fi
+        rec sample "${b%.*}" "${b##*.}" sanitizer "" 90 optional -- "$BIN/$b"
+        f=$LOGS/sample-${b%.*}-${b##*.}-sanitizer
+        if grep -qi 'device not supported' "$f.out" "$f.err" 2>/dev/null; then
+            refused=1
+            skip_rec compute-sanitizer - - "refused the device (gVisor machines do): no further runs" optional
+        fi
+    done
+fi
+
+# 4. overhead on a PyTorch inference loop, interleaved runs, median
+if [ -n "$TORCH_V" ] && [ -n "$TL_LIB" ]; then
+    say "== overhead"
+    for conf in "" "backend:cudaMallocAsync"; do
+        for i in 1 2 3; do
+            for tool in none preload; do
+                if [ "$(left)" -lt 60 ]; then
+                    skip_rec bench "$i" "$tool" "out of time" optional
+                    continue
+                fi
+                TENSORLEAK_QUIET=1 rec bench bench "$i" "$tool" "$conf" 90 optional -- \
+                    "$PY" "$KIT/bench.py" --steps 3000 --reps 3
+            done
+        done
+    done
+fi
+
+# 5. verdict
+say "== comparing ($(elapsed) s)"
+KIT_DATE=$(date -u +%FT%TZ) KIT_GPU=$GPU KIT_NVCC=$NVCC_V KIT_TORCH=$TORCH_V KIT_SAN=$SAN_V \
+    KIT_SOURCE=$TL_SOURCE KIT_LIB=$TL_LIB KIT_ERROR=$TL_ERROR KIT_COMMIT=$COMMIT KIT_MISSING=$MISSING \
+    KIT_ELAPSED="$(elapsed) s of $BUDGET s" KIT_ARCH=$NVCC_ARCH "$PY" -c '
+import json, os, sys
+e = lambda k: os.environ.get("KIT_" + k, "")
+gpu = [x.strip() for x in e("GPU").split(",")]
+json.dump({"date": e("DATE"), "gpu": gpu[0], "driver": gpu[1] if len(gpu) > 1 else "",
+           "cuda": e("NVCC"), "torch": e("TORCH"), "sanitizer": e("SAN"),
+           "tensorleak_source": e("SOURCE"), "tensorleak_lib": e("LIB"), "tensorleak_error": e("ERROR"),
+           "commit": e("COMMIT"), "missing_libs": e("MISSING").split(), "elapsed": e("ELAPSED"),
+           "nvcc_arch": e("ARCH")}, open(sys.argv[1], "w"), indent=1)
+' "$WORK/env.json"
+"$PY" "$KIT/compare.py" evaluate --records "$RECORDS" --env "$WORK/env.json" \
+    --md "$OUT/gpu-results.md" --json "$OUT/gpu-results.json" >"$LOGS/compare.out" 2>&1
+status=$?
+cp "$WORK/env.json" "$OUT/env.json"
+cp "$RECORDS" "$LOGS/records.tsv"
+tar -C "$WORK" -czf "$OUT/logs.tar.gz" logs reports 2>/dev/null
+if [ ! -s "$OUT/gpu-results.md" ]; then
+    cat "$LOGS/compare.out"
+    status=1
+else
+    cat "$OUT/gpu-results.md"
+fi
+exec >&- 2>&-
+wait "$TEE_PID" 2>/dev/null
+exit $status
