@@ -36,8 +36,10 @@ static void print_stack(struct tl_report_model *m, FILE *out, const uintptr_t *f
     for (int i = 0; i < n; i++) {
         const struct tl_frame_info *f = tl_report_frame(m, frames[i]);
         fprintf(out, "    #%d 0x%lx in %s", i, (unsigned long)frames[i], f->function ? f->function : "??");
-        if (f->file)
+        if (f->file && f->line > 0)
             fprintf(out, " %s:%d", f->file, f->line);
+        else if (f->file)
+            fprintf(out, " %s", f->file);
         if (f->module)
             fprintf(out, " (%s+0x%lx)", basename_of(f->module), (unsigned long)f->offset);
         fputc('\n', out);
@@ -76,7 +78,7 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         print_stack(m, out, g->cs->frames, g->cs->nframes);
         fputc('\n', out);
     }
-    for (size_t i = 0; i < m->ninvalid && i < 16; i++) {
+    for (size_t i = 0; i < m->ninvalid; i++) {
         struct tl_callsite *cs = tl_callsite_by_id(m->invalid[i].callsite);
         if (cs && tl_suppressed(m, "invalid-free", cs))
             continue;

@@ -1,10 +1,89 @@
-/* suppress.c — placeholder until the shared suppression parser lands. */
+/*
+ * suppress.c — TENSORLEAK_SUPPRESSIONS in the preload library.
+ *
+ * The parser and matcher are the CLI's (tools/suppressions.c, libc only), so
+ * the library and `tensorleak check` can never disagree on a rule.  The
+ * file is read once at start; a malformed line is reported with its file and
+ * line number and skipped (the CLI refuses the file instead: a library must
+ * not stop the program).  Matching runs at report time on symbolized frames.
+ */
 #include "report.h"
+#include "../tools/suppressions.h"
 
-void tl_suppressions_load(void) {}
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct tl_suppressions rules;
+static char **rule_names; /* "leak:pattern", for the report */
+
+static void on_error(void *ctx, unsigned line, const char *reason)
+{
+    tl_warn(NULL, "%s:%u: %s; line ignored", (const char *)ctx, line, reason);
+}
+
+void tl_suppressions_load(void)
+{
+    if (!tl_opt.suppressions[0])
+        return;
+    const char *path = tl_opt.suppressions;
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        tl_warn(NULL, "cannot read suppressions file %s: %s; no suppressions", path, strerror(errno));
+        return;
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (len + n > cap) {
+            size_t ncap = (len + n) * 2;
+            if (ncap > (64u << 20)) {
+                tl_warn(NULL, "suppressions file %s is larger than 64 MiB; no suppressions", path);
+                free(buf);
+                fclose(f);
+                return;
+            }
+            char *nb = realloc(buf, ncap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                tl_warn(NULL, "out of memory reading %s; no suppressions", path);
+                return;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        memcpy(buf + len, chunk, n);
+        len += n;
+    }
+    fclose(f);
+    if (tl_suppressions_parse(&rules, buf ? buf : "", len, on_error, (void *)path) < 0)
+        tl_warn(NULL, "out of memory parsing %s; some suppressions are missing", path);
+    free(buf);
+    rule_names = calloc(rules.count + 1, sizeof *rule_names);
+    for (size_t i = 0; rule_names && i < rules.count; i++) {
+        const char *kind = tl_supp_kind_name(rules.rules[i].kind);
+        size_t sz = strlen(kind) + strlen(rules.rules[i].pattern) + 2;
+        rule_names[i] = malloc(sz);
+        if (rule_names[i])
+            snprintf(rule_names[i], sz, "%s:%s", kind, rules.rules[i].pattern);
+    }
+}
 
 const char *tl_suppressed(struct tl_report_model *m, const char *kind, struct tl_callsite *cs)
 {
-    (void)m; (void)kind; (void)cs;
-    return NULL;
+    if (!rules.count || !cs)
+        return NULL;
+    enum tl_supp_kind k = !strcmp(kind, "leak") ? TL_SUPP_LEAK : !strcmp(kind, "growth") ? TL_SUPP_GROWTH : TL_SUPP_INVALID_FREE;
+    struct tl_supp_frame frames[TL_MAX_DEPTH];
+    for (int i = 0; i < cs->nframes; i++) {
+        const struct tl_frame_info *f = tl_report_frame(m, cs->frames[i]);
+        frames[i] = (struct tl_supp_frame){f->function, f->module, f->file};
+    }
+    long r = tl_suppressions_match(&rules, k, frames, (size_t)cs->nframes);
+    if (r < 0)
+        return NULL;
+    return rule_names && rule_names[r] ? rule_names[r] : "suppressed";
 }

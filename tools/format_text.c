@@ -136,6 +136,8 @@ static void invalid_frees(FILE *out, const struct tl_report *r)
 {
     for (size_t i = 0; i < r->invalid_free_count; i++) {
         const struct tl_invalid_free *f = &r->invalid_frees[i];
+        if (f->suppressed)
+            continue;
         fprintf(out, "Invalid free of %s [%s%s] from:\n", or_unknown(f->address),
                 or_unknown(f->kind), rank_tag(f->has_rank, f->rank, ", ").text);
         format_stack(out, &f->stack);

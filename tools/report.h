@@ -118,6 +118,7 @@ struct tl_rank {
 struct tl_invalid_free {
     const char *address;
     const char *kind;
+    bool suppressed;
     struct tl_stack stack;
     bool has_rank;
     long long rank;

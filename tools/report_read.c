@@ -304,6 +304,7 @@ static void read_invalid_frees(struct loader *ld, json_t *root, struct tl_report
         struct tl_invalid_free *f = &r->invalid_frees[i];
         f->address = get_str(ld, e, where, "address");
         f->kind = get_str(ld, e, where, "kind");
+        f->suppressed = get_bool(ld, e, where, "suppressed");
         read_stack(ld, e, where, &f->stack);
         f->has_rank = get(ld, e, where, "rank", WANT_INT, false) != NULL;
         f->rank = get_int(ld, e, where, "rank");
