@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""Integration tests: programs under libtensorleak.so on the simulated stack.
+
+Each test is a function named like the behaviour it checks; meson runs one
+per process (`preload_test.py NAME`).  Assertions are exact: the samples are
+deterministic, so counts, bytes and source lines are known in advance.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = os.environ["TL_BUILD"]
+SOURCE = os.environ["TL_SOURCE"]
+LIB = os.environ["TL_LIB"]
+SIM = os.environ["TL_SIM"]
+SAMPLES = os.environ["TL_SAMPLES"]
+PROGS = os.environ["TL_PROGS"]
+MiB = 1 << 20
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def eq(actual, expected, what):
+    if actual != expected:
+        fail(f"{what}: expected {expected!r}, got {actual!r}")
+
+
+def marker_line(relpath, marker):
+    with open(os.path.join(SOURCE, relpath)) as f:
+        for n, line in enumerate(f, 1):
+            if marker in line:
+                return n
+    raise AssertionError(f"marker {marker} not in {relpath}")
+
+
+class Run:
+    def __init__(self, rc, out, err, reports):
+        self.rc, self.out, self.err, self.reports = rc, out, err, reports
+
+    @property
+    def report(self):
+        exits = [r for r in self.reports if r["reason"] == "exit"]
+        eq(len(exits), 1, "number of exit reports")
+        return exits[0]
+
+
+def run(prog, *args, env=None, preload=True, stdin=None):
+    tmp = tempfile.mkdtemp(prefix="tl-it-")
+    e = dict(os.environ)
+    for k in list(e):
+        if k.startswith("TENSORLEAK_") or k.startswith("SIMCUDA_"):
+            del e[k]
+    e["LD_LIBRARY_PATH"] = SIM
+    e["TENSORLEAK_OUTPUT"] = os.path.join(tmp, "tl.%p.%n.json")
+    if preload:
+        e["LD_PRELOAD"] = LIB
+    e.update(env or {})
+    p = subprocess.run([prog, *args], env=e, capture_output=True, text=True, timeout=50, input=stdin)
+    reports = []
+    for name in sorted(os.listdir(tmp)):
+        check(name.endswith(".json"), f"stray file left behind: {name}")
+        with open(os.path.join(tmp, name)) as f:
+            reports.append(json.load(f))
+    return Run(p.returncode, p.stdout, p.stderr, reports)
+
+
+def sample(name):
+    return os.path.join(SAMPLES, name)
+
+
+def prog(name):
+    return os.path.join(PROGS, "it_" + name)
+
+
+def frames(site):
+    return [(f["function"], os.path.basename(f["file"] or ""), f["line"]) for f in site["stack"]]
+
+
+# ---------------------------------------------------------------------------
+
+def leaky_inference_reports_each_kv_block_at_its_line():
+    r = run(sample("leaky_inference"), "8")
+    eq(r.rc, 0, "exit status")
+    rep = r.report
+    s = rep["summary"]
+    eq(s["leaked_allocations"], 8, "leaked allocations")
+    eq(s["leaked_bytes"], 8 * MiB, "leaked bytes")
+    eq(len(rep["leaks"]), 1, "leak sites")
+    leak = rep["leaks"][0]
+    eq((leak["kind"], leak["bytes"], leak["count"]), ("device", 8 * MiB, 8), "leak site")
+    line = marker_line("samples/leaky_inference.c", "LEAK-SITE")
+    eq(frames(leak)[0], ("kv_cache_append", "leaky_inference.c", line), "innermost frame")
+    check(frames(leak)[1][0].startswith("serve_request"), f"second frame is serve_request: {frames(leak)[1]}")
+    check(leak["stack"][0]["module"].endswith("/leaky_inference"), "module of the leaking frame")
+    # peak: weights 64 MiB + activations 4 MiB + staging 64 KiB + 8 KV blocks
+    eq(s["peak_live_bytes"], 64 * MiB + 4 * MiB + 64 * 1024 + 8 * MiB, "peak live bytes")
+    eq(s["live_bytes"], 8 * MiB, "live bytes at exit")
+    eq(s["invalid_frees"], 0, "invalid frees")
+    eq(rep["devices"][0]["reserved_bytes"], 8 * MiB, "device reserved")
+    check(f"SUMMARY: tensorleak: {8 * MiB} byte(s) leaked in 8 allocation(s)." in r.err, "SUMMARY line on stderr")
+    check(f"in kv_cache_append " in r.err and f"leaky_inference.c:{line}" in r.err, "text report names the line")
+
+
+def leaky_inference_counts_each_runtime_call_once():
+    # cudaMalloc reaches the driver's cuMemAlloc_v2 hook too: 1 weights +
+    # 8 x (activations, staging, kv) = 25 allocations, not 50.
+    r = run(sample("leaky_inference"), "8")
+    eq(r.report["summary"]["total_allocations"], 25, "total allocations")
+
+
+def leaky_inference_flags_growth_of_the_kv_call_site():
+    r = run(sample("leaky_inference"), "8")
+    g = r.report["growth"]
+    eq(len(g), 1, "growing call sites")
+    eq((g[0]["bytes_per_mark"], g[0]["marks"], g[0]["count_per_mark"]), (MiB, 8, 1), "growth rate")
+    eq(frames(g[0])[0][0], "kv_cache_append", "growing function")
+    eq(len(r.report["marks"]), 8, "marks in the timeline")
+    lives = [m["live_bytes"] for m in r.report["marks"]]
+    eq(lives, [64 * MiB + (i + 1) * MiB for i in range(8)], "live bytes per mark")
+
+
+def clean_inference_reports_no_leak_and_no_growth():
+    r = run(sample("clean_inference"), "50")
+    eq(r.rc, 0, "exit status")
+    rep = r.report
+    eq(rep["summary"]["leaked_allocations"], 0, "leaked allocations")
+    eq(rep["summary"]["leaked_bytes"], 0, "leaked bytes")
+    eq(rep["leaks"], [], "leaks")
+    eq(rep["growth"], [], "growth")
+    eq(len(rep["marks"]), 50, "marks")
+    eq(rep["summary"]["total_allocations"], 1 + 50 * 3, "total allocations")
+    check("tensorleak: no leaked device allocations" in r.err, "text says no leaks")
+
+
+def static_runtime_is_caught_through_cuGetProcAddress():
+    r = run(sample("static_runtime"))
+    eq(r.rc, 0, "exit status")
+    s = r.report["summary"]
+    eq((s["leaked_allocations"], s["leaked_bytes"]), (2, 6 * MiB), "leaks")
+    line = marker_line("samples/static_runtime.c", "LEAK-SITE")
+    for leak in r.report["leaks"]:
+        names = [f[0] for f in frames(leak)]
+        check("make_buffer" in names, f"make_buffer in stack: {names}")
+        eq(frames(leak)[names.index("make_buffer")][1:], ("static_runtime.c", line), "leak line")
+
+
+def driver_api_is_caught_on_all_three_driver_paths():
+    r = run(sample("driver_api"))
+    eq(r.rc, 0, "exit status")
+    check("resolved to cuMemAllocAsync_ptsz" in r.out, "per-thread variant: " + r.out)
+    got = sorted((l["bytes"], frames(l)[0][0].split(".")[0], frames(l)[0][2]) for l in r.report["leaks"])
+    src = "samples/driver_api.c"
+    want = sorted([
+        (2 * MiB, "path_direct", marker_line(src, "LEAK-SITE direct")),
+        (1 * MiB, "path_dlsym", marker_line(src, "LEAK-SITE dlsym")),
+        (3 * MiB, "path_procaddr", marker_line(src, "LEAK-SITE procaddr")),
+        (512 * 1024, "path_ptsz", marker_line(src, "LEAK-SITE ptsz")),
+    ])
+    eq(got, want, "leaks by path")
+    eq(r.report["summary"]["invalid_frees"], 0, "invalid frees")
+    eq(r.report["summary"]["total_allocations"], 8, "total allocations")
+
+
+def cuGetProcAddress_hands_back_exactly_the_resolved_variant():
+    plain = run(prog("variants"), preload=False)
+    hooked = run(prog("variants"))
+    eq(plain.rc, 0, "exit status without preload")
+    eq(hooked.rc, 0, "exit status with preload")
+    p_lines, h_lines = plain.out.splitlines(), hooked.out.splitlines()
+    eq(len(p_lines), len(h_lines), "lookups")
+    for p, h in zip(p_lines, h_lines):
+        # Same return code, status and variant name; only where it lives differs.
+        eq(re.sub(r" \((hook|driver|-)\)$", "", h), re.sub(r" \((hook|driver|-)\)$", "", p), "lookup")
+    expect_hooked = {"cuMemAlloc 3020 0", "cuMemAlloc 12000 0", "cuMemFree 12000 0", "cuMemAllocAsync 11020 0",
+                     "cuMemAllocAsync 12000 1", "cuMemAllocAsync 12000 2", "cuMemFreeAsync 12000 2",
+                     "cuMemAllocFromPoolAsync 12000 2", "cuCtxDestroy 4000 0", "cuDevicePrimaryCtxReset 11000 0",
+                     "cuGetProcAddress 11030 0", "cuGetProcAddress 12000 0", "cuMemCreate 12000 0"}
+    for h in h_lines:
+        key = " ".join(h.split()[:3])
+        eq(h.endswith("(hook)"), key in expect_hooked, f"hooked? {h}")
+    check(any(l.startswith("cuMemAllocAsync 12000 2 -> rc=0 status=0 cuMemAllocAsync_ptsz") for l in h_lines), "ptsz line")
+    check(any(l.startswith("cuMemAlloc 12000 0 -> rc=0 status=0 cuMemAlloc_v2") for l in h_lines), "v2 line")
+
+
+def depth_zero_keeps_counts_without_stacks():
+    r = run(sample("leaky_inference"), "8", env={"TENSORLEAK_DEPTH": "0"})
+    leaks = r.report["leaks"]
+    eq(len(leaks), 1, "one site without stacks")
+    eq((leaks[0]["count"], leaks[0]["bytes"], leaks[0]["stack"]), (8, 8 * MiB, []), "the site")
+
+
+def gate_fails_with_exitcode_on_leak():
+    r = run(sample("leaky_inference"), "3", env={"TENSORLEAK_FAIL_ON": "leak"})
+    eq(r.rc, 23, "gate exit status")
+    eq(r.report["gate"], {"fail_on": ["leak"], "failed": True, "failed_kinds": ["leak"]}, "gate in report")
+    check("leaky_inference: served 3 requests" in r.out, "program output flushed before the gate exit")
+    r = run(sample("leaky_inference"), "3", env={"TENSORLEAK_FAIL_ON": "growth,invalid-free", "TENSORLEAK_EXITCODE": "42"})
+    eq(r.rc, 42, "growth gate with custom exit code")
+    eq(r.report["gate"]["failed_kinds"], ["growth"], "failed kinds")
+
+
+def gate_passes_clean_program_with_its_own_status():
+    r = run(sample("clean_inference"), "5", env={"TENSORLEAK_FAIL_ON": "leak,growth,invalid-free,oom"})
+    eq(r.rc, 0, "exit status")
+    eq(r.report["gate"]["failed"], False, "gate")
+    r = run(prog("wait_signal"), env={"TENSORLEAK_FAIL_ON": "none"}, stdin="")
+    eq(r.rc, 7, "program's own status kept")
+
+
+def suppressed_leak_does_not_fail_the_gate():
+    with tempfile.NamedTemporaryFile("w", suffix=".supp", delete=False) as f:
+        f.write("# known leak\nleak:kv_cache_*\n")
+    r = run(sample("leaky_inference"), "4", env={"TENSORLEAK_FAIL_ON": "leak", "TENSORLEAK_SUPPRESSIONS": f.name})
+    eq(r.rc, 0, "exit status")
+    s = r.report["summary"]
+    eq((s["leaked_bytes"], s["suppressed_bytes"], s["suppressed_allocations"]), (0, 4 * MiB, 4), "suppressed totals")
+    eq((r.report["leaks"][0]["suppressed"], r.report["leaks"][0]["suppression"]), (True, "leak:kv_cache_*"), "rule")
+    with open(f.name, "w") as g:
+        g.write("leak:kv_cache_*\nbogus line\n")
+    r = run(sample("leaky_inference"), "4", env={"TENSORLEAK_SUPPRESSIONS": f.name})
+    check(f"tensorleak: {f.name}:2:" in r.err, "malformed line named with file:line: " + r.err)
+    eq(r.report["summary"]["suppressed_allocations"], 4, "good rule still applies")
+
+
+def context_reset_releases_instead_of_leaking():
+    r = run(prog("teardown"))
+    eq(r.rc, 0, "exit status")
+    s = r.report["summary"]
+    eq((s["released_by_teardown_allocations"], s["released_by_teardown_bytes"]), (3, 3 * MiB), "released by teardown")
+    eq((s["leaked_allocations"], s["leaked_bytes"]), (1, 2 * MiB), "leak after the reset")
+    eq(frames(r.report["leaks"][0])[0][2], marker_line("tests/integration/progs/teardown.c", "LEAK-SITE"), "line")
+
+
+def double_free_is_an_invalid_free_and_driver_answer_is_kept():
+    plain = run(prog("double_free"), preload=False)
+    r = run(prog("double_free"))
+    eq(r.out, plain.out, "program output unchanged")
+    eq(r.out.strip(), "double_free: 0 1 1", "driver's answers")
+    eq(r.report["summary"]["invalid_frees"], 2, "invalid frees")
+    inv = r.report["invalid_frees"]
+    eq(frames(inv[0])[0][0], "main", "invalid free stack")
+    eq(frames(inv[0])[0][2], marker_line("tests/integration/progs/double_free.c", "INVALID-SITE"), "invalid free line")
+    eq(inv[1]["address"], "0x1234", "bogus pointer")
+
+
+def out_of_memory_writes_a_post_mortem_report():
+    r = run(prog("oom"), env={"SIMCUDA_MEMORY": "64M"})
+    plain = run(prog("oom"), env={"SIMCUDA_MEMORY": "64M"}, preload=False)
+    eq(r.out, plain.out, "program output unchanged")
+    check("big-alloc rc 2" in r.out, "the program sees cudaErrorMemoryAllocation: " + r.out)
+    ooms = [x for x in r.reports if x["reason"] == "oom"]
+    eq(len(ooms), 1, "oom reports")
+    o = ooms[0]
+    eq((o["oom"]["bytes"], o["oom"]["kind"], o["oom"]["device"]), (8 * MiB, "device", 0), "failed request")
+    eq(frames(o["oom"])[0][2], marker_line("tests/integration/progs/oom.c", "OOM-SITE"), "oom line")
+    eq(o["devices"][0]["free"], 32 * MiB, "driver free at the failure")
+    eq(o["devices"][0]["total"], 64 * MiB, "driver total")
+    eq(o["summary"]["live_bytes"], 32 * MiB, "live at the failure")
+    eq(r.report["summary"]["oom_failures"], 1, "oom failures counted")
+    check("out of memory allocating 8.0 MiB on device 0" in r.err, "stderr line: " + r.err)
+
+
+def rtld_next_chains_still_work_under_the_preload():
+    r = run(os.path.join(PROGS, "it_chain"), env={"LD_LIBRARY_PATH": PROGS + ":" + SIM})
+    eq((r.rc, r.out.strip()), (0, "chain_value=43"), "chain result")
+
+
+def cudnn_and_cublas_names_pass_through_dlsym():
+    r = run(prog("passthrough"), os.environ["TL_FAKE_CUDNN"])
+    eq(r.rc, 0, "exit status: " + r.err)
+    check("cudnnCreate -> libfake_cudnn.so" in r.out and "cuMemAlloc_v2 in fake library -> NULL" in r.out, r.out)
+
+
+def process_without_cuda_writes_no_report():
+    r = run("/bin/true")
+    eq((r.rc, r.reports, r.err), (0, [], ""), "nothing written, nothing said")
+
+
+def sigusr1_writes_a_snapshot_and_program_continues():
+    tmp = tempfile.mkdtemp(prefix="tl-sig-")
+    e = dict(os.environ, LD_LIBRARY_PATH=SIM, LD_PRELOAD=LIB, TENSORLEAK_OUTPUT=os.path.join(tmp, "r.%n.json"))
+    p = subprocess.Popen([prog("wait_signal")], env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    eq(p.stdout.readline().strip(), "ready", "program started")
+    for i in range(3):
+        p.send_signal(signal.SIGUSR1)
+        deadline = time.time() + 10
+        while len([n for n in os.listdir(tmp) if n.endswith(".json")]) < i + 1 and time.time() < deadline:
+            time.sleep(0.02)
+    p.stdin.close()
+    out = p.stdout.read()
+    eq((p.wait(timeout=20), out.strip()), (7, "done"), "program continued and kept its status")
+    names = sorted(n for n in os.listdir(tmp))
+    eq(names, ["r.1.json", "r.2.json", "r.3.json", "r.4.json"], "three snapshots then the exit report")
+    snaps = [json.load(open(os.path.join(tmp, n))) for n in names]
+    eq([s["reason"] for s in snaps], ["signal", "signal", "signal", "exit"], "reasons")
+    eq(snaps[0]["summary"]["live_bytes"], 2 * MiB, "live in the snapshot")
+    eq(snaps[0]["summary"]["leaked_bytes"], 0, "a snapshot is not a leak verdict")
+    eq(snaps[3]["summary"]["leaked_bytes"], MiB, "exit report")
+
+
+if __name__ == "__main__":
+    name = sys.argv[1]
+    fn = globals().get(name)
+    if not fn:
+        fail(f"no test {name}")
+    fn()
+    print("ok", name)
