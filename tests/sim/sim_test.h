@@ -19,6 +19,10 @@
 
 #include "cuda_compat.h"
 
+#ifndef CU_STREAM_PER_THREAD /* cuda.h has it; cuda_compat.h does not */
+#define CU_STREAM_PER_THREAD ((CUstream)0x2)
+#endif
+
 /* Exported legacy variants cuda.h hides or macro-maps to _v2. */
 #undef cuCtxDestroy
 #undef cuDevicePrimaryCtxRelease

@@ -346,3 +346,36 @@ Test(alloc, concurrent_allocations_never_overlap)
     for (int i = 1; i < THREADS * EACH; i++)
         cr_assert_geq(allocated[i] - allocated[i - 1], 1024);
 }
+
+Test(alloc, a_bad_memory_size_warns_once_and_uses_16G, .init = cr_redirect_stderr)
+{
+    setenv("SIMCUDA_MEMORY", "lots", 1);
+    cu_ok(cuInit(0));
+    size_t total;
+    cu_ok(cuDeviceTotalMem_v2(&total, 0));
+    cr_assert_eq(total, 16ull << 30);
+    cr_assert_str_eq(sim_captured_stderr(), "simcuda: bad SIMCUDA_MEMORY='lots', using 16G\n");
+}
+
+/* SIMCUDA_* is read once per process, and each test is its own process. */
+static void expect_capacity(const char *text, size_t bytes)
+{
+    setenv("SIMCUDA_MEMORY", text, 1);
+    cu_ok(cuInit(0));
+    size_t total;
+    cu_ok(cuDeviceTotalMem_v2(&total, 0));
+    cr_assert_eq(total, bytes, "SIMCUDA_MEMORY=%s", text);
+}
+
+Test(alloc, memory_size_in_gibibytes) { expect_capacity("1G", 1ull << 30); }
+Test(alloc, memory_size_in_kibibytes) { expect_capacity("512K", 512 * 1024); }
+Test(alloc, memory_size_suffix_is_case_insensitive) { expect_capacity("3m", 3 * MiB); }
+Test(alloc, memory_size_in_bytes) { expect_capacity("1000000", 1000000); }
+
+Test(alloc, zero_devices_means_no_device)
+{
+    setenv("SIMCUDA_DEVICES", "0", 1);
+    cu_err(cuInit(0), CUDA_ERROR_NO_DEVICE);
+    int n;
+    cu_err(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+}
