@@ -20,6 +20,11 @@
 /* cuda.h maps the plain name to _v2; we need the plain name for the legacy
  * four-argument entry point declared at the end of this file. */
 #undef cuGetProcAddress
+/* Likewise for the legacy entry points whose signature equals the _v2 one:
+ * NVIDIA's runtime still asks for some of them by old versions (seen:
+ * cuDevicePrimaryCtxReset at 7000), so we hook them under their own names. */
+#undef cuCtxDestroy
+#undef cuDevicePrimaryCtxReset
 #else
 
 #define CUDA_VERSION 13000
@@ -239,6 +244,9 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cu
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
+/* Legacy variants with the same signatures as their _v2 successors. */
+CUresult cuCtxDestroy(CUcontext ctx);
+CUresult cuDevicePrimaryCtxReset(CUdevice dev);
 /* The four-argument cuGetProcAddress of CUDA 11.3–11.8, still exported. */
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 

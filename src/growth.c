@@ -43,9 +43,7 @@ static void mark_site(struct tl_callsite *cs, void *arg)
 static uint64_t device_free_now(void)
 {
     typedef int (*getinfo_fn)(size_t *, size_t *);
-    static getinfo_fn getinfo;
-    if (!getinfo)
-        getinfo = (getinfo_fn)tl_driver_symbol("cuMemGetInfo_v2");
+    getinfo_fn getinfo = (getinfo_fn)tl_driver_symbol("cuMemGetInfo_v2");
     size_t f = 0, t = 0;
     if (!getinfo || getinfo(&f, &t) != 0)
         return 0;

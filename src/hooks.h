@@ -40,7 +40,9 @@
     X(cuMemMap, cuMemMap, 10020, 0)                                      \
     X(cuMemUnmap, cuMemUnmap, 10020, 0)                                  \
     X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, 0) \
+    X(cuCtxDestroy, cuCtxDestroy, 2000, 0)                               \
     X(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0)                            \
+    X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, 0)         \
     X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, 0)     \
     X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, 0)       \
     X(cuGetProcAddress, cuGetProcAddress, 11030, 0)                      \

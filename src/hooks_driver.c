@@ -308,3 +308,24 @@ TL_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
     LEAVE();
     return rc;
 }
+
+/* The legacy entry points: same signatures, same teardown. */
+TL_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    ENTER();
+    if (outer)
+        tl_teardown_context(NULL, dev);
+    CUresult rc = CALL_REAL(cuDevicePrimaryCtxReset, dev);
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
+{
+    ENTER();
+    if (outer)
+        tl_teardown_context(ctx, -1);
+    CUresult rc = CALL_REAL(cuCtxDestroy, ctx);
+    LEAVE();
+    return rc;
+}

@@ -17,8 +17,6 @@
 #include <dlfcn.h>
 #include <string.h>
 
-void tl_note_driver_handle(void *handle);
-
 /* Driver names are "cu" + capital letter, runtime names "cuda" + capital:
  * cudnn*, cublas*, cufft* ... pass through untouched (HAMi-core PR #215). */
 static bool maybe_ours(const char *name)
@@ -73,8 +71,6 @@ void *tl_dlsym_route(void *handle, const char *name, void **result)
     }
     void *expected = NULL;
     atomic_compare_exchange_strong(&h->real, &expected, real);
-    if (h->base && handle != RTLD_DEFAULT)
-        tl_note_driver_handle(handle);
     *result = h->hook;
     return NULL;
 }

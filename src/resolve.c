@@ -43,31 +43,18 @@ void *tl_real_dlsym(void *handle, const char *name)
     return fn ? fn(handle, name) : NULL;
 }
 
-/* The driver's handle: the library that defines the real cuGetProcAddress or
- * any other driver entry we captured, else an already-loaded libcuda.so.1.
- * RTLD_NOLOAD: we never load a driver the program did not load. */
-static _Atomic(void *) driver_handle;
-
-void tl_note_driver_handle(void *handle);
-void tl_note_driver_handle(void *handle)
-{
-    void *expected = NULL;
-    atomic_compare_exchange_strong(&driver_handle, &expected, handle);
-}
-
+/* A driver symbol we call ourselves (cuCtxGetCurrent, cuMemGetInfo_v2, ...),
+ * from the libcuda.so.1 the program already loaded.  RTLD_NOLOAD: we never
+ * load a driver the program did not load.  No handle is kept: a program (or
+ * NVIDIA's static runtime, when the driver is unusable) may dlclose the
+ * driver, and a kept handle would then point at an unmapped library. */
 void *tl_driver_symbol(const char *name)
 {
-    void *h = atomic_load(&driver_handle);
-    if (!h) {
-        h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
-        if (!h)
-            return NULL;
-        /* dlopen took a reference; the driver stays loaded for the process
-         * anyway (NVIDIA's runtime never unloads it). */
-        tl_note_driver_handle(h);
-        h = atomic_load(&driver_handle);
-    }
+    void *h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+    if (!h)
+        return NULL;
     void *fn = tl_real_dlsym(h, name);
+    dlclose(h);
     /* Never hand back one of our own hooks as "the real one". */
     for (int i = 0; fn && i < TL_HOOK_COUNT; i++)
         if (tl_hooks[i].hook == fn)
