@@ -22,7 +22,8 @@
  *
  * Address layout (fake GPU virtual addresses, reserved PROT_NONE in the host
  * address space when possible so no host allocation can ever share them and
- * any dereference faults, as a real device pointer would):
+ * any dereference faults, as a real device pointer would).  The ranges lie
+ * in what AddressSanitizer calls HighMem, so they work under ASan too:
  *   device d memory:  SIM_DEVICE_BASE + d * SIM_DEVICE_STRIDE, capacity bytes
  *   VMM reservations: SIM_VMM_BASE, SIM_VMM_SIZE (one range for all devices:
  *                     a cuMemAddressReserve range is not tied to a device)
@@ -74,9 +75,9 @@ size_t simcuda_largest_free_block(int dev);
 #define SIM_MAX_DEVICES 8
 #define SIM_DEFAULT_MEMORY (16ull << 30)
 #define SIM_MAX_MEMORY (1ull << 40)           /* one device slot */
-#define SIM_DEVICE_BASE 0x100000000000ull     /* 16 TiB */
+#define SIM_DEVICE_BASE 0x200000000000ull     /* 32 TiB */
 #define SIM_DEVICE_STRIDE 0x10000000000ull    /* 1 TiB per device */
-#define SIM_VMM_BASE 0x200000000000ull        /* 32 TiB */
+#define SIM_VMM_BASE 0x300000000000ull        /* 48 TiB */
 #define SIM_VMM_SIZE 0x40000000000ull         /* 4 TiB of reservable VA */
 #define SIM_DRIVER_VERSION 13000
 
