@@ -311,6 +311,35 @@ def sigusr1_writes_a_snapshot_and_program_continues():
     eq(snaps[3]["summary"]["leaked_bytes"], MiB, "exit report")
 
 
+def caching_allocator_separates_held_segments_leaked_blocks_and_fragmentation():
+    r = run(sample("caching_allocator"), env={"SIMCUDA_MEMORY": "48M"})
+    eq(r.rc, 0, "exit status")
+    check("12 MiB request failed (fragmentation)" in r.out, r.out)
+    # The post-mortem at the failed segment request: 20 MiB free in the pool,
+    # in 4 MiB holes, so fragmentation = 1 - 4/20.
+    oom = [x for x in r.reports if x["reason"] == "oom"]
+    eq(len(oom), 1, "oom reports")
+    s = oom[0]["summary"]
+    eq((s["reserved_bytes"], s["allocated_bytes"], s["gap_bytes"], s["largest_free_block"]),
+       (40 * MiB, 20 * MiB, 20 * MiB, 4 * MiB), "reserved/allocated/gap/largest at the OOM")
+    eq(round(s["fragmentation"], 6), 0.8, "fragmentation at the OOM")
+    eq((oom[0]["oom"]["bytes"], oom[0]["devices"][0]["free"]), (20 * MiB, 8 * MiB), "failed request and driver free")
+    # At exit: the two segments are the pool's reserve (held, not leaked);
+    # the one block never returned is the leak, at its allocation stack.
+    rep = r.report
+    s = rep["summary"]
+    eq((s["leaked_allocations"], s["leaked_bytes"], s["held_bytes"]), (1, 4 * MiB, 40 * MiB), "exit classification")
+    eq([(l["kind"], l["bytes"], l["count"]) for l in rep["leaks"]], [("pool_block", 4 * MiB, 1)], "leaks")
+    eq([(h["kind"], h["bytes"], h["count"]) for h in rep["held"]], [("device", 40 * MiB, 2)], "held")
+    eq(frames(rep["leaks"][0])[0][0], "block_alloc", "leak stack starts in the allocator")
+    check(any(f[0] == "main" for f in frames(rep["leaks"][0])), "and reaches main")
+    p = rep["pools"][0]
+    eq((p["name"], p["kind"], p["reserved_bytes"], p["allocated_bytes"], p["free_bytes"], p["largest_free_block"], p["segments"]),
+       ("caching_allocator", "annotated", 40 * MiB, 4 * MiB, 36 * MiB, 20 * MiB, 2), "pool at exit")
+    eq(round(p["fragmentation"], 6), round(1 - 20 / 36, 6), "pool fragmentation at exit")
+    eq(p["utilization"], 1.0, "peak allocated / peak reserved")
+
+
 if __name__ == "__main__":
     name = sys.argv[1]
     fn = globals().get(name)
