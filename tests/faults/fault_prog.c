@@ -1,0 +1,189 @@
+/*
+ * fault_prog.c — one program, many ways to end and to make children, for
+ * tests/faults/faults_test.py.  Every mode first leaks LEAKS blocks of
+ * BLOCK bytes with cudaMalloc at leak_blocks(), then does what its name says:
+ *
+ *   return | exit | _exit | abort | sigterm | sigint | segv
+ *   fork | fork-nofollow | fork-exec | vfork-exec | posix-spawn | clone
+ *   dlopen PLUGIN | threads | leak2 (what exec'd children run)
+ *
+ * Children print "child PID" on stdout so the driver knows which report is
+ * whose.  A library this program links (fault_early.c) and this program's own
+ * constructor each leak one block before main when FAULT_EARLY=1.
+ */
+#include "cudart_compat.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define BLOCK (1u << 20)
+#define LEAKS 3
+
+extern char **environ;
+void fault_early_linked(void);
+
+static void die(const char *what)
+{
+    fprintf(stderr, "fault_prog: %s failed\n", what);
+    exit(3);
+}
+
+static __attribute__((noinline)) void leak_blocks(int n, size_t bytes)
+{
+    for (int i = 0; i < n; i++) {
+        void *p = NULL;
+        if (cudaMalloc(&p, bytes) != cudaSuccess)
+            die("cudaMalloc");
+    }
+}
+
+__attribute__((constructor)) static void program_constructor(void)
+{
+    const char *e = getenv("FAULT_EARLY");
+    if (e && strcmp(e, "1") == 0)
+        leak_blocks(1, 3 * BLOCK);
+}
+
+static int wait_child(pid_t pid)
+{
+    int st;
+    if (waitpid(pid, &st, 0) != pid)
+        die("waitpid");
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void announce(pid_t pid)
+{
+    printf("child %d\n", (int)pid);
+    fflush(stdout);
+}
+
+#define THREADS 8
+static pthread_barrier_t barrier;
+static void *first_use(void *arg)
+{
+    (void)arg;
+    pthread_barrier_wait(&barrier);
+    leak_blocks(1, BLOCK / 2);
+    return NULL;
+}
+
+static int child_fn(void *arg)
+{
+    (void)arg;
+    leak_blocks(2, BLOCK);
+    exit(0); /* runs destructors: the library must not report for this child */
+}
+
+int main(int argc, char **argv)
+{
+    fault_early_linked();
+    const char *mode = argc > 1 ? argv[1] : "return";
+    char *self = argv[0];
+    if (strcmp(mode, "leak2") == 0) {
+        leak_blocks(2, BLOCK);
+        return 0;
+    }
+    if (strcmp(mode, "threads") == 0) {
+        /* No CUDA call before this point: the threads race to the first one. */
+        pthread_t t[THREADS];
+        pthread_barrier_init(&barrier, NULL, THREADS);
+        for (int i = 0; i < THREADS; i++)
+            pthread_create(&t[i], NULL, first_use, NULL);
+        for (int i = 0; i < THREADS; i++)
+            pthread_join(t[i], NULL);
+        puts("threads done");
+        return 0;
+    }
+    leak_blocks(LEAKS, BLOCK);
+    fflush(stdout);
+    if (strcmp(mode, "return") == 0) {
+        puts("returning");
+        return 0;
+    }
+    if (strcmp(mode, "exit") == 0) {
+        puts("exiting");
+        exit(7);
+    }
+    if (strcmp(mode, "_exit") == 0)
+        _exit(9);
+    if (strcmp(mode, "abort") == 0)
+        abort();
+    if (strcmp(mode, "sigterm") == 0)
+        raise(SIGTERM);
+    if (strcmp(mode, "sigint") == 0)
+        raise(SIGINT);
+    if (strcmp(mode, "segv") == 0) {
+        volatile int *null = NULL;
+        *null = 1;
+    }
+    if (strcmp(mode, "fork") == 0) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            leak_blocks(2, BLOCK);
+            exit(0);
+        }
+        announce(pid);
+        return wait_child(pid);
+    }
+    if (strcmp(mode, "fork-exec") == 0) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            execl(self, self, "leak2", (char *)NULL);
+            _exit(127);
+        }
+        announce(pid);
+        return wait_child(pid);
+    }
+    if (strcmp(mode, "vfork-exec") == 0) {
+        pid_t pid = vfork();
+        if (pid == 0) {
+            execl(self, self, "leak2", (char *)NULL);
+            _exit(127);
+        }
+        announce(pid);
+        return wait_child(pid);
+    }
+    if (strcmp(mode, "posix-spawn") == 0) {
+        pid_t pid;
+        char *args[] = {self, "leak2", NULL};
+        if (posix_spawn(&pid, self, NULL, NULL, args, environ) != 0)
+            die("posix_spawn");
+        announce(pid);
+        return wait_child(pid);
+    }
+    if (strcmp(mode, "clone") == 0) {
+        /* Raw clone: no pthread_atfork handlers run in the child. */
+        long pid = syscall(SYS_clone, (unsigned long)SIGCHLD, NULL, NULL, NULL, NULL);
+        if (pid == 0)
+            child_fn(NULL);
+        if (pid < 0)
+            die("clone");
+        announce((pid_t)pid);
+        return wait_child((pid_t)pid);
+    }
+    if (strcmp(mode, "dlopen") == 0 && argc > 2) {
+        void *h = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+        if (!h)
+            die(dlerror());
+        void (*plugin_leak)(int) = (void (*)(int))dlsym(h, "fault_plugin_leak");
+        if (!plugin_leak)
+            die("dlsym(fault_plugin_leak)");
+        plugin_leak(2);
+        if (dlclose(h) != 0)
+            die("dlclose");
+        puts("unloaded");
+        return 0;
+    }
+    fprintf(stderr, "fault_prog: unknown mode %s\n", mode);
+    return 2;
+}
