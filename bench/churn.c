@@ -1,0 +1,220 @@
+/*
+ * churn.c — the allocation workload of the overhead benchmark (BENCHMARKS.md).
+ *
+ *   churn cuda|host pairs N [depth D] [threads T] [sites S] [size B]
+ *       Each of T threads makes N alloc+free pairs (cudaMalloc/cudaFree, or
+ *       malloc/free for the heaptrack comparison) from the bottom of a chain
+ *       of D recursive calls.  Pair i comes from call site i % S: the
+ *       innermost levels of the chain pick one of four call instructions from
+ *       two bits of the site number, so S sites are S distinct stacks.  A
+ *       warm-up of S pairs (at least 1000) per thread precedes the timed part.
+ *
+ *   churn cuda|host live L [depth D] [sites C] [size B]
+ *       Makes L allocations from C call sites and exits holding them all
+ *       (the tracker's exit report is what gets timed, by the caller).
+ *
+ * Prints one JSON line on stdout: CPU time (the sum of the timed threads'
+ * CLOCK_THREAD_CPUTIME_ID), wall time, and for `live` the resident set size
+ * and the CLOCK_MONOTONIC instant main returned, so the caller can time
+ * everything after it (atexit handlers: the exit report).
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cudart_compat.h"
+
+#define SITE_LEVELS 8 /* innermost levels that branch on the site: 4^8 sites */
+
+static int use_cuda = 1;
+static size_t alloc_size = 256;
+static volatile uintptr_t sink;
+
+static uint64_t now_ns(clockid_t clk)
+{
+    struct timespec ts;
+    clock_gettime(clk, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void *do_alloc(void)
+{
+    if (use_cuda) {
+        void *p = NULL;
+        if (cudaMalloc(&p, alloc_size) != cudaSuccess) {
+            fprintf(stderr, "churn: cudaMalloc failed\n");
+            exit(2);
+        }
+        return p;
+    }
+    void *p = malloc(alloc_size);
+    if (!p)
+        exit(2);
+    sink = (uintptr_t)p;
+    return p;
+}
+
+static void do_free(void *p)
+{
+    if (use_cuda)
+        cudaFree(p);
+    else
+        free(p);
+}
+
+/* What the bottom of the chain does: one pair, or one kept allocation. */
+struct leaf {
+    void **keep; /* NULL: free at once */
+};
+
+__attribute__((noinline)) static int chain(int level, unsigned site, struct leaf *lf);
+
+/* The four call instructions are kept apart by the distinct constants added
+ * after each (no tail call, no merging: four return addresses). */
+__attribute__((noinline)) static int chain(int level, unsigned site, struct leaf *lf)
+{
+    int r;
+    if (level == 0) {
+        void *p = do_alloc();
+        if (lf->keep)
+            *lf->keep = p;
+        else
+            do_free(p);
+        return 1;
+    }
+    if (level <= SITE_LEVELS) {
+        switch ((site >> (2 * (level - 1))) & 3u) {
+        case 0: r = chain(level - 1, site, lf) + 1; break;
+        case 1: r = chain(level - 1, site, lf) + 3; break;
+        case 2: r = chain(level - 1, site, lf) + 7; break;
+        default: r = chain(level - 1, site, lf) + 15; break;
+        }
+    } else {
+        r = chain(level - 1, site, lf) + 31;
+    }
+    __asm__ volatile("" : "+r"(r) : : "memory");
+    return r;
+}
+
+struct worker {
+    pthread_t thread;
+    long pairs;
+    int depth;
+    unsigned sites;
+    pthread_barrier_t *start;
+    uint64_t cpu_ns;
+};
+
+static void *run_worker(void *arg)
+{
+    struct worker *w = arg;
+    struct leaf lf = {NULL};
+    long warm = w->sites > 1000 ? (long)w->sites : 1000;
+    for (long i = 0; i < warm; i++)
+        chain(w->depth, (unsigned)(i % w->sites), &lf);
+    pthread_barrier_wait(w->start);
+    uint64_t c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+    for (long i = 0; i < w->pairs; i++)
+        chain(w->depth, (unsigned)(i % w->sites), &lf);
+    w->cpu_ns = now_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+    return NULL;
+}
+
+static long rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            kb = strtol(line + 6, NULL, 10);
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: churn cuda|host pairs N [depth D] [threads T] [sites S] [size B]\n"
+                    "       churn cuda|host live L [depth D] [sites C] [size B]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4)
+        usage();
+    use_cuda = strcmp(argv[1], "cuda") == 0;
+    if (!use_cuda && strcmp(argv[1], "host") != 0)
+        usage();
+    int live = strcmp(argv[2], "live") == 0;
+    if (!live && strcmp(argv[2], "pairs") != 0)
+        usage();
+    long n = atol(argv[3]);
+    int depth = 10, threads = 1;
+    unsigned sites = 1;
+    for (int i = 4; i + 1 < argc; i += 2) {
+        long v = atol(argv[i + 1]);
+        if (strcmp(argv[i], "depth") == 0) depth = (int)v;
+        else if (strcmp(argv[i], "threads") == 0) threads = (int)v;
+        else if (strcmp(argv[i], "sites") == 0) sites = (unsigned)v;
+        else if (strcmp(argv[i], "size") == 0) alloc_size = (size_t)v;
+        else usage();
+    }
+    if (n <= 0 || depth < 0 || threads < 1 || threads > 64 || sites < 1 || alloc_size < 1)
+        usage();
+    if (use_cuda) {
+        /* Initialise the runtime outside the timed part. */
+        void *p;
+        if (cudaMalloc(&p, 1) != cudaSuccess) {
+            fprintf(stderr, "churn: no simulated device\n");
+            return 2;
+        }
+        cudaFree(p);
+    }
+    const char *api = use_cuda ? "cuda" : "host";
+
+    if (live) {
+        void **keep = malloc((size_t)n * sizeof *keep);
+        if (!keep)
+            return 2;
+        long rss0 = rss_kb();
+        uint64_t c0 = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+        for (long i = 0; i < n; i++) {
+            struct leaf lf = {&keep[i]};
+            chain(depth, (unsigned)(i % sites), &lf);
+        }
+        uint64_t cpu = now_ns(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        printf("{\"api\":\"%s\",\"mode\":\"live\",\"live\":%ld,\"depth\":%d,\"sites\":%u,"
+               "\"cpu_ns\":%llu,\"rss_before_kb\":%ld,\"rss_kb\":%ld,\"main_end_mono_ns\":%llu}\n",
+               api, n, depth, sites, (unsigned long long)cpu, rss0, rss_kb(),
+               (unsigned long long)now_ns(CLOCK_MONOTONIC));
+        fflush(stdout);
+        return 0; /* holding every allocation */
+    }
+
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, (unsigned)threads + 1);
+    struct worker *w = calloc((size_t)threads, sizeof *w);
+    for (int t = 0; t < threads; t++) {
+        w[t] = (struct worker){.pairs = n, .depth = depth, .sites = sites, .start = &start};
+        pthread_create(&w[t].thread, NULL, run_worker, &w[t]);
+    }
+    pthread_barrier_wait(&start);
+    uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+    uint64_t cpu = 0;
+    for (int t = 0; t < threads; t++) {
+        pthread_join(w[t].thread, NULL);
+        cpu += w[t].cpu_ns;
+    }
+    uint64_t wall = now_ns(CLOCK_MONOTONIC) - t0;
+    double total = (double)n * threads;
+    printf("{\"api\":\"%s\",\"mode\":\"pairs\",\"pairs\":%ld,\"threads\":%d,\"depth\":%d,\"sites\":%u,"
+           "\"cpu_ns\":%llu,\"wall_ns\":%llu,\"cpu_ns_per_pair\":%.1f,\"pairs_per_s\":%.0f}\n",
+           api, n, threads, depth, sites, (unsigned long long)cpu, (unsigned long long)wall,
+           (double)cpu / total, total / ((double)wall / 1e9));
+    return 0;
+}
