@@ -262,13 +262,19 @@ int tl_current_context_index(int *device_out)
 {
     typedef int (*get_current_fn)(void **);
     typedef int (*get_device_fn)(int *);
-    static get_current_fn get_current;
-    static get_device_fn get_device;
-    if (!get_current) {
-        get_current = (get_current_fn)tl_driver_symbol("cuCtxGetCurrent");
+    /* Resolved once; published with atomics because hooks on several threads
+     * may get here first at the same time. */
+    static _Atomic(get_current_fn) cached_current;
+    static _Atomic(get_device_fn) cached_device;
+    get_current_fn get_current = atomic_load_explicit(&cached_current, memory_order_acquire);
+    get_device_fn get_device = atomic_load_explicit(&cached_device, memory_order_acquire);
+    if (!get_current || !get_device) {
         get_device = (get_device_fn)tl_driver_symbol("cuCtxGetDevice");
+        get_current = (get_current_fn)tl_driver_symbol("cuCtxGetCurrent");
         if (!get_current || !get_device)
             return 0;
+        atomic_store_explicit(&cached_device, get_device, memory_order_release);
+        atomic_store_explicit(&cached_current, get_current, memory_order_release);
     }
     void *ctx = NULL;
     if (get_current(&ctx) != 0 || !ctx)
