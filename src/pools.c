@@ -360,17 +360,25 @@ static int by_base(const void *a, const void *b)
     return x->base < y->base ? -1 : x->base > y->base;
 }
 
-/* Walks one annotated pool's segments against its (sorted) blocks. */
+/* Walks one annotated pool's segments against its (sorted) blocks, and
+ * keeps the layout for the memory map. */
 static void layout(struct pool *p, struct block *blocks, size_t n, struct tl_pool_row *row)
 {
     qsort(p->segs, p->nsegs, sizeof *p->segs, by_base);
     qsort(blocks, n, sizeof *blocks, by_addr);
     uint64_t largest = 0, free_total = 0, allocated = 0;
-    size_t b = 0;
+    size_t b = 0, kept = 0;
+    row->layout = calloc(p->nsegs + 1, sizeof *row->layout);
     for (size_t s = 0; s < p->nsegs; s++) {
         uint64_t lo = p->segs[s].base, hi = lo + p->segs[s].size, cursor = lo;
+        struct tl_layout_segment *ls = row->layout ? &row->layout[row->nlayout++] : NULL;
+        if (ls) {
+            ls->base = lo;
+            ls->bytes = p->segs[s].size;
+        }
         while (b < n && blocks[b].addr < lo)
             b++; /* a block outside every segment: counted, not placed */
+        size_t first = b;
         for (; b < n && blocks[b].addr < hi; b++) {
             uint64_t start = blocks[b].addr > cursor ? blocks[b].addr : cursor;
             if (start > cursor) {
@@ -391,6 +399,19 @@ static void layout(struct pool *p, struct block *blocks, size_t n, struct tl_poo
             free_total += hi - cursor;
             if (hi - cursor > largest)
                 largest = hi - cursor;
+        }
+        size_t nb = b - first;
+        if (ls && nb && kept < TL_LAYOUT_MAX) {
+            if (kept + nb > TL_LAYOUT_MAX) {
+                nb = TL_LAYOUT_MAX - kept;
+                row->layout_truncated = true;
+            }
+            ls->blocks = calloc(nb, sizeof *ls->blocks);
+            for (size_t k = 0; ls->blocks && k < nb; k++)
+                ls->blocks[ls->nblocks++] = (struct tl_layout_block){blocks[first + k].addr - lo, blocks[first + k].size};
+            kept += nb;
+        } else if (nb) {
+            row->layout_truncated = true;
         }
     }
     row->reserved = (uint64_t)atomic_load(&p->reserved);

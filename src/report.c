@@ -304,6 +304,11 @@ static void free_model(struct tl_report_model *m)
 {
     free(m->sites);
     free(m->held);
+    for (size_t i = 0; m->pools && i < m->npools; i++) {
+        for (size_t k = 0; k < m->pools[i].nlayout; k++)
+            free(m->pools[i].layout[k].blocks);
+        free(m->pools[i].layout);
+    }
     free(m->pools);
     free(m->growth);
     free(m->marks);

@@ -27,6 +27,15 @@ struct tl_device_row {
     double fragmentation;
 };
 
+struct tl_layout_block {
+    uint64_t offset, bytes;
+};
+struct tl_layout_segment {
+    uint64_t base, bytes;
+    struct tl_layout_block *blocks;
+    size_t nblocks;
+};
+
 struct tl_pool_row {
     char name[64];
     const char *kind; /* "annotated" or "stream_ordered" */
@@ -37,7 +46,13 @@ struct tl_pool_row {
     bool driver_mismatch;    /* stream-ordered: tracked allocated != USED_MEM_CURRENT */
     uint64_t driver_used;
     uint64_t segments;
+    /* Annotated pools: the layout, for memory maps (first TL_LAYOUT_MAX
+     * blocks; layout_truncated when there were more). */
+    struct tl_layout_segment *layout;
+    size_t nlayout;
+    bool layout_truncated;
 };
+#define TL_LAYOUT_MAX 8192
 
 struct tl_growth_row {
     struct tl_callsite *cs;

@@ -169,6 +169,25 @@ json_t *tl_report_to_json(struct tl_report_model *m)
         json_object_set_new(o, "peak_allocated_bytes", json_integer((json_int_t)p->peak_allocated));
         json_object_set_new(o, "peak_reserved_bytes", json_integer((json_int_t)p->peak_reserved));
         json_object_set_new(o, "segments", json_integer((json_int_t)p->segments));
+        if (!strcmp(p->kind, "annotated")) {
+            json_t *layout = json_array();
+            for (size_t k = 0; k < p->nlayout; k++) {
+                const struct tl_layout_segment *ls = &p->layout[k];
+                json_t *seg = json_object(), *blocks = json_array();
+                json_object_set_new(seg, "base", hex((uintptr_t)ls->base));
+                json_object_set_new(seg, "bytes", json_integer((json_int_t)ls->bytes));
+                for (size_t j = 0; j < ls->nblocks; j++) {
+                    json_t *blk = json_object();
+                    json_object_set_new(blk, "offset", json_integer((json_int_t)ls->blocks[j].offset));
+                    json_object_set_new(blk, "bytes", json_integer((json_int_t)ls->blocks[j].bytes));
+                    json_array_append_new(blocks, blk);
+                }
+                json_object_set_new(seg, "blocks", blocks);
+                json_array_append_new(layout, seg);
+            }
+            json_object_set_new(o, "layout", layout);
+            json_object_set_new(o, "layout_truncated", json_boolean(p->layout_truncated));
+        }
         if (!strcmp(p->kind, "stream_ordered")) {
             json_object_set_new(o, "reserved_high_bytes", json_integer((json_int_t)p->reserved_high));
             json_object_set_new(o, "used_high_bytes", json_integer((json_int_t)p->used_high));

@@ -338,6 +338,10 @@ def caching_allocator_separates_held_segments_leaked_blocks_and_fragmentation():
        ("caching_allocator", "annotated", 40 * MiB, 4 * MiB, 36 * MiB, 20 * MiB, 2), "pool at exit")
     eq(round(p["fragmentation"], 6), round(1 - 20 / 36, 6), "pool fragmentation at exit")
     eq(p["utilization"], 1.0, "peak allocated / peak reserved")
+    # The layout behind the memory map: t[7] is block 2 of the second segment.
+    eq([(seg["bytes"], [(b["offset"], b["bytes"]) for b in seg["blocks"]]) for seg in p["layout"]],
+       [(20 * MiB, []), (20 * MiB, [(8 * MiB, 4 * MiB)])], "pool layout at exit")
+    eq(int(p["layout"][1]["base"], 16) - int(p["layout"][0]["base"], 16), 20 * MiB, "segments are adjacent")
 
 
 if __name__ == "__main__":
