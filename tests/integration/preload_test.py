@@ -344,6 +344,69 @@ def caching_allocator_separates_held_segments_leaked_blocks_and_fragmentation():
     eq(int(p["layout"][1]["base"], 16) - int(p["layout"][0]["base"], 16), 20 * MiB, "segments are adjacent")
 
 
+def buffer_pool_used_correctly_holds_its_reserve_and_leaks_nothing():
+    r = run(sample("buffer_pool"), "20")
+    eq(r.rc, 0, "exit status")
+    rep = r.report
+    s = rep["summary"]
+    eq((s["leaked_allocations"], s["leaked_bytes"], s["held_bytes"]), (0, 0, 16 * MiB), "exit classification")
+    eq(rep["growth"], [], "no growth")
+    p = rep["pools"][0]
+    eq((p["name"], p["reserved_bytes"], p["allocated_bytes"], p["free_bytes"], p["largest_free_block"], p["fragmentation"]),
+       ("TensorBufferPool", 16 * MiB, 0, 16 * MiB, 16 * MiB, 0.0), "pool")
+    # A stable footprint: every mark sees the same live and reserved bytes.
+    eq({(m["live_bytes"], m["reserved_bytes"]) for m in rep["marks"]}, {(16 * MiB, 16 * MiB)}, "flat timeline")
+    eq(len(rep["marks"]), 20, "marks")
+
+
+def buffer_pool_misuse_points_at_the_acquire_site():
+    r = run(sample("buffer_pool"), "--misuse", "5")
+    eq(r.rc, 0, "exit status")
+    rep = r.report
+    eq([(l["kind"], l["bytes"], l["count"]) for l in rep["leaks"]], [("pool_block", 10 * MiB, 5)], "leaks")
+    names = [f[0] for f in frames(rep["leaks"][0])]
+    eq(names[:2], ["acquire", "serve_request_misused"], "leak stack")
+    g = rep["growth"]
+    eq([(x["kind"], x["bytes_per_mark"], x["marks"]) for x in g], [("pool_block", 2 * MiB, 5)], "growth")
+    eq(rep["summary"]["held_bytes"], 16 * MiB, "the reserve is still held, not leaked")
+    p = rep["pools"][0]
+    eq((p["allocated_bytes"], p["free_bytes"], p["largest_free_block"]), (10 * MiB, 6 * MiB, 6 * MiB), "pool at exit")
+
+
+def async_pool_reports_the_driver_reserve_and_the_one_leaked_tensor():
+    r = run(sample("async_pool"), "10")
+    eq(r.rc, 0, "exit status")
+    check(f"reserved {32 * MiB} used {MiB}" in r.out, r.out)
+    rep = r.report
+    eq([(l["kind"], l["bytes"], l["count"]) for l in rep["leaks"]], [("device", MiB, 1)], "leak")
+    eq(frames(rep["leaks"][0])[0][:1], ("scratch",), "leak function")
+    p = rep["pools"][0]
+    eq((p["kind"], p["name"], p["reserved_bytes"], p["allocated_bytes"], p["driver_used_bytes"], p["driver_mismatch"]),
+       ("stream_ordered", "default mempool (device 0)", 32 * MiB, MiB, MiB, False), "pool from the driver's attributes")
+    eq((p["reserved_high_bytes"], p["used_high_bytes"]), (32 * MiB, 7 * MiB), "high-water marks")
+    s = rep["summary"]
+    eq((s["reserved_bytes"], s["allocated_bytes"], s["gap_bytes"]), (32 * MiB, MiB, 31 * MiB), "reserved vs allocated")
+    eq(rep["devices"][0]["free"], 16 * 1024 * MiB - 32 * MiB, "driver free")
+    eq(rep["growth"], [], "one leak at the end is not growth")
+
+
+def vmm_expandable_reports_handles_mappings_and_the_range():
+    r = run(sample("vmm_expandable"))
+    eq(r.rc, 0, "exit status")
+    rep = r.report
+    got = sorted((l["kind"], l["bytes"], l["count"], frames(l)[0][2]) for l in rep["leaks"])
+    src = "samples/vmm_expandable.c"
+    eq(got, sorted([("vmm_handle", 6 * MiB, 3, marker_line(src, "HANDLE-SITE")),
+                    ("vmm_mapping", 6 * MiB, 3, marker_line(src, "MAP-SITE")),
+                    ("vmm_reservation", 1 << 30, 1, marker_line(src, "RESERVE-SITE"))]), "leaks")
+    s = rep["summary"]
+    # Memory is the handles only: a mapping or an address range is not.
+    eq((s["leaked_allocations"], s["leaked_bytes"], s["reserved_bytes"]), (7, 6 * MiB, 6 * MiB), "summary")
+    clean = run(sample("vmm_expandable"), "--clean")
+    eq((clean.report["summary"]["leaked_allocations"], clean.report["leaks"]), (0, []), "clean run")
+    eq(clean.report["summary"]["total_allocations"], 11, "1 range + 5 handles + 5 mappings")
+
+
 if __name__ == "__main__":
     name = sys.argv[1]
     fn = globals().get(name)
