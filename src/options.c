@@ -74,7 +74,8 @@ int tl_parse_size(const char *s, uint64_t *out)
 
 int tl_parse_int(const char *s, long min, long max, long *out)
 {
-    if (!*s)
+    /* strtol would skip leading blanks and accept "+5": ask for digits. */
+    if (!*s || !(isdigit((unsigned char)*s) || (*s == '-' && isdigit((unsigned char)s[1]))))
         return -1;
     errno = 0;
     char *end;

@@ -22,6 +22,7 @@
  */
 #include "hooks.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -57,6 +58,54 @@ static void after_fork_child(void)
     tl_snapshot_after_fork();
 }
 
+/* ---- fatal signals ------------------------------------------------------
+ * A program killed by SIGTERM, SIGINT, abort() or a crash never runs its
+ * destructors, so the exit report would be lost exactly when it matters.  For
+ * each fatal signal the program left at its default action we write the
+ * report, then restore the default and re-raise: the process still dies of
+ * the same signal, with the same status its parent sees.  Writing a report
+ * is not async-signal-safe; it is skipped when the signal interrupted our own
+ * tracker on this thread (it may hold a table lock), and it is attempted
+ * once. */
+static const int fatal_signals[] = {SIGABRT, SIGTERM, SIGINT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGQUIT};
+static atomic_bool fatal_entered;
+
+static void on_fatal(int sig)
+{
+    if (!atomic_exchange(&fatal_entered, true) && tl_hook_depth == 0 && atomic_load(&tl_active) && atomic_load(&tl_used) &&
+        getpid() == owner_pid) {
+        char label[32];
+        snprintf(label, sizeof label, "fatal signal %d (%s)", sig, sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+        tl_report_write(TL_REASON_EXIT, label, NULL, NULL);
+        atomic_store(&tl_active, false);
+    }
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    /* Delivered when we return (it is blocked while we run); a synchronous
+     * fault re-executes the faulting instruction and dies of it anyway. */
+    raise(sig);
+}
+
+static void install_fatal_handlers(void)
+{
+    for (size_t i = 0; i < sizeof fatal_signals / sizeof fatal_signals[0]; i++) {
+        struct sigaction old;
+        if (sigaction(fatal_signals[i], NULL, &old) != 0)
+            continue;
+        if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
+            continue; /* the program's own handler, or ignored: leave it */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_fatal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_ONSTACK;
+        sigaction(fatal_signals[i], &sa, NULL);
+    }
+}
+
 static void init(void)
 {
     tl_options_load(NULL);
@@ -66,6 +115,7 @@ static void init(void)
     tl_suppressions_load();
     atomic_store(&tl_active, true);
     tl_snapshot_start();
+    install_fatal_handlers();
 }
 
 void tl_init(void)

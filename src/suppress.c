@@ -17,9 +17,15 @@
 static struct tl_suppressions rules;
 static char **rule_names; /* "leak:pattern", for the report */
 
+/* At most this many malformed lines are named; the rest are counted, so a
+ * wrong file (a JSON report, say) costs a few lines of stderr, not hundreds. */
+#define MAX_NAMED_ERRORS 5
+static unsigned nerrors;
+
 static void on_error(void *ctx, unsigned line, const char *reason)
 {
-    tl_warn(NULL, "%s:%u: %s; line ignored", (const char *)ctx, line, reason);
+    if (++nerrors <= MAX_NAMED_ERRORS)
+        tl_warn(NULL, "%s:%u: %s; line ignored", (const char *)ctx, line, reason);
 }
 
 void tl_suppressions_load(void)
@@ -29,7 +35,7 @@ void tl_suppressions_load(void)
     const char *path = tl_opt.suppressions;
     FILE *f = fopen(path, "re");
     if (!f) {
-        tl_warn(NULL, "cannot read suppressions file %s: %s; no suppressions", path, strerror(errno));
+        tl_warn(NULL, "TENSORLEAK_SUPPRESSIONS: cannot read %s: %s; no suppressions", path, strerror(errno));
         return;
     }
     char *buf = NULL;
@@ -59,8 +65,11 @@ void tl_suppressions_load(void)
         len += n;
     }
     fclose(f);
+    nerrors = 0;
     if (tl_suppressions_parse(&rules, buf ? buf : "", len, on_error, (void *)path) < 0)
         tl_warn(NULL, "out of memory parsing %s; some suppressions are missing", path);
+    if (nerrors > MAX_NAMED_ERRORS)
+        tl_warn(NULL, "%s: %u more malformed line(s) ignored", path, nerrors - MAX_NAMED_ERRORS);
     free(buf);
     rule_names = calloc(rules.count + 1, sizeof *rule_names);
     for (size_t i = 0; rule_names && i < rules.count; i++) {

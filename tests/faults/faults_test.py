@@ -110,8 +110,8 @@ def underscore_exit_writes_no_report_and_keeps_the_status(c):
 
 def fatal_signals_keep_their_disposition_and_leave_no_partial_file(c):
     """abort, SIGTERM, SIGINT (default action) and a real SIGSEGV: the
-    process still dies of its own signal.  A report is optional today (no
-    fatal-signal handling yet); if one is written it is whole and exact."""
+    process still dies of its own signal, after the preload wrote exactly one
+    whole report naming the signal."""
     for mode, sig in (("abort", signal.SIGABRT), ("sigterm", signal.SIGTERM),
                       ("sigint", signal.SIGINT), ("segv", signal.SIGSEGV)):
         d = os.path.join(c.tmp, mode)
@@ -121,6 +121,7 @@ def fatal_signals_keep_their_disposition_and_leave_no_partial_file(c):
         if p.stdout:
             raise Failure(f"{mode}: unexpected stdout {p.stdout!r}")
         no_temp_files(c, d)
+        check_eq(len(c.files(d)), 1, f"{mode}: one report written at the signal")
         for f in c.files(d):
             with open(os.path.join(d, f)) as fh:
                 try:
@@ -128,6 +129,7 @@ def fatal_signals_keep_their_disposition_and_leave_no_partial_file(c):
                 except json.JSONDecodeError as e:
                     raise Failure(f"{mode}: half-written report {f}: {e}")
             check_eq(leaks_of(r), MAIN_LEAKS, f"{mode}: leaks in the report written at the signal")
+            check_eq((r["reason"], r["label"]), ("exit", f"fatal signal {int(sig)} ({sig.name[3:]})"), f"{mode}: label")
         print(f"{mode}: {'report written' if c.files(d) else 'no report'}")
 
 
