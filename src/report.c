@@ -98,6 +98,12 @@ const struct tl_frame_info *tl_report_frame(struct tl_report_model *m, uintptr_t
     }
     e->address = address;
     tl_symbolize(m->symbolizer, address, &e->info);
+    if (!e->info.module) {
+        /* Not mapped any more: a library dlclose'd after allocating. */
+        const struct tl_frame_info *p = tl_pinned_frame(address);
+        if (p)
+            e->info = *p;
+    }
     HASH_ADD(hh, frame_cache, address, sizeof address, e);
     return &e->info;
 }

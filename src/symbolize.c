@@ -76,3 +76,77 @@ void tl_symbolizer_close(void *session)
     if (session)
         dwfl_end(session);
 }
+
+/* ---- frames of unloaded libraries (modules.c decides when to pin) -------- *
+ * If the same addresses are later reused by another library, live
+ * symbolization wins: the pinned answer is used only for unmapped addresses. */
+#include <uthash.h>
+
+struct pinned {
+    UT_hash_handle hh;
+    uintptr_t address;
+    struct tl_frame_info info;
+};
+static struct pinned *pinned_frames;
+static pthread_mutex_t pinned_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct pin_ctx {
+    uintptr_t lo, hi;
+    void *session;
+};
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static void pin_site(struct tl_callsite *cs, void *arg)
+{
+    struct pin_ctx *p = arg;
+    for (int i = 0; i < cs->nframes; i++) {
+        uintptr_t a = cs->frames[i];
+        if (a < p->lo || a >= p->hi)
+            continue;
+        struct pinned *e;
+        HASH_FIND(hh, pinned_frames, &a, sizeof a, e);
+        if (e)
+            continue;
+        if (!p->session && !(p->session = tl_symbolizer_open()))
+            return;
+        struct tl_frame_info f;
+        tl_symbolize(p->session, a, &f);
+        e = calloc(1, sizeof *e);
+        if (!e)
+            return;
+        e->address = a;
+        e->info = f;
+        e->info.function = dup_or_null(f.function);
+        e->info.file = dup_or_null(f.file);
+        if (f.module) {
+            size_t len = strlen(f.module) + sizeof " (unloaded)";
+            char *m = malloc(len);
+            if (m)
+                snprintf(m, len, "%s (unloaded)", f.module);
+            e->info.module = m;
+        }
+        HASH_ADD(hh, pinned_frames, address, sizeof e->address, e);
+    }
+}
+
+void tl_pin_frames_in_range(uintptr_t lo, uintptr_t hi)
+{
+    struct pin_ctx p = {lo, hi, NULL};
+    pthread_mutex_lock(&pinned_lock);
+    tl_callsite_foreach(pin_site, &p);
+    pthread_mutex_unlock(&pinned_lock);
+    tl_symbolizer_close(p.session);
+}
+
+const struct tl_frame_info *tl_pinned_frame(uintptr_t address)
+{
+    pthread_mutex_lock(&pinned_lock);
+    struct pinned *e;
+    HASH_FIND(hh, pinned_frames, &address, sizeof address, e);
+    pthread_mutex_unlock(&pinned_lock);
+    return e ? &e->info : NULL;
+}

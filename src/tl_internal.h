@@ -211,6 +211,10 @@ struct tl_frame_info {
 void *tl_symbolizer_open(void);
 void tl_symbolize(void *session, uintptr_t address, struct tl_frame_info *out);
 void tl_symbolizer_close(void *session);
+/* Symbolizes and keeps every call-site frame in [lo, hi) (a library about to
+ * be dlclose'd); tl_pinned_frame answers for them once they are unmapped. */
+void tl_pin_frames_in_range(uintptr_t lo, uintptr_t hi);
+const struct tl_frame_info *tl_pinned_frame(uintptr_t address);
 
 /* ---- report.c ----------------------------------------------------------- */
 enum tl_reason { TL_REASON_EXIT, TL_REASON_SIGNAL, TL_REASON_API, TL_REASON_OOM, TL_REASON_INTERVAL, TL_REASON_BUDGET };

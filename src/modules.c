@@ -1,0 +1,76 @@
+/*
+ * modules.c — libraries that go away before the report is written.
+ *
+ * Stacks are symbolized only when a report is written, but a plugin that
+ * allocated and was then dlclose'd is no longer mapped by then: its frames
+ * would come out as bare addresses.  So dlclose is interposed: before the
+ * real dlclose, every frame of a known call site that lies inside the
+ * closing library is symbolized and kept ("pinned"); reports use the pinned
+ * answer when the address no longer belongs to any module, and mark the
+ * module "(unloaded)".  After an unload, libunwind's cache is flushed: its
+ * cached unwind info for those addresses is stale.
+ *
+ * The pinned frames live in symbolize.c (tl_pin_frames_in_range,
+ * tl_pinned_frame); this file only decides when to pin.
+ */
+#define UNW_LOCAL_ONLY
+#include "report.h"
+#include "hooks.h"
+
+#include <dlfcn.h>
+#include <libunwind.h>
+#include <link.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct range {
+    uintptr_t base;
+    uintptr_t lo, hi;
+    bool found;
+};
+
+static int find_range(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct range *r = arg;
+    if (info->dlpi_addr != r->base)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+            continue;
+        uintptr_t s = info->dlpi_addr + ph->p_vaddr;
+        if (!r->found || s < r->lo)
+            r->lo = s;
+        if (!r->found || s + ph->p_memsz > r->hi)
+            r->hi = s + ph->p_memsz;
+        r->found = true;
+    }
+    return r->found;
+}
+
+TL_EXPORT int dlclose(void *handle);
+int dlclose(void *handle)
+{
+    typedef int (*dlclose_fn)(void *);
+    static _Atomic(dlclose_fn) real;
+    dlclose_fn fn = atomic_load(&real);
+    if (!fn) {
+        fn = (dlclose_fn)tl_real_dlsym(RTLD_NEXT, "dlclose");
+        atomic_store(&real, fn);
+    }
+    if (!fn)
+        return -1;
+    struct link_map *lm = NULL;
+    void *volatile checked = handle; /* glibc declares it nonnull; callers may still pass NULL */
+    if (atomic_load(&tl_active) && checked && tl_callsite_count() > 0 && dlinfo(handle, RTLD_DI_LINKMAP, &lm) == 0 && lm) {
+        struct range r = {.base = lm->l_addr};
+        dl_iterate_phdr(find_range, &r);
+        if (r.found)
+            tl_pin_frames_in_range(r.lo, r.hi);
+    }
+    int rc = fn(handle);
+    if (rc == 0)
+        unw_flush_cache(unw_local_addr_space, 0, 0);
+    return rc;
+}
