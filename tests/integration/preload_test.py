@@ -407,6 +407,84 @@ def vmm_expandable_reports_handles_mappings_and_the_range():
     eq(clean.report["summary"]["total_allocations"], 11, "1 range + 5 handles + 5 mappings")
 
 
+def a_footprint_that_plateaus_is_not_growth():
+    r = run(prog("plateau"))
+    eq(r.rc, 0, "exit status")
+    rep = r.report
+    eq(rep["growth"], [], "no growth")
+    eq(rep["summary"]["leaked_allocations"], 0, "no leaks")
+    lives = [m["live_bytes"] for m in rep["marks"]]
+    eq(lives, [2 * MiB, 4 * MiB] + [6 * MiB] * 10, "rise then plateau")
+
+
+def spawn(progname, env):
+    tmp = tempfile.mkdtemp(prefix="tl-live-")
+    e = dict(os.environ, LD_LIBRARY_PATH=SIM, LD_PRELOAD=LIB, TENSORLEAK_OUTPUT=os.path.join(tmp, "r.%n.json"), **env)
+    p = subprocess.Popen([prog(progname)], env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    eq(p.stdout.readline().strip(), "ready", "program started")
+    return p, tmp
+
+
+def wait_for_files(tmp, n, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        names = [x for x in os.listdir(tmp) if x.endswith(".json")]
+        if len(names) >= n:
+            return names
+        time.sleep(0.005)
+    fail(f"only {len(os.listdir(tmp))} of {n} reports after {timeout}s")
+
+
+def hundred_sigusr1_during_churn_give_hundred_valid_snapshots():
+    p, tmp = spawn("churn_threads", {"TENSORLEAK_QUIET": "1"})
+    for i in range(100):
+        p.send_signal(signal.SIGUSR1)
+        wait_for_files(tmp, i + 1)
+    p.stdin.close()
+    out = p.stdout.read()
+    eq((p.wait(timeout=30), out.strip()), (5, "churned ok"), "program output and status unchanged")
+    names = sorted(os.listdir(tmp), key=lambda n: int(n.split(".")[1]))
+    eq(names, [f"r.{i}.json" for i in range(1, 102)], "100 snapshots then the exit report, nothing else")
+    for n in names[:100]:
+        with open(os.path.join(tmp, n)) as f:
+            snap = json.load(f)
+        eq(snap["reason"], "signal", n)
+        s = snap["summary"]
+        # Consistent state: the three kept buffers plus at most one churn
+        # allocation per thread in flight, and the sites agree with the total.
+        check(3 * MiB <= s["live_bytes"] <= 3 * MiB + 4 * 32768, f"{n}: live bytes {s['live_bytes']}")
+        eq(sum(l["bytes"] for l in snap["leaks"]), s["live_bytes"], f"{n}: sites add up to the total")
+    with open(os.path.join(tmp, names[100])) as f:
+        eq(json.load(f)["summary"]["leaked_bytes"], 0, "exit report")
+
+
+def interval_marks_and_snapshots_on_a_timer():
+    p, tmp = spawn("wait_signal", {"TENSORLEAK_INTERVAL": "0.05", "TENSORLEAK_QUIET": "1"})
+    wait_for_files(tmp, 3)
+    p.stdin.close()
+    eq(p.wait(timeout=20), 7, "exit status")
+    reps = [json.load(open(os.path.join(tmp, n))) for n in os.listdir(tmp)]
+    ticks = [r for r in reps if r["reason"] == "interval"]
+    check(len(ticks) >= 3, f"interval reports: {len(ticks)}")
+    exit_rep = [r for r in reps if r["reason"] == "exit"][0]
+    check(len(exit_rep["marks"]) >= 3 and all(m["label"] == "interval" for m in exit_rep["marks"]), "interval marks")
+
+
+def mark_signal_adds_marks_to_the_timeline():
+    p, tmp = spawn("wait_signal", {"TENSORLEAK_MARK_SIGNAL": "SIGUSR2", "TENSORLEAK_QUIET": "1"})
+    for i in range(3):
+        p.send_signal(signal.SIGUSR2)
+        time.sleep(0.05)
+        p.send_signal(signal.SIGUSR1)  # a snapshot after the mark: proof it was handled
+        wait_for_files(tmp, i + 1)
+    p.stdin.close()
+    eq(p.wait(timeout=20), 7, "exit status")
+    exit_rep = [json.load(open(os.path.join(tmp, n))) for n in os.listdir(tmp)]
+    exit_rep = [r for r in exit_rep if r["reason"] == "exit"][0]
+    eq([(m["seq"], m["label"], m["live_bytes"]) for m in exit_rep["marks"]],
+       [(i, "signal", 2 * MiB) for i in (1, 2, 3)], "three marks from the signal")
+
+
 if __name__ == "__main__":
     name = sys.argv[1]
     fn = globals().get(name)
