@@ -53,6 +53,18 @@ void format_stack(FILE *out, const struct tl_stack *stack);
 /* format_folded.c */
 void format_folded(FILE *out, const struct tl_report *report);
 
+/* format_sarif.c */
+/* One SARIF 2.1.0 log with the results of every report, in order. */
+bool format_sarif(FILE *out, const struct tl_report *reports, size_t count);
+/* Whether a frame is the program's own code with a file (not libc, CUDA, tensorleak). */
+bool sarif_is_user_frame(const struct tl_frame *frame);
+/* The first user frame with a file, else the first frame with a file, else NULL. */
+const struct tl_frame *sarif_user_frame(const struct tl_stack *stack);
+
+/* format_html.c */
+/* One self-contained HTML page showing every report, in order. */
+bool format_html(FILE *out, const struct tl_report *reports, size_t count);
+
 /* suppressions_file.c */
 /* Reads and parses a suppressions file; errors as "tensorleak: FILE:LINE: reason". */
 bool suppressions_load_file(const char *path, struct tl_suppressions *out);

@@ -1,34 +1,37 @@
 /*
- * cmd_report.c: `tensorleak report FILE [--format text|json|folded] [-o OUT]`.
+ * cmd_report.c: `tensorleak report FILE... [--format text|json|folded|html|sarif] [-o OUT]`.
+ * html and sarif take several reports (snapshots of one run, or ranks) and
+ * show them in the order given; the other formats print exactly one.
  */
 #include "cli.h"
 #include "report.h"
 
 #include <getopt.h>
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
-enum format { FORMAT_TEXT, FORMAT_JSON, FORMAT_FOLDED };
+enum format { FORMAT_TEXT, FORMAT_JSON, FORMAT_FOLDED, FORMAT_HTML, FORMAT_SARIF };
 
-static const char usage[] = "usage: tensorleak report FILE [--format text|json|folded] [-o OUT]";
+static const char usage[] =
+    "usage: tensorleak report FILE... [--format text|json|folded|html|sarif] [-o OUT]\n"
+    "       (several FILEs only with html or sarif)";
 
 static bool parse_format(const char *name, enum format *out)
 {
-    static const char *const later[] = { "html", "sarif" };
     if (strcmp(name, "text") == 0)
         *out = FORMAT_TEXT;
     else if (strcmp(name, "json") == 0)
         *out = FORMAT_JSON;
     else if (strcmp(name, "folded") == 0)
         *out = FORMAT_FOLDED;
+    else if (strcmp(name, "html") == 0)
+        *out = FORMAT_HTML;
+    else if (strcmp(name, "sarif") == 0)
+        *out = FORMAT_SARIF;
     else {
-        for (size_t i = 0; i < sizeof(later) / sizeof(later[0]); i++) {
-            if (strcmp(name, later[i]) == 0) {
-                cli_error("report: format '%s' is not supported yet", name);
-                return false;
-            }
-        }
-        cli_error("report: unknown format '%s' (expected text, json or folded)", name);
+        cli_error("report: unknown format '%s' (expected text, json, folded, html or sarif)",
+                  name);
         return false;
     }
     return true;
@@ -63,32 +66,50 @@ int cmd_report(int argc, char **argv)
             return cli_option_error("report", opt, argv);
         }
     }
-    if (argc - optind != 1) {
-        cli_error("report: expected one report FILE\n%s", usage);
+    size_t count = argc > optind ? (size_t)(argc - optind) : 0;
+    bool many = format == FORMAT_HTML || format == FORMAT_SARIF;
+    if (count == 0 || (count > 1 && !many)) {
+        cli_error("report: expected %s\n%s", many ? "one or more report FILEs" : "one report FILE",
+                  usage);
         return CLI_EXIT_USAGE;
     }
-    const char *path = argv[optind];
-
-    struct tl_report report;
-    if (!report_load(path, &report))
+    struct tl_report *reports = calloc(count, sizeof(*reports));
+    if (!reports) {
+        cli_error("report: out of memory");
         return CLI_EXIT_USAGE;
+    }
+    int status = CLI_EXIT_USAGE;
+    size_t loaded = 0;
+    for (; loaded < count; loaded++) {
+        if (!report_load(argv[optind + (int)loaded], &reports[loaded]))
+            goto out;
+    }
     FILE *out = cli_open_output(output);
-    if (!out) {
-        report_free(&report);
-        return CLI_EXIT_USAGE;
-    }
+    if (!out)
+        goto out;
+    const struct tl_report *report = &reports[0];
     switch (format) {
     case FORMAT_TEXT:
-        format_text(out, &report, path);
+        format_text(out, report, report->path);
         break;
     case FORMAT_JSON:
-        json_dumpf(report.root, out, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
+        json_dumpf(report->root, out, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
         fputc('\n', out);
         break;
     case FORMAT_FOLDED:
-        format_folded(out, &report);
+        format_folded(out, report);
+        break;
+    case FORMAT_HTML:
+        format_html(out, reports, count);
+        break;
+    case FORMAT_SARIF:
+        format_sarif(out, reports, count);
         break;
     }
-    report_free(&report);
-    return cli_close_output(out, output) ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    status = cli_close_output(out, output) ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+out:
+    for (size_t i = 0; i < count; i++)
+        report_free(&reports[i]);
+    free(reports);
+    return status;
 }

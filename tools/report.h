@@ -83,6 +83,25 @@ struct tl_growth {
     long long rank;
 };
 
+/* One allocated block of a pool segment (optional "layout", see tl_segment). */
+struct tl_block {
+    uint64_t offset;            /* from the segment base */
+    uint64_t bytes;
+};
+
+/*
+ * One reserved segment of an annotated pool, from the optional
+ * pools[].layout array: {"base": "0x...", "bytes": N, "blocks": [...]}.
+ * report_load() checks that blocks are sorted, do not overlap and end inside
+ * the segment, so what lies between them are the free holes.
+ */
+struct tl_segment {
+    const char *base;
+    uint64_t bytes;
+    struct tl_block *blocks;
+    size_t block_count;
+};
+
 struct tl_pool {
     const char *name;
     const char *kind;           /* "annotated" | "stream_ordered" */
@@ -91,8 +110,22 @@ struct tl_pool {
     double fragmentation;
     bool has_utilization;
     double utilization;
+    uint64_t segments;          /* "segments": how many, 0 when absent */
+    bool has_layout;            /* "layout" present (possibly empty) */
+    struct tl_segment *layout;
+    size_t layout_count;
     bool has_rank;
     long long rank;
+};
+
+/* One entry of "marks": the totals when tensorleak_mark() was called. */
+struct tl_mark {
+    long long seq;
+    const char *label;
+    uint64_t live_bytes, reserved_bytes;
+    bool has_device_free;
+    uint64_t device_free;
+    double time;                /* seconds, as recorded */
 };
 
 struct tl_device {
@@ -148,6 +181,10 @@ struct tl_report {
     bool has_sites;             /* optional "sites": live call sites */
     struct tl_leak *sites;
     size_t site_count;
+    struct tl_leak *held;       /* optional "held": pool segments kept at exit */
+    size_t held_count;
+    struct tl_mark *marks;
+    size_t mark_count;
     struct tl_growth *growth;
     size_t growth_count;
     struct tl_pool *pools;

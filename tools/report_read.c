@@ -11,6 +11,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,6 +237,102 @@ static void read_growth(struct loader *ld, json_t *root, struct tl_report *r)
     }
 }
 
+static void read_blocks(struct loader *ld, json_t *seg, const char *where, struct tl_segment *s)
+{
+    char bwhere[WHERE_MAX + 96];
+    json_t *blocks = get(ld, seg, where, "blocks", WANT_ARRAY, false);
+    if (!blocks || json_array_size(blocks) == 0)
+        return;
+    size_t n = json_array_size(blocks);
+    s->blocks = calloc(n, sizeof(*s->blocks));
+    if (!s->blocks) {
+        fail(ld, "%s.blocks: out of memory", where);
+        return;
+    }
+    s->block_count = n;
+    uint64_t end = 0;
+    for (size_t i = 0; i < n && !ld->failed; i++) {
+        snprintf(bwhere, sizeof(bwhere), "%s.blocks[%zu]", where, i);
+        json_t *b = element_object(ld, blocks, i, bwhere);
+        if (!b)
+            return;
+        struct tl_block *bl = &s->blocks[i];
+        get(ld, b, bwhere, "offset", WANT_U64, true);
+        get(ld, b, bwhere, "bytes", WANT_U64, true);
+        bl->offset = get_u64(ld, b, bwhere, "offset");
+        bl->bytes = get_u64(ld, b, bwhere, "bytes");
+        if (ld->failed)
+            return;
+        /* The memory map draws holes between blocks: they must be in order. */
+        if (bl->offset < end)
+            fail(ld, "%s: offset %" PRIu64 " overlaps or precedes the previous block", bwhere,
+                 bl->offset);
+        else if (bl->bytes > s->bytes || bl->offset > s->bytes - bl->bytes)
+            fail(ld, "%s: block ends past the segment (%" PRIu64 " bytes)", bwhere, s->bytes);
+        end = bl->offset + bl->bytes;
+    }
+}
+
+/* The optional pools[].layout array (struct tl_segment). */
+static void read_layout(struct loader *ld, json_t *pool, const char *where, struct tl_pool *p)
+{
+    char swhere[WHERE_MAX + 32];
+    json_t *layout = get(ld, pool, where, "layout", WANT_ARRAY, false);
+    p->has_layout = layout != NULL;
+    if (!layout || json_array_size(layout) == 0)
+        return;
+    size_t n = json_array_size(layout);
+    p->layout = calloc(n, sizeof(*p->layout));
+    if (!p->layout) {
+        fail(ld, "%s.layout: out of memory", where);
+        return;
+    }
+    p->layout_count = n;
+    for (size_t i = 0; i < n && !ld->failed; i++) {
+        snprintf(swhere, sizeof(swhere), "%s.layout[%zu]", where, i);
+        json_t *e = element_object(ld, layout, i, swhere);
+        if (!e)
+            return;
+        struct tl_segment *s = &p->layout[i];
+        s->base = get_str(ld, e, swhere, "base");
+        get(ld, e, swhere, "bytes", WANT_U64, true);
+        s->bytes = get_u64(ld, e, swhere, "bytes");
+        if (!ld->failed)
+            read_blocks(ld, e, swhere, s);
+    }
+}
+
+static void free_pools(struct tl_report *r)
+{
+    for (size_t i = 0; i < r->pool_count; i++) {
+        for (size_t k = 0; k < r->pools[i].layout_count; k++)
+            free(r->pools[i].layout[k].blocks);
+        free(r->pools[i].layout);
+    }
+    free(r->pools);
+}
+
+static void read_marks(struct loader *ld, json_t *root, struct tl_report *r)
+{
+    json_t *array;
+    char where[WHERE_MAX];
+    r->mark_count = get_array(ld, root, "marks", sizeof(*r->marks), &array, (void **)&r->marks);
+    for (size_t i = 0; i < r->mark_count && !ld->failed; i++) {
+        snprintf(where, sizeof(where), "marks[%zu]", i);
+        json_t *e = element_object(ld, array, i, where);
+        if (!e)
+            return;
+        struct tl_mark *m = &r->marks[i];
+        m->seq = get_int(ld, e, where, "seq");
+        m->label = get_str(ld, e, where, "label");
+        m->live_bytes = get_u64(ld, e, where, "live_bytes");
+        m->reserved_bytes = get_u64(ld, e, where, "reserved_bytes");
+        m->has_device_free = get(ld, e, where, "device_free", WANT_U64, false) != NULL;
+        m->device_free = get_u64(ld, e, where, "device_free");
+        m->time = get_real(ld, e, where, "time");
+    }
+}
+
 static void read_pools(struct loader *ld, json_t *root, struct tl_report *r)
 {
     json_t *array;
@@ -257,6 +354,8 @@ static void read_pools(struct loader *ld, json_t *root, struct tl_report *r)
         p->fragmentation = get_real(ld, e, where, "fragmentation");
         p->has_utilization = get(ld, e, where, "utilization", WANT_REAL, false) != NULL;
         p->utilization = get_real(ld, e, where, "utilization");
+        p->segments = get_u64(ld, e, where, "segments");
+        read_layout(ld, e, where, p);
         p->has_rank = get(ld, e, where, "rank", WANT_INT, false) != NULL;
         p->rank = get_int(ld, e, where, "rank");
     }
@@ -445,7 +544,11 @@ bool report_load(const char *path, struct tl_report *out)
     if (!ld.failed)
         read_leaks(&ld, root, "sites", &out->sites, &out->site_count);
     if (!ld.failed)
+        read_leaks(&ld, root, "held", &out->held, &out->held_count);
+    if (!ld.failed)
         read_growth(&ld, root, out);
+    if (!ld.failed)
+        read_marks(&ld, root, out);
     if (!ld.failed)
         read_pools(&ld, root, out);
     if (!ld.failed)
@@ -477,10 +580,14 @@ void report_free(struct tl_report *r)
     for (size_t i = 0; i < r->site_count; i++)
         free_stack(&r->sites[i].stack);
     free(r->sites);
+    for (size_t i = 0; i < r->held_count; i++)
+        free_stack(&r->held[i].stack);
+    free(r->held);
+    free(r->marks);
     for (size_t i = 0; i < r->growth_count; i++)
         free_stack(&r->growth[i].stack);
     free(r->growth);
-    free(r->pools);
+    free_pools(r);
     free(r->devices);
     for (size_t i = 0; i < r->invalid_free_count; i++)
         free_stack(&r->invalid_frees[i].stack);

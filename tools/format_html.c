@@ -1,0 +1,875 @@
+/*
+ * format_html.c: one or more reports as a single self-contained HTML page
+ * (`tensorleak report FILE... --format html`): inline CSS and SVG, no
+ * network, no fonts, and a few lines of JavaScript that only record the
+ * rendered width of every drawn memory range (data-rendered-width), so a
+ * headless browser can check the drawing. The page reads without it.
+ *
+ * Per report, in the order given (snapshots of one run read as a sequence):
+ *   verdicts   plain sentences on leaks, live, reserved vs allocated,
+ *              fragmentation, growth, invalid frees, out-of-memory, the gate
+ *   sites      top leaking (or, in a snapshot, live) call sites, stacks in <details>
+ *   memory map per pool, one SVG bar per segment drawn to one scale: allocated
+ *              blocks, free holes between them, the pool's largest hole
+ *              marked. Needs pools[].layout; without it, a bar of allocated
+ *              vs free in proportion. Plus each device: this process, others, free.
+ *   timeline   marks[] as line charts (live and reserved; device free), with
+ *              the growing call sites
+ *   invalid frees and the out-of-memory event.
+ *
+ * Every drawn range carries data-bytes (and data-offset inside a segment);
+ * widths are user units of a viewBox 960 wide, so bytes map to width by
+ * one factor per pool.
+ */
+#include "cli.h"
+#include "report.h"
+#include "sizes.h"
+
+#include "tl_version.h"
+
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAP_WIDTH 960.0
+#define SITES_SHOWN 20
+#define FRAMES_SHOWN 64
+
+/* Text in an element or a quoted attribute. */
+static void put_text(FILE *out, const char *s)
+{
+    if (!s)
+        return;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        switch (c) {
+        case '&': fputs("&amp;", out); break;
+        case '<': fputs("&lt;", out); break;
+        case '>': fputs("&gt;", out); break;
+        case '"': fputs("&quot;", out); break;
+        case '\'': fputs("&#39;", out); break;
+        default:
+            if (c < 0x20 && c != '\n' && c != '\t')
+                fputc('?', out);
+            else
+                fputc(c, out);
+        }
+    }
+}
+
+static const char *human(uint64_t bytes, char buf[SIZE_HUMAN_MAX])
+{
+    return size_human(bytes, buf);
+}
+
+static double percent(uint64_t part, uint64_t whole)
+{
+    return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+static const char style[] =
+    "<style>\n"
+    ":root{--ink:#1d2430;--muted:#5b6472;--line:#d5dae1;--bg:#f6f7f9;--block:#3b6ea8;"
+    "--hole:#ffffff;--largest:#e8862a;--bad:#b3261e;--warn:#a15c00;--ok:#2e7d32;"
+    "--live:#d0452f;--reserved:#8e5cc4;--free:#2e7d32;--other:#9aa3ad}\n"
+    "*{box-sizing:border-box}\n"
+    "body{margin:0;font:15px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;"
+    "color:var(--ink);background:var(--bg)}\n"
+    "main{max-width:1040px;margin:0 auto;padding:24px}\n"
+    "h1{font-size:24px;margin:0 0 4px}h2{font-size:20px;margin:0 0 6px}"
+    "h3{font-size:16px;margin:22px 0 8px}\n"
+    ".meta{color:var(--muted);margin:0 0 14px;font-size:13px}\n"
+    "section.report,section.sequence{background:#fff;border:1px solid var(--line);"
+    "border-radius:8px;padding:20px 22px;margin:18px 0}\n"
+    "ul.verdicts{list-style:none;padding:0;margin:0}\n"
+    "ul.verdicts li{padding:6px 10px 6px 12px;margin:4px 0;border-left:4px solid var(--line);"
+    "background:#fafbfc}\n"
+    "ul.verdicts li.bad{border-color:var(--bad)}ul.verdicts li.warn{border-color:var(--warn)}"
+    "ul.verdicts li.ok{border-color:var(--ok)}\n"
+    "ul.verdicts b{font-weight:600}\n"
+    "table{border-collapse:collapse;font-size:13px;margin:6px 0}\n"
+    "th,td{text-align:left;padding:3px 12px 3px 0;border-bottom:1px solid #eef0f3}"
+    "td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}\n"
+    "details.site{border:1px solid var(--line);border-radius:6px;margin:6px 0;background:#fff}\n"
+    "details.site>summary{cursor:pointer;padding:6px 10px}\n"
+    "details.site[open]>summary{border-bottom:1px solid var(--line)}\n"
+    ".bytes{font-weight:600;font-variant-numeric:tabular-nums}\n"
+    ".tag{display:inline-block;font-size:11px;padding:0 6px;border-radius:9px;"
+    "background:#eef0f3;color:var(--muted);margin:0 4px}\n"
+    ".tag.supp{background:#fff4e0;color:var(--warn)}\n"
+    "ol.stack{margin:6px 0 8px;padding-left:44px;font:12px/1.5 ui-monospace,Menlo,Consolas,monospace}\n"
+    "ol.stack .mod{color:var(--muted)}ol.stack .file{color:#275d8c}\n"
+    "code{font:13px ui-monospace,Menlo,Consolas,monospace}\n"
+    "figure{margin:10px 0 18px}figcaption{font-size:13px;color:var(--muted);margin-bottom:4px}\n"
+    "svg{display:block;width:100%;height:auto}\n"
+    "svg text{font:12px system-ui,sans-serif;fill:var(--ink)}svg text.dim{fill:var(--muted)}\n"
+    "rect.segment{fill:var(--hole);stroke:#7c8694;stroke-width:1}\n"
+    "rect.block{fill:var(--block);stroke:#fff;stroke-width:1}\n"
+    "rect.hole{fill:url(#holes);stroke:none}\n"
+    "rect.hole.largest{fill:#fde6cf;stroke:var(--largest);stroke-width:2}\n"
+    "rect.allocated{fill:var(--block)}rect.free{fill:url(#holes)}rect.pool-bar{fill:none;"
+    "stroke:#7c8694}\n"
+    "rect.process{fill:var(--reserved)}rect.others{fill:var(--other)}rect.device-free"
+    "{fill:#e7f3e8}rect.device{fill:none;stroke:#7c8694}\n"
+    "path.marker{fill:var(--largest)}\n"
+    ".legend{font-size:12px;color:var(--muted)}\n"
+    ".legend i{display:inline-block;width:12px;height:12px;vertical-align:-2px;margin:0 4px 0 12px;"
+    "border:1px solid #7c8694}\n"
+    "polyline.series{fill:none;stroke-width:2.5}polyline.series.reserved{stroke-width:6;stroke-opacity:.45}circle.point{stroke:#fff;stroke-width:1}\n"
+    ".live{stroke:var(--live);fill:var(--live)}.reserved{stroke:var(--reserved);fill:var(--reserved)}"
+    ".device-free-line{stroke:var(--free);fill:var(--free)}.allocated-line{stroke:var(--block);fill:var(--block)}\n"
+    ".legend i.live{background:var(--live)}.legend i.reserved{background:var(--reserved)}"
+    ".legend i.device-free-line{background:var(--free)}.legend i.allocated-line{background:var(--block)}\n"
+    "line.grid{stroke:#e6e9ee}line.axis{stroke:#9aa3ad}\n"
+    ".oom{border:1px solid #f1c4c0;background:#fdf3f2;border-radius:6px;padding:10px 12px}\n"
+    "footer{color:var(--muted);font-size:12px;text-align:center;margin:24px 0}\n"
+    "</style>\n";
+
+/* Hatching for free space, defined once and used by every SVG. */
+static const char svg_defs[] =
+    "<svg width=\"0\" height=\"0\" style=\"position:absolute\" aria-hidden=\"true\"><defs>"
+    "<pattern id=\"holes\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+    "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#fff\"/>"
+    "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#c9cfd7\" stroke-width=\"2\"/></pattern>"
+    "</defs></svg>\n";
+
+/* Records the rendered width of every drawn range, for browser tests. */
+static const char script[] =
+    "<script>\n"
+    "(function(){var n=0;document.querySelectorAll('svg [data-bytes]').forEach(function(e){"
+    "e.setAttribute('data-rendered-width',e.getBoundingClientRect().width.toFixed(2));n++;});"
+    "document.body.setAttribute('data-rendered-ranges',String(n));})();\n"
+    "</script>\n";
+
+static bool is_snapshot(const struct tl_report *r)
+{
+    return r->reason && strcmp(r->reason, "exit") != 0;
+}
+
+/* ---- stacks and call sites ------------------------------------------- */
+
+static void put_frame_location(FILE *out, const struct tl_frame *f)
+{
+    if (!f->file || !*f->file)
+        return;
+    fputs(" <span class=\"file\">", out);
+    put_text(out, f->file);
+    if (f->line > 0)
+        fprintf(out, ":%lld", f->line);
+    fputs("</span>", out);
+}
+
+static void put_stack(FILE *out, const struct tl_stack *stack)
+{
+    if (stack->count == 0) {
+        fputs("<p class=\"meta\">No stack (TENSORLEAK_DEPTH=0).</p>", out);
+        return;
+    }
+    fputs("<ol class=\"stack\" start=\"0\">", out);
+    for (size_t i = 0; i < stack->count && i < FRAMES_SHOWN; i++) {
+        const struct tl_frame *f = &stack->frames[i];
+        fputs("<li><code>", out);
+        put_text(out, f->function && *f->function ? f->function : "??");
+        fputs("</code>", out);
+        put_frame_location(out, f);
+        if (f->module && *f->module) {
+            fputs(" <span class=\"mod\">(", out);
+            put_text(out, report_basename(f->module));
+            if (f->offset && *f->offset) {
+                fputc('+', out);
+                put_text(out, f->offset);
+            }
+            fputs(")</span>", out);
+        }
+        fputs("</li>", out);
+    }
+    if (stack->count > FRAMES_SHOWN)
+        fprintf(out, "<li>… %zu more frames</li>", stack->count - FRAMES_SHOWN);
+    fputs("</ol>", out);
+}
+
+/* "<code>function</code> file:line" of the frame to look at first. */
+static void put_site_name(FILE *out, const struct tl_stack *stack)
+{
+    const struct tl_frame *f = sarif_user_frame(stack);
+    if (!f && stack->count > 0)
+        f = &stack->frames[0];
+    if (!f) {
+        fputs("<code>unknown site</code>", out);
+        return;
+    }
+    fputs("<code>", out);
+    put_text(out, f->function && *f->function ? f->function : "??");
+    fputs("</code>", out);
+    if (f->file && *f->file) {
+        fputs(" <span class=\"meta\">", out);
+        put_text(out, report_basename(f->file));
+        if (f->line > 0)
+            fprintf(out, ":%lld", f->line);
+        fputs("</span>", out);
+    }
+}
+
+static void put_sites(FILE *out, const struct tl_leak *sites, size_t count, const char *cls)
+{
+    char a[SIZE_HUMAN_MAX];
+    for (size_t i = 0; i < count && i < SITES_SHOWN; i++) {
+        const struct tl_leak *l = &sites[i];
+        fprintf(out, "<details class=\"site %s\" data-bytes-site=\"%" PRIu64 "\"><summary>"
+                "<span class=\"bytes\">%s</span> in %" PRIu64 " allocation(s) "
+                "<span class=\"tag\">", cls, l->bytes, human(l->bytes, a), l->count);
+        put_text(out, l->kind ? l->kind : "device");
+        fputs("</span>", out);
+        if (l->has_rank)
+            fprintf(out, "<span class=\"tag\">rank %lld</span>", l->rank);
+        if (l->suppressed) {
+            fputs("<span class=\"tag supp\">suppressed", out);
+            if (l->suppression) {
+                fputs(": ", out);
+                put_text(out, l->suppression);
+            }
+            fputs("</span>", out);
+        }
+        fputs(" — ", out);
+        put_site_name(out, &l->stack);
+        fputs("</summary>", out);
+        put_stack(out, &l->stack);
+        fputs("</details>\n", out);
+    }
+    if (count > SITES_SHOWN)
+        fprintf(out, "<p class=\"meta\">… and %zu more call sites (tensorleak report FILE lists "
+                "them all).</p>\n", count - SITES_SHOWN);
+}
+
+/* ---- verdicts -------------------------------------------------------- */
+
+static void verdict(FILE *out, const char *cls, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void verdict(FILE *out, const char *cls, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    /* Our own sentences: only sizes and numbers are formatted into them. */
+    fprintf(out, "<li class=\"%s\">%s</li>\n", cls, text);
+}
+
+/* gate.failed_kinds, when the report has a failed gate: "leak, growth". */
+static bool gate_failed(const struct tl_report *r, char *kinds, size_t size)
+{
+    json_t *gate = json_object_get(r->root, "gate");
+    if (!json_is_object(gate) || !json_is_true(json_object_get(gate, "failed")))
+        return false;
+    kinds[0] = '\0';
+    json_t *list = json_object_get(gate, "failed_kinds"), *k;
+    size_t i;
+    json_array_foreach(list, i, k) {
+        if (!json_is_string(k))
+            continue;
+        const char *v = json_string_value(k);
+        if (strspn(v, "abcdefghijklmnopqrstuvwxyz-") != strlen(v))
+            continue;
+        if (kinds[0])
+            strncat(kinds, ", ", size - strlen(kinds) - 1);
+        strncat(kinds, v, size - strlen(kinds) - 1);
+    }
+    return true;
+}
+
+static void put_verdicts(FILE *out, const struct tl_report *r)
+{
+    const struct tl_summary *s = &r->summary;
+    char a[SIZE_HUMAN_MAX], b[SIZE_HUMAN_MAX], c[SIZE_HUMAN_MAX];
+    fputs("<ul class=\"verdicts\">\n", out);
+    if (!is_snapshot(r)) {
+        if (s->leaked_bytes > 0)
+            verdict(out, "bad", "<b>Leaked: %s in %" PRIu64 " allocation(s)</b> were never freed. "
+                    "The call sites that allocated them are listed below, largest first.",
+                    human(s->leaked_bytes, a), s->leaked_allocations);
+        else
+            verdict(out, "ok", "<b>No leaks:</b> every tracked allocation was freed or is held "
+                    "by a declared pool.");
+    } else {
+        verdict(out, "", "<b>Snapshot</b> taken while the program ran (reason: %s): what is "
+                "live now may still be freed, so nothing is called a leak yet.",
+                r->reason && strspn(r->reason, "abcdefghijklmnopqrstuvwxyz_") == strlen(r->reason)
+                    ? r->reason : "?");
+    }
+    verdict(out, "", "<b>Live: %s in %" PRIu64 " allocation(s)</b>; the peak was %s.",
+            human(s->live_bytes, a), s->live_allocations, human(s->peak_live_bytes, b));
+    if (s->reserved_bytes > 0) {
+        verdict(out, s->gap_bytes > s->reserved_bytes / 2 ? "warn" : "",
+                "<b>Reserved %s, allocated %s:</b> the gap of %s (%.0f%%) is cached by the "
+                "process's allocators: free for its own next requests, unavailable to every "
+                "other process.",
+                human(s->reserved_bytes, a), human(s->allocated_bytes, b), human(s->gap_bytes, c),
+                percent(s->gap_bytes, s->reserved_bytes));
+        if (s->gap_bytes > 0) {
+            const char *cls = s->fragmentation >= 0.6 ? "bad" : s->fragmentation >= 0.25 ? "warn" : "ok";
+            if (s->fragmentation >= 0.25)
+                verdict(out, cls, "<b>Fragmented (%.2f):</b> the largest free block is %s of %s "
+                        "free; a request larger than %s fails even though the total would fit.",
+                        s->fragmentation, human(s->largest_free_block, a), human(s->gap_bytes, b),
+                        human(s->largest_free_block, c));
+            else
+                verdict(out, cls, "<b>Little fragmentation (%.2f):</b> the largest free block is "
+                        "%s of %s free.", s->fragmentation, human(s->largest_free_block, a),
+                        human(s->gap_bytes, b));
+        }
+    }
+    if (s->held_bytes > 0)
+        verdict(out, "", "<b>Held by pools: %s</b> — segments a caching allocator keeps, "
+                "reported as held, not as leaks.", human(s->held_bytes, a));
+    if (r->growth_count > 0)
+        verdict(out, "bad", "<b>Growing: %zu call site(s)</b> allocate more with every mark "
+                "(request) and never give it back — a leak that may never reach exit.",
+                r->growth_count);
+    if (r->invalid_free_count > 0 || s->invalid_frees > 0)
+        verdict(out, "bad", "<b>Invalid frees: %" PRIu64 "</b> — frees of addresses that were "
+                "not live allocations.",
+                s->invalid_frees > r->invalid_free_count ? s->invalid_frees
+                                                         : (uint64_t)r->invalid_free_count);
+    if (r->has_oom)
+        verdict(out, "bad", "<b>Out of memory:</b> a request of %s on device %lld failed.",
+                human(r->oom.bytes, a), r->oom.device);
+    char kinds[128];
+    if (gate_failed(r, kinds, sizeof(kinds)))
+        verdict(out, "bad", "<b>CI gate failed</b> on: %s.", kinds);
+    fputs("</ul>\n", out);
+}
+
+static void put_summary_table(FILE *out, const struct tl_report *r)
+{
+    const struct tl_summary *s = &r->summary;
+    char a[SIZE_HUMAN_MAX];
+    fputs("<table class=\"summary\"><tbody>\n", out);
+#define ROW_BYTES(label, v) \
+    fprintf(out, "<tr><th>%s</th><td class=\"n\">%s</td><td class=\"n\">%" PRIu64 " B</td></tr>\n", \
+            label, human(v, a), (uint64_t)(v))
+    ROW_BYTES("leaked", s->leaked_bytes);
+    ROW_BYTES("live", s->live_bytes);
+    ROW_BYTES("peak live", s->peak_live_bytes);
+    ROW_BYTES("reserved", s->reserved_bytes);
+    ROW_BYTES("allocated", s->allocated_bytes);
+    ROW_BYTES("gap (reserved − allocated)", s->gap_bytes);
+    ROW_BYTES("largest free block", s->largest_free_block);
+    ROW_BYTES("held by pools", s->held_bytes);
+#undef ROW_BYTES
+    fprintf(out, "<tr><th>fragmentation</th><td class=\"n\">%.2f</td><td></td></tr>\n",
+            s->fragmentation);
+    fprintf(out, "<tr><th>allocations leaked / live</th><td class=\"n\">%" PRIu64 " / %" PRIu64
+            "</td><td></td></tr>\n", s->leaked_allocations, s->live_allocations);
+    fprintf(out, "<tr><th>failed allocations (out of memory)</th><td class=\"n\">%" PRIu64
+            " (%" PRIu64 ")</td><td></td></tr>\n", s->failed_allocations, s->oom_failures);
+    fputs("</tbody></table>\n", out);
+}
+
+/* ---- memory map ------------------------------------------------------ */
+
+struct hole {
+    size_t segment;
+    uint64_t offset, bytes;
+};
+
+/* The pool's largest hole (the first of equals): segment and offset. */
+static bool largest_hole(const struct tl_pool *p, struct hole *best)
+{
+    bool found = false;
+    best->bytes = 0;
+    for (size_t i = 0; i < p->layout_count; i++) {
+        const struct tl_segment *s = &p->layout[i];
+        uint64_t at = 0;
+        for (size_t k = 0; k <= s->block_count; k++) {
+            uint64_t end = k < s->block_count ? s->blocks[k].offset : s->bytes;
+            if (end > at && end - at > best->bytes) {
+                *best = (struct hole){ i, at, end - at };
+                found = true;
+            }
+            if (k < s->block_count)
+                at = s->blocks[k].offset + s->blocks[k].bytes;
+        }
+    }
+    return found;
+}
+
+static void put_range(FILE *out, const char *cls, size_t segment, uint64_t offset,
+                      uint64_t bytes, double scale, double y, double h)
+{
+    char a[SIZE_HUMAN_MAX];
+    fprintf(out, "<rect class=\"%s\" data-segment=\"%zu\" data-offset=\"%" PRIu64 "\" "
+            "data-bytes=\"%" PRIu64 "\" x=\"%.3f\" y=\"%.1f\" width=\"%.3f\" height=\"%.1f\">"
+            "<title>%s %s at +0x%" PRIx64 "</title></rect>\n",
+            cls, segment, offset, bytes, (double)offset * scale, y, (double)bytes * scale, h,
+            strcmp(cls, "block") == 0 ? "allocated" : "free", human(bytes, a), offset);
+}
+
+static void put_pool_layout(FILE *out, const struct tl_pool *p)
+{
+    char a[SIZE_HUMAN_MAX], b[SIZE_HUMAN_MAX];
+    uint64_t widest = 0;
+    for (size_t i = 0; i < p->layout_count; i++)
+        if (p->layout[i].bytes > widest)
+            widest = p->layout[i].bytes;
+    double scale = widest ? MAP_WIDTH / (double)widest : 0.0;
+    struct hole big;
+    bool have_big = largest_hole(p, &big);
+    const double row = 86.0, bar = 30.0;
+    double height = row * (double)p->layout_count + 4.0;
+    fprintf(out, "<svg class=\"map layout\" viewBox=\"-2 0 %.0f %.0f\" "
+            "data-scale=\"%.9g\" role=\"img\" aria-label=\"memory map of the pool\">\n",
+            MAP_WIDTH + 4, height, scale);
+    for (size_t i = 0; i < p->layout_count; i++) {
+        const struct tl_segment *s = &p->layout[i];
+        double y = row * (double)i + 18.0;
+        fprintf(out, "<g class=\"segment-row\"><text x=\"0\" y=\"%.1f\">segment %zu", y - 5, i);
+        if (s->base) {
+            fputs(" at ", out);
+            put_text(out, s->base);
+        }
+        uint64_t used = 0;
+        for (size_t k = 0; k < s->block_count; k++)
+            used += s->blocks[k].bytes;
+        fprintf(out, ": %s, %zu block(s) allocating %s</text>\n", human(s->bytes, a),
+                s->block_count, human(used, b));
+        fprintf(out, "<rect class=\"segment\" data-segment=\"%zu\" data-bytes=\"%" PRIu64 "\" "
+                "x=\"0\" y=\"%.1f\" width=\"%.3f\" height=\"%.1f\"/>\n",
+                i, s->bytes, y, (double)s->bytes * scale, bar);
+        uint64_t at = 0;
+        for (size_t k = 0; k <= s->block_count; k++) {
+            uint64_t end = k < s->block_count ? s->blocks[k].offset : s->bytes;
+            if (end > at) {
+                bool is_big = have_big && big.segment == i && big.offset == at;
+                put_range(out, is_big ? "hole largest" : "hole", i, at, end - at, scale, y + 1,
+                          bar - 2);
+                if (is_big) {
+                    double mid = ((double)at + (double)(end - at) / 2) * scale;
+                    fprintf(out, "<path class=\"marker\" d=\"M%.3f %.1f l-6 9 h12 z\"/>"
+                            "<text class=\"largest-label\" x=\"%.3f\" y=\"%.1f\" "
+                            "text-anchor=\"%s\">largest hole %s</text>\n",
+                            mid, y + bar + 1, mid, y + bar + 21,
+                            mid < 80 ? "start" : mid > MAP_WIDTH - 80 ? "end" : "middle",
+                            human(end - at, a));
+                }
+            }
+            if (k < s->block_count) {
+                put_range(out, "block", i, s->blocks[k].offset, s->blocks[k].bytes, scale, y,
+                          bar);
+                at = s->blocks[k].offset + s->blocks[k].bytes;
+            }
+        }
+        fputs("</g>\n", out);
+    }
+    fputs("</svg>\n", out);
+}
+
+/* No layout in the report: allocated vs free of the reserved total, in proportion. */
+static void put_pool_proportions(FILE *out, const struct tl_pool *p)
+{
+    char a[SIZE_HUMAN_MAX];
+    uint64_t total = p->reserved_bytes ? p->reserved_bytes : 1;
+    uint64_t alloc = p->allocated_bytes > total ? total : p->allocated_bytes;
+    double scale = MAP_WIDTH / (double)total;
+    fprintf(out, "<svg class=\"map proportional\" viewBox=\"-2 0 %.0f 40\" data-scale=\"%.9g\" "
+            "role=\"img\" aria-label=\"allocated and free share of the pool\">\n",
+            MAP_WIDTH + 4, scale);
+    fprintf(out, "<rect class=\"allocated\" data-bytes=\"%" PRIu64 "\" x=\"0\" y=\"4\" "
+            "width=\"%.3f\" height=\"30\"><title>allocated %s</title></rect>\n",
+            alloc, (double)alloc * scale, human(alloc, a));
+    fprintf(out, "<rect class=\"free\" data-bytes=\"%" PRIu64 "\" x=\"%.3f\" y=\"4\" "
+            "width=\"%.3f\" height=\"30\"><title>free %s</title></rect>\n",
+            total - alloc, (double)alloc * scale, (double)(total - alloc) * scale,
+            human(total - alloc, a));
+    fprintf(out, "<rect class=\"pool-bar\" x=\"0\" y=\"4\" width=\"%.3f\" height=\"30\"/>\n",
+            MAP_WIDTH);
+    fputs("</svg>\n", out);
+}
+
+static void put_pool(FILE *out, const struct tl_pool *p)
+{
+    char a[SIZE_HUMAN_MAX], b[SIZE_HUMAN_MAX], c[SIZE_HUMAN_MAX], d[SIZE_HUMAN_MAX];
+    fputs("<figure class=\"pool\" data-pool=\"", out);
+    put_text(out, p->name ? p->name : "");
+    fprintf(out, "\" data-reserved=\"%" PRIu64 "\" data-allocated=\"%" PRIu64 "\">"
+            "<figcaption><b>", p->reserved_bytes, p->allocated_bytes);
+    put_text(out, p->name ? p->name : "(unnamed pool)");
+    fputs("</b> (", out);
+    put_text(out, p->kind ? p->kind : "pool");
+    fprintf(out, ", device %lld", p->device);
+    if (p->has_rank)
+        fprintf(out, ", rank %lld", p->rank);
+    fprintf(out, "): reserved %s, allocated %s, free %s, largest free block %s, "
+            "fragmentation %.2f", human(p->reserved_bytes, a), human(p->allocated_bytes, b),
+            human(p->free_bytes, c), human(p->largest_free_block, d), p->fragmentation);
+    if (p->segments)
+        fprintf(out, ", %" PRIu64 " segment(s)", p->segments);
+    fputs("</figcaption>\n", out);
+    if (p->layout_count > 0) {
+        put_pool_layout(out, p);
+        fputs("<div class=\"legend\"><i style=\"background:var(--block)\"></i>allocated block"
+              "<i style=\"background:#fff\"></i>free hole (hatched)"
+              "<i style=\"background:#fde6cf;border-color:var(--largest)\"></i>largest hole"
+              " — segments drawn to one scale</div>\n", out);
+    } else {
+        put_pool_proportions(out, p);
+        fputs("<div class=\"legend\"><i style=\"background:var(--block)\"></i>allocated"
+              "<i style=\"background:#fff\"></i>free — proportions only: this report has no "
+              "segment layout for the pool</div>\n", out);
+    }
+    fputs("</figure>\n", out);
+}
+
+static void put_device(FILE *out, const struct tl_device *d)
+{
+    char a[SIZE_HUMAN_MAX], b[SIZE_HUMAN_MAX], c[SIZE_HUMAN_MAX], e[SIZE_HUMAN_MAX];
+    if (d->total == 0)
+        return;
+    uint64_t used = d->total > d->free ? d->total - d->free : 0;
+    uint64_t mine = d->reserved_bytes < used ? d->reserved_bytes : used;
+    uint64_t others = used - mine;
+    double scale = MAP_WIDTH / (double)d->total;
+    fprintf(out, "<figure class=\"device\" data-device=\"%lld\"><figcaption><b>device %lld</b>",
+            d->device, d->device);
+    if (d->has_rank)
+        fprintf(out, " (rank %lld)", d->rank);
+    fprintf(out, ": total %s, this process %s, others %s, free %s</figcaption>\n",
+            human(d->total, a), human(mine, b), human(others, c), human(d->free, e));
+    fprintf(out, "<svg class=\"map device-map\" viewBox=\"-2 0 %.0f 30\" data-scale=\"%.9g\" "
+            "role=\"img\" aria-label=\"device memory\">\n", MAP_WIDTH + 4, scale);
+    double x = 0;
+    const struct {
+        const char *cls, *what;
+        uint64_t bytes;
+    } parts[] = { { "process", "this process (reserved)", mine },
+                  { "others", "other processes and the driver", others },
+                  { "device-free", "free", d->free } };
+    for (size_t i = 0; i < 3; i++) {
+        fprintf(out, "<rect class=\"%s\" data-bytes=\"%" PRIu64 "\" x=\"%.3f\" y=\"4\" "
+                "width=\"%.3f\" height=\"22\"><title>%s: %s</title></rect>\n",
+                parts[i].cls, parts[i].bytes, x, (double)parts[i].bytes * scale, parts[i].what,
+                human(parts[i].bytes, a));
+        x += (double)parts[i].bytes * scale;
+    }
+    fprintf(out, "<rect class=\"device\" x=\"0\" y=\"4\" width=\"%.3f\" height=\"22\"/></svg>\n",
+            MAP_WIDTH);
+    fputs("<div class=\"legend\"><i style=\"background:var(--reserved)\"></i>this process"
+          "<i style=\"background:var(--other)\"></i>others<i style=\"background:#e7f3e8\"></i>"
+          "free</div></figure>\n", out);
+}
+
+/* ---- line charts ----------------------------------------------------- */
+
+struct series {
+    const char *name, *cls;
+    const uint64_t *values;
+};
+
+/* A line chart of `count` points per series; x labels are 1..count or `xlabel(i)`. */
+static void put_chart(FILE *out, const char *cls, const struct series *series, size_t nseries,
+                      size_t count, const long long *xvalues, const char *xname)
+{
+    char a[SIZE_HUMAN_MAX];
+    const double w = 960, h = 230, left = 78, right = 12, top = 12, bottom = 34;
+    uint64_t max = 0;
+    for (size_t s = 0; s < nseries; s++)
+        for (size_t i = 0; i < count; i++)
+            if (series[s].values[i] > max)
+                max = series[s].values[i];
+    if (max == 0)
+        max = 1;
+    double pw = w - left - right, ph = h - top - bottom;
+#define X(i) (count > 1 ? left + pw * (double)(i) / (double)(count - 1) : left + pw / 2)
+#define Y(v) (top + ph - ph * (double)(v) / (double)max)
+    fprintf(out, "<svg class=\"chart %s\" viewBox=\"0 0 %.0f %.0f\" role=\"img\">\n", cls, w, h);
+    for (int g = 0; g <= 4; g++) {
+        uint64_t v = (uint64_t)((double)max * g / 4.0);
+        fprintf(out, "<line class=\"grid\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\"/>"
+                "<text class=\"dim\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+                left, w - right, Y(v), Y(v), left - 6, Y(v) + 4, human(v, a));
+    }
+    fprintf(out, "<line class=\"axis\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\"/>\n", left,
+            w - right, top + ph, top + ph);
+    size_t step = count > 12 ? (count + 11) / 12 : 1;
+    for (size_t i = 0; i < count; i += step)
+        fprintf(out, "<text class=\"dim\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s %lld"
+                "</text>\n", X(i), h - 12, i == 0 ? xname : "",
+                xvalues ? xvalues[i] : (long long)i + 1);
+    for (size_t s = 0; s < nseries; s++) {
+        fprintf(out, "<polyline class=\"series %s\" data-series=\"%s\" points=\"", series[s].cls,
+                series[s].name);
+        for (size_t i = 0; i < count; i++)
+            fprintf(out, "%s%.1f,%.1f", i ? " " : "", X(i), Y(series[s].values[i]));
+        fputs("\"/>\n", out);
+        for (size_t i = 0; i < count; i++)
+            fprintf(out, "<circle class=\"point %s\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" "
+                    "data-value=\"%" PRIu64 "\"><title>%s %lld: %s %s</title></circle>\n",
+                    series[s].cls, X(i), Y(series[s].values[i]), series[s].values[i], xname,
+                    xvalues ? xvalues[i] : (long long)i + 1, series[s].name,
+                    human(series[s].values[i], a));
+    }
+#undef X
+#undef Y
+    fputs("</svg>\n<div class=\"legend\">", out);
+    for (size_t s = 0; s < nseries; s++)
+        fprintf(out, "<i class=\"%s\"></i>%s", series[s].cls,
+                series[s].name);
+    fputs("</div>\n", out);
+}
+
+static void put_growth(FILE *out, const struct tl_report *r)
+{
+    char a[SIZE_HUMAN_MAX];
+    for (size_t i = 0; i < r->growth_count; i++) {
+        const struct tl_growth *g = &r->growth[i];
+        fprintf(out, "<details class=\"site growth\"><summary><span class=\"bytes\">+%s per mark"
+                "</span> over %" PRIu64 " marks (%" PRIu64 " allocation(s) per mark) "
+                "<span class=\"tag\">", human(g->bytes_per_mark, a), g->marks, g->count_per_mark);
+        put_text(out, g->kind ? g->kind : "device");
+        fputs("</span>", out);
+        if (g->suppressed)
+            fputs("<span class=\"tag supp\">suppressed</span>", out);
+        fputs(" — ", out);
+        put_site_name(out, &g->stack);
+        fputs("</summary>", out);
+        put_stack(out, &g->stack);
+        fputs("</details>\n", out);
+    }
+}
+
+static void put_timeline(FILE *out, const struct tl_report *r)
+{
+    size_t n = r->mark_count;
+    uint64_t *v = calloc(3 * (n ? n : 1), sizeof(*v));
+    long long *seq = calloc(n ? n : 1, sizeof(*seq));
+    if (!v || !seq) {
+        free(v);
+        free(seq);
+        return;
+    }
+    bool device_free = false;
+    for (size_t i = 0; i < n; i++) {
+        v[i] = r->marks[i].live_bytes;
+        v[n + i] = r->marks[i].reserved_bytes;
+        v[2 * n + i] = r->marks[i].device_free;
+        seq[i] = r->marks[i].seq;
+        device_free |= r->marks[i].has_device_free;
+    }
+    fputs("<h3>Timeline of marks</h3>\n<p class=\"meta\">One point per "
+          "<code>tensorleak_mark()</code>", out);
+    if (n > 0 && r->marks[0].label) {
+        fputs(" (label “", out);
+        put_text(out, r->marks[0].label);
+        fputs("”)", out);
+    }
+    fputs(": memory that rises with every request and never comes down is a leak in "
+          "progress.</p>\n", out);
+    /* Reserved first and wider: where live equals reserved both stay visible. */
+    const struct series lr[] = { { "reserved", "reserved", v + n }, { "live", "live", v } };
+    put_chart(out, "timeline", lr, 2, n, seq, "mark");
+    if (device_free) {
+        fputs("<p class=\"meta\">Free memory on the device, as the driver reported it at each "
+              "mark.</p>\n", out);
+        const struct series df[] = { { "device free", "device-free-line", v + 2 * n } };
+        put_chart(out, "timeline device-free", df, 1, n, seq, "mark");
+    }
+    free(v);
+    free(seq);
+}
+
+/* ---- one report ------------------------------------------------------ */
+
+static void put_oom(FILE *out, const struct tl_report *r)
+{
+    char a[SIZE_HUMAN_MAX], b[SIZE_HUMAN_MAX], c[SIZE_HUMAN_MAX];
+    const struct tl_oom *o = &r->oom;
+    fputs("<h3>Out of memory</h3>\n<div class=\"oom\">", out);
+    fprintf(out, "<p>A request of <b>%s</b> (", human(o->bytes, a));
+    put_text(out, o->kind ? o->kind : "device");
+    fprintf(out, ") failed on device %lld.", o->device);
+    for (size_t i = 0; i < r->pool_count; i++) {
+        const struct tl_pool *p = &r->pools[i];
+        if (p->device != o->device || p->free_bytes == 0)
+            continue;
+        fputs(" At that moment pool <b>", out);
+        put_text(out, p->name ? p->name : "?");
+        fprintf(out, "</b> had %s free, in pieces of at most %s", human(p->free_bytes, b),
+                human(p->largest_free_block, c));
+        if (p->largest_free_block < p->free_bytes)
+            fputs(": memory was free, but fragmented — a request larger than its largest piece "
+                  "needs a new segment from the device.", out);
+        else
+            fputs(".", out);
+    }
+    fputs("</p>", out);
+    put_stack(out, &o->stack);
+    fputs("</div>\n", out);
+}
+
+static void put_invalid_frees(FILE *out, const struct tl_report *r)
+{
+    fputs("<h3>Invalid frees</h3>\n", out);
+    for (size_t i = 0; i < r->invalid_free_count; i++) {
+        const struct tl_invalid_free *f = &r->invalid_frees[i];
+        fputs("<details class=\"site invalid-free\"><summary>free of <code>", out);
+        put_text(out, f->address ? f->address : "?");
+        fputs("</code> <span class=\"tag\">", out);
+        put_text(out, f->kind ? f->kind : "device");
+        fputs("</span>", out);
+        if (f->suppressed)
+            fputs("<span class=\"tag supp\">suppressed</span>", out);
+        fputs(" — ", out);
+        put_site_name(out, &f->stack);
+        fputs("</summary>", out);
+        put_stack(out, &f->stack);
+        fputs("</details>\n", out);
+    }
+}
+
+static void put_report(FILE *out, const struct tl_report *r, size_t index, size_t count)
+{
+    fprintf(out, "<section class=\"report\" id=\"report-%zu\" data-reason=\"", index + 1);
+    put_text(out, r->reason ? r->reason : "");
+    fputs("\"><h2>", out);
+    if (count > 1)
+        fprintf(out, "%zu/%zu · ", index + 1, count);
+    put_text(out, report_basename(r->path));
+    fputs("</h2>\n<p class=\"meta\">", out);
+    put_text(out, r->reason ? r->reason : "report");
+    if (r->label) {
+        fputs(" “", out);
+        put_text(out, r->label);
+        fputs("”", out);
+    }
+    if (r->has_pid)
+        fprintf(out, " · pid %lld", r->pid);
+    else if (r->rank_count > 0)
+        fprintf(out, " · merged from %zu ranks", r->rank_count);
+    if (r->has_rank)
+        fprintf(out, " · rank %lld", r->rank);
+    if (r->host) {
+        fputs(" · ", out);
+        put_text(out, r->host);
+    }
+    if (r->time) {
+        fputs(" · ", out);
+        put_text(out, r->time);
+    }
+    json_t *cmd = json_object_get(r->root, "command"), *arg;
+    size_t k;
+    if (json_is_array(cmd) && json_array_size(cmd) > 0) {
+        fputs(" · <code>", out);
+        json_array_foreach(cmd, k, arg) {
+            if (json_is_string(arg)) {
+                if (k)
+                    fputc(' ', out);
+                put_text(out, json_string_value(arg));
+            }
+        }
+        fputs("</code>", out);
+    }
+    fputs("</p>\n", out);
+    put_verdicts(out, r);
+    put_summary_table(out, r);
+
+    if (r->leak_count > 0) {
+        fputs(is_snapshot(r) ? "<h3>Live call sites at this snapshot</h3>\n"
+                             : "<h3>Top leaking call sites</h3>\n", out);
+        put_sites(out, r->leaks, r->leak_count, is_snapshot(r) ? "live" : "leak");
+    }
+    if (r->held_count > 0) {
+        fputs("<h3>Held by pools (not leaks)</h3>\n", out);
+        put_sites(out, r->held, r->held_count, "held");
+    }
+    if (r->pool_count > 0 || r->device_count > 0) {
+        fputs("<h3>Memory map</h3>\n", out);
+        for (size_t i = 0; i < r->pool_count; i++)
+            put_pool(out, &r->pools[i]);
+        for (size_t i = 0; i < r->device_count; i++)
+            put_device(out, &r->devices[i]);
+    }
+    if (r->mark_count > 0)
+        put_timeline(out, r);
+    if (r->growth_count > 0) {
+        fputs("<h3>Growing call sites</h3>\n", out);
+        put_growth(out, r);
+    }
+    if (r->invalid_free_count > 0)
+        put_invalid_frees(out, r);
+    if (r->has_oom)
+        put_oom(out, r);
+    fputs("</section>\n", out);
+}
+
+/* Several reports: a table and a chart of the totals, in the order given. */
+static void put_sequence(FILE *out, const struct tl_report *reports, size_t count)
+{
+    char a[SIZE_HUMAN_MAX], b[SIZE_HUMAN_MAX], c[SIZE_HUMAN_MAX], d[SIZE_HUMAN_MAX];
+    fprintf(out, "<section class=\"sequence\"><h2>Sequence of %zu reports</h2>\n"
+            "<table><thead><tr><th>#</th><th>report</th><th>reason</th><th class=\"n\">leaked"
+            "</th><th class=\"n\">live</th><th class=\"n\">reserved</th><th class=\"n\">"
+            "allocated</th><th class=\"n\">fragmentation</th></tr></thead><tbody>\n", count);
+    uint64_t *v = calloc(3 * count, sizeof(*v));
+    for (size_t i = 0; i < count; i++) {
+        const struct tl_report *r = &reports[i];
+        fprintf(out, "<tr><td>%zu</td><td><a href=\"#report-%zu\">", i + 1, i + 1);
+        put_text(out, report_basename(r->path));
+        fputs("</a></td><td>", out);
+        put_text(out, r->reason ? r->reason : "");
+        if (r->label) {
+            fputs(" “", out);
+            put_text(out, r->label);
+            fputs("”", out);
+        }
+        fprintf(out, "</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td>"
+                "<td class=\"n\">%s</td><td class=\"n\">%.2f</td></tr>\n",
+                human(r->summary.leaked_bytes, a), human(r->summary.live_bytes, b),
+                human(r->summary.reserved_bytes, c), human(r->summary.allocated_bytes, d),
+                r->summary.fragmentation);
+        if (v) {
+            v[i] = r->summary.live_bytes;
+            v[count + i] = r->summary.reserved_bytes;
+            v[2 * count + i] = r->summary.allocated_bytes;
+        }
+    }
+    fputs("</tbody></table>\n", out);
+    if (v) {
+        const struct series s[] = { { "reserved", "reserved", v + count },
+                                    { "allocated", "allocated-line", v + 2 * count },
+                                    { "live", "live", v } };
+        put_chart(out, "sequence-chart", s, 3, count, NULL, "report");
+    }
+    free(v);
+    fputs("</section>\n", out);
+}
+
+bool format_html(FILE *out, const struct tl_report *reports, size_t count)
+{
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+          "<meta name=\"generator\" content=\"tensorleak " TL_VERSION "\">\n"
+          "<title>tensorleak report", out);
+    if (count == 1) {
+        fputs(" — ", out);
+        put_text(out, report_basename(reports[0].path));
+    }
+    fputs("</title>\n", out);
+    fputs(style, out);
+    fputs("</head><body>\n", out);
+    fputs(svg_defs, out);
+    fputs("<main>\n<h1>tensorleak report</h1>\n", out);
+    fprintf(out, "<p class=\"meta\">%zu report(s) · GPU memory: leaks, pools, fragmentation, "
+            "growth · tensorleak " TL_VERSION "</p>\n", count);
+    if (count > 1)
+        put_sequence(out, reports, count);
+    for (size_t i = 0; i < count; i++)
+        put_report(out, &reports[i], i, count);
+    fputs("<footer>Generated by tensorleak " TL_VERSION ". Self-contained: no network, "
+          "no external files.</footer>\n</main>\n", out);
+    fputs(script, out);
+    fputs("</body></html>\n", out);
+    return true;
+}

@@ -1,0 +1,295 @@
+/*
+ * format_sarif.c: reports as one SARIF 2.1.0 log, for GitHub and GitLab code
+ * scanning. Each leak site, growing site, invalid free and out-of-memory
+ * event of every report given becomes one result:
+ *
+ *   tensorleak/leak          error    leaks[] (live sites, for a snapshot)
+ *   tensorleak/growth        warning  growth[]
+ *   tensorleak/invalid-free  error    invalid_frees[]
+ *   tensorleak/oom           warning  oom
+ *
+ * The location is the top *user* frame that has a file: frames of the C
+ * library, the CUDA driver and runtime, tensorleak itself and its client
+ * header (an inlined tensorleak_pool_alloc() is attributed to tensorleak.h)
+ * are skipped. Scanners want paths relative to the repository: leading "./"
+ * and "../" are dropped (meson compiles from a build directory one level
+ * below the sources, so DWARF says "../src/x.c"), and absolute paths under
+ * the current directory are made relative to it; other absolute paths stay
+ * absolute file URIs. The whole stack goes in the result's "stacks".
+ * Suppressed entries are kept, with an external suppression, as SARIF asks.
+ */
+#include "cli.h"
+#include "report.h"
+#include "sizes.h"
+
+#include "tl_version.h"
+
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum rule { RULE_LEAK, RULE_GROWTH, RULE_INVALID_FREE, RULE_OOM };
+
+static const struct {
+    const char *id, *name, *level, *text;
+} rules[] = {
+    [RULE_LEAK] = { "tensorleak/leak", "DeviceMemoryLeak", "error",
+                    "GPU memory allocated here was never freed." },
+    [RULE_GROWTH] = { "tensorleak/growth", "DeviceMemoryGrowth", "warning",
+                      "Live GPU memory allocated here grows with every mark (request)." },
+    [RULE_INVALID_FREE] = { "tensorleak/invalid-free", "InvalidFree", "error",
+                            "A free of an address that is not a live allocation." },
+    [RULE_OOM] = { "tensorleak/oom", "OutOfMemory", "warning",
+                   "A GPU allocation failed for lack of memory." },
+};
+
+/* Modules whose frames are never the place to fix a leak. */
+static const char *const system_modules[] = {
+    "libc.so*", "libc-*", "ld-linux*", "ld-*.so*", "libstdc++.so*", "libpthread*",
+    "libcuda.so*", "libcudart*", "libtensorleak*",
+};
+
+bool sarif_is_user_frame(const struct tl_frame *f)
+{
+    if (!f->file || !*f->file)
+        return false;
+    if (strcmp(report_basename(f->file), "tensorleak.h") == 0)
+        return false;
+    if (strncmp(f->file, "/usr/", 5) == 0)
+        return false;
+    const char *module = report_basename(f->module);
+    if (module) {
+        for (size_t i = 0; i < sizeof(system_modules) / sizeof(system_modules[0]); i++) {
+            if (fnmatch(system_modules[i], module, 0) == 0)
+                return false;
+        }
+    }
+    return true;
+}
+
+const struct tl_frame *sarif_user_frame(const struct tl_stack *stack)
+{
+    for (size_t i = 0; i < stack->count; i++) {
+        if (sarif_is_user_frame(&stack->frames[i]))
+            return &stack->frames[i];
+    }
+    for (size_t i = 0; i < stack->count; i++) {
+        if (stack->frames[i].file && *stack->frames[i].file)
+            return &stack->frames[i];
+    }
+    return NULL;
+}
+
+/* The file as a URI reference relative to the repository (see the top). */
+static json_t *artifact_location(const char *file)
+{
+    static char cwd[PATH_MAX];
+    static bool have_cwd;
+    if (!have_cwd)
+        have_cwd = getcwd(cwd, sizeof(cwd) - 1) != NULL;
+    json_t *loc = json_object();
+    if (file[0] == '/') {
+        size_t n = have_cwd ? strlen(cwd) : 0;
+        if (n > 1 && strncmp(file, cwd, n) == 0 && file[n] == '/') {
+            json_object_set_new(loc, "uri", json_string(file + n + 1));
+            json_object_set_new(loc, "uriBaseId", json_string("%SRCROOT%"));
+        } else {
+            char *uri = malloc(strlen(file) + 8);
+            if (uri) {
+                sprintf(uri, "file://%s", file);
+                json_object_set_new(loc, "uri", json_string(uri));
+                free(uri);
+            }
+        }
+        return loc;
+    }
+    while (strncmp(file, "./", 2) == 0 || strncmp(file, "../", 3) == 0)
+        file += file[1] == '/' ? 2 : 3;
+    json_object_set_new(loc, "uri", json_string(file));
+    json_object_set_new(loc, "uriBaseId", json_string("%SRCROOT%"));
+    return loc;
+}
+
+static json_t *location_of(const struct tl_frame *f)
+{
+    json_t *loc = json_object();
+    if (f->file && *f->file) {
+        json_t *phys = json_object();
+        json_object_set_new(phys, "artifactLocation", artifact_location(f->file));
+        if (f->line > 0)
+            json_object_set_new(phys, "region", json_pack("{sI}", "startLine", (json_int_t)f->line));
+        json_object_set_new(loc, "physicalLocation", phys);
+    }
+    if (f->function && *f->function)
+        json_object_set_new(loc, "logicalLocations",
+                            json_pack("[{ss,ss}]", "fullyQualifiedName", f->function, "kind",
+                                      "function"));
+    return loc;
+}
+
+static json_t *stacks_of(const struct tl_stack *stack)
+{
+    json_t *frames = json_array();
+    for (size_t i = 0; i < stack->count; i++) {
+        const struct tl_frame *f = &stack->frames[i];
+        json_t *frame = json_object();
+        json_object_set_new(frame, "location", location_of(f));
+        if (f->module && *f->module)
+            json_object_set_new(frame, "module", json_string(report_basename(f->module)));
+        if (f->address && *f->address)
+            json_object_set_new(frame, "address", json_string(f->address));
+        json_array_append_new(frames, frame);
+    }
+    return json_pack("[{s{ss}so}]", "message", "text", "allocation stack", "frames", frames);
+}
+
+/* FNV-1a over the kind and the stack's functions: stable across runs and ASLR. */
+static json_t *fingerprint(enum rule rule, const char *kind, const struct tl_stack *stack)
+{
+    uint64_t h = 1469598103934665603ull;
+    const char *parts[2] = { rules[rule].id, kind ? kind : "" };
+    for (size_t p = 0; p < 2; p++) {
+        for (const char *c = parts[p]; *c; c++)
+            h = (h ^ (unsigned char)*c) * 1099511628211ull;
+        h = (h ^ '|') * 1099511628211ull;
+    }
+    for (size_t i = 0; i < stack->count; i++) {
+        const struct tl_frame *f = &stack->frames[i];
+        const char *name = f->function ? f->function : f->offset ? f->offset : "?";
+        for (const char *c = name; *c; c++)
+            h = (h ^ (unsigned char)*c) * 1099511628211ull;
+        h = (h ^ ';') * 1099511628211ull;
+    }
+    char hex[20];
+    snprintf(hex, sizeof(hex), "%016" PRIx64, h);
+    return json_pack("{ss}", "tensorleakStack/v1", hex);
+}
+
+static const char *where_text(const struct tl_stack *stack)
+{
+    const struct tl_frame *f = sarif_user_frame(stack);
+    if (!f && stack->count > 0)
+        f = &stack->frames[0];
+    return f && f->function && *f->function ? f->function : "an unknown function";
+}
+
+static void add_result(json_t *results, enum rule rule, const char *text, const char *kind,
+                       const struct tl_stack *stack, json_t *properties, const char *suppression,
+                       bool suppressed)
+{
+    json_t *r = json_object();
+    json_object_set_new(r, "ruleId", json_string(rules[rule].id));
+    json_object_set_new(r, "ruleIndex", json_integer(rule));
+    json_object_set_new(r, "level", json_string(rules[rule].level));
+    json_object_set_new(r, "message", json_pack("{ss}", "text", text));
+    const struct tl_frame *top = sarif_user_frame(stack);
+    json_t *locations = json_array();
+    if (top)
+        json_array_append_new(locations, location_of(top));
+    json_object_set_new(r, "locations", locations);
+    if (stack->count > 0)
+        json_object_set_new(r, "stacks", stacks_of(stack));
+    json_object_set_new(r, "partialFingerprints", fingerprint(rule, kind, stack));
+    if (suppressed) {
+        json_t *s = json_pack("{ss}", "kind", "external");
+        if (suppression)
+            json_object_set_new(s, "justification", json_string(suppression));
+        json_object_set_new(r, "suppressions", json_pack("[o]", s));
+    }
+    json_object_set_new(r, "properties", properties);
+    json_array_append_new(results, r);
+}
+
+static void add_report(json_t *results, const struct tl_report *rep, bool tag_report)
+{
+    char text[512], a[SIZE_HUMAN_MAX];
+    bool snapshot = rep->reason && strcmp(rep->reason, "exit") != 0;
+    for (size_t i = 0; i < rep->leak_count; i++) {
+        const struct tl_leak *l = &rep->leaks[i];
+        snprintf(text, sizeof(text),
+                 "%s of %s (%" PRIu64 " bytes) in %" PRIu64 " allocation(s) [%s] allocated in %s",
+                 snapshot ? "Live" : "Leak", size_human(l->bytes, a), l->bytes, l->count,
+                 l->kind ? l->kind : "device", where_text(&l->stack));
+        json_t *props = json_pack("{sIsIss}", "bytes", (json_int_t)l->bytes, "count",
+                                  (json_int_t)l->count, "kind", l->kind ? l->kind : "device");
+        if (tag_report)
+            json_object_set_new(props, "report", json_string(rep->path));
+        if (l->has_rank)
+            json_object_set_new(props, "rank", json_integer(l->rank));
+        add_result(results, RULE_LEAK, text, l->kind, &l->stack, props, l->suppression,
+                   l->suppressed);
+    }
+    for (size_t i = 0; i < rep->growth_count; i++) {
+        const struct tl_growth *g = &rep->growth[i];
+        snprintf(text, sizeof(text),
+                 "Growth of %s (%" PRIu64 " bytes) per mark over %" PRIu64
+                 " marks [%s] allocated in %s",
+                 size_human(g->bytes_per_mark, a), g->bytes_per_mark, g->marks,
+                 g->kind ? g->kind : "device",
+                 where_text(&g->stack));
+        json_t *props = json_pack("{sIsIsIss}", "bytes_per_mark", (json_int_t)g->bytes_per_mark,
+                                  "count_per_mark", (json_int_t)g->count_per_mark, "marks",
+                                  (json_int_t)g->marks, "kind", g->kind ? g->kind : "device");
+        if (tag_report)
+            json_object_set_new(props, "report", json_string(rep->path));
+        if (g->has_rank)
+            json_object_set_new(props, "rank", json_integer(g->rank));
+        add_result(results, RULE_GROWTH, text, g->kind, &g->stack, props, NULL, g->suppressed);
+    }
+    for (size_t i = 0; i < rep->invalid_free_count; i++) {
+        const struct tl_invalid_free *f = &rep->invalid_frees[i];
+        snprintf(text, sizeof(text), "Invalid free of %s [%s] in %s",
+                 f->address ? f->address : "an unknown address", f->kind ? f->kind : "device",
+                 where_text(&f->stack));
+        json_t *props = json_pack("{ss}", "kind", f->kind ? f->kind : "device");
+        if (f->address)
+            json_object_set_new(props, "address", json_string(f->address));
+        if (tag_report)
+            json_object_set_new(props, "report", json_string(rep->path));
+        if (f->has_rank)
+            json_object_set_new(props, "rank", json_integer(f->rank));
+        add_result(results, RULE_INVALID_FREE, text, f->kind, &f->stack, props, NULL,
+                   f->suppressed);
+    }
+    if (rep->has_oom) {
+        const struct tl_oom *o = &rep->oom;
+        snprintf(text, sizeof(text),
+                 "Out of memory: a %s [%s] allocation failed on device %lld in %s",
+                 size_human(o->bytes, a), o->kind ? o->kind : "device", o->device,
+                 where_text(&o->stack));
+        json_t *props = json_pack("{sIsssI}", "bytes", (json_int_t)o->bytes, "kind",
+                                  o->kind ? o->kind : "device", "device", (json_int_t)o->device);
+        if (tag_report)
+            json_object_set_new(props, "report", json_string(rep->path));
+        add_result(results, RULE_OOM, text, o->kind, &o->stack, props, NULL, false);
+    }
+}
+
+bool format_sarif(FILE *out, const struct tl_report *reports, size_t count)
+{
+    json_t *rule_list = json_array();
+    for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++) {
+        json_array_append_new(rule_list,
+            json_pack("{ss,ss,s{ss},s{ss}}", "id", rules[i].id, "name", rules[i].name,
+                      "shortDescription", "text", rules[i].text, "defaultConfiguration",
+                      "level", rules[i].level));
+    }
+    json_t *results = json_array();
+    for (size_t i = 0; i < count; i++)
+        add_report(results, &reports[i], count > 1);
+    json_t *driver = json_pack("{ss,ss,ss,so}", "name", "tensorleak", "version", TL_VERSION,
+                               "semanticVersion", TL_VERSION, "rules", rule_list);
+    json_t *log = json_pack("{ss,ss,s[{s{so},so}]}",
+                            "$schema", "https://json.schemastore.org/sarif-2.1.0.json",
+                            "version", "2.1.0", "runs", "tool", "driver", driver,
+                            "results", results);
+    if (!log)
+        return false;
+    json_dumpf(log, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    fputc('\n', out);
+    json_decref(log);
+    return true;
+}
