@@ -514,6 +514,9 @@ static void put_pool(FILE *out, const struct tl_pool *p)
               "<i style=\"background:#fff\"></i>free hole (hatched)"
               "<i style=\"background:#fde6cf;border-color:var(--largest)\"></i>largest hole"
               " — segments drawn to one scale</div>\n", out);
+        if (p->layout_truncated)
+            fputs("<p class=\"meta\">The report's layout is truncated: some segments or blocks "
+                  "of this pool are not drawn.</p>\n", out);
     } else {
         put_pool_proportions(out, p);
         fputs("<div class=\"legend\"><i style=\"background:var(--block)\"></i>allocated"

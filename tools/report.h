@@ -112,6 +112,7 @@ struct tl_pool {
     double utilization;
     uint64_t segments;          /* "segments": how many, 0 when absent */
     bool has_layout;            /* "layout" present (possibly empty) */
+    bool layout_truncated;      /* the writer left segments or blocks out */
     struct tl_segment *layout;
     size_t layout_count;
     bool has_rank;

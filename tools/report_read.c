@@ -279,6 +279,7 @@ static void read_layout(struct loader *ld, json_t *pool, const char *where, stru
     char swhere[WHERE_MAX + 32];
     json_t *layout = get(ld, pool, where, "layout", WANT_ARRAY, false);
     p->has_layout = layout != NULL;
+    p->layout_truncated = get_bool(ld, pool, where, "layout_truncated");
     if (!layout || json_array_size(layout) == 0)
         return;
     size_t n = json_array_size(layout);
