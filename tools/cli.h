@@ -56,6 +56,8 @@ void format_folded(FILE *out, const struct tl_report *report);
 /* format_sarif.c */
 /* One SARIF 2.1.0 log with the results of every report, in order. */
 bool format_sarif(FILE *out, const struct tl_report *reports, size_t count);
+/* Absolute paths under DIR become relative URIs (default: the current directory). */
+void sarif_set_source_root(const char *dir);
 /* Whether a frame is the program's own code with a file (not libc, CUDA, tensorleak). */
 bool sarif_is_user_frame(const struct tl_frame *frame);
 /* The first user frame with a file, else the first frame with a file, else NULL. */

@@ -15,6 +15,7 @@ enum format { FORMAT_TEXT, FORMAT_JSON, FORMAT_FOLDED, FORMAT_HTML, FORMAT_SARIF
 
 static const char usage[] =
     "usage: tensorleak report FILE... [--format text|json|folded|html|sarif] [-o OUT]\n"
+    "                         [--source-root DIR]  (sarif: paths relative to DIR)\n"
     "       (several FILEs only with html or sarif)";
 
 static bool parse_format(const char *name, enum format *out)
@@ -42,6 +43,7 @@ int cmd_report(int argc, char **argv)
     static const struct option options[] = {
         { "format", required_argument, NULL, 'f' },
         { "output", required_argument, NULL, 'o' },
+        { "source-root", required_argument, NULL, 's' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -58,6 +60,9 @@ int cmd_report(int argc, char **argv)
             break;
         case 'o':
             output = optarg;
+            break;
+        case 's':
+            sarif_set_source_root(optarg);
             break;
         case 'h':
             puts(usage);

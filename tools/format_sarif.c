@@ -14,8 +14,8 @@
  * are skipped. Scanners want paths relative to the repository: leading "./"
  * and "../" are dropped (meson compiles from a build directory one level
  * below the sources, so DWARF says "../src/x.c"), and absolute paths under
- * the current directory are made relative to it; other absolute paths stay
- * absolute file URIs. The whole stack goes in the result's "stacks".
+ * the source root (--source-root DIR, default the current directory) are
+ * made relative to it; other absolute paths stay absolute file URIs. The whole stack goes in the result's "stacks".
  * Suppressed entries are kept, with an external suppression, as SARIF asks.
  */
 #include "cli.h"
@@ -83,16 +83,25 @@ const struct tl_frame *sarif_user_frame(const struct tl_stack *stack)
     return NULL;
 }
 
+static char source_root[PATH_MAX];
+
+void sarif_set_source_root(const char *dir)
+{
+    snprintf(source_root, sizeof(source_root), "%s", dir);
+    size_t n = strlen(source_root);
+    while (n > 1 && source_root[n - 1] == '/')
+        source_root[--n] = '\0';
+}
+
 /* The file as a URI reference relative to the repository (see the top). */
 static json_t *artifact_location(const char *file)
 {
-    static char cwd[PATH_MAX];
-    static bool have_cwd;
-    if (!have_cwd)
-        have_cwd = getcwd(cwd, sizeof(cwd) - 1) != NULL;
+    if (!source_root[0] && !getcwd(source_root, sizeof(source_root) - 1))
+        source_root[0] = '\0';
+    const char *cwd = source_root;
     json_t *loc = json_object();
     if (file[0] == '/') {
-        size_t n = have_cwd ? strlen(cwd) : 0;
+        size_t n = strlen(cwd);
         if (n > 1 && strncmp(file, cwd, n) == 0 && file[n] == '/') {
             json_object_set_new(loc, "uri", json_string(file + n + 1));
             json_object_set_new(loc, "uriBaseId", json_string("%SRCROOT%"));

@@ -167,6 +167,14 @@ def register(case, Failure, check_eq, SKIP):
         # Several reports: one run, each result tagged with its report.
         out, _ = c.expect(["report", "--format", "sarif", "leaky.json", "pool_exit.json"], 0)
         tags = [r["properties"]["report"] for r in json.loads(out)["runs"][0]["results"]]
+        # Absolute paths outside the source root stay file URIs; under it, relative.
+        out, _ = c.expect(["report", "--format", "sarif", "leaky.json"], 0)
+        loc = json.loads(out)["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
+        check_eq(loc["artifactLocation"], {"uri": "file:///abs/samples/leaky_inference.c"}, "uri")
+        out, _ = c.expect(["report", "--format", "sarif", "--source-root", "/abs/", "leaky.json"], 0)
+        loc = json.loads(out)["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
+        check_eq(loc["artifactLocation"], {"uri": "samples/leaky_inference.c",
+                                           "uriBaseId": "%SRCROOT%"}, "uri under --source-root")
         check_eq(tags, ["leaky.json"] * 4 + ["pool_exit.json"], "report tags (3 leaks, 1 invalid free; 1 leak)")
 
     @case
