@@ -153,8 +153,11 @@ struct tl_callsite *tl_callsite_intern(enum tl_kind kind, const uintptr_t *frame
     return e->cs;
 }
 
+/* Folds the live table's pending per-shard deltas first, so every call
+ * site's totals are exact as of that moment (marks compare them). */
 void tl_callsite_foreach(void (*fn)(struct tl_callsite *, void *), void *arg)
 {
+    tl_live_fold();
     uint32_t end = atomic_load(&next_id);
     for (uint32_t id = 1; id < end; id++) {
         struct tl_callsite *cs = tl_callsite_by_id(id);

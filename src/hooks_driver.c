@@ -11,6 +11,10 @@
  */
 #include "hooks.h"
 
+/* The nesting counter as tracker.c defines it: initial-exec, so ENTER and
+ * LEAVE are plain %fs-relative accesses. */
+extern __thread int tl_hook_depth TL_TLS_IE;
+
 #include <string.h>
 
 #define MEM_KINDS (TL_MASK(TL_KIND_DEVICE) | TL_MASK(TL_KIND_MANAGED) | TL_MASK(TL_KIND_ASYNC))

@@ -13,6 +13,12 @@
  * backward-shift deletion, so no tombstones) under its own mutex.  Two threads
  * allocating at once almost never share a shard; a consistent snapshot takes
  * every shard lock in order.
+ *
+ * Each shard also keeps tracker.c's totals for its rows (tl_shard_counts:
+ * call-site deltas, total allocations, per-device counts), changed in the
+ * same critical section as the rows with plain adds; tl_live_lock_all and
+ * tl_live_unlock_all fold them into tl_stats and the call sites, so the
+ * holder of every lock reads totals that agree with the rows.
  */
 #include "tl_internal.h"
 
@@ -28,8 +34,8 @@ struct shard {
     struct tl_live *slots;
     size_t cap; /* power of two, or 0 before the first insert */
     size_t count;
-    char pad[64 - sizeof(pthread_mutex_t) % 64];
-};
+    struct tl_shard_counts counts; /* tracker.c's totals for these rows */
+} __attribute__((aligned(64)));
 
 static struct shard shards[NSHARDS] = {
     [0 ... NSHARDS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER},
@@ -111,6 +117,36 @@ bool tl_live_insert(const struct tl_live *rec)
     return true;
 }
 
+bool tl_live_add(const struct tl_live *rec, bool fresh)
+{
+    uint64_t h = mix(rec->space, rec->addr);
+    struct shard *s = shard_of(h);
+    pthread_mutex_lock(&s->lock);
+    if ((s->count + 1) * 5 > s->cap * 4 && !grow(s)) {
+        pthread_mutex_unlock(&s->lock);
+        return false;
+    }
+    size_t mask = s->cap - 1;
+    size_t i = h & mask;
+    while (!empty(&s->slots[i])) {
+        if (same(&s->slots[i], rec->space, rec->addr)) {
+            /* A missed free (see tl_live_insert): the old row leaves the
+             * totals with the table. */
+            tl_count_row(&s->counts, &s->slots[i], -1, false);
+            s->slots[i] = *rec;
+            tl_count_row(&s->counts, rec, 1, fresh);
+            pthread_mutex_unlock(&s->lock);
+            return true;
+        }
+        i = (i + 1) & mask;
+    }
+    s->slots[i] = *rec;
+    s->count++;
+    tl_count_row(&s->counts, rec, 1, fresh);
+    pthread_mutex_unlock(&s->lock);
+    return true;
+}
+
 /* Backward-shift deletion: closes the hole so every probe chain stays whole. */
 static void delete_at(struct shard *s, size_t i)
 {
@@ -168,6 +204,51 @@ int tl_live_remove(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_
     return rc;
 }
 
+int tl_live_take(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out)
+{
+    uint64_t h = mix(space, addr);
+    struct shard *s = shard_of(h);
+    pthread_mutex_lock(&s->lock);
+    long i = find(s, h, space, addr);
+    int rc = 0;
+    if (i >= 0) {
+        *out = s->slots[i];
+        rc = -1;
+        if (kinds_mask & (1u << s->slots[i].kind)) {
+            tl_count_row(&s->counts, out, -1, false);
+            delete_at(s, (size_t)i);
+            rc = 1;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+struct tl_shard_counts *tl_live_counts_of(const struct tl_live *rec)
+{
+    return &shard_of(mix(rec->space, rec->addr))->counts;
+}
+
+static __thread bool holding_all TL_TLS_IE; /* this thread is inside lock_all */
+
+static void fold(void)
+{
+    struct tl_shard_counts *c[NSHARDS];
+    for (unsigned k = 0; k < NSHARDS; k++)
+        c[k] = &shards[k].counts;
+    tl_counts_fold_locked(c, NSHARDS);
+}
+
+void tl_live_fold(void)
+{
+    if (holding_all) {
+        fold();
+        return;
+    }
+    tl_live_lock_all();
+    tl_live_unlock_all();
+}
+
 bool tl_live_lookup(uint8_t space, uint64_t addr, struct tl_live *out)
 {
     uint64_t h = mix(space, addr);
@@ -192,14 +273,21 @@ bool tl_live_set_aux(uint8_t space, uint64_t addr, uint32_t aux)
     return i >= 0;
 }
 
+/* Both fold the per-shard totals: on locking, so that the holder reads
+ * totals that agree with the rows; on unlocking, to publish what the holder
+ * changed (a teardown dropping rows). */
 void tl_live_lock_all(void)
 {
     for (unsigned i = 0; i < NSHARDS; i++)
         pthread_mutex_lock(&shards[i].lock);
+    holding_all = true;
+    fold();
 }
 
 void tl_live_unlock_all(void)
 {
+    fold();
+    holding_all = false;
     for (unsigned i = NSHARDS; i-- > 0;)
         pthread_mutex_unlock(&shards[i].lock);
 }
@@ -251,5 +339,6 @@ void tl_live_clear(void)
         if (s->slots)
             memset(s->slots, 0, s->cap * sizeof *s->slots);
         s->count = 0;
+        memset(&s->counts, 0, sizeof s->counts);
     }
 }

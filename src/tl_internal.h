@@ -17,6 +17,10 @@
 #define TL_EXPORT __attribute__((visibility("default")))
 #define TL_LIKELY(x) __builtin_expect(!!(x), 1)
 #define TL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* Thread-locals of the hot path: initial-exec, so no __tls_get_addr call
+ * (a preloaded library's TLS is static).  Only for small variables: a
+ * dlopen'ed copy takes them from glibc's small static-TLS surplus. */
+#define TL_TLS_IE __attribute__((tls_model("initial-exec")))
 
 #define TL_MAX_DEPTH 128
 #define TL_MAX_DEVICES 16
@@ -127,6 +131,14 @@ struct tl_live {
 };
 
 bool tl_live_insert(const struct tl_live *rec);
+/* The counted forms the tracker uses (tl_live_insert/remove above stay raw,
+ * for the unit tests): the row and tracker.c's totals (tl_count_row) change
+ * in the same critical section, so whoever holds every shard lock sees
+ * totals that agree with the rows.  `fresh`: a new allocation (counts in
+ * total_allocs), not a restored row. */
+bool tl_live_add(const struct tl_live *rec, bool fresh);
+int tl_live_take(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out);
+
 /* Removes the record of (space, addr) if its kind is in `kinds_mask` (bit per
  * enum tl_kind) and copies it to *out.  Returns 1 when removed, 0 when not
  * found, -1 when found with another kind (then it stays). */
@@ -142,6 +154,13 @@ void tl_live_lock_all(void);
 void tl_live_unlock_all(void);
 size_t tl_live_count(void);
 size_t tl_live_memory_bytes(void);
+/* Per-shard totals (tracker.c's, kept in the shard): the caller holds the
+ * shard lock of `rec` (tl_live_foreach callbacks do). */
+struct tl_shard_counts *tl_live_counts_of(const struct tl_live *rec);
+/* Folds the per-shard totals now: under every shard lock, taken unless this
+ * thread already holds them (inside tl_live_lock_all). */
+void tl_live_fold(void);
+
 
 /* ---- tracker.c ---------------------------------------------------------- */
 struct tl_device_stats {
@@ -164,6 +183,31 @@ struct tl_stats {
     struct tl_device_stats device[TL_MAX_DEVICES];
 };
 extern struct tl_stats tl_stats;
+/* Totals that change on every allocation but are read only by reports and
+ * marks live per live-table shard, changed under the shard lock with plain
+ * adds (no shared atomics on the hot path), and are folded into tl_stats and
+ * the call sites' atomics by tl_counts_fold().  The counters read directly
+ * at any time (process and per-device live bytes, the peaks, live_count)
+ * stay shared atomics. */
+#define TL_SHARD_SITES 32
+struct tl_shard_site {
+    uint32_t id;     /* call-site id; 0 = empty */
+    uint32_t allocs; /* pending total_allocs */
+    long long bytes; /* pending live_bytes */
+    long long count; /* pending live_count */
+};
+struct tl_shard_counts {
+    unsigned long long total_allocs;               /* ever, this shard */
+    long long device_count[TL_MAX_DEVICES];        /* live rows, this shard */
+    struct tl_shard_site site[TL_SHARD_SITES];     /* call-site deltas, by id */
+};
+/* Adds (sign +1) or drops (-1) a row to/from the totals; the caller holds
+ * the lock of the shard that owns `c`. */
+void tl_count_row(struct tl_shard_counts *c, const struct tl_live *rec, int sign, bool fresh);
+/* Folds every shard's pending totals into tl_stats and the call sites; the
+ * caller holds every shard lock (tl_live_lock_all does this itself). */
+void tl_counts_fold_locked(struct tl_shard_counts *const *shards, unsigned n);
+
 extern atomic_bool tl_active; /* false before init and after the exit report */
 
 /* Re-entrancy guard: hooks nest (cudaMalloc -> cuMemAlloc_v2); only the

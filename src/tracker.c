@@ -12,23 +12,46 @@
 
 struct tl_stats tl_stats;
 atomic_bool tl_active;
-__thread int tl_hook_depth;
+/* initial-exec: a preloaded library has static TLS, so no __tls_get_addr
+ * on the hot path (the hooks redeclare it the same way). */
+__thread int tl_hook_depth TL_TLS_IE;
 
+/* Sequence numbers are taken in blocks, one shared atomic per SEQ_BLOCK
+ * allocations of a thread: unique, increasing within a thread. */
+#define SEQ_BLOCK 256
 static atomic_ullong next_seq = 1;
-static __thread uint32_t cached_tid;
+
+/* A thread's small tracker state, one TLS block. */
+struct tracker_tls {
+    uint32_t tid;
+    unsigned ctx_generation; /* of the cached context */
+    uint64_t seq_next, seq_end;
+    void *ctx;               /* the context last resolved on this thread */
+    int ctx_index;
+};
+static __thread struct tracker_tls tt TL_TLS_IE;
 
 static uint32_t current_tid(void)
 {
-    if (TL_UNLIKELY(!cached_tid))
-        cached_tid = (uint32_t)syscall(SYS_gettid);
-    return cached_tid;
+    if (TL_UNLIKELY(!tt.tid))
+        tt.tid = (uint32_t)syscall(SYS_gettid);
+    return tt.tid;
+}
+
+static uint64_t take_seq(void)
+{
+    if (TL_UNLIKELY(tt.seq_next == tt.seq_end)) {
+        tt.seq_next = atomic_fetch_add_explicit(&next_seq, SEQ_BLOCK, memory_order_relaxed);
+        tt.seq_end = tt.seq_next + SEQ_BLOCK;
+    }
+    return tt.seq_next++;
 }
 
 /* Forked children get a new tid; the cached one would be the parent's. */
 void tl_tracker_after_fork(void);
 void tl_tracker_after_fork(void)
 {
-    cached_tid = 0;
+    tt.tid = 0;
 }
 
 const char *tl_kind_name(enum tl_kind kind)
@@ -54,29 +77,78 @@ static bool holds_memory(uint8_t kind)
            kind == TL_KIND_VMM_HANDLE || kind == TL_KIND_ASYNC || kind == TL_KIND_POOL_BLOCK;
 }
 
-static void add_live(uint8_t kind, int device, long long bytes, long long count)
+static void raise_peak(atomic_llong *peak, long long now)
 {
+    long long p = atomic_load_explicit(peak, memory_order_relaxed);
+    while (TL_UNLIKELY(now > p) && !atomic_compare_exchange_weak(peak, &p, now))
+        ;
+}
+
+/* The per-shard call-site deltas go to the call site's atomics when their
+ * slot is wanted by another call site, and at every fold. */
+static void flush_site(struct tl_shard_site *s)
+{
+    struct tl_callsite *cs = tl_callsite_by_id(s->id);
+    if (cs) {
+        if (s->bytes)
+            atomic_fetch_add_explicit(&cs->live_bytes, s->bytes, memory_order_relaxed);
+        if (s->count)
+            atomic_fetch_add_explicit(&cs->live_count, s->count, memory_order_relaxed);
+        if (s->allocs)
+            atomic_fetch_add_explicit(&cs->total_allocs, s->allocs, memory_order_relaxed);
+    }
+    *s = (struct tl_shard_site){0};
+}
+
+void tl_count_row(struct tl_shard_counts *c, const struct tl_live *rec, int sign, bool fresh)
+{
+    long long bytes = sign * (long long)rec->size;
+    if (fresh)
+        c->total_allocs++;
+    if (rec->callsite) {
+        struct tl_shard_site *s = &c->site[rec->callsite % TL_SHARD_SITES];
+        if (TL_UNLIKELY(s->id != rec->callsite)) {
+            if (s->id)
+                flush_site(s);
+            s->id = rec->callsite;
+        }
+        s->bytes += bytes;
+        s->count += sign;
+        s->allocs += fresh;
+    }
+    uint8_t kind = rec->kind;
     if (!holds_memory(kind) || kind == TL_KIND_POOL_BLOCK)
         return; /* pool blocks live inside segments already counted */
     if (kind == TL_KIND_ASYNC)
         atomic_fetch_add_explicit(&tl_stats.async_live_bytes, bytes, memory_order_relaxed);
     long long now = atomic_fetch_add_explicit(&tl_stats.live_bytes, bytes, memory_order_relaxed) + bytes;
-    atomic_fetch_add_explicit(&tl_stats.live_count, count, memory_order_relaxed);
-    if (bytes > 0) {
-        long long peak = atomic_load_explicit(&tl_stats.peak_live_bytes, memory_order_relaxed);
-        while (now > peak && !atomic_compare_exchange_weak(&tl_stats.peak_live_bytes, &peak, now))
-            ;
-    }
-    if (device >= 0 && device < TL_MAX_DEVICES && kind != TL_KIND_HOST_PINNED) {
-        struct tl_device_stats *d = &tl_stats.device[device];
+    atomic_fetch_add_explicit(&tl_stats.live_count, sign, memory_order_relaxed);
+    if (sign > 0)
+        raise_peak(&tl_stats.peak_live_bytes, now);
+    if (rec->device < TL_MAX_DEVICES && kind != TL_KIND_HOST_PINNED) {
+        struct tl_device_stats *d = &tl_stats.device[rec->device];
         long long dn = atomic_fetch_add_explicit(&d->live_bytes, bytes, memory_order_relaxed) + bytes;
-        atomic_fetch_add_explicit(&d->live_count, count, memory_order_relaxed);
-        if (bytes > 0) {
-            long long peak = atomic_load_explicit(&d->peak_bytes, memory_order_relaxed);
-            while (dn > peak && !atomic_compare_exchange_weak(&d->peak_bytes, &peak, dn))
-                ;
-        }
+        c->device_count[rec->device] += sign;
+        if (sign > 0)
+            raise_peak(&d->peak_bytes, dn);
     }
+}
+
+void tl_counts_fold_locked(struct tl_shard_counts *const *c, unsigned n)
+{
+    unsigned long long total = 0;
+    long long dev[TL_MAX_DEVICES] = {0};
+    for (unsigned k = 0; k < n; k++) {
+        for (unsigned i = 0; i < TL_SHARD_SITES; i++)
+            if (c[k]->site[i].id)
+                flush_site(&c[k]->site[i]);
+        total += c[k]->total_allocs;
+        for (unsigned d = 0; d < TL_MAX_DEVICES; d++)
+            dev[d] += c[k]->device_count[d];
+    }
+    atomic_store_explicit(&tl_stats.total_allocs, total, memory_order_relaxed);
+    for (unsigned d = 0; d < TL_MAX_DEVICES; d++)
+        atomic_store_explicit(&tl_stats.device[d].live_count, dev[d], memory_order_relaxed);
 }
 
 void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t size, int device, uint32_t aux)
@@ -93,7 +165,7 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
     struct tl_live rec = {
         .addr = addr,
         .size = size,
-        .seq = atomic_fetch_add_explicit(&next_seq, 1, memory_order_relaxed),
+        .seq = take_seq(),
         .callsite = cs ? cs->id : 0,
         .tid = current_tid(),
         .space = space,
@@ -102,27 +174,14 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
         .ctx = (uint8_t)ctx,
         .aux = aux,
     };
-    if (!tl_live_insert(&rec)) {
+    if (!tl_live_add(&rec, true))
         tl_note_dropped("out of memory for the live-allocation table");
-        return;
-    }
-    if (cs) {
-        atomic_fetch_add_explicit(&cs->live_bytes, (long long)size, memory_order_relaxed);
-        atomic_fetch_add_explicit(&cs->live_count, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&cs->total_allocs, 1, memory_order_relaxed);
-    }
-    atomic_fetch_add_explicit(&tl_stats.total_allocs, 1, memory_order_relaxed);
-    add_live(rec.kind, device, (long long)size, 1);
 }
 
+/* Inside tl_live_foreach (the row's shard lock is held). */
 void tl_track_forget(const struct tl_live *rec)
 {
-    struct tl_callsite *cs = tl_callsite_by_id(rec->callsite);
-    if (cs) {
-        atomic_fetch_sub_explicit(&cs->live_bytes, (long long)rec->size, memory_order_relaxed);
-        atomic_fetch_sub_explicit(&cs->live_count, 1, memory_order_relaxed);
-    }
-    add_live(rec->kind, rec->device, -(long long)rec->size, -1);
+    tl_count_row(tl_live_counts_of(rec), rec, -1, false);
 }
 
 /* Invalid frees: kept in a fixed ring of the first TL_MAX_INVALID, counted
@@ -158,9 +217,8 @@ bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_
     if (!atomic_load_explicit(&tl_active, memory_order_relaxed))
         return false;
     struct tl_live rec;
-    int rc = tl_live_remove(space, addr, kinds_mask, &rec);
+    int rc = tl_live_take(space, addr, kinds_mask, &rec);
     if (rc == 1) {
-        tl_track_forget(&rec);
         if (out)
             *out = rec;
         return true;
@@ -176,16 +234,8 @@ bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_
 
 void tl_track_restore(const struct tl_live *rec)
 {
-    if (!tl_live_insert(rec)) {
+    if (!tl_live_add(rec, false))
         tl_note_dropped("out of memory for the live-allocation table");
-        return;
-    }
-    struct tl_callsite *cs = tl_callsite_by_id(rec->callsite);
-    if (cs) {
-        atomic_fetch_add_explicit(&cs->live_bytes, (long long)rec->size, memory_order_relaxed);
-        atomic_fetch_add_explicit(&cs->live_count, 1, memory_order_relaxed);
-    }
-    add_live(rec->kind, rec->device, (long long)rec->size, 1);
 }
 
 void tl_track_failure(int is_oom, enum tl_kind kind, uint64_t size, int device)
@@ -222,10 +272,7 @@ struct ctx_entry {
 static struct ctx_entry contexts[TL_MAX_CONTEXTS + 1];
 static int ncontexts;
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-static __thread void *last_ctx;
-static __thread int last_ctx_index;
 static atomic_uint ctx_generation; /* bumps when a context goes away */
-static __thread unsigned last_ctx_generation;
 
 static int ctx_index_locked(void *ctx, int device, bool primary)
 {
@@ -280,10 +327,10 @@ int tl_current_context_index(int *device_out)
     if (get_current(&ctx) != 0 || !ctx)
         return 0;
     unsigned gen = atomic_load_explicit(&ctx_generation, memory_order_acquire);
-    if (ctx == last_ctx && gen == last_ctx_generation) {
+    if (ctx == tt.ctx && gen == tt.ctx_generation) {
         if (device_out)
-            *device_out = tl_context_device((uint8_t)last_ctx_index);
-        return last_ctx_index;
+            *device_out = tl_context_device((uint8_t)tt.ctx_index);
+        return tt.ctx_index;
     }
     int dev = -1;
     if (get_device(&dev) != 0)
@@ -291,9 +338,9 @@ int tl_current_context_index(int *device_out)
     pthread_mutex_lock(&ctx_lock);
     int idx = ctx_index_locked(ctx, dev, false);
     pthread_mutex_unlock(&ctx_lock);
-    last_ctx = ctx;
-    last_ctx_index = idx;
-    last_ctx_generation = gen;
+    tt.ctx = ctx;
+    tt.ctx_index = idx;
+    tt.ctx_generation = gen;
     if (device_out)
         *device_out = dev;
     return idx;
