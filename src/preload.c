@@ -36,6 +36,7 @@ void tl_snapshot_after_fork(void);
 void tl_tracker_after_fork(void);
 void tl_pools_after_fork(void);
 void tl_suppressions_load(void);
+void tl_owners_load(void);
 
 static void after_fork_child(void)
 {
@@ -73,7 +74,7 @@ static atomic_bool fatal_entered;
 static void on_fatal(int sig)
 {
     if (!atomic_exchange(&fatal_entered, true) && tl_hook_depth == 0 && atomic_load(&tl_active) && atomic_load(&tl_used) &&
-        getpid() == owner_pid) {
+        getpid() == owner_pid && tl_report_lock_for_fatal()) {
         char label[32];
         snprintf(label, sizeof label, "fatal signal %d (%s)", sig, sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
         tl_report_write(TL_REASON_EXIT, label, NULL, NULL);
@@ -113,6 +114,7 @@ static void init(void)
     owner_pid = getpid();
     pthread_atfork(NULL, NULL, after_fork_child);
     tl_suppressions_load();
+    tl_owners_load();
     atomic_store(&tl_active, true);
     tl_snapshot_start();
     install_fatal_handlers();

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <uthash.h>
@@ -310,6 +311,7 @@ static void free_model(struct tl_report_model *m)
 {
     free(m->sites);
     free(m->held);
+    free(m->owners);
     for (size_t i = 0; m->pools && i < m->npools; i++) {
         for (size_t k = 0; k < m->pools[i].nlayout; k++)
             free(m->pools[i].layout[k].blocks);
@@ -334,9 +336,28 @@ static void ignore_sigxfsz_once(void)
     }
 }
 
+static __thread bool writing_here;
+
+/* For the fatal-signal path: false when this thread is inside a report (the
+ * signal interrupted it, locks held) or another report does not finish
+ * within two seconds. */
+bool tl_report_lock_for_fatal(void)
+{
+    if (writing_here)
+        return false;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    if (pthread_mutex_timedlock(&tl_report_lock, &until) != 0)
+        return false;
+    pthread_mutex_unlock(&tl_report_lock);
+    return true;
+}
+
 int tl_report_write(enum tl_reason reason, const char *label, const struct tl_oom_event *oom, unsigned *gate_failed)
 {
     pthread_mutex_lock(&tl_report_lock);
+    writing_here = true;
     struct tl_report_model m = {.reason = reason, .label = label, .oom = oom};
     m.seq = ++report_seq;
     int rc = -1;
@@ -347,6 +368,7 @@ int tl_report_write(enum tl_reason reason, const char *label, const struct tl_oo
     m.symbolizer = tl_symbolizer_open();
     device_info(&m);
     tl_growth_collect(&m);
+    tl_owners_collect(&m);
     apply_suppressions(&m);
     for (size_t i = 0; i < m.nsites; i++) {
         /* A forgotten VA reservation or mapping is a leak to report, but not
@@ -417,6 +439,7 @@ int tl_report_write(enum tl_reason reason, const char *label, const struct tl_oo
         *gate_failed = m.gate_failed;
 out:
     free_model(&m);
+    writing_here = false;
     pthread_mutex_unlock(&tl_report_lock);
     return rc;
 }

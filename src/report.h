@@ -16,6 +16,14 @@ struct tl_site {
     long long count;
     bool suppressed;
     const char *rule; /* the suppression rule that matched, or NULL */
+    const char *owner;       /* owners.c: owner name, or NULL before attribution */
+    const char *owner_class; /* "cache", "workspace", "library", "user" */
+};
+
+struct tl_owner_row {
+    char name[64];
+    const char *cls;
+    long long live_bytes, live_count, peak_bytes;
 };
 
 struct tl_device_row {
@@ -100,6 +108,9 @@ struct tl_report_model {
     size_t ninvalid;
     size_t ninvalid_suppressed;
 
+    struct tl_owner_row *owners;
+    size_t nowners;
+
     unsigned gate_failed; /* tl_fail_kind bits */
     void *symbolizer;
 };
@@ -120,6 +131,9 @@ void tl_pools_collect(struct tl_report_model *m);
 bool tl_pools_is_held(const struct tl_live *rec);
 /* growth.c: growth rows and the timeline of marks. */
 void tl_growth_collect(struct tl_report_model *m);
+/* owners.c: attributes sites to owners, moves held ones to m->held. */
+void tl_owners_collect(struct tl_report_model *m);
+void tl_owners_load(void);
 /* suppress.c: suppression rules on a call site's stack. */
 const char *tl_suppressed(struct tl_report_model *m, const char *kind, struct tl_callsite *cs);
 

@@ -81,6 +81,8 @@ static json_t *site_json(struct tl_report_model *m, const struct tl_site *s)
     json_object_set_new(o, "count", json_integer(s->count));
     json_object_set_new(o, "suppressed", json_boolean(s->suppressed));
     json_object_set_new(o, "suppression", str_or_null(s->rule));
+    json_object_set_new(o, "owner", str_or_null(s->owner));
+    json_object_set_new(o, "owner_class", str_or_null(s->owner_class));
     json_object_set_new(o, "stack", tl_stack_to_json(m, s->cs->frames, s->cs->nframes));
     return o;
 }
@@ -152,6 +154,19 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     for (size_t i = 0; i < m->nheld; i++)
         json_array_append_new(held, site_json(m, &m->held[i]));
     json_object_set_new(root, "held", held);
+
+    json_t *owners = json_array();
+    for (size_t i = 0; i < m->nowners; i++) {
+        const struct tl_owner_row *w = &m->owners[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(w->name));
+        json_object_set_new(o, "class", json_string(w->cls));
+        json_object_set_new(o, "live_bytes", json_integer(w->live_bytes));
+        json_object_set_new(o, "live_allocations", json_integer(w->live_count));
+        json_object_set_new(o, "peak_bytes", json_integer(w->peak_bytes));
+        json_array_append_new(owners, o);
+    }
+    json_object_set_new(root, "owners", owners);
 
     json_t *pools = json_array();
     for (size_t i = 0; i < m->npools; i++) {

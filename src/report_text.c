@@ -107,6 +107,14 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         fprintf(out, "==%d== device %d: reserved %s, allocated %s, gap %s; largest free block %s (fragmentation %.2f)\n", pid, dev,
                 a, b, c, d, r->fragmentation);
     }
+    if (m->nowners > 1 || (m->nowners == 1 && strcmp(m->owners[0].name, "user") != 0)) {
+        fprintf(out, "==%d== owners:", pid);
+        for (size_t i = 0; i < m->nowners; i++) {
+            tl_format_size((uint64_t)m->owners[i].live_bytes, a, sizeof a);
+            fprintf(out, "%s %s %s (%s)", i ? "," : "", m->owners[i].name, a, m->owners[i].cls);
+        }
+        fputc('\n', out);
+    }
     if (m->held_bytes > 0) {
         tl_format_size((uint64_t)m->held_bytes, a, sizeof a);
         fprintf(out, "==%d== held by pools at exit (not leaks): %s\n", pid, a);

@@ -54,7 +54,17 @@ void *tl_driver_symbol(const char *name)
     if (!h)
         return NULL;
     void *fn = tl_real_dlsym(h, name);
-    dlclose(h);
+    /* glibc's dlclose, not our interposer (modules.c): this runs inside
+     * reports, with the tables locked. */
+    typedef int (*dlclose_fn)(void *);
+    static _Atomic(dlclose_fn) real_dlclose;
+    dlclose_fn close_fn = atomic_load(&real_dlclose);
+    if (!close_fn) {
+        close_fn = (dlclose_fn)tl_real_dlsym(RTLD_NEXT, "dlclose");
+        atomic_store(&real_dlclose, close_fn);
+    }
+    if (close_fn)
+        close_fn(h);
     /* Never hand back one of our own hooks as "the real one". */
     for (int i = 0; fn && i < TL_HOOK_COUNT; i++)
         if (tl_hooks[i].hook == fn)

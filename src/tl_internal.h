@@ -272,6 +272,8 @@ struct tl_oom_event {
 /* Writes a JSON report (and at exit the stderr text report).  Returns 0 on
  * success.  `gate_failed` receives the gate's verdict (exit reports). */
 int tl_report_write(enum tl_reason reason, const char *label, const struct tl_oom_event *oom, unsigned *gate_failed);
+/* Fatal-signal path: may a report be written now without deadlocking? */
+bool tl_report_lock_for_fatal(void);
 /* Expands TENSORLEAK_OUTPUT's %p %h %r %n %%; returns 0 or -1 if too long. */
 int tl_expand_pattern(const char *pattern, unsigned seq, char *out, size_t outlen);
 

@@ -1,0 +1,17 @@
+#!/usr/bin/env python3
+"""Writes a C header defining one string constant with a text file's content,
+so the default owner rules travel inside libtensorleak.so (no path to find
+at run time, in the build tree or installed)."""
+import sys
+
+src, out, name = sys.argv[1], sys.argv[2], sys.argv[3]
+with open(src, "rb") as f:
+    data = f.read()
+with open(out, "w") as f:
+    f.write(f"/* Generated from {src.split('/')[-1]} by embed_text.py. */\n")
+    f.write(f"static const char {name}[] =\n")
+    for line in data.splitlines(keepends=True):
+        esc = "".join(c if 32 <= ord(c) < 127 and c not in '"\\?' else "\\%03o" % ord(c)
+                      for c in line.decode("utf-8", "replace"))
+        f.write(f'    "{esc}"\n')
+    f.write("    \"\";\n")

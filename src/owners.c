@@ -1,0 +1,311 @@
+/*
+ * owners.c — who holds the memory.
+ *
+ * Without this, a real PyTorch program would show gigabytes of "leaks" at
+ * exit: its caching allocator never returns cached segments, nor do NCCL,
+ * cuBLAS workspaces or CUDA graphs.  Owner rules name the owner of memory by
+ * a glob on a stack frame's module, function (mangled and demangled) or
+ * file, with a class: `cache` (kept for reuse), `workspace`, `library`,
+ * `user`.  A live allocation belongs to the first frame, innermost first,
+ * that a rule matches; otherwise to `user`.  At exit, cache, library and
+ * workspace memory is *held* (reported apart, with totals); user memory is
+ * leaked.  Growth detection still applies to every owner.
+ *
+ *   owner:NAME:CLASS:KINDS:PATTERN     (KINDS: * or device,async,host_pinned,...)
+ *
+ * Rules come from TENSORLEAK_OWNERS (first, so a user rule overrides a
+ * default) and the defaults shipped in data/owners.rules, compiled into the
+ * library (TENSORLEAK_DEFAULT_OWNERS=0 turns them off).
+ */
+#include "report.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "owners_default.h"
+
+enum owner_class { CLASS_CACHE, CLASS_WORKSPACE, CLASS_LIBRARY, CLASS_USER };
+static const char *const class_names[] = {"cache", "workspace", "library", "user"};
+
+struct rule {
+    int owner;        /* index into owners[] */
+    unsigned kinds;   /* bit per tl_kind */
+    char *pattern;
+};
+
+struct owner {
+    char name[64];
+    enum owner_class cls;
+    long long peak_bytes;
+};
+
+#define MAX_OWNERS 128
+static struct rule *rules;
+static size_t nrules;
+static struct owner owners[MAX_OWNERS]; /* [0] = user (unmatched) */
+static int nowners;
+static pthread_mutex_t owners_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int find_or_add_owner(const char *name, enum owner_class cls)
+{
+    for (int i = 0; i < nowners; i++)
+        if (!strcmp(owners[i].name, name) && owners[i].cls == cls)
+            return i;
+    if (nowners >= MAX_OWNERS)
+        return -1;
+    snprintf(owners[nowners].name, sizeof owners[nowners].name, "%s", name);
+    owners[nowners].cls = cls;
+    return nowners++;
+}
+
+static int parse_kinds(const char *s, size_t len, unsigned *out)
+{
+    static const struct { const char *name; unsigned kinds; } names[] = {
+        {"device", 1u << TL_KIND_DEVICE}, {"async", 1u << TL_KIND_ASYNC},
+        {"host_pinned", 1u << TL_KIND_HOST_PINNED}, {"managed", 1u << TL_KIND_MANAGED},
+        {"vmm_handle", 1u << TL_KIND_VMM_HANDLE}, {"vmm_mapping", 1u << TL_KIND_VMM_MAPPING},
+        {"vmm_reservation", 1u << TL_KIND_VMM_RESERVATION}, {"pool_block", 1u << TL_KIND_POOL_BLOCK},
+    };
+    if (len == 1 && *s == '*') {
+        *out = ~0u;
+        return 0;
+    }
+    unsigned bits = 0;
+    while (len > 0) {
+        const char *comma = memchr(s, ',', len);
+        size_t n = comma ? (size_t)(comma - s) : len;
+        bool ok = false;
+        for (size_t i = 0; i < sizeof names / sizeof names[0] && !ok; i++)
+            if (strlen(names[i].name) == n && !strncmp(names[i].name, s, n)) {
+                bits |= names[i].kinds;
+                ok = true;
+            }
+        if (!ok)
+            return -1;
+        s += n + (comma ? 1 : 0);
+        len -= n + (comma ? 1 : 0);
+    }
+    *out = bits;
+    return bits ? 0 : -1;
+}
+
+/* Parses one rules text.  Returns the number of malformed lines; each is
+ * named (at most 5 per file). */
+int tl_owner_rules_parse(const char *text, size_t len, const char *origin);
+int tl_owner_rules_parse(const char *text, size_t len, const char *origin)
+{
+    int bad = 0;
+    unsigned lineno = 0;
+    const char *end = text + len;
+    for (const char *line = text; line < end;) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        const char *stop = nl ? nl : end;
+        lineno++;
+        const char *s = line, *e = stop;
+        while (s < e && (*s == ' ' || *s == '\t'))
+            s++;
+        while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+            e--;
+        line = nl ? nl + 1 : end;
+        if (s == e || *s == '#')
+            continue;
+        const char *why = NULL;
+        const char *f[4];
+        size_t flen[4];
+        const char *p = s;
+        for (int i = 0; i < 4 && !why; i++) {
+            const char *colon = memchr(p, ':', (size_t)(e - p));
+            if (!colon) {
+                why = "expected owner:NAME:CLASS:KINDS:PATTERN";
+                break;
+            }
+            f[i] = p;
+            flen[i] = (size_t)(colon - p);
+            p = colon + 1;
+        }
+        int cls = -1;
+        unsigned kinds = 0;
+        if (!why && !(flen[0] == 5 && !strncmp(f[0], "owner", 5)))
+            why = "a rule starts with 'owner:'";
+        if (!why && (flen[1] == 0 || flen[1] >= sizeof owners[0].name))
+            why = "owner name empty or longer than 63 bytes";
+        for (int c = 0; !why && c < 4 && cls < 0; c++)
+            if (strlen(class_names[c]) == flen[2] && !strncmp(class_names[c], f[2], flen[2]))
+                cls = c;
+        if (!why && cls < 0)
+            why = "class must be cache, workspace, library or user";
+        if (!why && parse_kinds(f[3], flen[3], &kinds) != 0)
+            why = "kinds must be * or a comma list of device, async, host_pinned, managed, vmm_handle, vmm_mapping, vmm_reservation, pool_block";
+        if (!why && p == e)
+            why = "empty pattern";
+        if (why) {
+            if (++bad <= 5)
+                tl_warn(NULL, "%s:%u: %s; line ignored", origin, lineno, why);
+            continue;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)flen[1], f[1]);
+        int owner = find_or_add_owner(name, (enum owner_class)cls);
+        struct rule *nr = realloc(rules, (nrules + 1) * sizeof *rules);
+        char *pat = strndup(p, (size_t)(e - p));
+        if (owner < 0 || !nr || !pat) {
+            free(pat);
+            if (nr)
+                rules = nr;
+            tl_note_dropped("too many owner rules");
+            continue;
+        }
+        rules = nr;
+        rules[nrules++] = (struct rule){owner, kinds, pat};
+    }
+    if (bad > 5)
+        tl_warn(NULL, "%s: %d more malformed line(s) ignored", origin, bad - 5);
+    return bad;
+}
+
+void tl_owners_load(void);
+void tl_owners_load(void)
+{
+    pthread_mutex_lock(&owners_lock);
+    nowners = 0;
+    find_or_add_owner("user", CLASS_USER);
+    const char *user_file = getenv("TENSORLEAK_OWNERS");
+    if (user_file && *user_file) {
+        FILE *fp = fopen(user_file, "re");
+        if (!fp) {
+            tl_warn(NULL, "TENSORLEAK_OWNERS: cannot read %s: %s; no user owner rules", user_file, strerror(errno));
+        } else {
+            char *buf = NULL;
+            size_t cap = 0;
+            ssize_t n = getdelim(&buf, &cap, '\0', fp); /* the whole file */
+            if (n > 0)
+                tl_owner_rules_parse(buf, (size_t)n, user_file);
+            free(buf);
+            fclose(fp);
+        }
+    }
+    const char *defaults = getenv("TENSORLEAK_DEFAULT_OWNERS");
+    bool use_defaults = true;
+    if (defaults && tl_parse_bool(defaults, &use_defaults) != 0) {
+        tl_warn(NULL, "ignoring TENSORLEAK_DEFAULT_OWNERS='%.200s' (expected 1/0, true/false, yes/no, on/off); using the default", defaults);
+        use_defaults = true;
+    }
+    if (use_defaults)
+        tl_owner_rules_parse(tl_default_owner_rules, sizeof tl_default_owner_rules - 1, "default owner rules");
+    pthread_mutex_unlock(&owners_lock);
+}
+
+/* ---- matching ------------------------------------------------------------ */
+
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+
+static bool glob(const char *pattern, const char *s)
+{
+    if (!s)
+        return false;
+    if (fnmatch(pattern, s, 0) == 0)
+        return true;
+    const char *base = strrchr(s, '/');
+    return base && fnmatch(pattern, base + 1, 0) == 0;
+}
+
+/* Owner index of a call site: first frame (innermost first) any rule
+ * matches, rules in order; 0 (user) when none does. */
+static int owner_of(struct tl_report_model *m, struct tl_callsite *cs, demangle_fn demangle)
+{
+    for (int i = 0; i < cs->nframes; i++) {
+        const struct tl_frame_info *f = tl_report_frame(m, cs->frames[i]);
+        char *dem = NULL;
+        if (demangle && f->function && f->function[0] == '_' && f->function[1] == 'Z') {
+            int status = -1;
+            dem = demangle(f->function, NULL, NULL, &status);
+            if (status != 0) {
+                free(dem);
+                dem = NULL;
+            }
+        }
+        for (size_t r = 0; r < nrules; r++) {
+            if (!(rules[r].kinds & (1u << cs->kind)))
+                continue;
+            const char *pat = rules[r].pattern;
+            if (glob(pat, f->module) || glob(pat, f->function) || glob(pat, dem) || glob(pat, f->file)) {
+                free(dem);
+                return rules[r].owner;
+            }
+        }
+        free(dem);
+    }
+    return 0;
+}
+
+static bool holds(enum owner_class c)
+{
+    return c == CLASS_CACHE || c == CLASS_LIBRARY || c == CLASS_WORKSPACE;
+}
+
+/* Attributes every site of the report to its owner; at any report, sites of
+ * holding owners move from `sites` to `held`.  Fills m->owners. */
+void tl_owners_collect(struct tl_report_model *m)
+{
+    pthread_mutex_lock(&owners_lock);
+    if (nowners == 0) {
+        pthread_mutex_unlock(&owners_lock);
+        return;
+    }
+    demangle_fn demangle = (demangle_fn)tl_real_dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    long long bytes[MAX_OWNERS] = {0}, count[MAX_OWNERS] = {0};
+    size_t keep = 0;
+    struct tl_site *moved = calloc(m->nsites + m->nheld + 1, sizeof *moved);
+    size_t nmoved = 0;
+    for (size_t i = 0; i < m->nsites; i++) {
+        struct tl_site s = m->sites[i];
+        int o = nrules ? owner_of(m, s.cs, demangle) : 0;
+        s.owner = owners[o].name;
+        s.owner_class = class_names[owners[o].cls];
+        uint8_t k = s.cs->kind;
+        if (k != TL_KIND_VMM_MAPPING && k != TL_KIND_VMM_RESERVATION)
+            bytes[o] += s.bytes;
+        count[o] += s.count;
+        if (holds(owners[o].cls) && moved)
+            moved[nmoved++] = s;
+        else
+            m->sites[keep++] = s;
+    }
+    m->nsites = keep;
+    /* Segments an annotated pool holds are that pool's reserve. */
+    int pools_owner = m->nheld ? find_or_add_owner("annotated pools", CLASS_CACHE) : -1;
+    for (size_t i = 0; pools_owner >= 0 && i < m->nheld; i++) {
+        m->held[i].owner = owners[pools_owner].name;
+        m->held[i].owner_class = class_names[CLASS_CACHE];
+        bytes[pools_owner] += m->held[i].bytes;
+        count[pools_owner] += m->held[i].count;
+    }
+    if (nmoved) {
+        struct tl_site *held = realloc(m->held, (m->nheld + nmoved + 1) * sizeof *held);
+        if (held) {
+            memcpy(held + m->nheld, moved, nmoved * sizeof *moved);
+            for (size_t i = 0; i < nmoved; i++)
+                m->held_bytes += moved[i].bytes;
+            m->held = held;
+            m->nheld += nmoved;
+        }
+    }
+    free(moved);
+    m->owners = calloc((size_t)nowners, sizeof *m->owners);
+    for (int o = 0; m->owners && o < nowners; o++) {
+        if (bytes[o] > owners[o].peak_bytes)
+            owners[o].peak_bytes = bytes[o];
+        if (count[o] == 0 && owners[o].peak_bytes == 0 && o != 0)
+            continue;
+        struct tl_owner_row *row = &m->owners[m->nowners++];
+        memcpy(row->name, owners[o].name, sizeof row->name);
+        row->cls = class_names[owners[o].cls];
+        row->live_bytes = bytes[o];
+        row->live_count = count[o];
+        row->peak_bytes = owners[o].peak_bytes;
+    }
+    pthread_mutex_unlock(&owners_lock);
+}
