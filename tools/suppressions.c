@@ -27,10 +27,20 @@ static int is_space(char c)
     return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
 }
 
+/* Error messages quote bytes of the file: control characters (terminal
+ * escape sequences) are shown as '?', never written to a terminal. */
 static void report(tl_supp_error_fn on_error, void *ctx, unsigned line, const char *reason)
 {
-    if (on_error)
-        on_error(ctx, line, reason);
+    if (!on_error)
+        return;
+    char clean[160];
+    size_t i = 0;
+    for (; reason[i] && i < sizeof clean - 1; i++) {
+        unsigned char c = (unsigned char)reason[i];
+        clean[i] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    clean[i] = 0;
+    on_error(ctx, line, clean);
 }
 
 /* Appends one rule; returns 0, or -1 when out of memory. */
