@@ -485,6 +485,44 @@ def mark_signal_adds_marks_to_the_timeline():
        [(i, "signal", 2 * MiB) for i in (1, 2, 3)], "three marks from the signal")
 
 
+def owner_table(rep):
+    return sorted((o["name"], o["class"], o["live_bytes"], o["live_allocations"]) for o in rep["owners"])
+
+
+def owners_hold_cache_library_and_workspace_memory_and_user_memory_leaks():
+    r = run(prog("owners_demo"), env={"LD_LIBRARY_PATH": PROGS + ":" + SIM})
+    eq(r.rc, 0, "exit status: " + r.err)
+    rep = r.report
+    eq(owner_table(rep), sorted([("PyTorch caching allocator", "cache", 40 * MiB, 2), ("NCCL", "library", 8 * MiB, 1),
+                                 ("cuBLASLt workspace", "workspace", 4 * MiB, 1), ("user", "user", 3 * MiB, 2)]),
+       "owners")
+    s = rep["summary"]
+    eq((s["leaked_allocations"], s["leaked_bytes"], s["held_bytes"]), (2, 3 * MiB, 52 * MiB), "exit classification")
+    # The async tensor came from libc10_cuda, but under cudaMallocAsync a
+    # tensor is the program's own: a leak, not cache.
+    eq(sorted((l["bytes"], frames(l)[0][0], l["owner"]) for l in rep["leaks"]),
+       [(MiB, "c10_async_tensor", "user"), (2 * MiB, "main", "user")], "user leaks")
+    held = {}
+    for h in rep["held"]:  # two call sites in main for the two segments
+        held[(h["owner"], h["owner_class"])] = held.get((h["owner"], h["owner_class"]), 0) + h["bytes"]
+    eq(held, {("NCCL", "library"): 8 * MiB, ("PyTorch caching allocator", "cache"): 40 * MiB,
+              ("cuBLASLt workspace", "workspace"): 4 * MiB}, "held")
+    check("==" in r.err and "owners: " in r.err and "PyTorch caching allocator 40.0 MiB (cache)" in r.err, r.err)
+
+
+def a_user_owner_rule_overrides_a_default():
+    with tempfile.NamedTemporaryFile("w", suffix=".rules", delete=False) as f:
+        f.write("# NCCL buffers we forgot to free are ours\nowner:our comm buffers:user:device:libnccl.so*\n")
+    r = run(prog("owners_demo"), env={"LD_LIBRARY_PATH": PROGS + ":" + SIM, "TENSORLEAK_OWNERS": f.name})
+    rep = r.report
+    eq(owner_table(rep), sorted([("PyTorch caching allocator", "cache", 40 * MiB, 2), ("our comm buffers", "user", 8 * MiB, 1),
+                                 ("cuBLASLt workspace", "workspace", 4 * MiB, 1), ("user", "user", 3 * MiB, 2)]),
+       "owners with the override")
+    eq((rep["summary"]["leaked_bytes"], rep["summary"]["held_bytes"]), (11 * MiB, 44 * MiB), "classification")
+    r = run(prog("owners_demo"), env={"LD_LIBRARY_PATH": PROGS + ":" + SIM, "TENSORLEAK_DEFAULT_OWNERS": "0"})
+    eq(owner_table(r.report), [("user", "user", 55 * MiB, 6)], "no default rules: everything is the user's")
+
+
 if __name__ == "__main__":
     name = sys.argv[1]
     fn = globals().get(name)
