@@ -25,6 +25,15 @@ extern __thread int tl_hook_depth TL_TLS_IE;
     bool outer = tl_hook_depth++ == 0
 #define LEAVE() tl_hook_depth--
 
+/* TENSORLEAK_BUDGET_ENFORCE: an allocation that would cross a budget fails
+ * as if the device were full, without reaching the driver. */
+#define BUDGET_GUARD(kind, bytes)                                                                 \
+    if (outer && TL_UNLIKELY(atomic_load_explicit(&tl_budget_enforcing, memory_order_relaxed)) && \
+        tl_budget_refuse((kind), (bytes))) {                                                      \
+        LEAVE();                                                                                  \
+        return CUDA_ERROR_OUT_OF_MEMORY;                                                          \
+    }
+
 #define CALL_REAL(fn, ...)                                           \
     ({                                                               \
         __typeof__(&fn) real_ = REAL(fn);                            \
@@ -45,6 +54,7 @@ static void after_alloc(bool outer, CUresult rc, enum tl_kind kind, uint8_t spac
 TL_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     ENTER();
+    BUDGET_GUARD(TL_KIND_DEVICE, bytesize);
     CUresult rc = CALL_REAL(cuMemAlloc_v2, dptr, bytesize);
     after_alloc(outer, rc, TL_KIND_DEVICE, TL_SPACE_MEM, rc == CUDA_SUCCESS ? *dptr : 0, bytesize, -1, 0);
     LEAVE();
@@ -55,6 +65,7 @@ TL_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
                                       unsigned int ElementSizeBytes)
 {
     ENTER();
+    BUDGET_GUARD(TL_KIND_DEVICE, (uint64_t)WidthInBytes * Height);
     CUresult rc = CALL_REAL(cuMemAllocPitch_v2, dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     after_alloc(outer, rc, TL_KIND_DEVICE, TL_SPACE_MEM, rc == CUDA_SUCCESS ? *dptr : 0,
                 rc == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : (uint64_t)WidthInBytes * Height, -1, 0);
@@ -110,6 +121,7 @@ TL_EXPORT CUresult cuMemFreeHost(void *p)
 TL_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
     ENTER();
+    BUDGET_GUARD(TL_KIND_MANAGED, bytesize);
     CUresult rc = CALL_REAL(cuMemAllocManaged, dptr, bytesize, flags);
     after_alloc(outer, rc, TL_KIND_MANAGED, TL_SPACE_MEM, rc == CUDA_SUCCESS ? *dptr : 0, bytesize, -1, 0);
     LEAVE();
@@ -124,6 +136,7 @@ void tl_pool_note_destroyed(CUmemoryPool pool);
 
 #define ASYNC_ALLOC(fn, pool, from_device, ...)                                                                       \
     ENTER();                                                                                                          \
+    BUDGET_GUARD(TL_KIND_ASYNC, bytesize);                                                                  \
     CUresult rc = CALL_REAL(fn, __VA_ARGS__);                                                                         \
     if (outer && rc == CUDA_SUCCESS)                                                                                  \
         tl_track_alloc(TL_KIND_ASYNC, TL_SPACE_MEM, *dptr, bytesize, -1, tl_pool_index_for_async((pool), (from_device))); \
@@ -218,6 +231,7 @@ TL_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
                                unsigned long long flags)
 {
     ENTER();
+    BUDGET_GUARD(TL_KIND_VMM_HANDLE, size);
     CUresult rc = CALL_REAL(cuMemCreate, handle, size, prop, flags);
     int device = prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
     /* aux = references: 1 from cuMemCreate, +1 per cuMemRetainAllocationHandle. */

@@ -20,6 +20,15 @@ extern __thread int tl_hook_depth TL_TLS_IE;
     bool outer = tl_hook_depth++ == 0
 #define LEAVE() tl_hook_depth--
 
+/* TENSORLEAK_BUDGET_ENFORCE: an allocation that would cross a budget fails
+ * as if the device were full, without reaching the driver. */
+#define BUDGET_GUARD(kind, bytes)                                                                 \
+    if (outer && TL_UNLIKELY(atomic_load_explicit(&tl_budget_enforcing, memory_order_relaxed)) && \
+        tl_budget_refuse((kind), (bytes))) {                                                      \
+        LEAVE();                                                                                  \
+        return cudaErrorMemoryAllocation;                                                         \
+    }
+
 #define CALL_REAL(fn, ...)                                        \
     ({                                                            \
         __typeof__(&fn) real_ = REAL(fn);                         \
@@ -51,6 +60,7 @@ static void after_alloc(bool outer, cudaError_t rc, enum tl_kind kind, uint64_t 
 TL_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
     ENTER();
+    BUDGET_GUARD(TL_KIND_DEVICE, size);
     cudaError_t rc = CALL_REAL(cudaMalloc, devPtr, size);
     after_alloc(outer, rc, TL_KIND_DEVICE, rc == cudaSuccess ? (uintptr_t)*devPtr : 0, size, 0);
     LEAVE();
@@ -94,6 +104,7 @@ TL_EXPORT cudaError_t cudaFreeHost(void *ptr)
 TL_EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 {
     ENTER();
+    BUDGET_GUARD(TL_KIND_MANAGED, size);
     cudaError_t rc = CALL_REAL(cudaMallocManaged, devPtr, size, flags);
     after_alloc(outer, rc, TL_KIND_MANAGED, rc == cudaSuccess ? (uintptr_t)*devPtr : 0, size, 0);
     LEAVE();
@@ -103,6 +114,7 @@ TL_EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int
 TL_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
 {
     ENTER();
+    BUDGET_GUARD(TL_KIND_DEVICE, (uint64_t)width * height);
     cudaError_t rc = CALL_REAL(cudaMallocPitch, devPtr, pitch, width, height);
     after_alloc(outer, rc, TL_KIND_DEVICE, rc == cudaSuccess ? (uintptr_t)*devPtr : 0,
                 rc == cudaSuccess ? (uint64_t)*pitch * height : (uint64_t)width * height, 0);
@@ -112,6 +124,7 @@ TL_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width
 
 #define ASYNC_ALLOC(fn, pool, from_device, ...)                                                            \
     ENTER();                                                                                               \
+    BUDGET_GUARD(TL_KIND_ASYNC, size);                                                                      \
     cudaError_t rc = CALL_REAL(fn, __VA_ARGS__);                                                           \
     after_alloc(outer, rc, TL_KIND_ASYNC, rc == cudaSuccess ? (uintptr_t)*devPtr : 0, size,                \
                 outer && rc == cudaSuccess ? tl_pool_index_for_async((CUmemoryPool)(pool), (from_device)) : 0); \

@@ -309,3 +309,72 @@ void tl_owners_collect(struct tl_report_model *m)
     }
     pthread_mutex_unlock(&owners_lock);
 }
+
+/* ---- owner class at allocation time (budgets) ---------------------------- *
+ * Reports symbolize with libdwfl; the hot path cannot.  Budgets need a call
+ * site's class when it allocates, so it is computed once per call site from
+ * dladdr (module path, exported symbol name), which is what the default
+ * rules match, and cached by call-site id.  A rule on a static function or a
+ * source file applies in reports but not to budgets. */
+static _Atomic(int8_t *) class_cache; /* class + 1; 0 = not computed */
+static size_t class_cache_len;
+
+static int class_by_dladdr(struct tl_callsite *cs, demangle_fn demangle)
+{
+    for (int i = 0; i < cs->nframes; i++) {
+        Dl_info info;
+        if (!dladdr((void *)(cs->frames[i] - 1), &info))
+            continue;
+        char *dem = NULL;
+        if (demangle && info.dli_sname && info.dli_sname[0] == '_' && info.dli_sname[1] == 'Z') {
+            int status = -1;
+            dem = demangle(info.dli_sname, NULL, NULL, &status);
+            if (status != 0) {
+                free(dem);
+                dem = NULL;
+            }
+        }
+        for (size_t r = 0; r < nrules; r++) {
+            if (!(rules[r].kinds & (1u << cs->kind)))
+                continue;
+            const char *pat = rules[r].pattern;
+            if (glob(pat, info.dli_fname) || glob(pat, info.dli_sname) || glob(pat, dem)) {
+                free(dem);
+                return (int)owners[rules[r].owner].cls;
+            }
+        }
+        free(dem);
+    }
+    return CLASS_USER;
+}
+
+int tl_owner_class_of(struct tl_callsite *cs);
+int tl_owner_class_of(struct tl_callsite *cs)
+{
+    if (!cs)
+        return CLASS_USER;
+    int8_t *cache = atomic_load_explicit(&class_cache, memory_order_acquire);
+    if (cache && cs->id < __atomic_load_n(&class_cache_len, __ATOMIC_ACQUIRE) && cache[cs->id])
+        return cache[cs->id] - 1;
+    pthread_mutex_lock(&owners_lock);
+    int cls = nrules ? class_by_dladdr(cs, (demangle_fn)tl_real_dlsym(RTLD_DEFAULT, "__cxa_demangle")) : CLASS_USER;
+    if (cs->id >= class_cache_len) {
+        size_t n = class_cache_len ? class_cache_len : 1024;
+        while (n <= cs->id)
+            n *= 2;
+        int8_t *grown = calloc(n, 1);
+        if (grown) {
+            int8_t *old = atomic_load(&class_cache);
+            if (old)
+                memcpy(grown, old, class_cache_len);
+            /* The old array stays allocated: a reader may still hold it. */
+            atomic_store_explicit(&class_cache, grown, memory_order_release);
+            __atomic_store_n(&class_cache_len, n, __ATOMIC_RELEASE);
+        }
+    }
+    cache = atomic_load(&class_cache);
+    if (cache && cs->id < class_cache_len)
+        cache[cs->id] = (int8_t)(cls + 1);
+    pthread_mutex_unlock(&owners_lock);
+    return cls;
+}

@@ -115,6 +115,7 @@ static void init(void)
     pthread_atfork(NULL, NULL, after_fork_child);
     tl_suppressions_load();
     tl_owners_load();
+    tl_budget_load();
     atomic_store(&tl_active, true);
     tl_snapshot_start();
     install_fatal_handlers();

@@ -143,6 +143,8 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     json_object_set_new(sum, "released_by_teardown_allocations", json_integer((json_int_t)atomic_load(&tl_stats.teardown_allocs)));
     json_object_set_new(sum, "dropped_events", json_integer((json_int_t)atomic_load(&tl_dropped_events)));
     json_object_set_new(sum, "call_sites", json_integer((json_int_t)tl_callsite_count()));
+    json_object_set_new(sum, "budget_crossings", json_integer((json_int_t)tl_budget_crossings()));
+    json_object_set_new(sum, "budget_refusals", json_integer((json_int_t)tl_budget_refusals()));
     json_object_set_new(root, "summary", sum);
 
     json_t *leaks = json_array();

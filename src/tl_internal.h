@@ -242,6 +242,18 @@ struct tl_invalid_free {
 size_t tl_invalid_frees(struct tl_invalid_free *out, size_t max);
 struct tl_callsite *tl_callsite_by_id(uint32_t id);
 
+/* ---- budget.c ------------------------------------------------------------ */
+extern atomic_bool tl_budget_active;    /* a TENSORLEAK_BUDGET is set */
+extern atomic_bool tl_budget_enforcing; /* ... and TENSORLEAK_BUDGET_ENFORCE */
+struct tl_callsite;
+void tl_budget_after_alloc(struct tl_callsite *cs, const struct tl_live *rec);
+void tl_budget_after_free(const struct tl_live *rec);
+bool tl_budget_refuse(enum tl_kind kind, uint64_t bytes);
+unsigned long long tl_budget_refusals(void);
+unsigned long long tl_budget_crossings(void);
+void tl_budget_load(void);
+void tl_format_size(uint64_t bytes, char *buf, size_t len);
+
 /* ---- symbolize.c -------------------------------------------------------- */
 struct tl_frame_info {
     uintptr_t address;

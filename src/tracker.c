@@ -174,14 +174,20 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
         .ctx = (uint8_t)ctx,
         .aux = aux,
     };
-    if (!tl_live_add(&rec, true))
+    if (!tl_live_add(&rec, true)) {
         tl_note_dropped("out of memory for the live-allocation table");
+        return;
+    }
+    if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed)))
+        tl_budget_after_alloc(cs, &rec);
 }
 
 /* Inside tl_live_foreach (the row's shard lock is held). */
 void tl_track_forget(const struct tl_live *rec)
 {
     tl_count_row(tl_live_counts_of(rec), rec, -1, false);
+    if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed)))
+        tl_budget_after_free(rec);
 }
 
 /* Invalid frees: kept in a fixed ring of the first TL_MAX_INVALID, counted
@@ -219,6 +225,8 @@ bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_
     struct tl_live rec;
     int rc = tl_live_take(space, addr, kinds_mask, &rec);
     if (rc == 1) {
+        if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed)))
+            tl_budget_after_free(&rec);
         if (out)
             *out = rec;
         return true;
@@ -234,8 +242,12 @@ bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_
 
 void tl_track_restore(const struct tl_live *rec)
 {
-    if (!tl_live_add(rec, false))
+    if (!tl_live_add(rec, false)) {
         tl_note_dropped("out of memory for the live-allocation table");
+        return;
+    }
+    if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed)))
+        tl_budget_after_alloc(tl_callsite_by_id(rec->callsite), rec);
 }
 
 void tl_track_failure(int is_oom, enum tl_kind kind, uint64_t size, int device)

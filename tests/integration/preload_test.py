@@ -523,6 +523,43 @@ def a_user_owner_rule_overrides_a_default():
     eq(owner_table(r.report), [("user", "user", 55 * MiB, 6)], "no default rules: everything is the user's")
 
 
+def budget_crossing_warns_once_per_crossing_and_writes_a_report():
+    plain = run(prog("budget_demo"), preload=False)
+    r = run(prog("budget_demo"), env={"TENSORLEAK_BUDGET": "4M"})
+    eq((r.rc, r.out), (plain.rc, plain.out), "program unaffected")
+    eq(r.out.strip(), "budget_demo: held 10 then 6 MiB", "output")
+    warnings = [l for l in r.err.splitlines() if "budget of 4.0 MiB on device 0 crossed" in l]
+    eq(len(warnings), 2, "one warning per crossing: " + r.err)
+    check("at fill " in warnings[0] and "(5.0 MiB held)" in warnings[0], warnings[0])
+    budget = [x for x in r.reports if x["reason"] == "budget"]
+    eq(len(budget), 2, "budget reports")
+    eq([x["summary"]["live_bytes"] for x in budget], [5 * MiB, 5 * MiB], "live bytes when crossed")
+    eq((r.report["summary"]["budget_crossings"], r.report["summary"]["budget_refusals"]), (2, 0), "counters")
+
+
+def enforced_budget_refuses_the_crossing_allocation_and_retry_succeeds():
+    r = run(prog("budget_demo"), "enforce", env={"TENSORLEAK_BUDGET": "4M", "TENSORLEAK_BUDGET_ENFORCE": "1"})
+    eq((r.rc, r.out.strip()), (0, "budget_demo: refused at 5, retry ok"), "refused exactly at the crossing")
+    s = r.report["summary"]
+    eq((s["budget_refusals"], s["leaked_bytes"], s["failed_allocations"]), (1, 0, 0), "counted as a refusal")
+    eq(len([x for x in r.reports if x["reason"] == "budget"]), 1, "one budget report")
+    check("would be crossed: allocation refused" in r.err, r.err)
+    plain = run(prog("budget_demo"), "enforce", preload=False)
+    eq(plain.out.strip(), "budget_demo: nothing refused", "without tensorleak nothing is refused")
+
+
+def owner_class_budget_names_the_class_that_crossed():
+    r = run(prog("owners_demo"), env={"LD_LIBRARY_PATH": PROGS + ":" + SIM, "TENSORLEAK_BUDGET": "cache:32M,user:2M"})
+    eq(r.rc, 0, "exit status")
+    lines = [l for l in r.err.splitlines() if "budget of" in l]
+    eq(len(lines), 2, "two crossings: " + r.err)
+    check(lines[0].startswith("tensorleak: cache budget of 32.0 MiB on device 0 crossed at c10_segment_alloc"), lines[0])
+    check("(40.0 MiB held)" in lines[0], lines[0])
+    check(lines[1].startswith("tensorleak: user budget of 2.0 MiB on device 0 crossed") and "(3.0 MiB held)" in lines[1],
+          lines[1])
+    eq([x["label"] for x in r.reports if x["reason"] == "budget"], ["cache", "user"], "budget reports")
+
+
 if __name__ == "__main__":
     name = sys.argv[1]
     fn = globals().get(name)
