@@ -30,11 +30,13 @@
 #define TL_LIBDIR "lib"
 #endif
 
-#define RUN_MAX_DEPTH 1024
+#define RUN_MAX_DEPTH 128 /* the library's TL_MAX_DEPTH */
 
 static const char usage[] =
     "usage: tensorleak run [--sim] [-o|--output PATTERN] [--depth N] [--fail-on KINDS]\n"
-    "                      [--exitcode N] [--suppressions FILE] [--quiet] [--] CMD ARGS...";
+    "                      [--exitcode N] [--suppressions FILE] [--owners FILE] [--no-default-owners]\n"
+    "                      [--budget SPEC] [--budget-enforce] [--interval SECONDS] [--quiet]\n"
+    "                      [--] CMD ARGS...";
 
 /* Parses a decimal integer in [0, max]; no sign, no suffix. */
 static bool parse_bounded(const char *text, long max, long *out)
@@ -206,7 +208,8 @@ static bool extend_list(const char *name, const char *item, bool prepend)
 
 int cmd_run(int argc, char **argv)
 {
-    enum { OPT_SIM = 256, OPT_DEPTH, OPT_FAIL_ON, OPT_EXITCODE, OPT_SUPPRESSIONS, OPT_QUIET };
+    enum { OPT_SIM = 256, OPT_DEPTH, OPT_FAIL_ON, OPT_EXITCODE, OPT_SUPPRESSIONS, OPT_QUIET, OPT_OWNERS,
+           OPT_NO_DEFAULT_OWNERS, OPT_BUDGET, OPT_BUDGET_ENFORCE, OPT_INTERVAL };
     static const struct option options[] = {
         { "sim", no_argument, NULL, OPT_SIM },
         { "output", required_argument, NULL, 'o' },
@@ -215,11 +218,17 @@ int cmd_run(int argc, char **argv)
         { "exitcode", required_argument, NULL, OPT_EXITCODE },
         { "suppressions", required_argument, NULL, OPT_SUPPRESSIONS },
         { "quiet", no_argument, NULL, OPT_QUIET },
+        { "owners", required_argument, NULL, OPT_OWNERS },
+        { "no-default-owners", no_argument, NULL, OPT_NO_DEFAULT_OWNERS },
+        { "budget", required_argument, NULL, OPT_BUDGET },
+        { "budget-enforce", no_argument, NULL, OPT_BUDGET_ENFORCE },
+        { "interval", required_argument, NULL, OPT_INTERVAL },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
-    bool sim = false, quiet = false;
+    bool sim = false, quiet = false, no_default_owners = false, budget_enforce = false;
     const char *output = NULL, *depth = NULL, *fail_on = NULL, *exitcode = NULL;
+    const char *owners = NULL, *budget = NULL, *interval = NULL;
     const char *supp_path = NULL;
     long number;
     int opt;
@@ -264,6 +273,34 @@ int cmd_run(int argc, char **argv)
         case OPT_QUIET:
             quiet = true;
             break;
+        case OPT_OWNERS:
+            owners = optarg;
+            break;
+        case OPT_NO_DEFAULT_OWNERS:
+            no_default_owners = true;
+            break;
+        case OPT_BUDGET:
+            /* The library validates the spelling and says so; an empty one
+             * is an obvious mistake worth refusing here. */
+            if (!*optarg) {
+                cli_error("run: --budget: empty value (expected SIZE and/or CLASS:SIZE)");
+                return CLI_EXIT_USAGE;
+            }
+            budget = optarg;
+            break;
+        case OPT_BUDGET_ENFORCE:
+            budget_enforce = true;
+            break;
+        case OPT_INTERVAL: {
+            char *end;
+            double seconds = strtod(optarg, &end);
+            if (!*optarg || *end || !(seconds > 0) || seconds > 86400.0 * 365) {
+                cli_error("run: --interval: invalid value '%s' (expected seconds > 0)", optarg);
+                return CLI_EXIT_USAGE;
+            }
+            interval = optarg;
+            break;
+        }
         case 'h':
             puts(usage);
             return CLI_EXIT_OK;
@@ -289,6 +326,15 @@ int cmd_run(int argc, char **argv)
             return CLI_EXIT_USAGE;
         }
     }
+    char owners_abs[PATH_MAX];
+    if (owners && !realpath(owners, owners_abs)) {
+        cli_error("run: --owners: %s: %s", owners, strerror(errno));
+        return CLI_EXIT_USAGE;
+    }
+    if (budget_enforce && !budget && !getenv("TENSORLEAK_BUDGET")) {
+        cli_error("run: --budget-enforce needs --budget (or TENSORLEAK_BUDGET)");
+        return CLI_EXIT_USAGE;
+    }
     char library[PATH_MAX], sim_dir[PATH_MAX];
     if (!find_library(library) || !usable_in_path_list("library", library))
         return CLI_EXIT_USAGE;
@@ -308,6 +354,16 @@ int cmd_run(int argc, char **argv)
         ok = ok && setenv("TENSORLEAK_SUPPRESSIONS", supp_abs, 1) == 0;
     if (quiet)
         ok = ok && setenv("TENSORLEAK_QUIET", "1", 1) == 0;
+    if (owners)
+        ok = ok && setenv("TENSORLEAK_OWNERS", owners_abs, 1) == 0;
+    if (no_default_owners)
+        ok = ok && setenv("TENSORLEAK_DEFAULT_OWNERS", "0", 1) == 0;
+    if (budget)
+        ok = ok && setenv("TENSORLEAK_BUDGET", budget, 1) == 0;
+    if (budget_enforce)
+        ok = ok && setenv("TENSORLEAK_BUDGET_ENFORCE", "1", 1) == 0;
+    if (interval)
+        ok = ok && setenv("TENSORLEAK_INTERVAL", interval, 1) == 0;
     if (sim)
         ok = ok && extend_list("LD_LIBRARY_PATH", sim_dir, true);
     ok = ok && extend_list("LD_PRELOAD", library, false);

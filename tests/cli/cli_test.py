@@ -416,10 +416,10 @@ def run_rejects_bad_options_before_starting_anything(c):
     def bad(args, msg):
         c.expect(["run"] + args + ["--", "/bin/sh", "-c", "echo started"], 2, stdout="",
                  stderr=f"tensorleak: run: {msg}\n", env=fake_env(c))
-    bad(["--depth", "-1"], "--depth: invalid value '-1' (expected 0 to 1024 frames)")
-    bad(["--depth", "12abc"], "--depth: invalid value '12abc' (expected 0 to 1024 frames)")
+    bad(["--depth", "-1"], "--depth: invalid value '-1' (expected 0 to 128 frames)")
+    bad(["--depth", "12abc"], "--depth: invalid value '12abc' (expected 0 to 128 frames)")
     bad(["--depth", "99999999999999999999"],
-        "--depth: invalid value '99999999999999999999' (expected 0 to 1024 frames)")
+        "--depth: invalid value '99999999999999999999' (expected 0 to 128 frames)")
     bad(["--fail-on", "leak,leaks"], "--fail-on: unknown kind 'leaks' "
         "(expected a comma list of leak, growth, invalid-free, oom; or none)")
     bad(["--fail-on", ""], "--fail-on: unknown kind '' "
