@@ -403,6 +403,12 @@ def run_sets_the_documented_environment(c):
     c.expect(["run", "/bin/sh", "-c", script], 0, stderr="",
              env=fake_env(c, LD_PRELOAD=c.fake[0], TENSORLEAK_DEPTH="4"),
              stdout="\n".join([c.fake[0], "", "4", "", "", "", ""]) + "\n")
+    # Owners, budgets and the interval.
+    owners_script = ('printf "%s\\n" "$TENSORLEAK_OWNERS" "$TENSORLEAK_DEFAULT_OWNERS" "$TENSORLEAK_BUDGET" '
+                     '"$TENSORLEAK_BUDGET_ENFORCE" "$TENSORLEAK_INTERVAL"')
+    c.expect(["run", "--owners", "supp_leaks.txt", "--no-default-owners", "--budget", "8G,user:2G",
+              "--budget-enforce", "--interval", "0.5", "--", "/bin/sh", "-c", owners_script], 0, stderr="",
+             env=fake_env(c), stdout="\n".join([supp, "0", "8G,user:2G", "1", "0.5"]) + "\n")
 
 
 @case
@@ -417,6 +423,9 @@ def run_rejects_bad_options_before_starting_anything(c):
         c.expect(["run"] + args + ["--", "/bin/sh", "-c", "echo started"], 2, stdout="",
                  stderr=f"tensorleak: run: {msg}\n", env=fake_env(c))
     bad(["--depth", "-1"], "--depth: invalid value '-1' (expected 0 to 128 frames)")
+    bad(["--budget-enforce"], "--budget-enforce needs --budget (or TENSORLEAK_BUDGET)")
+    bad(["--interval", "0"], "--interval: invalid value '0' (expected seconds > 0)")
+    bad(["--owners", "no-such-file"], "--owners: no-such-file: No such file or directory")
     bad(["--depth", "12abc"], "--depth: invalid value '12abc' (expected 0 to 128 frames)")
     bad(["--depth", "99999999999999999999"],
         "--depth: invalid value '99999999999999999999' (expected 0 to 128 frames)")
