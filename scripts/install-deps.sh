@@ -9,4 +9,9 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
   gcc clang pkg-config meson ninja-build python3 \
   libunwind-dev uthash-dev libcriterion-dev libjansson-dev libdw-dev libelf-dev \
-  heaptrack binutils >/dev/null
+  heaptrack binutils scdoc >/dev/null
+# Optional: headless Chromium renders the HTML report in a test (skipped
+# without it).  Pass --no-browser to leave it out.
+if [ "${1:-}" != "--no-browser" ]; then
+  apt-get install -y -qq --no-install-recommends chromium >/dev/null || echo "install-deps: chromium not installed; its test will be skipped"
+fi
