@@ -15,6 +15,11 @@
  *    they lack their own); entries are never merged
  *    across processes, so per-rank attribution stays exact. "leaks" and
  *    "growth" are re-sorted largest first (stable).
+ *  - "held" (kept at exit by pools and cache/library/workspace owners): like
+ *    "leaks", when any input has it; entries keep their owner and class.
+ *  - "owners": summed by (name, class) over the ranks, in order of first
+ *    appearance, when any input has them; peak_bytes is the sum of the
+ *    ranks' peaks (an upper bound: the ranks need not peak together).
  *  - "oom": the first rank's that has one (tagged), else null.
  *  - "ranks": per-input totals {rank, pid, host, leaked_bytes,
  *    leaked_allocations, live_bytes, reserved_bytes} plus its file.
@@ -164,6 +169,56 @@ static json_t *merged_array(const struct input *in, size_t n, const char *key,
     return out;
 }
 
+/* "owners" of every input summed by (name, class), first appearance first. */
+static json_t *merged_owners(const struct input *in, size_t n)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += in[i].report.owner_count;
+    struct tl_owner *sum = calloc(total + 1, sizeof(*sum));
+    if (!sum)
+        return NULL;
+    size_t count = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct tl_report *r = &in[i].report;
+        for (size_t k = 0; k < r->owner_count; k++) {
+            const struct tl_owner *o = &r->owners[k];
+            const char *cls = o->cls ? o->cls : "";
+            size_t j = 0;
+            while (j < count && !(strcmp(sum[j].name, o->name) == 0 && strcmp(sum[j].cls, cls) == 0))
+                j++;
+            if (j == count) {
+                sum[count].name = o->name;
+                sum[count].cls = cls;
+                count++;
+            }
+            sum[j].live_bytes = add_sat(sum[j].live_bytes, o->live_bytes);
+            sum[j].live_allocations = add_sat(sum[j].live_allocations, o->live_allocations);
+            sum[j].peak_bytes = add_sat(sum[j].peak_bytes, o->peak_bytes);
+        }
+    }
+    json_t *out = json_array();
+    for (size_t j = 0; out && j < count; j++) {
+        json_t *e = json_object();
+        json_object_set_new(e, "name", json_string(sum[j].name));
+        json_object_set_new(e, "class", *sum[j].cls ? json_string(sum[j].cls) : json_null());
+        json_object_set_new(e, "live_bytes", json_u64(sum[j].live_bytes));
+        json_object_set_new(e, "live_allocations", json_u64(sum[j].live_allocations));
+        json_object_set_new(e, "peak_bytes", json_u64(sum[j].peak_bytes));
+        json_array_append_new(out, e);
+    }
+    free(sum);
+    return out;
+}
+
+static bool any_has(const struct input *in, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (json_is_array(json_object_get(in[i].report.root, key)))
+            return true;
+    return false;
+}
+
 /* The string field `key` when every input has the same value, else null. */
 static json_t *common_value(const struct input *in, size_t n, const char *key)
 {
@@ -200,6 +255,10 @@ static json_t *merge_inputs(const struct input *in, size_t n)
     json_object_set_new(out, "merged_from", from);
     json_object_set_new(out, "summary", merged_summary(in, n));
     json_object_set_new(out, "leaks", merged_array(in, n, "leaks", "bytes", NULL));
+    if (any_has(in, n, "held"))
+        json_object_set_new(out, "held", merged_array(in, n, "held", "bytes", NULL));
+    if (any_has(in, n, "owners"))
+        json_object_set_new(out, "owners", merged_owners(in, n));
     json_object_set_new(out, "pools", merged_array(in, n, "pools", NULL, NULL));
     json_object_set_new(out, "devices", merged_array(in, n, "devices", NULL, NULL));
     json_object_set_new(out, "growth",

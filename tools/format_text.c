@@ -9,6 +9,7 @@
 #include "sizes.h"
 
 #include <inttypes.h>
+#include <string.h>
 
 static const char *or_unknown(const char *s)
 {
@@ -189,6 +190,27 @@ static void pools(FILE *out, const struct tl_report *r)
     }
 }
 
+/*
+ * "==PID== owners: user 3.0 MiB (user), NCCL 8.0 MiB (library)", as the
+ * preload prints it: only when some owner other than "user" is named.
+ */
+static void owners(FILE *out, const struct tl_report *r)
+{
+    bool named = false;
+    for (size_t i = 0; i < r->owner_count; i++)
+        named |= !r->owners[i].name || strcmp(r->owners[i].name, "user") != 0;
+    if (!named)
+        return;
+    char human[SIZE_HUMAN_MAX];
+    fprintf(out, "%s owners:", prefix_of(r).text);
+    for (size_t i = 0; i < r->owner_count; i++) {
+        const struct tl_owner *o = &r->owners[i];
+        fprintf(out, "%s %s %s (%s)", i ? "," : "", or_unknown(o->name),
+                size_human(o->live_bytes, human), or_unknown(o->cls));
+    }
+    fputc('\n', out);
+}
+
 /* The totals lines under the devices, each only when non-zero. */
 static void totals(FILE *out, const struct tl_report *r)
 {
@@ -220,6 +242,7 @@ void format_text(FILE *out, const struct tl_report *r, const char *report_name)
     oom(out, r);
     pools(out, r);
     devices(out, r);
+    owners(out, r);
     totals(out, r);
     fprintf(out, "SUMMARY: tensorleak: %" PRIu64 " byte(s) leaked in %" PRIu64
                  " allocation(s). Report: %s\n",

@@ -37,7 +37,9 @@
     X(released_by_teardown_bytes, SUM)            \
     X(released_by_teardown_allocations, SUM)      \
     X(held_bytes, SUM)                            \
-    X(dropped_events, SUM)
+    X(dropped_events, SUM)                        \
+    X(budget_crossings, SUM)                      \
+    X(budget_refusals, SUM)
 
 struct tl_summary {
 #define TL_DECLARE_FIELD(name, merge) uint64_t name;
@@ -70,6 +72,18 @@ struct tl_leak {
     struct tl_stack stack;
     bool has_rank;              /* entries of a merged report carry their rank */
     long long rank;
+    const char *owner;          /* optional: "PyTorch caching allocator", "user" */
+    const char *owner_class;    /* optional: "cache", "workspace", "library", "user" */
+};
+
+/*
+ * One entry of the optional "owners" array: memory attributed by the owner
+ * rules (data/owners.rules) to one owner; "user" is what no rule matched.
+ */
+struct tl_owner {
+    const char *name;
+    const char *cls;            /* "cache" | "workspace" | "library" | "user" */
+    uint64_t live_bytes, live_allocations, peak_bytes;
 };
 
 struct tl_growth {
@@ -182,8 +196,10 @@ struct tl_report {
     bool has_sites;             /* optional "sites": live call sites */
     struct tl_leak *sites;
     size_t site_count;
-    struct tl_leak *held;       /* optional "held": pool segments kept at exit */
-    size_t held_count;
+    struct tl_leak *held;       /* optional "held": kept at exit by a pool or a */
+    size_t held_count;          /* cache/library/workspace owner (not leaks) */
+    struct tl_owner *owners;    /* optional "owners" */
+    size_t owner_count;
     struct tl_mark *marks;
     size_t mark_count;
     struct tl_growth *growth;

@@ -211,6 +211,29 @@ static void read_leaks(struct loader *ld, json_t *root, const char *key,
         read_stack(ld, e, where, &l->stack);
         l->has_rank = get(ld, e, where, "rank", WANT_INT, false) != NULL;
         l->rank = get_int(ld, e, where, "rank");
+        l->owner = get_str(ld, e, where, "owner");
+        l->owner_class = get_str(ld, e, where, "owner_class");
+    }
+}
+
+static void read_owners(struct loader *ld, json_t *root, struct tl_report *r)
+{
+    json_t *array;
+    char where[WHERE_MAX];
+    r->owner_count = get_array(ld, root, "owners", sizeof(*r->owners), &array,
+                               (void **)&r->owners);
+    for (size_t i = 0; i < r->owner_count && !ld->failed; i++) {
+        snprintf(where, sizeof(where), "owners[%zu]", i);
+        json_t *e = element_object(ld, array, i, where);
+        if (!e)
+            return;
+        struct tl_owner *o = &r->owners[i];
+        get(ld, e, where, "name", WANT_STRING, true);
+        o->name = get_str(ld, e, where, "name");
+        o->cls = get_str(ld, e, where, "class");
+        o->live_bytes = get_u64(ld, e, where, "live_bytes");
+        o->live_allocations = get_u64(ld, e, where, "live_allocations");
+        o->peak_bytes = get_u64(ld, e, where, "peak_bytes");
     }
 }
 
@@ -547,6 +570,8 @@ bool report_load(const char *path, struct tl_report *out)
     if (!ld.failed)
         read_leaks(&ld, root, "held", &out->held, &out->held_count);
     if (!ld.failed)
+        read_owners(&ld, root, out);
+    if (!ld.failed)
         read_growth(&ld, root, out);
     if (!ld.failed)
         read_marks(&ld, root, out);
@@ -584,6 +609,7 @@ void report_free(struct tl_report *r)
     for (size_t i = 0; i < r->held_count; i++)
         free_stack(&r->held[i].stack);
     free(r->held);
+    free(r->owners);
     free(r->marks);
     for (size_t i = 0; i < r->growth_count; i++)
         free_stack(&r->growth[i].stack);

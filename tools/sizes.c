@@ -45,7 +45,8 @@ bool size_parse(const char *text, uint64_t *out)
 
 static void human_magnitude(uint64_t bytes, char *buf, size_t len, const char *sign)
 {
-    static const char *const units[] = { "KiB", "MiB", "GiB" };
+    /* As the preload library prints them (src/report_text.c). */
+    static const char *const units[] = { "KiB", "MiB", "GiB", "TiB" };
     if (bytes < 1024) {
         snprintf(buf, len, "%s%" PRIu64 " B", sign, bytes);
         return;

@@ -40,6 +40,7 @@ class Ctx:
         self.libdir = a.libdir
         self.alloc_three = os.path.abspath(a.alloc_three)
         self.samples = os.path.abspath(a.samples_dir) if a.samples_dir else ""
+        self.owners_demo = os.path.abspath(a.owners_demo) if a.owners_demo else ""
         self.regen = os.environ.get("TL_REGEN") == "1"
         self.tmp = tempfile.mkdtemp(prefix="tensorleak-cli-")
 
@@ -531,6 +532,105 @@ def report_text_of_a_real_report_equals_the_preload_text(c):
     check_eq(rc, 23, "gate exit status")
 
 
+# --- owners and budgets -----------------------------------------------------
+
+@case
+def report_text_lists_owners_as_the_preload_does(c):
+    c.expect(["report", "owners0.json"], 0, stderr="", stdout_file="owners0.txt")
+    # Only "user" (no rule matched anything): no owners line, as the preload.
+    with open(os.path.join(c.src, "owners0.json")) as f:
+        r = json.load(f)
+    r["owners"] = [o for o in r["owners"] if o["name"] == "user"]
+    path = os.path.join(c.tmp, "user_only.json")
+    with open(path, "w") as f:
+        json.dump(r, f)
+    out, _ = c.expect(["report", path], 0, stderr="")
+    if "owners:" in out:
+        raise Failure(f"owners line for a report whose only owner is user:\n{out}")
+    # A report without owners, held or budget counters (older writers) still reads.
+    out, _ = c.expect(["report", "rank0.json"], 0, stderr="")
+    if "owners:" in out:
+        raise Failure("owners line for a report without owners")
+    # A malformed owners array is a clear error.
+    for bad, msg in (([{"class": "cache"}], "owners[0].name: missing (a string expected)"),
+                     ({"name": "x"}, "owners: expected an array"),
+                     ([{"name": "x", "live_bytes": -1}], "owners[0].live_bytes: expected a non-negative integer")):
+        r["owners"] = bad
+        with open(path, "w") as f:
+            json.dump(r, f)
+        c.expect(["report", path], 2, stdout="", stderr=f"tensorleak: {path}: {msg}\n")
+
+
+@case
+def merge_sums_owners_by_name_and_class(c):
+    out, _ = c.expect(["merge", "owners1.json", "owners0.json"], 0, stderr="",
+                      stdout_file="owners.merged.json")
+    merged = json.loads(out)
+    MiB = 1 << 20
+    check_eq([(o["name"], o["class"], o["live_bytes"], o["live_allocations"], o["peak_bytes"])
+              for o in merged["owners"]],
+             [("user", "user", 4 * MiB, 3, 4 * MiB),
+              ("PyTorch caching allocator", "cache", 60 * MiB, 3, 80 * MiB),
+              ("NCCL", "library", 8 * MiB, 1, 8 * MiB),
+              ("cuBLASLt workspace", "workspace", 4 * MiB, 1, 4 * MiB)], "summed owners")
+    check_eq([(h["rank"], h["owner"], h["bytes"]) for h in merged["held"]],
+             [(0, "PyTorch caching allocator", 20 * MiB), (0, "PyTorch caching allocator", 20 * MiB),
+              (1, "PyTorch caching allocator", 20 * MiB), (0, "NCCL", 8 * MiB),
+              (1, "cuBLASLt workspace", 4 * MiB)], "held, largest first, tagged")
+    check_eq([(l["rank"], l["owner"], l["owner_class"]) for l in merged["leaks"]],
+             [(0, "user", "user"), (0, "user", "user"), (1, "user", "user")], "leak owners kept")
+    s = merged["summary"]
+    check_eq((s["held_bytes"], s["budget_crossings"], s["budget_refusals"]), (72 * MiB, 3, 2),
+             "summed held bytes and budget counters")
+    dest = os.path.join(c.tmp, "owners.merged.json")
+    with open(dest, "w") as f:
+        f.write(out)
+    c.expect(["report", "owners.merged.json"], 0, stderr="", stdout_file="owners.merged.txt",
+             cwd=c.tmp)
+    # Reports without owners merge without an owners array.
+    out, _ = c.expect(["merge", "rank0.json", "rank1.json"], 0, stderr="")
+    if "owners" in json.loads(out) or "held" in json.loads(out):
+        raise Failure("owners or held invented for reports without them")
+
+
+@case
+def diff_ignores_owners(c):
+    # Owners label sites; they are not part of a site's identity.
+    with open(os.path.join(c.src, "owners0.json")) as f:
+        r = json.load(f)
+    for l in r["leaks"]:
+        l["owner"], l["owner_class"] = "Someone else", "library"
+    r["owners"] = []
+    path = os.path.join(c.tmp, "relabelled.json")
+    with open(path, "w") as f:
+        json.dump(r, f)
+    c.expect(["diff", "owners0.json", path], 0, stderr="",
+             stdout=f"tensorleak diff: owners0.json -> {path} (leaks): +0 byte(s) (+0 B), "
+                    "+0 allocation(s) in 0 changed call site(s)\n")
+
+
+@case
+def report_text_of_an_owners_run_equals_the_preload_text(c):
+    for need in (c.library, os.path.join(c.sim_dir, "libcuda.so.1"), c.owners_demo):
+        if not need or not os.path.exists(need):
+            print(f"skip: {need} not built yet")
+            return SKIP
+    work = os.path.join(c.tmp, "owners")
+    os.makedirs(work)
+    pattern = os.path.join(work, "o.%p.json")
+    rc, out, preload_text = c.run(["run", "--sim", "-o", pattern, "--", c.owners_demo], cwd=work)
+    check_eq((rc, out), (0, "owners_demo: done\n"), f"owners demo under run (stderr: {preload_text!r})")
+    reports = [f for f in os.listdir(work) if f.endswith(".json")]
+    check_eq(len(reports), 1, f"report files in {work}")
+    path = os.path.join(work, reports[0])
+    c.expect(["report", path], 0, stdout=preload_text, stderr="")
+    line = [l for l in preload_text.splitlines() if " owners: " in l]
+    check_eq(len(line), 1, "one owners line")
+    check_eq(line[0].split(" owners: ", 1)[1],
+             "user 3.0 MiB (user), PyTorch caching allocator 40.0 MiB (cache), "
+             "cuBLASLt workspace 4.0 MiB (workspace), NCCL 8.0 MiB (library)", "owners line")
+
+
 # The html and sarif formats: their cases live in html_sarif_cases.py.
 import html_sarif_cases  # noqa: E402
 html_sarif_cases.register(case, Failure, check_eq, SKIP)
@@ -547,6 +647,7 @@ def main():
     p.add_argument("--fake-preload", action="append", required=True)
     p.add_argument("--alloc-three", default="")
     p.add_argument("--samples-dir", default="")
+    p.add_argument("--owners-demo", default="")
     p.add_argument("case", choices=sorted(CASES) + ["list"])
     a = p.parse_args()
     if a.case == "list":
