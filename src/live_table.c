@@ -311,6 +311,24 @@ void tl_live_foreach(bool (*fn)(const struct tl_live *, void *), void *arg)
     }
 }
 
+long long tl_live_sum_count(void)
+{
+    long long n = 0;
+    for (unsigned k = 0; k < NSHARDS; k++)
+        n += __atomic_load_n(&shards[k].counts.live_count, __ATOMIC_RELAXED);
+    return n;
+}
+
+long long tl_live_sum_device_bytes(int device)
+{
+    long long n = 0;
+    if (device < 0 || device >= TL_MAX_DEVICES)
+        return 0;
+    for (unsigned k = 0; k < NSHARDS; k++)
+        n += __atomic_load_n(&shards[k].counts.device_bytes[device], __ATOMIC_RELAXED);
+    return n;
+}
+
 size_t tl_live_count(void)
 {
     size_t n = 0;

@@ -497,7 +497,7 @@ void tl_pools_collect(struct tl_report_model *m)
         r->allocated = dev_allocated[d] + (uint64_t)c->direct_reserved[d] + (uint64_t)c->async_unpooled[d];
         r->largest_free = dev_largest[d];
         r->fragmentation = dev_free[d] ? 1.0 - (double)dev_largest[d] / (double)dev_free[d] : 0.0;
-        if (r->reserved || atomic_load(&tl_stats.device[d].peak_bytes))
+        if (r->reserved || atomic_load(&tl_device_used[d]))
             r->present = true;
         m->reserved += r->reserved;
         m->allocated += r->allocated;
@@ -515,7 +515,7 @@ uint64_t tl_pools_reserved_now(void)
 {
     long long direct = 0;
     for (int d = 0; d < TL_MAX_DEVICES; d++)
-        direct += atomic_load(&tl_stats.device[d].live_bytes);
+        direct += tl_live_sum_device_bytes(d); /* folded: no shared atomic */
     typedef CUresult (*getattr_fn)(CUmemoryPool, CUmemPool_attribute, void *);
     getattr_fn getattr = (getattr_fn)tl_driver_symbol("cuMemPoolGetAttribute");
     uint64_t pooled = 0;

@@ -183,6 +183,13 @@ struct tl_stats {
     struct tl_device_stats device[TL_MAX_DEVICES];
 };
 extern struct tl_stats tl_stats;
+/* tl_stats.live_bytes and peak_live_bytes are shared atomics, exact at every
+ * moment (the peak).  tl_stats.live_count and device[].live_count are
+ * folded (tl_live_fold, tl_live_lock_all).  device[].live_bytes and
+ * device[].peak_bytes are exact atomics while a budget is set
+ * (tl_budget_active, fixed before tracking starts: budget.c reads them on
+ * every allocation); otherwise they are folded too, and the current value is
+ * tl_live_sum_device_bytes(). */
 /* Totals that change on every allocation but are read only by reports and
  * marks live per live-table shard, changed under the shard lock with plain
  * adds (no shared atomics on the hot path), and are folded into tl_stats and
@@ -200,7 +207,17 @@ struct tl_shard_counts {
     unsigned long long total_allocs;               /* ever, this shard */
     long long device_count[TL_MAX_DEVICES];        /* live rows, this shard */
     struct tl_shard_site site[TL_SHARD_SITES];     /* call-site deltas, by id */
+    /* Written under the shard lock with relaxed atomic stores (plain moves,
+     * no locked instruction), read without it by tl_live_sum_* below. */
+    long long live_count;                          /* rows holding memory */
+    long long device_bytes[TL_MAX_DEVICES];        /* their bytes, per device */
 };
+/* Lock-free sums of the per-shard totals: exact when no allocation or free
+ * runs concurrently (and each term is a value its shard really had). */
+long long tl_live_sum_count(void);
+long long tl_live_sum_device_bytes(int device);
+/* A device has held tracked memory (set once, never cleared but by fork). */
+extern atomic_bool tl_device_used[TL_MAX_DEVICES];
 /* Adds (sign +1) or drops (-1) a row to/from the totals; the caller holds
  * the lock of the shard that owns `c`. */
 void tl_count_row(struct tl_shard_counts *c, const struct tl_live *rec, int sign, bool fresh);

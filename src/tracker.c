@@ -52,6 +52,8 @@ void tl_tracker_after_fork(void);
 void tl_tracker_after_fork(void)
 {
     tt.tid = 0;
+    for (int d = 0; d < TL_MAX_DEVICES; d++)
+        atomic_store(&tl_device_used[d], false);
 }
 
 const char *tl_kind_name(enum tl_kind kind)
@@ -100,6 +102,15 @@ static void flush_site(struct tl_shard_site *s)
     *s = (struct tl_shard_site){0};
 }
 
+atomic_bool tl_device_used[TL_MAX_DEVICES];
+
+/* A per-shard total: the shard lock is held, so load+add+store is exact;
+ * the relaxed atomic accesses (plain moves) let readers sum without it. */
+static inline void shard_add(long long *x, long long d)
+{
+    __atomic_store_n(x, __atomic_load_n(x, __ATOMIC_RELAXED) + d, __ATOMIC_RELAXED);
+}
+
 void tl_count_row(struct tl_shard_counts *c, const struct tl_live *rec, int sign, bool fresh)
 {
     long long bytes = sign * (long long)rec->size;
@@ -121,34 +132,53 @@ void tl_count_row(struct tl_shard_counts *c, const struct tl_live *rec, int sign
         return; /* pool blocks live inside segments already counted */
     if (kind == TL_KIND_ASYNC)
         atomic_fetch_add_explicit(&tl_stats.async_live_bytes, bytes, memory_order_relaxed);
+    /* The one shared read-modify-write: process live bytes, for an exact
+     * peak.  The rest are this shard's, changed under its lock. */
     long long now = atomic_fetch_add_explicit(&tl_stats.live_bytes, bytes, memory_order_relaxed) + bytes;
-    atomic_fetch_add_explicit(&tl_stats.live_count, sign, memory_order_relaxed);
+    shard_add(&c->live_count, sign);
     if (sign > 0)
         raise_peak(&tl_stats.peak_live_bytes, now);
     if (rec->device < TL_MAX_DEVICES && kind != TL_KIND_HOST_PINNED) {
-        struct tl_device_stats *d = &tl_stats.device[rec->device];
-        long long dn = atomic_fetch_add_explicit(&d->live_bytes, bytes, memory_order_relaxed) + bytes;
-        c->device_count[rec->device] += sign;
-        if (sign > 0)
-            raise_peak(&d->peak_bytes, dn);
+        unsigned d = rec->device;
+        c->device_count[d] += sign;
+        shard_add(&c->device_bytes[d], bytes);
+        if (sign > 0 && bytes > 0 && TL_UNLIKELY(!atomic_load_explicit(&tl_device_used[d], memory_order_relaxed)))
+            atomic_store_explicit(&tl_device_used[d], true, memory_order_relaxed);
+        if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed))) {
+            /* budget.c reads the device's bytes on every allocation. */
+            struct tl_device_stats *ds = &tl_stats.device[d];
+            long long dn = atomic_fetch_add_explicit(&ds->live_bytes, bytes, memory_order_relaxed) + bytes;
+            if (sign > 0)
+                raise_peak(&ds->peak_bytes, dn);
+        }
     }
 }
 
 void tl_counts_fold_locked(struct tl_shard_counts *const *c, unsigned n)
 {
     unsigned long long total = 0;
-    long long dev[TL_MAX_DEVICES] = {0};
+    long long dev[TL_MAX_DEVICES] = {0}, dev_bytes[TL_MAX_DEVICES] = {0}, live = 0;
     for (unsigned k = 0; k < n; k++) {
         for (unsigned i = 0; i < TL_SHARD_SITES; i++)
             if (c[k]->site[i].id)
                 flush_site(&c[k]->site[i]);
         total += c[k]->total_allocs;
-        for (unsigned d = 0; d < TL_MAX_DEVICES; d++)
+        live += c[k]->live_count;
+        for (unsigned d = 0; d < TL_MAX_DEVICES; d++) {
             dev[d] += c[k]->device_count[d];
+            dev_bytes[d] += c[k]->device_bytes[d];
+        }
     }
     atomic_store_explicit(&tl_stats.total_allocs, total, memory_order_relaxed);
-    for (unsigned d = 0; d < TL_MAX_DEVICES; d++)
+    atomic_store_explicit(&tl_stats.live_count, live, memory_order_relaxed);
+    bool exact = atomic_load_explicit(&tl_budget_active, memory_order_relaxed);
+    for (unsigned d = 0; d < TL_MAX_DEVICES; d++) {
         atomic_store_explicit(&tl_stats.device[d].live_count, dev[d], memory_order_relaxed);
+        if (!exact) {
+            atomic_store_explicit(&tl_stats.device[d].live_bytes, dev_bytes[d], memory_order_relaxed);
+            raise_peak(&tl_stats.device[d].peak_bytes, dev_bytes[d]);
+        }
+    }
 }
 
 void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t size, int device, uint32_t aux)

@@ -89,6 +89,7 @@ int main(int argc, char **argv)
             release(a);
     }
     long long want_count = THREADS * SURVIVORS, want_bytes = want_count * SURVIVOR_BYTES;
+    tl_live_fold(); /* live_count is folded from the shards */
     long long count = atomic_load(&tl_stats.live_count), bytes = atomic_load(&tl_stats.live_bytes);
     size_t rows = tl_live_count();
     unsigned long long invalid = atomic_load(&tl_stats.invalid_frees), dropped = atomic_load(&tl_dropped_events);
