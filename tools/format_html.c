@@ -15,7 +15,12 @@
  *              vs free in proportion. Plus each device: this process, others, free.
  *   timeline   marks[] as line charts (live and reserved; device free), with
  *              the growing call sites
- *   invalid frees and the out-of-memory event.
+ *   owners     the owners table (data/owners.rules attribution): live, peak,
+ *              held at exit vs leaked per owner, and a bar of both in each
+ *              owner's colour; call sites are tagged with their owner, and
+ *              the device bar splits this process's memory by owner
+ *   invalid frees and the out-of-memory event; budget crossings (verdicts,
+ *              and reports of reason "budget" marked on the sequence chart).
  *
  * Every drawn range carries data-bytes (and data-offset inside a segment);
  * widths are user units of a viewBox 960 wide, so bytes map to width by
@@ -67,6 +72,70 @@ static const char *human(uint64_t bytes, char buf[SIZE_HUMAN_MAX])
 static double percent(uint64_t part, uint64_t whole)
 {
     return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+/* ---- owner colours -------------------------------------------------- *
+ * One colour per owner name across every report of the page (first
+ * appearance order); "user" (memory no owner rule matched) is always red. */
+/* Unlike the page's own colours: blue blocks, purple reserve, orange largest hole. */
+static const char *const palette[] = { "#2a9d8f", "#4e79a7", "#edc948", "#59a14f",
+                                       "#9c755f", "#76b7b2", "#b07aa1", "#f28e2b" };
+#define USER_COLOUR "#d0452f"
+static const char **owner_names;
+static size_t owner_name_count, owner_name_cap;
+
+static void remember_owner(const char *name)
+{
+    if (!name || strcmp(name, "user") == 0)
+        return;
+    for (size_t i = 0; i < owner_name_count; i++)
+        if (strcmp(owner_names[i], name) == 0)
+            return;
+    if (owner_name_count == owner_name_cap) {
+        size_t cap = owner_name_cap ? 2 * owner_name_cap : 16;
+        const char **grown = realloc(owner_names, cap * sizeof(*grown));
+        if (!grown)
+            return;
+        owner_names = grown;
+        owner_name_cap = cap;
+    }
+    owner_names[owner_name_count++] = name;
+}
+
+static const char *owner_colour(const char *name)
+{
+    if (!name || strcmp(name, "user") == 0)
+        return USER_COLOUR;
+    for (size_t i = 0; i < owner_name_count; i++)
+        if (strcmp(owner_names[i], name) == 0)
+            return palette[i % (sizeof(palette) / sizeof(palette[0]))];
+    return "#9aa3ad";
+}
+
+/* Whether the report says who owns its memory (newer writers). */
+static bool has_owners(const struct tl_report *r)
+{
+    if (r->owner_count > 0)
+        return true;
+    for (size_t i = 0; i < r->leak_count; i++)
+        if (r->leaks[i].owner)
+            return true;
+    for (size_t i = 0; i < r->held_count; i++)
+        if (r->held[i].owner)
+            return true;
+    return false;
+}
+
+static bool same_owner(const char *a, const char *b)
+{
+    return a && b && strcmp(a, b) == 0;
+}
+
+/* Device memory kinds, as budgets count them (src/budget.c). */
+static bool device_kind(const char *kind)
+{
+    return !kind || strcmp(kind, "device") == 0 || strcmp(kind, "async") == 0 ||
+           strcmp(kind, "managed") == 0 || strcmp(kind, "vmm_handle") == 0;
 }
 
 static const char style[] =
@@ -124,6 +193,13 @@ static const char style[] =
     ".legend i.device-free-line{background:var(--free)}.legend i.allocated-line{background:var(--block)}\n"
     "line.grid{stroke:#e6e9ee}line.axis{stroke:#9aa3ad}\n"
     ".oom{border:1px solid #f1c4c0;background:#fdf3f2;border-radius:6px;padding:10px 12px}\n"
+    ".tag.owner{border-left:10px solid var(--other);border-radius:3px;color:var(--ink)}\n"
+    "td.legend{font-size:13px;color:var(--ink)}td.legend i{margin-left:0}\n"
+    "rect.owner-part{stroke:#fff;stroke-width:1}rect.owner-part.leaked{fill-opacity:.35;"
+    "stroke:var(--bad);stroke-width:1.5}\n"
+    "line.event{stroke:var(--bad);stroke-width:1.5;stroke-dasharray:5 3}"
+    "text.event-label{fill:var(--bad);font-size:11px}\n"
+    "tr.budget td{background:#fdf3f2}\n"
     "footer{color:var(--muted);font-size:12px;text-align:center;margin:24px 0}\n"
     "</style>\n";
 
@@ -224,6 +300,18 @@ static void put_sites(FILE *out, const struct tl_leak *sites, size_t count, cons
         fputs("</span>", out);
         if (l->has_rank)
             fprintf(out, "<span class=\"tag\">rank %lld</span>", l->rank);
+        if (l->owner) {
+            fprintf(out, "<span class=\"tag owner\" style=\"border-left-color:%s\" data-owner=\"",
+                    owner_colour(l->owner));
+            put_text(out, l->owner);
+            fputs("\">", out);
+            put_text(out, l->owner);
+            if (l->owner_class) {
+                fputs(" · ", out);
+                put_text(out, l->owner_class);
+            }
+            fputs("</span>", out);
+        }
         if (l->suppressed) {
             fputs("<span class=\"tag supp\">suppressed", out);
             if (l->suppression) {
@@ -322,9 +410,28 @@ static void put_verdicts(FILE *out, const struct tl_report *r)
                         human(s->gap_bytes, b));
         }
     }
-    if (s->held_bytes > 0)
+    if (s->held_bytes > 0 && has_owners(r))
+        verdict(out, "", "<b>Held: %s</b> — memory that pools and cache, library or "
+                "workspace owners keep until exit (see Owners), reported as held, not as leaks.",
+                human(s->held_bytes, a));
+    else if (s->held_bytes > 0)
         verdict(out, "", "<b>Held by pools: %s</b> — segments a caching allocator keeps, "
                 "reported as held, not as leaks.", human(s->held_bytes, a));
+    if (r->reason && strcmp(r->reason, "budget") == 0) {
+        char which[80] = "a";
+        if (r->label && strspn(r->label, "abcdefghijklmnopqrstuvwxyz") == strlen(r->label) &&
+            strlen(r->label) < sizeof(which))
+            snprintf(which, sizeof(which), "the %.60s", r->label);
+        verdict(out, "warn", "<b>Budget crossed:</b> this report was written when %s budget "
+                "(TENSORLEAK_BUDGET) was crossed.", which);
+    }
+    if (s->budget_crossings > 0 || s->budget_refusals > 0)
+        verdict(out, s->budget_refusals > 0 ? "bad" : "warn",
+                "<b>Budgets: %" PRIu64 " crossing(s), %" PRIu64 " allocation(s) refused</b>%s",
+                s->budget_crossings, s->budget_refusals,
+                s->budget_refusals > 0 ? " — refused allocations failed with out-of-memory "
+                                         "(TENSORLEAK_BUDGET_ENFORCE) as if the device were full."
+                                       : " — memory held by the process went over its budget.");
     if (r->growth_count > 0)
         verdict(out, "bad", "<b>Growing: %zu call site(s)</b> allocate more with every mark "
                 "(request) and never give it back — a leak that may never reach exit.",
@@ -358,7 +465,7 @@ static void put_summary_table(FILE *out, const struct tl_report *r)
     ROW_BYTES("allocated", s->allocated_bytes);
     ROW_BYTES("gap (reserved − allocated)", s->gap_bytes);
     ROW_BYTES("largest free block", s->largest_free_block);
-    ROW_BYTES("held by pools", s->held_bytes);
+    ROW_BYTES(has_owners(r) ? "held by pools and owners" : "held by pools", s->held_bytes);
 #undef ROW_BYTES
     fprintf(out, "<tr><th>fragmentation</th><td class=\"n\">%.2f</td><td></td></tr>\n",
             s->fragmentation);
@@ -366,7 +473,128 @@ static void put_summary_table(FILE *out, const struct tl_report *r)
             "</td><td></td></tr>\n", s->leaked_allocations, s->live_allocations);
     fprintf(out, "<tr><th>failed allocations (out of memory)</th><td class=\"n\">%" PRIu64
             " (%" PRIu64 ")</td><td></td></tr>\n", s->failed_allocations, s->oom_failures);
+    if (s->budget_crossings > 0 || s->budget_refusals > 0)
+        fprintf(out, "<tr><th>budget crossings / refused allocations</th><td class=\"n\">%" PRIu64
+                " / %" PRIu64 "</td><td></td></tr>\n", s->budget_crossings, s->budget_refusals);
     fputs("</tbody></table>\n", out);
+}
+
+/* ---- owners ---------------------------------------------------------- */
+
+struct owner_row {
+    const char *name, *cls;
+    const struct tl_owner *o;      /* NULL: named only by call sites */
+    uint64_t held, leaked;
+};
+
+static size_t owner_rows(const struct tl_report *r, struct owner_row *rows, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->owner_count && n < cap; i++)
+        rows[n++] = (struct owner_row){ r->owners[i].name, r->owners[i].cls, &r->owners[i], 0, 0 };
+    const struct tl_leak *lists[2] = { r->held, r->leaks };
+    size_t counts[2] = { r->held_count, r->leak_count };
+    for (int l = 0; l < 2; l++) {
+        for (size_t i = 0; i < counts[l]; i++) {
+            const struct tl_leak *e = &lists[l][i];
+            if (!e->owner || (l == 1 && e->suppressed))
+                continue;
+            size_t k = 0;
+            while (k < n && !same_owner(rows[k].name, e->owner))
+                k++;
+            if (k == n) {
+                if (n == cap)
+                    continue;
+                rows[n++] = (struct owner_row){ e->owner, e->owner_class, NULL, 0, 0 };
+            }
+            if (l == 0)
+                rows[k].held += e->bytes;
+            else
+                rows[k].leaked += e->bytes;
+        }
+    }
+    return n;
+}
+
+static void put_owner_swatch(FILE *out, const char *name)
+{
+    fprintf(out, "<i style=\"background:%s\"></i>", owner_colour(name));
+}
+
+static void put_owners(FILE *out, const struct tl_report *r)
+{
+    char a[SIZE_HUMAN_MAX], b[SIZE_HUMAN_MAX], c[SIZE_HUMAN_MAX], d[SIZE_HUMAN_MAX];
+    size_t cap = r->owner_count + r->held_count + r->leak_count + 1;
+    struct owner_row *rows = calloc(cap, sizeof(*rows));
+    if (!rows)
+        return;
+    size_t n = owner_rows(r, rows, cap);
+    bool snapshot = is_snapshot(r);
+    fputs("<h3>Owners</h3>\n<p class=\"meta\">Who holds the memory, by the owner rules "
+          "(<code>data/owners.rules</code>, <code>TENSORLEAK_OWNERS</code>): the first stack "
+          "frame, innermost first, that a rule matches; <i>user</i> is memory no rule matched. "
+          "Memory of a cache, library or workspace owner is held, not leaked.</p>\n", out);
+    fprintf(out, "<table class=\"owners\"><thead><tr><th>owner</th><th>class</th>"
+            "<th class=\"n\">live</th><th class=\"n\">allocations</th><th class=\"n\">peak</th>"
+            "<th class=\"n\">held%s</th><th class=\"n\">%s</th></tr></thead><tbody>\n",
+            snapshot ? "" : " at exit", snapshot ? "live, not held" : "leaked");
+    uint64_t total = 0, held = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct owner_row *w = &rows[i];
+        total += w->held + w->leaked;
+        held += w->held;
+        fputs("<tr class=\"owner\" data-owner=\"", out);
+        put_text(out, w->name);
+        fprintf(out, "\" data-held=\"%" PRIu64 "\" data-leaked=\"%" PRIu64 "\" data-live=\"%" PRIu64
+                "\"><td class=\"legend\">", w->held, w->leaked, w->o ? w->o->live_bytes : 0);
+        put_owner_swatch(out, w->name);
+        put_text(out, w->name);
+        fputs("</td><td>", out);
+        put_text(out, w->cls ? w->cls : "?");
+        fputs("</td>", out);
+        if (w->o)
+            fprintf(out, "<td class=\"n\">%s</td><td class=\"n\">%" PRIu64 "</td>"
+                    "<td class=\"n\">%s</td>", human(w->o->live_bytes, a), w->o->live_allocations,
+                    human(w->o->peak_bytes, b));
+        else
+            fputs("<td class=\"n\">—</td><td class=\"n\">—</td><td class=\"n\">—</td>", out);
+        fprintf(out, "<td class=\"n\">%s</td><td class=\"n\">%s</td></tr>\n",
+                w->held ? human(w->held, c) : "—", w->leaked ? human(w->leaked, d) : "—");
+    }
+    fputs("</tbody></table>\n", out);
+    if (total > 0) {
+        /* Held first (solid), then leaked (faded, red outline), each in its owner's colour. */
+        double scale = MAP_WIDTH / (double)total, x = 0;
+        fprintf(out, "<figure class=\"owners-bar\"><figcaption>%s by owner: %s held, %s %s"
+                "</figcaption>\n<svg class=\"map owners-map\" viewBox=\"-2 0 %.0f 30\" "
+                "data-scale=\"%.9g\" role=\"img\" aria-label=\"held and leaked memory by owner\">\n",
+                snapshot ? "Held and live" : "Held and leaked", human(held, a),
+                human(total - held, b), snapshot ? "live, not held" : "leaked", MAP_WIDTH + 4, scale);
+        for (int pass = 0; pass < 2; pass++) {
+            for (size_t i = 0; i < n; i++) {
+                uint64_t bytes = pass == 0 ? rows[i].held : rows[i].leaked;
+                if (bytes == 0)
+                    continue;
+                fprintf(out, "<rect class=\"owner-part %s\" data-owner=\"", pass ? "leaked" : "held");
+                put_text(out, rows[i].name);
+                fprintf(out, "\" data-bytes=\"%" PRIu64 "\" x=\"%.3f\" y=\"4\" width=\"%.3f\" "
+                        "height=\"22\" style=\"fill:%s\"><title>", bytes, x, (double)bytes * scale,
+                        owner_colour(rows[i].name));
+                put_text(out, rows[i].name);
+                fprintf(out, ": %s %s</title></rect>\n", human(bytes, a),
+                        pass ? (snapshot ? "live" : "leaked") : "held");
+                x += (double)bytes * scale;
+            }
+        }
+        fputs("</svg>\n<div class=\"legend\">", out);
+        for (size_t i = 0; i < n; i++) {
+            put_owner_swatch(out, rows[i].name);
+            put_text(out, rows[i].name);
+        }
+        fprintf(out, " — solid: held; faded with a red edge: %s</div></figure>\n",
+                snapshot ? "live, not held" : "leaked");
+    }
+    free(rows);
 }
 
 /* ---- memory map ------------------------------------------------------ */
@@ -526,7 +754,43 @@ static void put_pool(FILE *out, const struct tl_pool *p)
     fputs("</figure>\n", out);
 }
 
-static void put_device(FILE *out, const struct tl_device *d)
+/*
+ * This process's share of device `d` by owner: device-memory call sites
+ * (held and leaked or live) of the owners, when the report says who owns
+ * them and `d` is the only device of its process (call sites do not name
+ * their device). Returns how many rows got bytes; rows[].held is the sum.
+ */
+static size_t device_owner_parts(const struct tl_report *r, const struct tl_device *d,
+                                 struct owner_row *rows, size_t cap)
+{
+    if (!has_owners(r))
+        return 0;
+    for (size_t i = 0; i < r->device_count; i++) {
+        const struct tl_device *o = &r->devices[i];
+        if (o != d && o->has_rank == d->has_rank && (!d->has_rank || o->rank == d->rank))
+            return 0;
+    }
+    size_t n = owner_rows(r, rows, cap);
+    for (size_t i = 0; i < n; i++)
+        rows[i].held = rows[i].leaked = 0;
+    const struct tl_leak *lists[2] = { r->held, r->leaks };
+    size_t counts[2] = { r->held_count, r->leak_count };
+    for (int l = 0; l < 2; l++)
+        for (size_t i = 0; i < counts[l]; i++) {
+            const struct tl_leak *e = &lists[l][i];
+            if (!e->owner || !device_kind(e->kind) ||
+                (d->has_rank && (!e->has_rank || e->rank != d->rank)))
+                continue;
+            for (size_t k = 0; k < n; k++)
+                if (same_owner(rows[k].name, e->owner)) {
+                    rows[k].held += e->bytes;
+                    break;
+                }
+        }
+    return n;
+}
+
+static void put_device(FILE *out, const struct tl_report *r, const struct tl_device *d)
 {
     char a[SIZE_HUMAN_MAX], b[SIZE_HUMAN_MAX], c[SIZE_HUMAN_MAX], e[SIZE_HUMAN_MAX];
     if (d->total == 0)
@@ -535,6 +799,9 @@ static void put_device(FILE *out, const struct tl_device *d)
     uint64_t mine = d->reserved_bytes < used ? d->reserved_bytes : used;
     uint64_t others = used - mine;
     double scale = MAP_WIDTH / (double)d->total;
+    size_t cap = r->owner_count + r->held_count + r->leak_count + 1;
+    struct owner_row *rows = calloc(cap, sizeof(*rows));
+    size_t nrows = rows ? device_owner_parts(r, d, rows, cap) : 0;
     fprintf(out, "<figure class=\"device\" data-device=\"%lld\"><figcaption><b>device %lld</b>",
             d->device, d->device);
     if (d->has_rank)
@@ -544,10 +811,27 @@ static void put_device(FILE *out, const struct tl_device *d)
     fprintf(out, "<svg class=\"map device-map\" viewBox=\"-2 0 %.0f 30\" data-scale=\"%.9g\" "
             "role=\"img\" aria-label=\"device memory\">\n", MAP_WIDTH + 4, scale);
     double x = 0;
+    /* This process: its owners' allocations first, in their colours. */
+    uint64_t rest = mine;
+    for (size_t i = 0; i < nrows; i++) {
+        uint64_t bytes = rows[i].held < rest ? rows[i].held : rest;
+        if (bytes == 0)
+            continue;
+        fputs("<rect class=\"process owner-part\" data-owner=\"", out);
+        put_text(out, rows[i].name);
+        fprintf(out, "\" data-bytes=\"%" PRIu64 "\" x=\"%.3f\" y=\"4\" width=\"%.3f\" "
+                "height=\"22\" style=\"fill:%s\"><title>", bytes, x, (double)bytes * scale,
+                owner_colour(rows[i].name));
+        put_text(out, rows[i].name);
+        fprintf(out, ": %s allocated</title></rect>\n", human(bytes, a));
+        x += (double)bytes * scale;
+        rest -= bytes;
+    }
     const struct {
         const char *cls, *what;
         uint64_t bytes;
-    } parts[] = { { "process", "this process (reserved)", mine },
+    } parts[] = { { "process", nrows ? "this process, reserved but not in a live allocation"
+                                     : "this process (reserved)", rest },
                   { "others", "other processes and the driver", others },
                   { "device-free", "free", d->free } };
     for (size_t i = 0; i < 3; i++) {
@@ -559,9 +843,47 @@ static void put_device(FILE *out, const struct tl_device *d)
     }
     fprintf(out, "<rect class=\"device\" x=\"0\" y=\"4\" width=\"%.3f\" height=\"22\"/></svg>\n",
             MAP_WIDTH);
-    fputs("<div class=\"legend\"><i style=\"background:var(--reserved)\"></i>this process"
-          "<i style=\"background:var(--other)\"></i>others<i style=\"background:#e7f3e8\"></i>"
-          "free</div></figure>\n", out);
+    if (nrows > 0 && mine > 0) {
+        /* The same owners at this process's own scale: on a large device its
+         * share can be a sliver. */
+        double own = MAP_WIDTH / (double)mine;
+        fprintf(out, "<figcaption>this process's %s, by owner</figcaption>\n<svg class=\"map "
+                "process-map\" viewBox=\"-2 0 %.0f 30\" data-scale=\"%.9g\" role=\"img\" "
+                "aria-label=\"this process's device memory by owner\">\n", human(mine, a),
+                MAP_WIDTH + 4, own);
+        double px = 0;
+        uint64_t left = mine;
+        for (size_t i = 0; i < nrows; i++) {
+            uint64_t bytes = rows[i].held < left ? rows[i].held : left;
+            if (bytes == 0)
+                continue;
+            fputs("<rect class=\"process owner-part\" data-owner=\"", out);
+            put_text(out, rows[i].name);
+            fprintf(out, "\" data-bytes=\"%" PRIu64 "\" x=\"%.3f\" y=\"4\" width=\"%.3f\" "
+                    "height=\"22\" style=\"fill:%s\"><title>", bytes, px, (double)bytes * own,
+                    owner_colour(rows[i].name));
+            put_text(out, rows[i].name);
+            fprintf(out, ": %s allocated</title></rect>\n", human(bytes, b));
+            px += (double)bytes * own;
+            left -= bytes;
+        }
+        fprintf(out, "<rect class=\"process\" data-bytes=\"%" PRIu64 "\" x=\"%.3f\" y=\"4\" "
+                "width=\"%.3f\" height=\"22\"><title>reserved, not in a live allocation: %s"
+                "</title></rect>\n", left, px, (double)left * own, human(left, c));
+        fprintf(out, "<rect class=\"device\" x=\"0\" y=\"4\" width=\"%.3f\" height=\"22\"/>"
+                "</svg>\n", MAP_WIDTH);
+    }
+    fputs("<div class=\"legend\">", out);
+    for (size_t i = 0; i < nrows; i++) {
+        if (rows[i].held == 0)
+            continue;
+        put_owner_swatch(out, rows[i].name);
+        put_text(out, rows[i].name);
+    }
+    fprintf(out, "<i style=\"background:var(--reserved)\"></i>this process%s"
+            "<i style=\"background:var(--other)\"></i>others<i style=\"background:#e7f3e8\"></i>"
+            "free</div></figure>\n", nrows ? " (reserved, not allocated)" : "");
+    free(rows);
 }
 
 /* ---- line charts ----------------------------------------------------- */
@@ -571,9 +893,14 @@ struct series {
     const uint64_t *values;
 };
 
-/* A line chart of `count` points per series; x labels are 1..count or `xlabel(i)`. */
+/*
+ * A line chart of `count` points per series; x labels are 1..count or
+ * `xvalues[i]`. events[i], when set, marks point i with a dashed vertical
+ * line and that label ("budget: device").
+ */
 static void put_chart(FILE *out, const char *cls, const struct series *series, size_t nseries,
-                      size_t count, const long long *xvalues, const char *xname)
+                      size_t count, const long long *xvalues, const char *xname,
+                      const char *const *events)
 {
     char a[SIZE_HUMAN_MAX];
     const double w = 960, h = 230, left = 78, right = 12, top = 12, bottom = 34;
@@ -596,6 +923,18 @@ static void put_chart(FILE *out, const char *cls, const struct series *series, s
     }
     fprintf(out, "<line class=\"axis\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\"/>\n", left,
             w - right, top + ph, top + ph);
+    for (size_t i = 0; events && i < count; i++) {
+        if (!events[i])
+            continue;
+        fprintf(out, "<line class=\"event budget\" data-index=\"%zu\" x1=\"%.1f\" x2=\"%.1f\" "
+                "y1=\"%.1f\" y2=\"%.1f\"><title>", i, X(i), X(i), top, top + ph);
+        put_text(out, events[i]);
+        fprintf(out, "</title></line><text class=\"event-label\" x=\"%.1f\" y=\"%.1f\" "
+                "text-anchor=\"%s\">", X(i) + (X(i) > w - 140 ? -4 : 4), top + 12,
+                X(i) > w - 140 ? "end" : "start");
+        put_text(out, events[i]);
+        fputs("</text>\n", out);
+    }
     size_t step = count > 12 ? (count + 11) / 12 : 1;
     for (size_t i = 0; i < count; i += step)
         fprintf(out, "<text class=\"dim\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s %lld"
@@ -672,12 +1011,12 @@ static void put_timeline(FILE *out, const struct tl_report *r)
           "progress.</p>\n", out);
     /* Reserved first and wider: where live equals reserved both stay visible. */
     const struct series lr[] = { { "reserved", "reserved", v + n }, { "live", "live", v } };
-    put_chart(out, "timeline", lr, 2, n, seq, "mark");
+    put_chart(out, "timeline", lr, 2, n, seq, "mark", NULL);
     if (device_free) {
         fputs("<p class=\"meta\">Free memory on the device, as the driver reported it at each "
               "mark.</p>\n", out);
         const struct series df[] = { { "device free", "device-free-line", v + 2 * n } };
-        put_chart(out, "timeline device-free", df, 1, n, seq, "mark");
+        put_chart(out, "timeline device-free", df, 1, n, seq, "mark", NULL);
     }
     free(v);
     free(seq);
@@ -784,15 +1123,18 @@ static void put_report(FILE *out, const struct tl_report *r, size_t index, size_
         put_sites(out, r->leaks, r->leak_count, is_snapshot(r) ? "live" : "leak");
     }
     if (r->held_count > 0) {
-        fputs("<h3>Held by pools (not leaks)</h3>\n", out);
+        fputs(has_owners(r) ? "<h3>Held by pools and owners (not leaks)</h3>\n"
+                            : "<h3>Held by pools (not leaks)</h3>\n", out);
         put_sites(out, r->held, r->held_count, "held");
     }
+    if (has_owners(r))
+        put_owners(out, r);
     if (r->pool_count > 0 || r->device_count > 0) {
         fputs("<h3>Memory map</h3>\n", out);
         for (size_t i = 0; i < r->pool_count; i++)
             put_pool(out, &r->pools[i]);
         for (size_t i = 0; i < r->device_count; i++)
-            put_device(out, &r->devices[i]);
+            put_device(out, r, &r->devices[i]);
     }
     if (r->mark_count > 0)
         put_timeline(out, r);
@@ -816,9 +1158,20 @@ static void put_sequence(FILE *out, const struct tl_report *reports, size_t coun
             "</th><th class=\"n\">live</th><th class=\"n\">reserved</th><th class=\"n\">"
             "allocated</th><th class=\"n\">fragmentation</th></tr></thead><tbody>\n", count);
     uint64_t *v = calloc(3 * count, sizeof(*v));
+    const char **events = calloc(count, sizeof(*events));
+    char (*event_text)[96] = calloc(count, sizeof(*event_text));
+    bool any_event = false;
     for (size_t i = 0; i < count; i++) {
         const struct tl_report *r = &reports[i];
-        fprintf(out, "<tr><td>%zu</td><td><a href=\"#report-%zu\">", i + 1, i + 1);
+        bool budget = r->reason && strcmp(r->reason, "budget") == 0;
+        if (budget && events && event_text) {
+            snprintf(event_text[i], sizeof(event_text[i]), "budget: %.80s",
+                     r->label ? r->label : "?");
+            events[i] = event_text[i];
+            any_event = true;
+        }
+        fprintf(out, "<tr%s><td>%zu</td><td><a href=\"#report-%zu\">",
+                budget ? " class=\"budget\"" : "", i + 1, i + 1);
         put_text(out, report_basename(r->path));
         fputs("</a></td><td>", out);
         put_text(out, r->reason ? r->reason : "");
@@ -843,9 +1196,15 @@ static void put_sequence(FILE *out, const struct tl_report *reports, size_t coun
         const struct series s[] = { { "reserved", "reserved", v + count },
                                     { "allocated", "allocated-line", v + 2 * count },
                                     { "live", "live", v } };
-        put_chart(out, "sequence-chart", s, 3, count, NULL, "report");
+        put_chart(out, "sequence-chart", s, 3, count, NULL, "report",
+                  any_event ? events : NULL);
+        if (any_event)
+            fputs("<p class=\"meta\">Dashed red lines: reports written when a budget "
+                  "(TENSORLEAK_BUDGET) was crossed.</p>\n", out);
     }
     free(v);
+    free(events);
+    free(event_text);
     fputs("</section>\n", out);
 }
 
@@ -860,6 +1219,15 @@ bool format_html(FILE *out, const struct tl_report *reports, size_t count)
         put_text(out, report_basename(reports[0].path));
     }
     fputs("</title>\n", out);
+    for (size_t i = 0; i < count; i++) {
+        const struct tl_report *r = &reports[i];
+        for (size_t k = 0; k < r->owner_count; k++)
+            remember_owner(r->owners[k].name);
+        for (size_t k = 0; k < r->held_count; k++)
+            remember_owner(r->held[k].owner);
+        for (size_t k = 0; k < r->leak_count; k++)
+            remember_owner(r->leaks[k].owner);
+    }
     fputs(style, out);
     fputs("</head><body>\n", out);
     fputs(svg_defs, out);
@@ -874,5 +1242,8 @@ bool format_html(FILE *out, const struct tl_report *reports, size_t count)
           "no external files.</footer>\n</main>\n", out);
     fputs(script, out);
     fputs("</body></html>\n", out);
+    free(owner_names);
+    owner_names = NULL;
+    owner_name_count = owner_name_cap = 0;
     return true;
 }

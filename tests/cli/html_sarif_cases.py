@@ -388,3 +388,136 @@ def register(case, Failure, check_eq, SKIP):
             one_path, _ = html_of(c, [paths[i]], f"real{i}.html")
             check_rendered_to_scale(browse(c, one_path, os.path.join(c.tmp, f"real{i}.png")),
                                     r, name)
+
+    # --- owners and budgets -----------------------------------------------
+
+    def check_owners_page(page, report, where):
+        """Owners table, held-vs-leaked bar to scale, one colour per owner."""
+        held, leaked = {}, {}
+        for key, acc in (("held", held), ("leaks", leaked)):
+            for e in report.get(key, []):
+                if e.get("owner") and not (key == "leaks" and e.get("suppressed")):
+                    acc[e["owner"]] = acc.get(e["owner"], 0) + e["bytes"]
+        rows = [e for e in page.find("tr", "owner")]
+        check_eq([(r.attrs["data-owner"], int(r.attrs["data-live"]), int(r.attrs["data-held"]),
+                   int(r.attrs["data-leaked"])) for r in rows],
+                 [(o["name"], o["live_bytes"], held.get(o["name"], 0), leaked.get(o["name"], 0))
+                  for o in report["owners"]], f"{where}: owner rows")
+        svg = page.find("svg", "owners-map")
+        check_eq(len(svg), 1, f"{where}: held/leaked bar")
+        scale = float(svg[0].attrs["data-scale"])
+        parts = [e for e in page.elements if svg[0] in e.parents and e.tag == "rect"]
+        want = ([(o["name"], "held", held[o["name"]]) for o in report["owners"] if held.get(o["name"])]
+                + [(o["name"], "leaked", leaked[o["name"]]) for o in report["owners"] if leaked.get(o["name"])])
+        check_eq([(e.attrs["data-owner"], e.classes()[1], int(e.attrs["data-bytes"])) for e in parts],
+                 want, f"{where}: bar parts")
+        check_eq(round(sum(float(e.attrs["width"]) for e in parts), 2), 960.0, f"{where}: bar width")
+        for e in parts:
+            if abs(float(e.attrs["width"]) - int(e.attrs["data-bytes"]) * scale) > 0.002:
+                raise Failure(f"{where}: {e.attrs['data-owner']} part not to scale")
+        # One colour per owner, wherever it is drawn; "user" is red.
+        colours = {}
+        for e in page.elements:
+            name = e.attrs.get("data-owner")
+            style = e.attrs.get("style", "")
+            if name is None or not style:
+                continue
+            colour = style.split(":", 1)[1].strip()
+            if colours.setdefault(name, colour) != colour:
+                raise Failure(f"{where}: owner {name!r} drawn in {colours[name]} and {colour}")
+        check_eq(colours.get("user"), "#d0452f", f"{where}: user colour")
+        check_eq(len(set(colours.values())), len(colours), f"{where}: distinct owner colours")
+        return colours
+
+    @case
+    def report_html_shows_owners_held_and_leaked(c):
+        with open(os.path.join(c.src, "owners0.json")) as f:
+            report = json.load(f)
+        _, text = html_of(c, ["owners0.json"])
+        page = Page(text)
+        check_self_contained(text, page)
+        check_owners_page(page, report, "owners0.json")
+        headings = [e.text for e in page.find("h3")]
+        for h in ("Owners", "Held by pools and owners (not leaks)"):
+            if h not in headings:
+                raise Failure(f"no heading {h!r} in {headings}")
+        tags = [e.attrs["data-owner"] for e in page.find("span", "owner")]
+        check_eq(tags, [l["owner"] for l in report["leaks"]] + [h["owner"] for h in report["held"]],
+                 "owner tags on leaks then held sites")
+        # The device bar splits this process's memory by owner (device kinds).
+        proc = page.find("svg", "process-map")
+        check_eq(len(proc), 1, "process-by-owner bar")
+        parts = [(e.attrs.get("data-owner"), int(e.attrs["data-bytes"]))
+                 for e in page.elements if proc[0] in e.parents and "data-bytes" in e.attrs]
+        MiB_ = MiB
+        check_eq(parts, [("user", 3 * MiB_), ("PyTorch caching allocator", 40 * MiB_),
+                         ("NCCL", 8 * MiB_), (None, 45 * MiB_)], "process parts")
+        verdicts = " ".join(e.text for e in page.find("b"))
+        if "Budgets: 1 crossing(s), 0 allocation(s) refused" not in verdicts:
+            raise Failure(f"no budget verdict in {verdicts!r}")
+        # Reports without owners: no owners section, as before.
+        page = Page(html_of(c, ["leaky.json"], "old.html")[1])
+        check_eq(page.find("tr", "owner") + page.find("span", "owner"), [], "owners of an old report")
+
+    @case
+    def report_html_marks_budget_reports_on_the_sequence_chart(c):
+        with open(os.path.join(c.src, "owners0.json")) as f:
+            report = json.load(f)
+        paths = []
+        for i, (reason, label) in enumerate((("mark", "step"), ("budget", "cache"),
+                                             ("budget", "device"), ("exit", None))):
+            r = dict(report, reason=reason, label=label)
+            paths.append(os.path.join(c.tmp, f"seq{i}.json"))
+            with open(paths[-1], "w") as f:
+                json.dump(r, f)
+        page = Page(html_of(c, paths, "seq.html")[1])
+        events = [e for e in page.find("line", "event") if e.inside("section", "sequence")]
+        labels = [e.text for e in page.find("text", "event-label") if e.inside("section", "sequence")]
+        check_eq([(e.attrs["data-index"], t) for e, t in zip(events, labels)],
+                 [("1", "budget: cache"), ("2", "budget: device")], "budget events")
+        points = [e for e in page.find("circle", "live") if e.inside("section", "sequence")]
+        check_eq([e.attrs["x1"] for e in events], [f"{float(points[i].attrs['cx']):.1f}" for i in (1, 2)],
+                 "events at their reports' x")
+        rows = [e for e in page.find("tr", "budget") if e.inside("section", "sequence")]
+        check_eq(len(rows), 2, "budget rows in the sequence table")
+        crossed = [e for e in page.find("b") if e.text == "Budget crossed:"]
+        check_eq(len(crossed), 2, "budget verdicts")
+
+    @case
+    def html_of_an_owners_run_renders_in_chromium(c):
+        if not chromium():
+            print("skip: chromium is not installed (apt-get install -y chromium)")
+            return SKIP
+        for need in (c.library, os.path.join(c.sim_dir, "libcuda.so.1"), c.owners_demo):
+            if not need or not os.path.exists(need):
+                print(f"skip: {need} not built yet")
+                return SKIP
+        work = os.path.join(c.tmp, "owners")
+        os.makedirs(work)
+        rc, _, err = c.run(["run", "--sim", "--quiet", "-o", os.path.join(work, "o.json"), "--",
+                            c.owners_demo], cwd=work)
+        check_eq(rc, 0, f"owners demo (stderr: {err!r})")
+        with open(os.path.join(work, "o.json")) as f:
+            report = json.load(f)
+        check_eq({(o["name"], o["class"], o["live_bytes"]) for o in report["owners"]},
+                 {("user", "user", 3 * MiB), ("PyTorch caching allocator", "cache", 40 * MiB),
+                  ("NCCL", "library", 8 * MiB), ("cuBLASLt workspace", "workspace", 4 * MiB)},
+                 "owners of the demo")
+        page_path, _ = html_of(c, [os.path.join(work, "o.json")], "owners.html")
+        dom = browse(c, page_path, os.path.join(c.tmp, "owners.png"))
+        check_owners_page(dom, report, "owners demo")
+        body = dom.find("body")[0]
+        drawn = [e for e in dom.elements if "data-bytes" in e.attrs and e.inside("svg")]
+        check_eq(body.attrs.get("data-rendered-ranges"), str(len(drawn)), "ranges measured")
+        for cls in ("owners-map", "process-map"):
+            svg = dom.find("svg", cls)[0]
+            rects = [e for e in dom.elements if svg in e.parents and "data-bytes" in e.attrs]
+            total = sum(int(e.attrs["data-bytes"]) for e in rects)
+            px = sum(float(e.attrs["data-rendered-width"]) for e in rects)
+            if px < 500:
+                raise Failure(f"{cls} is drawn only {px} px wide")
+            for e in rects:
+                want = int(e.attrs["data-bytes"]) * px / total
+                got = float(e.attrs["data-rendered-width"])
+                if abs(got - want) > 2.5:
+                    raise Failure(f"{cls}: {e.attrs.get('data-owner')} is {got} px, expected {want:.2f}")
