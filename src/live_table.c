@@ -10,7 +10,7 @@
  * site (callsite.c) by id.
  *
  * Concurrency: 64 shards, each an open-addressing table (linear probing,
- * backward-shift deletion, so no tombstones) under its own mutex.  Two threads
+ * backward-shift deletion, so no tombstones) under its own lock (an exchange to take, a store to release).  Two threads
  * allocating at once almost never share a shard; a consistent snapshot takes
  * every shard lock in order.
  *
@@ -22,24 +22,59 @@
  */
 #include "tl_internal.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define SHARD_BITS 6
 #define NSHARDS (1u << SHARD_BITS)
 #define INITIAL_CAP 256u
 
 struct shard {
-    pthread_mutex_t lock;
+    atomic_int lock; /* 0 free, 1 held: shard_lock below */
     struct tl_live *slots;
     size_t cap; /* power of two, or 0 before the first insert */
     size_t count;
     struct tl_shard_counts counts; /* tracker.c's totals for these rows */
 } __attribute__((aligned(64)));
 
-static struct shard shards[NSHARDS] = {
-    [0 ... NSHARDS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER},
-};
+static struct shard shards[NSHARDS];
+
+/* The shard lock: one exchange to take it, a release store to drop it (a
+ * pthread mutex costs a second locked instruction on unlock, plus two calls).
+ * Critical sections are a few dozen instructions, so a waiter spins briefly;
+ * one that keeps waiting (another thread holds every shard for a report)
+ * yields, then sleeps in short naps rather than burning its core. */
+static void shard_lock_slow(struct shard *s)
+{
+    for (unsigned i = 0;; i++) {
+        if (!atomic_load_explicit(&s->lock, memory_order_relaxed) &&
+            !atomic_exchange_explicit(&s->lock, 1, memory_order_acquire))
+            return;
+        if (i < 128) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else if (i < 256) {
+            sched_yield();
+        } else {
+            struct timespec nap = {0, 50000};
+            nanosleep(&nap, NULL);
+        }
+    }
+}
+
+static inline void shard_lock(struct shard *s)
+{
+    if (TL_UNLIKELY(atomic_exchange_explicit(&s->lock, 1, memory_order_acquire)))
+        shard_lock_slow(s);
+}
+
+static inline void shard_unlock(struct shard *s)
+{
+    atomic_store_explicit(&s->lock, 0, memory_order_release);
+}
 
 static inline uint64_t mix(uint8_t space, uint64_t addr)
 {
@@ -93,10 +128,10 @@ bool tl_live_insert(const struct tl_live *rec)
 {
     uint64_t h = mix(rec->space, rec->addr);
     struct shard *s = shard_of(h);
-    pthread_mutex_lock(&s->lock);
+    shard_lock(s);
     /* Grow at 80 % load: linear probing stays short, memory stays low. */
     if ((s->count + 1) * 5 > s->cap * 4 && !grow(s)) {
-        pthread_mutex_unlock(&s->lock);
+        shard_unlock(s);
         return false;
     }
     size_t mask = s->cap - 1;
@@ -106,14 +141,14 @@ bool tl_live_insert(const struct tl_live *rec)
             /* The driver handed out an address we still think is live: we
              * missed its free (an untracked path).  The new one wins. */
             s->slots[i] = *rec;
-            pthread_mutex_unlock(&s->lock);
+            shard_unlock(s);
             return true;
         }
         i = (i + 1) & mask;
     }
     s->slots[i] = *rec;
     s->count++;
-    pthread_mutex_unlock(&s->lock);
+    shard_unlock(s);
     return true;
 }
 
@@ -121,9 +156,9 @@ bool tl_live_add(const struct tl_live *rec, bool fresh)
 {
     uint64_t h = mix(rec->space, rec->addr);
     struct shard *s = shard_of(h);
-    pthread_mutex_lock(&s->lock);
+    shard_lock(s);
     if ((s->count + 1) * 5 > s->cap * 4 && !grow(s)) {
-        pthread_mutex_unlock(&s->lock);
+        shard_unlock(s);
         return false;
     }
     size_t mask = s->cap - 1;
@@ -135,7 +170,7 @@ bool tl_live_add(const struct tl_live *rec, bool fresh)
             tl_count_row(&s->counts, &s->slots[i], -1, false);
             s->slots[i] = *rec;
             tl_count_row(&s->counts, rec, 1, fresh);
-            pthread_mutex_unlock(&s->lock);
+            shard_unlock(s);
             return true;
         }
         i = (i + 1) & mask;
@@ -143,7 +178,7 @@ bool tl_live_add(const struct tl_live *rec, bool fresh)
     s->slots[i] = *rec;
     s->count++;
     tl_count_row(&s->counts, rec, 1, fresh);
-    pthread_mutex_unlock(&s->lock);
+    shard_unlock(s);
     return true;
 }
 
@@ -185,7 +220,7 @@ int tl_live_remove(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_
 {
     uint64_t h = mix(space, addr);
     struct shard *s = shard_of(h);
-    pthread_mutex_lock(&s->lock);
+    shard_lock(s);
     long i = find(s, h, space, addr);
     int rc = 0;
     if (i >= 0) {
@@ -200,7 +235,7 @@ int tl_live_remove(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_
             rc = -1;
         }
     }
-    pthread_mutex_unlock(&s->lock);
+    shard_unlock(s);
     return rc;
 }
 
@@ -208,7 +243,7 @@ int tl_live_take(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_li
 {
     uint64_t h = mix(space, addr);
     struct shard *s = shard_of(h);
-    pthread_mutex_lock(&s->lock);
+    shard_lock(s);
     long i = find(s, h, space, addr);
     int rc = 0;
     if (i >= 0) {
@@ -220,7 +255,7 @@ int tl_live_take(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_li
             rc = 1;
         }
     }
-    pthread_mutex_unlock(&s->lock);
+    shard_unlock(s);
     return rc;
 }
 
@@ -253,11 +288,11 @@ bool tl_live_lookup(uint8_t space, uint64_t addr, struct tl_live *out)
 {
     uint64_t h = mix(space, addr);
     struct shard *s = shard_of(h);
-    pthread_mutex_lock(&s->lock);
+    shard_lock(s);
     long i = find(s, h, space, addr);
     if (i >= 0 && out)
         *out = s->slots[i];
-    pthread_mutex_unlock(&s->lock);
+    shard_unlock(s);
     return i >= 0;
 }
 
@@ -265,11 +300,11 @@ bool tl_live_set_aux(uint8_t space, uint64_t addr, uint32_t aux)
 {
     uint64_t h = mix(space, addr);
     struct shard *s = shard_of(h);
-    pthread_mutex_lock(&s->lock);
+    shard_lock(s);
     long i = find(s, h, space, addr);
     if (i >= 0)
         s->slots[i].aux = aux;
-    pthread_mutex_unlock(&s->lock);
+    shard_unlock(s);
     return i >= 0;
 }
 
@@ -279,7 +314,7 @@ bool tl_live_set_aux(uint8_t space, uint64_t addr, uint32_t aux)
 void tl_live_lock_all(void)
 {
     for (unsigned i = 0; i < NSHARDS; i++)
-        pthread_mutex_lock(&shards[i].lock);
+        shard_lock(&shards[i]);
     holding_all = true;
     fold();
 }
@@ -289,7 +324,7 @@ void tl_live_unlock_all(void)
     fold();
     holding_all = false;
     for (unsigned i = NSHARDS; i-- > 0;)
-        pthread_mutex_unlock(&shards[i].lock);
+        shard_unlock(&shards[i]);
 }
 
 /* Callers hold every shard lock (tl_live_lock_all). */
@@ -353,7 +388,7 @@ void tl_live_clear(void)
 {
     for (unsigned k = 0; k < NSHARDS; k++) {
         struct shard *s = &shards[k];
-        pthread_mutex_init(&s->lock, NULL);
+        atomic_store_explicit(&s->lock, 0, memory_order_relaxed);
         if (s->slots)
             memset(s->slots, 0, s->cap * sizeof *s->slots);
         s->count = 0;
