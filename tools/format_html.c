@@ -591,8 +591,15 @@ static void put_owners(FILE *out, const struct tl_report *r)
             put_owner_swatch(out, rows[i].name);
             put_text(out, rows[i].name);
         }
-        fprintf(out, " — solid: held; faded with a red edge: %s</div></figure>\n",
+        fprintf(out, " — solid: held; faded with a red edge: %s</div>\n",
                 snapshot ? "live, not held" : "leaked");
+        bool blocks = false;
+        for (size_t i = 0; i < r->leak_count; i++)
+            blocks |= r->leaks[i].kind && strcmp(r->leaks[i].kind, "pool_block") == 0;
+        if (blocks)
+            fputs("<p class=\"meta\">Blocks of annotated pools (pool_block) lie inside their "
+                  "pool's held segments: those bytes are counted in both.</p>\n", out);
+        fputs("</figure>\n", out);
     }
     free(rows);
 }
@@ -843,7 +850,7 @@ static void put_device(FILE *out, const struct tl_report *r, const struct tl_dev
     }
     fprintf(out, "<rect class=\"device\" x=\"0\" y=\"4\" width=\"%.3f\" height=\"22\"/></svg>\n",
             MAP_WIDTH);
-    if (nrows > 0 && mine > 0) {
+    if (nrows > 0 && mine > 0 && mine < d->total / 4) {
         /* The same owners at this process's own scale: on a large device its
          * share can be a sliver. */
         double own = MAP_WIDTH / (double)mine;
