@@ -322,27 +322,79 @@ def eval_torch(rec):
             else:
                 row.add("growth", OK if not growth else BAD, "%d growth entr(y/ies), expected none" % len(growth))
                 row.cells["growth"] = "none" if not growth else "**flagged**"
-    # Issue 8: with owners in the report, the clean loop leaks nothing of the user's and
-    # >= 99 % of what is held at exit belongs to PyTorch's caching allocator.
+    # Issue 8 §4: owners at exit.  Native and expandable_segments: >= 99 % of the held
+    # plus leaked device memory is held by PyTorch's caching allocator (the kept tensors
+    # of the leaking loop lie inside its segments) and nothing is leaked.  Under
+    # backend:cudaMallocAsync each tensor is its own allocation, program data: tensors
+    # freed by exit are no leaks, so the clean loop leaks nothing of the user's and the
+    # leaking loop's user leaks are exactly its kept tensors.
     if exit_r is None:
         row.add("exit report", BAD, "no exit report for pid %s" % gt.get("pid"))
     elif "owners" not in exit_r:
         row.cells["owners"] = "n/a"
         row.add("owners", NA, "exit report has no owners[] (issue 8 not in this build)")
-    elif gt["mode"] == "clean":
-        owners = exit_r.get("owners") or []
-        held = sum(int(o.get("live_bytes", 0)) for o in owners)
-        torch_b = sum(int(o.get("live_bytes", 0)) for o in owners
-                      if re.search(r"torch|c10", str(o.get("name", "")), re.I))
-        leaked = summary(exit_r, "leaked_bytes")
-        share = torch_b / held if held else 1.0
-        good = share >= 0.99 and leaked == 0
-        row.add("owners", OK if good else BAD, "PyTorch owns %.1f %% of %s held; user leaks %s"
-                % (100 * share, fmt_b(held), fmt_b(leaked)))
-        row.cells["owners"] = "%.1f %% torch" % (100 * share) if good else "**%.1f %% torch, leak %s**" % (100 * share, fmt_b(leaked))
     else:
-        row.cells["owners"] = "info"
+        eval_owners(row, gt, conf, exit_r)
     return row
+
+
+CACHING_ALLOCATOR = "PyTorch caching allocator"
+# Kinds that are device memory (src/budget.c): not pinned host memory, not VMM
+# mappings or address ranges (which are the handles' bytes again, or no bytes).
+DEVICE_KINDS = ("device", "async", "managed", "vmm_handle")
+
+
+def owner_split(r):
+    """(held by the caching allocator, held, leaked, leaked by `user`, per-owner held)
+    in bytes of device memory, from an exit report's held[] and leaks[]."""
+    ca = held = leaked = user = 0
+    by_owner = {}
+    for e in (r.get("held") or []):
+        if (e.get("kind") or "device") not in DEVICE_KINDS:
+            continue
+        b = int(e.get("bytes", 0))
+        held += b
+        name = e.get("owner") or "?"
+        by_owner[name] = by_owner.get(name, 0) + b
+        if name == CACHING_ALLOCATOR:
+            ca += b
+    for e in live_leaks(r):
+        if (e.get("kind") or "device") not in DEVICE_KINDS:
+            continue
+        b = int(e.get("bytes", 0))
+        leaked += b
+        if e.get("owner_class", "user") == "user":
+            user += b
+    return ca, held, leaked, user, by_owner
+
+
+def eval_owners(row, gt, conf, exit_r):
+    ca, held, leaked, user, by_owner = owner_split(exit_r)
+    leaked_sum = summary(exit_r, "leaked_bytes")
+    others = ", ".join("%s %s" % (k, fmt_b(v)) for k, v in sorted(by_owner.items(), key=lambda kv: -kv[1])
+                       if k != CACHING_ALLOCATOR) or "none"
+    if "cudaMallocAsync" in conf:
+        want = int(gt.get("kept_bytes", 0)) if gt["mode"] == "leak" else 0
+        good = want <= user <= want + TORCH_STAT_TOL and (leaked_sum or 0) == leaked
+        row.add("owners: user leaks", OK if good else BAD,
+                "user leaks %s at exit, expected the kept tensors: %s (summary.leaked_bytes %s); held %s (%s)"
+                % (fmt_b(user), fmt_b(want), fmt_b(leaked_sum), fmt_b(held), others))
+        row.cells["owners"] = ("user leaks %s" % fmt_b(user)) if good else "**user leaks %s ≠ %s**" % (fmt_b(user), fmt_b(want))
+        return
+    total = held + leaked
+    share = ca / total if total else 0.0
+    good_share = total > 0 and share >= 0.99
+    good_leak = leaked == 0 and (leaked_sum or 0) == 0
+    row.add("owners: caching allocator share", OK if good_share else BAD,
+            "%s holds %.2f %% of %s held + leaked device memory (others: %s)"
+            % (CACHING_ALLOCATOR, 100 * share, fmt_b(total), others))
+    row.add("owners: no user leak", OK if good_leak else BAD,
+            "leaked %s at exit (summary.leaked_bytes %s), %s of it user's"
+            % (fmt_b(leaked), fmt_b(leaked_sum), fmt_b(user)))
+    if good_share and good_leak:
+        row.cells["owners"] = "%.1f %% caching allocator" % (100 * share)
+    else:
+        row.cells["owners"] = "**%.1f %% caching allocator, leak %s**" % (100 * share, fmt_b(leaked))
 
 
 # --------------------------------------------------------------- sanitizer
@@ -626,7 +678,9 @@ def cmd_selftest(_a):
         out2 = put("t2.out", torch_gt(22, "clean", ""))
         report("t2", 22, "api", reserved_bytes=200 * MiB, allocated_bytes=200 * MiB, growth=growth)
         report("t2", 22, "exit", owners=[{"name": "PyTorch caching allocator", "class": "cache",
-                                            "live_bytes": 200 * MiB}])
+                                            "live_bytes": 200 * MiB}],
+               held=[{"kind": "device", "bytes": 200 * MiB, "count": 2, "owner": "PyTorch caching allocator",
+                      "owner_class": "cache"}])
         trecs = [{"kind": "torch", "name": "leak", "build": "-", "tool": "preload", "rc": 0, "seconds": 3.0,
                   "timeout": False, "stdout": out, "stderr": out, "reports_dir": os.path.join(d, "t1"),
                   "extra": "backend:cudaMallocAsync"},
@@ -635,6 +689,52 @@ def cmd_selftest(_a):
                   "extra": ""}]
         _, _, problems = evaluate(trecs, {"tensorleak_lib": "x"})
         assert len(problems) == 1 and "torch clean native preload: growth" in problems[0], problems
+        # 7 (issue 8): owners at exit, per allocator mode
+        def site(kind, nbytes, owner, cls):
+            return {"kind": kind, "bytes": nbytes, "count": 1, "owner": owner, "owner_class": cls}
+        CA = ("PyTorch caching allocator", "cache")
+        WS = ("PyTorch cuBLAS workspace", "workspace")
+        USER = ("user", "user")
+
+        def owners_case(n, mode, conf, held, leaks, kept=0):
+            gt = json.loads(torch_gt(30 + n, mode, conf).split(" ", 1)[1])
+            gt["kept_bytes"] = kept
+            out = put("o%d.out" % n, "TL_GROUND_TRUTH " + json.dumps(gt) + "\n")
+            report("o%d" % n, 30 + n, "api", reserved_bytes=200 * MiB,
+                   allocated_bytes=160 * MiB if "Async" in conf else 200 * MiB,
+                   growth=growth if mode == "leak" else [])
+            lk = [site(k, b, *o) for k, b, o in leaks]
+            report("o%d" % n, 30 + n, "exit", owners=[{"name": CA[0], "class": CA[1], "live_bytes": 1}],
+                   held=[site(k, b, *o) for k, b, o in held], leaks=lk,
+                   leaked_bytes=sum(x["bytes"] for x in lk), leaked_allocations=len(lk))
+            rec = {"kind": "torch", "name": mode, "build": "-", "tool": "preload", "rc": 0, "seconds": 3.0,
+                   "timeout": False, "stdout": out, "stderr": out, "reports_dir": os.path.join(d, "o%d" % n),
+                   "extra": conf}
+            return evaluate([rec], {"tensorleak_lib": "x"})[2]
+        # native clean: 200 MiB of segments and a 1 MiB workspace (99.5 %); mappings do not count
+        assert owners_case(1, "clean", "", [("device", 200 * MiB, CA), ("device", 1 * MiB, WS),
+                                            ("vmm_mapping", 500 * MiB, WS)], []) == []
+        # expandable leak: the kept tensors lie inside the caching allocator's handles
+        assert owners_case(2, "leak", "expandable_segments:True",
+                           [("vmm_handle", 300 * MiB, CA), ("vmm_reservation", 1 << 40, CA)], [],
+                           kept=160 * MiB) == []
+        # native clean, but a user leak and only 95 % held by the caching allocator
+        p = owners_case(3, "clean", "", [("device", 190 * MiB, CA)], [("device", 10 * MiB, USER)])
+        assert len(p) == 2 and "caching allocator share" in p[0] and "no user leak" in p[1], p
+        # native clean without any held memory: nothing attributed is a mismatch
+        p = owners_case(4, "clean", "", [], [])
+        assert len(p) == 1 and "caching allocator share" in p[0], p
+        # async clean: tensors freed by exit are no leaks; the workspace is held
+        assert owners_case(5, "clean", "backend:cudaMallocAsync", [("async", 32 * MiB, WS)], []) == []
+        # async leak: user leaks are exactly the kept tensors ...
+        assert owners_case(6, "leak", "backend:cudaMallocAsync", [("async", 32 * MiB, WS)],
+                           [("async", 32 * MiB, USER)] * 5, kept=160 * MiB) == []
+        # ... and the kept tensors missing (freed before the report) is a mismatch
+        p = owners_case(7, "leak", "backend:cudaMallocAsync", [], [], kept=160 * MiB)
+        assert len(p) == 1 and "owners: user leaks" in p[0], p
+        # async clean with a user leak is a mismatch
+        p = owners_case(8, "clean", "backend:cudaMallocAsync", [], [("async", 8 * MiB, USER)])
+        assert len(p) == 1 and "owners: user leaks" in p[0], p
         # 5: sanitizer parsing, bench, skips
         s1 = put("s1.out", "========= LEAK SUMMARY: 16777216 bytes leaked in 4 allocations\n")
         s2 = put("s2.out", "========= Error: Device not supported\n")
@@ -657,7 +757,7 @@ def cmd_selftest(_a):
         rp = put("records.tsv", "\t".join(["sample", "leaky", "static", "preload", "0", "1.5", out, out, d, ""]) + "\n")
         rr = read_records(rp)
         assert rr[0]["rc"] == 0 and rr[0]["seconds"] == 1.5 and rr[0]["tool"] == "preload", rr
-        print("compare.py selftest: ok (6 scenarios)")
+        print("compare.py selftest: ok (7 scenarios)")
         return 0
     finally:
         shutil.rmtree(d, ignore_errors=True)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A PyTorch request loop for the real-GPU kit (tests/gpu/run.sh).
 
---leak keeps one tensor per request in a list (the leak); --clean drops it.  Each
+--leak keeps one tensor per request in a list (the leak), still referenced at exit;
+--clean drops it.  Each
 request is a tensorleak epoch (tensorleak_mark through ctypes, when the library is
 loaded).  At the end the script takes a tensorleak snapshot labelled "end" and
 prints its ground truth as one line:
@@ -112,6 +113,13 @@ def main():
         "device_name": torch.cuda.get_device_name(0),
     }
     print("TL_GROUND_TRUTH " + json.dumps(truth, sort_keys=True), flush=True)
+    if args.leak:
+        # The leak outlives the interpreter: one reference nobody drops, so the kept
+        # tensors are still allocated when tensorleak writes its exit report (else
+        # main's return and finalization would free them, and under
+        # backend:cudaMallocAsync a freed tensor is no leak).  compare.py expects
+        # exactly kept_bytes of `user` leaks there.
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(kept))
     return 0
 
 
