@@ -15,8 +15,11 @@ extern __thread int tl_hook_depth TL_TLS_IE;
 
 #define MEM_KINDS (TL_MASK(TL_KIND_DEVICE) | TL_MASK(TL_KIND_MANAGED) | TL_MASK(TL_KIND_ASYNC))
 
-#define ENTER()       \
-    tl_ensure_init(); \
+/* A nested hook (the driver call inside cudaMalloc) runs inside an outer
+ * one that has initialised already: it skips even that call. */
+#define ENTER()                           \
+    if (TL_LIKELY(tl_hook_depth == 0))    \
+        tl_ensure_init();                 \
     bool outer = tl_hook_depth++ == 0
 #define LEAVE() tl_hook_depth--
 
@@ -29,9 +32,16 @@ extern __thread int tl_hook_depth TL_TLS_IE;
         return cudaErrorMemoryAllocation;                                                         \
     }
 
+/* REAL() with its common case inline: the pointer is resolved already. */
+static inline void *real_fast(enum tl_hook_id id)
+{
+    void *fn = atomic_load_explicit(&tl_hooks[id].real, memory_order_acquire);
+    return TL_LIKELY(fn != NULL) ? fn : tl_real(id);
+}
+
 #define CALL_REAL(fn, ...)                                        \
     ({                                                            \
-        __typeof__(&fn) real_ = REAL(fn);                         \
+        __typeof__(&fn) real_ = (__typeof__(&fn))real_fast(TL_HOOK_##fn); \
         real_ ? real_(__VA_ARGS__) : cudaErrorInsufficientDriver; \
     })
 
