@@ -97,4 +97,48 @@ void tl_ensure_init(void);
 /* Bit per tl_kind for tl_track_free's kinds_mask. */
 #define TL_MASK(k) (1u << (k))
 
+/* ---- shared by hooks_driver.c and hooks_runtime.c ------------------------ */
+
+/* The nesting counter as tracker.c defines it: initial-exec, so TL_ENTER and
+ * TL_LEAVE are plain %fs-relative accesses. */
+extern __thread int tl_hook_depth TL_TLS_IE;
+
+/* What cuMemFree/cudaFree may release: stream-ordered pointers too. */
+#define TL_MEM_KINDS (TL_MASK(TL_KIND_DEVICE) | TL_MASK(TL_KIND_MANAGED) | TL_MASK(TL_KIND_ASYNC))
+
+/* Enter/leave: lazily initialise and track nesting.  A nested hook (the
+ * driver call inside cudaMalloc) runs inside an outer one that has
+ * initialised already, so it skips even that call. */
+#define TL_ENTER()                        \
+    if (TL_LIKELY(tl_hook_depth == 0))    \
+        tl_ensure_init();                 \
+    bool outer = tl_hook_depth++ == 0
+#define TL_LEAVE() tl_hook_depth--
+
+/* TENSORLEAK_BUDGET_ENFORCE: an allocation that would cross a budget fails
+ * with `err` (out-of-memory) as if the device were full, without reaching
+ * the driver. */
+#define TL_BUDGET_GUARD(kind, bytes, err)                                                         \
+    if (outer && TL_UNLIKELY(atomic_load_explicit(&tl_budget_enforcing, memory_order_relaxed)) && \
+        tl_budget_refuse((kind), (bytes))) {                                                      \
+        TL_LEAVE();                                                                               \
+        return (err);                                                                             \
+    }
+
+/* REAL() with its common case inline: the pointer is resolved already. */
+static inline void *tl_real_fast(enum tl_hook_id id)
+{
+    void *fn = atomic_load_explicit(&tl_hooks[id].real, memory_order_acquire);
+    return TL_LIKELY(fn != NULL) ? fn : tl_real(id);
+}
+
+/* Calls the real `fn`, or answers `missing` when there is none. */
+#define TL_CALL_REAL(fn, missing, ...)                                         \
+    ({                                                                         \
+        __typeof__(&fn) real_ = (__typeof__(&fn))tl_real_fast(TL_HOOK_##fn);   \
+        real_ ? real_(__VA_ARGS__) : (missing);                                \
+    })
+
+uint32_t tl_pool_index_for_async(CUmemoryPool pool, bool from_current_device);
+
 #endif

@@ -11,42 +11,14 @@
  */
 #include "hooks.h"
 
-/* The nesting counter as tracker.c defines it: initial-exec, so ENTER and
- * LEAVE are plain %fs-relative accesses. */
-extern __thread int tl_hook_depth TL_TLS_IE;
-
 #include <string.h>
 
-#define MEM_KINDS (TL_MASK(TL_KIND_DEVICE) | TL_MASK(TL_KIND_MANAGED) | TL_MASK(TL_KIND_ASYNC))
-
-/* Enter/leave: lazily initialise, and track nesting. */
-#define ENTER()                           \
-    if (TL_LIKELY(tl_hook_depth == 0))    \
-        tl_ensure_init();                 \
-    bool outer = tl_hook_depth++ == 0
-#define LEAVE() tl_hook_depth--
-
-/* TENSORLEAK_BUDGET_ENFORCE: an allocation that would cross a budget fails
- * as if the device were full, without reaching the driver. */
-#define BUDGET_GUARD(kind, bytes)                                                                 \
-    if (outer && TL_UNLIKELY(atomic_load_explicit(&tl_budget_enforcing, memory_order_relaxed)) && \
-        tl_budget_refuse((kind), (bytes))) {                                                      \
-        LEAVE();                                                                                  \
-        return CUDA_ERROR_OUT_OF_MEMORY;                                                          \
-    }
-
-/* REAL() with its common case inline: the pointer is resolved already. */
-static inline void *real_fast(enum tl_hook_id id)
-{
-    void *fn = atomic_load_explicit(&tl_hooks[id].real, memory_order_acquire);
-    return TL_LIKELY(fn != NULL) ? fn : tl_real(id);
-}
-
-#define CALL_REAL(fn, ...)                                           \
-    ({                                                               \
-        __typeof__(&fn) real_ = (__typeof__(&fn))real_fast(TL_HOOK_##fn); \
-        real_ ? real_(__VA_ARGS__) : CUDA_ERROR_NOT_INITIALIZED;     \
-    })
+/* The shared hook plumbing (hooks.h), with this API's error codes. */
+#define MEM_KINDS TL_MEM_KINDS
+#define ENTER() TL_ENTER()
+#define LEAVE() TL_LEAVE()
+#define BUDGET_GUARD(kind, bytes) TL_BUDGET_GUARD(kind, bytes, CUDA_ERROR_OUT_OF_MEMORY)
+#define CALL_REAL(fn, ...) TL_CALL_REAL(fn, CUDA_ERROR_NOT_INITIALIZED, __VA_ARGS__)
 
 static void after_alloc(bool outer, CUresult rc, enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t size, int device,
                         uint32_t aux)
@@ -138,7 +110,6 @@ TL_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
 
 /* ---- stream-ordered allocator ------------------------------------------- */
 /* pools.c: the pool an async allocation came from, as an index (aux). */
-uint32_t tl_pool_index_for_async(CUmemoryPool pool, bool from_current_device);
 void tl_pool_note_created(CUmemoryPool pool, const CUmemPoolProps *props);
 void tl_pool_note_destroyed(CUmemoryPool pool);
 
