@@ -71,8 +71,12 @@ static int capture_unwind(uintptr_t *frames, int max)
 {
     void *buf[TL_MAX_DEPTH + SELF_SLACK];
     int n = unw_backtrace(buf, max + SELF_SLACK);
-    if (n <= 0)
+    if (TL_UNLIKELY(n <= 0)) {
+        /* The allocation is still tracked, without its stack: say so once
+         * and count it, never silently. */
+        tl_note_dropped("a call stack could not be unwound (the allocation is tracked without it)");
         return 0;
+    }
     int first = 0;
     while (first < n && tl_addr_in_self((uintptr_t)buf[first]))
         first++;
