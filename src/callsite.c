@@ -45,29 +45,6 @@ struct cache_slot {
 };
 static __thread struct cache_slot cache[CACHE_SLOTS];
 
-/* Four independent multiply lanes, so a 32-frame stack costs ~8 dependent
- * multiplies rather than 32 (this runs on every allocation). */
-static uint64_t hash_stack(uintptr_t head, const uintptr_t *f, size_t n)
-{
-    const uint64_t k = 0x9E3779B97F4A7C15ull;
-    uint64_t a = 0x243F6A8885A308D3ull ^ head, b = 0x13198A2E03707344ull, c = 0xA4093822299F31D0ull,
-             d = 0x082EFA98EC4E6C89ull ^ n;
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        a = (a ^ f[i]) * k;
-        b = (b ^ f[i + 1]) * k;
-        c = (c ^ f[i + 2]) * k;
-        d = (d ^ f[i + 3]) * k;
-    }
-    for (; i < n; i++)
-        a = (a ^ f[i]) * k;
-    uint64_t h = a ^ (b >> 17 | b << 47) ^ (c >> 31 | c << 33) ^ (d >> 43 | d << 21);
-    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
-    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
-    h ^= h >> 31;
-    return h | 1; /* 0 marks an empty cache slot */
-}
-
 static bool matches(const struct tl_callsite *cs, enum tl_kind kind, const uintptr_t *frames, int n)
 {
     return cs->kind == kind && cs->nframes == n && memcmp(cs->frames, frames, (size_t)n * sizeof *frames) == 0;
@@ -126,7 +103,7 @@ struct tl_callsite *tl_callsite_intern(enum tl_kind kind, const uintptr_t *frame
 static struct tl_callsite *intern_slow(enum tl_kind kind, const uintptr_t *frames, int n)
 {
     uintptr_t head = (uintptr_t)kind | ((uintptr_t)n << 8);
-    uint64_t h = hash_stack(head, frames, (size_t)n);
+    uint64_t h = tl_hash_frames(head, frames, (size_t)n);
 
     struct cache_slot *slot = &cache[h % CACHE_SLOTS];
     if (slot->hash == h && matches(slot->cs, kind, frames, n))

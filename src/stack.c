@@ -103,28 +103,6 @@ struct stack_tls {
 };
 static __thread struct stack_tls tls;
 
-/* Four independent multiply lanes (as callsite.c's hash): ~8 dependent
- * multiplies for 32 frames. */
-static uint64_t hash_frames(const uintptr_t *f, int n, int max)
-{
-    const uint64_t k = 0x9E3779B97F4A7C15ull;
-    uint64_t a = 0x243F6A8885A308D3ull ^ (uint64_t)max, b = 0x13198A2E03707344ull,
-             c = 0xA4093822299F31D0ull, d = 0x082EFA98EC4E6C89ull ^ (uint64_t)n;
-    int i = 0;
-    for (; i + 4 <= n; i += 4) {
-        a = (a ^ f[i]) * k;
-        b = (b ^ f[i + 1]) * k;
-        c = (c ^ f[i + 2]) * k;
-        d = (d ^ f[i + 3]) * k;
-    }
-    for (; i < n; i++)
-        a = (a ^ f[i]) * k;
-    uint64_t h = a ^ (b >> 17 | b << 47) ^ (c >> 31 | c << 33) ^ (d >> 43 | d << 21);
-    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 29;
-    return h | 1;
-}
-
 static uintptr_t thread_stack_hi(void)
 {
     pthread_attr_t attr;
@@ -177,7 +155,7 @@ int tl_stack_capture(uintptr_t *frames, int max)
         return capture_unwind(frames, max);
 
     int n = walk_fp(frames, max, t->stack_hi);
-    uint64_t h = hash_frames(frames, n, max);
+    uint64_t h = tl_hash_frames((uint64_t)max, frames, (size_t)n);
     struct verified_slot *slot = &t->verified[h % VERIFIED_SLOTS];
     if (TL_LIKELY(slot->hash == h)) {
         if (slot->fp_ok)
