@@ -54,7 +54,7 @@ static __attribute__((noinline)) void *block_alloc(size_t bytes)
                 for (int k = 0; k < need; k++)
                     segments[s].used[b + k] = need;
                 void *p = segments[s].base + (size_t)b * BLOCK;
-                tensorleak_pool_alloc(pool, p, (size_t)need * BLOCK);
+                tensorleak_pool_alloc(pool, p, (size_t)need * BLOCK); /* BLOCK-SITE */
                 return p;
             }
         }

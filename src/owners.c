@@ -218,25 +218,32 @@ static int owner_of(struct tl_report_model *m, struct tl_callsite *cs, demangle_
 {
     for (int i = 0; i < cs->nframes; i++) {
         const struct tl_frame_info *f = tl_report_frame(m, cs->frames[i]);
-        char *dem = NULL;
-        if (demangle && f->function && f->function[0] == '_' && f->function[1] == 'Z') {
-            int status = -1;
-            dem = demangle(f->function, NULL, NULL, &status);
-            if (status != 0) {
-                free(dem);
-                dem = NULL;
+        /* Inlined callees count as frames: PyTorch's allocator is mostly
+         * inlined into its callers. */
+        struct tl_inline_frame shown[TL_MAX_INLINE + 1];
+        int k = tl_frame_expand(f, shown);
+        for (int j = 0; j < k; j++) {
+            const char *fn = shown[j].function;
+            char *dem = NULL;
+            if (demangle && fn && fn[0] == '_' && fn[1] == 'Z') {
+                int status = -1;
+                dem = demangle(fn, NULL, NULL, &status);
+                if (status != 0) {
+                    free(dem);
+                    dem = NULL;
+                }
             }
-        }
-        for (size_t r = 0; r < nrules; r++) {
-            if (!(rules[r].kinds & (1u << cs->kind)))
-                continue;
-            const char *pat = rules[r].pattern;
-            if (glob(pat, f->module) || glob(pat, f->function) || glob(pat, dem) || glob(pat, f->file)) {
-                free(dem);
-                return rules[r].owner;
+            for (size_t r = 0; r < nrules; r++) {
+                if (!(rules[r].kinds & (1u << cs->kind)))
+                    continue;
+                const char *pat = rules[r].pattern;
+                if (glob(pat, f->module) || glob(pat, fn) || glob(pat, dem) || glob(pat, shown[j].file)) {
+                    free(dem);
+                    return rules[r].owner;
+                }
             }
+            free(dem);
         }
-        free(dem);
     }
     return 0;
 }

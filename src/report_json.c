@@ -41,14 +41,22 @@ json_t *tl_stack_to_json(struct tl_report_model *m, const uintptr_t *frames, int
     json_t *stack = json_array();
     for (int i = 0; i < n; i++) {
         const struct tl_frame_info *f = tl_report_frame(m, frames[i]);
-        json_t *o = json_object();
-        json_object_set_new(o, "address", hex(frames[i]));
-        json_object_set_new(o, "module", str_or_null(f->module));
-        json_object_set_new(o, "offset", hex(f->offset));
-        json_object_set_new(o, "function", str_or_null(f->function));
-        json_object_set_new(o, "file", str_or_null(f->file));
-        json_object_set_new(o, "line", json_integer(f->line));
-        json_array_append_new(stack, o);
+        struct tl_inline_frame shown[TL_MAX_INLINE + 1];
+        int k = tl_frame_expand(f, shown);
+        /* Inlined callees first, each marked, then the real function: all
+         * at the same address, as addr2line -i and LeakSanitizer show them. */
+        for (int j = 0; j < k; j++) {
+            json_t *o = json_object();
+            json_object_set_new(o, "address", hex(frames[i]));
+            json_object_set_new(o, "module", str_or_null(f->module));
+            json_object_set_new(o, "offset", hex(f->offset));
+            json_object_set_new(o, "function", str_or_null(shown[j].function));
+            json_object_set_new(o, "file", str_or_null(shown[j].file));
+            json_object_set_new(o, "line", json_integer(shown[j].line));
+            if (j < k - 1)
+                json_object_set_new(o, "inlined", json_true());
+            json_array_append_new(stack, o);
+        }
     }
     return stack;
 }

@@ -33,16 +33,22 @@ static void print_stack(struct tl_report_model *m, FILE *out, const uintptr_t *f
 {
     if (n == 0)
         fprintf(out, "    (no stack: TENSORLEAK_DEPTH=0)\n");
+    int shown_index = 0;
     for (int i = 0; i < n; i++) {
         const struct tl_frame_info *f = tl_report_frame(m, frames[i]);
-        fprintf(out, "    #%d 0x%lx in %s", i, (unsigned long)frames[i], f->function ? f->function : "??");
-        if (f->file && f->line > 0)
-            fprintf(out, " %s:%d", f->file, f->line);
-        else if (f->file)
-            fprintf(out, " %s", f->file);
-        if (f->module)
-            fprintf(out, " (%s+0x%lx)", basename_of(f->module), (unsigned long)f->offset);
-        fputc('\n', out);
+        struct tl_inline_frame shown[TL_MAX_INLINE + 1];
+        int k = tl_frame_expand(f, shown);
+        for (int j = 0; j < k; j++) {
+            fprintf(out, "    #%d 0x%lx in %s", shown_index++, (unsigned long)frames[i],
+                    shown[j].function ? shown[j].function : "??");
+            if (shown[j].file && shown[j].line > 0)
+                fprintf(out, " %s:%d", shown[j].file, shown[j].line);
+            else if (shown[j].file)
+                fprintf(out, " %s", shown[j].file);
+            if (f->module)
+                fprintf(out, " (%s+0x%lx)", basename_of(f->module), (unsigned long)f->offset);
+            fputc('\n', out);
+        }
     }
 }
 

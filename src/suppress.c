@@ -86,12 +86,17 @@ const char *tl_suppressed(struct tl_report_model *m, const char *kind, struct tl
     if (!rules.count || !cs)
         return NULL;
     enum tl_supp_kind k = !strcmp(kind, "leak") ? TL_SUPP_LEAK : !strcmp(kind, "growth") ? TL_SUPP_GROWTH : TL_SUPP_INVALID_FREE;
-    struct tl_supp_frame frames[TL_MAX_DEPTH];
+    /* Inlined callees are frames too: a rule may name one. */
+    struct tl_supp_frame frames[TL_MAX_DEPTH * (TL_MAX_INLINE + 1)];
+    size_t nf = 0;
     for (int i = 0; i < cs->nframes; i++) {
         const struct tl_frame_info *f = tl_report_frame(m, cs->frames[i]);
-        frames[i] = (struct tl_supp_frame){f->function, f->module, f->file};
+        struct tl_inline_frame shown[TL_MAX_INLINE + 1];
+        int k2 = tl_frame_expand(f, shown);
+        for (int j = 0; j < k2; j++)
+            frames[nf++] = (struct tl_supp_frame){shown[j].function, f->module, shown[j].file};
     }
-    long r = tl_suppressions_match(&rules, k, frames, (size_t)cs->nframes);
+    long r = tl_suppressions_match(&rules, k, frames, nf);
     if (r < 0)
         return NULL;
     return rule_names && rule_names[r] ? rule_names[r] : "suppressed";

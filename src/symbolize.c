@@ -9,6 +9,7 @@
  */
 #include "tl_internal.h"
 
+#include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <stdlib.h>
@@ -36,6 +37,8 @@ void *tl_symbolizer_open(void)
     dwfl_report_end(dwfl, NULL, NULL);
     return dwfl;
 }
+
+static void inlined_chain(Dwarf_Die *cu, Dwarf_Addr pc, struct tl_frame_info *out);
 
 void tl_symbolize(void *session, uintptr_t address, struct tl_frame_info *out)
 {
@@ -69,6 +72,78 @@ void tl_symbolize(void *session, uintptr_t address, struct tl_frame_info *out)
             out->line = lineno;
         }
     }
+    if (line)
+        inlined_chain(cu, pc - bias, out);
+}
+
+static const char *die_name(Dwarf_Die *die)
+{
+    /* The linkage (mangled) name when there is one: C++ owner and
+     * suppression rules match qualified names, demangled on the way. */
+    Dwarf_Attribute attr;
+    const char *name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &attr));
+    if (!name)
+        name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &attr));
+    if (!name)
+        name = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &attr));
+    return name;
+}
+
+/* Where an inlined subroutine was called from (file, line). */
+static void call_site(Dwarf_Die *cu, Dwarf_Die *inl, const char **file, int *line)
+{
+    Dwarf_Attribute attr;
+    Dwarf_Word fileidx = 0, lineno = 0;
+    Dwarf_Files *files = NULL;
+    size_t nfiles = 0;
+    *file = NULL;
+    *line = 0;
+    if (dwarf_formudata(dwarf_attr(inl, DW_AT_call_file, &attr), &fileidx) != 0 ||
+        dwarf_formudata(dwarf_attr(inl, DW_AT_call_line, &attr), &lineno) != 0)
+        return;
+    if (dwarf_getsrcfiles(cu, &files, &nfiles) != 0 || fileidx >= nfiles)
+        return;
+    *file = dwarf_filesrc(files, fileidx, NULL, NULL);
+    *line = (int)lineno;
+}
+
+/* Expands the inlined subroutines at pc: the line table's file:line belongs
+ * to the innermost one; each call site belongs to the next one out, the
+ * last to the real function. */
+static void inlined_chain(Dwarf_Die *cu, Dwarf_Addr pc, struct tl_frame_info *out)
+{
+    Dwarf_Die *scopes = NULL;
+    int n = dwarf_getscopes(cu, pc, &scopes);
+    if (n <= 0)
+        return;
+    const char *file = out->file;
+    int line = out->line;
+    for (int i = 0; i < n && out->ninline < TL_MAX_INLINE; i++) {
+        int tag = dwarf_tag(&scopes[i]);
+        if (tag == DW_TAG_subprogram)
+            break;
+        if (tag != DW_TAG_inlined_subroutine)
+            continue;
+        struct tl_inline_frame *f = &out->inl[out->ninline++];
+        f->function = die_name(&scopes[i]);
+        f->file = file;
+        f->line = line;
+        call_site(cu, &scopes[i], &file, &line);
+    }
+    if (out->ninline) {
+        out->file = file;
+        out->line = line;
+    }
+    free(scopes);
+}
+
+int tl_frame_expand(const struct tl_frame_info *f, struct tl_inline_frame *out)
+{
+    int n = 0;
+    for (int i = 0; i < f->ninline && i < TL_MAX_INLINE; i++)
+        out[n++] = f->inl[i];
+    out[n++] = (struct tl_inline_frame){f->function, f->file, f->line};
+    return n;
 }
 
 void tl_symbolizer_close(void *session)
@@ -122,6 +197,10 @@ static void pin_site(struct tl_callsite *cs, void *arg)
         e->info = f;
         e->info.function = dup_or_null(f.function);
         e->info.file = dup_or_null(f.file);
+        for (int k = 0; k < f.ninline; k++) {
+            e->info.inl[k].function = dup_or_null(f.inl[k].function);
+            e->info.inl[k].file = dup_or_null(f.inl[k].file);
+        }
         if (f.module) {
             size_t len = strlen(f.module) + sizeof " (unloaded)";
             char *m = malloc(len);

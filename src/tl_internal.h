@@ -297,14 +297,27 @@ void tl_budget_load(void);
 void tl_format_size(uint64_t bytes, char *buf, size_t len);
 
 /* ---- symbolize.c -------------------------------------------------------- */
+/* Functions the compiler inlined at one return address, innermost first. */
+#define TL_MAX_INLINE 8
+struct tl_inline_frame {
+    const char *function;
+    const char *file;
+    int line;
+};
+
 struct tl_frame_info {
     uintptr_t address;
     const char *module;   /* full path, or NULL */
     uintptr_t offset;     /* address - module load base */
-    const char *function; /* or NULL */
-    const char *file;     /* or NULL */
-    int line;             /* 0 = unknown */
+    const char *function; /* the real (out-of-line) function, or NULL */
+    const char *file;     /* where that function is at this address: the */
+    int line;             /* call site of the outermost inlined callee, if any */
+    int ninline;
+    struct tl_inline_frame inl[TL_MAX_INLINE];
 };
+/* One address as the frames a person reads, innermost first: the inlined
+ * callees, then the real function.  Returns how many (1..TL_MAX_INLINE+1). */
+int tl_frame_expand(const struct tl_frame_info *f, struct tl_inline_frame *out);
 /* Begins a symbolization session over the current address space. */
 void *tl_symbolizer_open(void);
 void tl_symbolize(void *session, uintptr_t address, struct tl_frame_info *out);

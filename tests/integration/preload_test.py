@@ -331,7 +331,12 @@ def caching_allocator_separates_held_segments_leaked_blocks_and_fragmentation():
     eq((s["leaked_allocations"], s["leaked_bytes"], s["held_bytes"]), (1, 4 * MiB, 40 * MiB), "exit classification")
     eq([(l["kind"], l["bytes"], l["count"]) for l in rep["leaks"]], [("pool_block", 4 * MiB, 1)], "leaks")
     eq([(h["kind"], h["bytes"], h["count"]) for h in rep["held"]], [("device", 40 * MiB, 2)], "held")
-    eq(frames(rep["leaks"][0])[0][0], "block_alloc", "leak stack starts in the allocator")
+    # The inlined annotation call first (marked inlined), then the allocator
+    # at the line that calls it.
+    eq(frames(rep["leaks"][0])[:2], [("tensorleak_pool_alloc", "tensorleak.h", frames(rep["leaks"][0])[0][2]),
+                                     ("block_alloc", "caching_allocator.c",
+                                      marker_line("samples/caching_allocator.c", "BLOCK-SITE"))], "leak stack")
+    eq([f.get("inlined", False) for f in rep["leaks"][0]["stack"][:2]], [True, False], "inline marks")
     check(any(f[0] == "main" for f in frames(rep["leaks"][0])), "and reaches main")
     p = rep["pools"][0]
     eq((p["name"], p["kind"], p["reserved_bytes"], p["allocated_bytes"], p["free_bytes"], p["largest_free_block"], p["segments"]),
@@ -365,7 +370,8 @@ def buffer_pool_misuse_points_at_the_acquire_site():
     rep = r.report
     eq([(l["kind"], l["bytes"], l["count"]) for l in rep["leaks"]], [("pool_block", 10 * MiB, 5)], "leaks")
     names = [f[0] for f in frames(rep["leaks"][0])]
-    eq(names[:2], ["acquire", "serve_request_misused"], "leak stack")
+    eq(names[:3], ["tensorleak_pool_alloc", "acquire", "serve_request_misused"], "leak stack")
+    eq(frames(rep["leaks"][0])[1][2], marker_line("samples/buffer_pool.c", "ACQUIRE-SITE"), "acquire line")
     g = rep["growth"]
     eq([(x["kind"], x["bytes_per_mark"], x["marks"]) for x in g], [("pool_block", 2 * MiB, 5)], "growth")
     eq(rep["summary"]["held_bytes"], 16 * MiB, "the reserve is still held, not leaked")

@@ -190,3 +190,53 @@ Test(symbolize, a_function_of_this_binary_is_named_with_file_and_line)
     cr_assert(strstr(f.module, "unit_tables") != NULL, "module %s", f.module);
     tl_symbolizer_close(session);
 }
+
+__attribute__((noinline)) void *unit_return_address(void)
+{
+    return __builtin_return_address(0);
+}
+
+static inline __attribute__((always_inline)) void *unit_inlined_helper(void)
+{
+    return unit_return_address(); /* INLINED-CALL */
+}
+
+__attribute__((noinline)) void *unit_outer_function(void)
+{
+    return unit_inlined_helper(); /* OUTER-CALL */
+}
+
+static int line_of(const char *marker)
+{
+    FILE *f = fopen(UNIT_SOURCE, "r");
+    char buf[512];
+    int n = 0, found = 0;
+    while (f && fgets(buf, sizeof buf, f)) {
+        n++;
+        if (strstr(buf, marker) && !strstr(buf, "line_of")) {
+            found = n;
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+    return found;
+}
+
+Test(symbolize, an_inlined_call_expands_into_callee_then_caller)
+{
+    uintptr_t ret = (uintptr_t)unit_outer_function();
+    void *session = tl_symbolizer_open();
+    cr_assert_not_null(session);
+    struct tl_frame_info f;
+    tl_symbolize(session, ret, &f);
+    struct tl_inline_frame shown[TL_MAX_INLINE + 1];
+    int k = tl_frame_expand(&f, shown);
+    cr_assert_eq(k, 2, "frames at the address: %d", k);
+    cr_assert_str_eq(shown[0].function, "unit_inlined_helper");
+    cr_assert_eq(shown[0].line, line_of("INLINED-CALL"), "inlined line %d (%s)", shown[0].line, shown[0].file);
+    cr_assert_str_eq(shown[1].function, "unit_outer_function");
+    cr_assert_eq(shown[1].line, line_of("OUTER-CALL"));
+    cr_assert(strstr(shown[1].file, "test_tables.c") != NULL);
+    tl_symbolizer_close(session);
+}
