@@ -124,34 +124,6 @@ static bool grow(struct shard *s)
     return true;
 }
 
-bool tl_live_insert(const struct tl_live *rec)
-{
-    uint64_t h = mix(rec->space, rec->addr);
-    struct shard *s = shard_of(h);
-    shard_lock(s);
-    /* Grow at 80 % load: linear probing stays short, memory stays low. */
-    if ((s->count + 1) * 5 > s->cap * 4 && !grow(s)) {
-        shard_unlock(s);
-        return false;
-    }
-    size_t mask = s->cap - 1;
-    size_t i = h & mask;
-    while (!empty(&s->slots[i])) {
-        if (same(&s->slots[i], rec->space, rec->addr)) {
-            /* The driver handed out an address we still think is live: we
-             * missed its free (an untracked path).  The new one wins. */
-            s->slots[i] = *rec;
-            shard_unlock(s);
-            return true;
-        }
-        i = (i + 1) & mask;
-    }
-    s->slots[i] = *rec;
-    s->count++;
-    shard_unlock(s);
-    return true;
-}
-
 bool tl_live_add(const struct tl_live *rec, bool fresh)
 {
     uint64_t h = mix(rec->space, rec->addr);
@@ -165,8 +137,9 @@ bool tl_live_add(const struct tl_live *rec, bool fresh)
     size_t i = h & mask;
     while (!empty(&s->slots[i])) {
         if (same(&s->slots[i], rec->space, rec->addr)) {
-            /* A missed free (see tl_live_insert): the old row leaves the
-             * totals with the table. */
+            /* The driver handed out an address we still think is live: we
+             * missed its free (an untracked path).  The new row wins, and
+             * the old one leaves the totals with the table. */
             tl_count_row(&s->counts, &s->slots[i], -1, false);
             s->slots[i] = *rec;
             tl_count_row(&s->counts, rec, 1, fresh);
@@ -214,29 +187,6 @@ static long find(struct shard *s, uint64_t h, uint8_t space, uint64_t addr)
         if (same(&s->slots[i], space, addr))
             return (long)i;
     }
-}
-
-int tl_live_remove(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out)
-{
-    uint64_t h = mix(space, addr);
-    struct shard *s = shard_of(h);
-    shard_lock(s);
-    long i = find(s, h, space, addr);
-    int rc = 0;
-    if (i >= 0) {
-        if (kinds_mask & (1u << s->slots[i].kind)) {
-            if (out)
-                *out = s->slots[i];
-            delete_at(s, (size_t)i);
-            rc = 1;
-        } else {
-            if (out)
-                *out = s->slots[i];
-            rc = -1;
-        }
-    }
-    shard_unlock(s);
-    return rc;
 }
 
 int tl_live_take(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out)

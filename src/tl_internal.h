@@ -155,19 +155,15 @@ struct tl_live {
     uint32_t aux;      /* kind-specific: pool index, handle refcount */
 };
 
-bool tl_live_insert(const struct tl_live *rec);
-/* The counted forms the tracker uses (tl_live_insert/remove above stay raw,
- * for the unit tests): the row and tracker.c's totals (tl_count_row) change
- * in the same critical section, so whoever holds every shard lock sees
- * totals that agree with the rows.  `fresh`: a new allocation (counts in
- * total_allocs), not a restored row. */
+/* Adds a row.  The row and tracker.c's totals (tl_count_row) change in the
+ * same critical section, so whoever holds every shard lock sees totals that
+ * agree with the rows.  `fresh`: a new allocation (counts in total_allocs),
+ * not a restored row.  False when the table cannot grow. */
 bool tl_live_add(const struct tl_live *rec, bool fresh);
-int tl_live_take(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out);
-
-/* Removes the record of (space, addr) if its kind is in `kinds_mask` (bit per
+/* Removes the row of (space, addr) if its kind is in `kinds_mask` (bit per
  * enum tl_kind) and copies it to *out.  Returns 1 when removed, 0 when not
- * found, -1 when found with another kind (then it stays). */
-int tl_live_remove(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out);
+ * found, -1 when found with another kind (then it stays, copied to *out). */
+int tl_live_take(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out);
 void tl_live_clear(void);
 bool tl_live_lookup(uint8_t space, uint64_t addr, struct tl_live *out);
 /* Updates the aux field of a live record; false when not found. */

@@ -14,16 +14,16 @@ Test(live_table, inserted_rows_are_found_and_removed_exactly_once)
     tl_live_clear();
     for (uint64_t i = 1; i <= 100000; i++) {
         struct tl_live r = {.addr = i * 512, .size = i, .space = TL_SPACE_MEM, .kind = TL_KIND_DEVICE};
-        cr_assert(tl_live_insert(&r));
+        cr_assert(tl_live_add(&r, true));
     }
     cr_assert_eq(tl_live_count(), 100000);
     /* Remove every odd row: backward-shift deletion must keep every even
      * row reachable. */
     for (uint64_t i = 1; i <= 100000; i += 2) {
         struct tl_live out;
-        cr_assert_eq(tl_live_remove(TL_SPACE_MEM, i * 512, 1u << TL_KIND_DEVICE, &out), 1);
+        cr_assert_eq(tl_live_take(TL_SPACE_MEM, i * 512, 1u << TL_KIND_DEVICE, &out), 1);
         cr_assert_eq(out.size, i);
-        cr_assert_eq(tl_live_remove(TL_SPACE_MEM, i * 512, 1u << TL_KIND_DEVICE, &out), 0, "freed twice");
+        cr_assert_eq(tl_live_take(TL_SPACE_MEM, i * 512, 1u << TL_KIND_DEVICE, &out), 0, "freed twice");
     }
     cr_assert_eq(tl_live_count(), 50000);
     for (uint64_t i = 2; i <= 100000; i += 2) {
@@ -38,8 +38,8 @@ Test(live_table, same_address_in_another_space_is_another_row)
     tl_live_clear();
     struct tl_live a = {.addr = 0x1000, .size = 1, .space = TL_SPACE_MEM, .kind = TL_KIND_DEVICE};
     struct tl_live b = {.addr = 0x1000, .size = 2, .space = TL_SPACE_VMM_MAP, .kind = TL_KIND_VMM_MAPPING};
-    cr_assert(tl_live_insert(&a));
-    cr_assert(tl_live_insert(&b));
+    cr_assert(tl_live_add(&a, true));
+    cr_assert(tl_live_add(&b, true));
     struct tl_live out;
     cr_assert(tl_live_lookup(TL_SPACE_VMM_MAP, 0x1000, &out));
     cr_assert_eq(out.size, 2);
@@ -51,12 +51,12 @@ Test(live_table, free_with_the_wrong_api_leaves_the_row)
 {
     tl_live_clear();
     struct tl_live a = {.addr = 0x2000, .size = 7, .space = TL_SPACE_MEM, .kind = TL_KIND_HOST_PINNED};
-    cr_assert(tl_live_insert(&a));
+    cr_assert(tl_live_add(&a, true));
     struct tl_live out;
-    cr_assert_eq(tl_live_remove(TL_SPACE_MEM, 0x2000, 1u << TL_KIND_DEVICE, &out), -1);
+    cr_assert_eq(tl_live_take(TL_SPACE_MEM, 0x2000, 1u << TL_KIND_DEVICE, &out), -1);
     cr_assert_eq(out.kind, TL_KIND_HOST_PINNED);
     cr_assert_eq(tl_live_count(), 1);
-    cr_assert_eq(tl_live_remove(TL_SPACE_MEM, 0x2000, 1u << TL_KIND_HOST_PINNED, &out), 1);
+    cr_assert_eq(tl_live_take(TL_SPACE_MEM, 0x2000, 1u << TL_KIND_HOST_PINNED, &out), 1);
 }
 
 Test(callsite, identical_stacks_share_one_call_site)
