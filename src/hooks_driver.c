@@ -284,45 +284,22 @@ TL_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     return rc;
 }
 
-TL_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
-{
-    ENTER();
-    /* Before the real call: once the driver has freed the memory, its
-     * addresses may be handed out again. */
-    if (outer)
-        tl_teardown_context(ctx, -1);
-    CUresult rc = CALL_REAL(cuCtxDestroy_v2, ctx);
-    LEAVE();
-    return rc;
-}
+/* Context teardown frees the context's memory in the driver.  Recorded
+ * before the real call: once the driver has freed the memory, its addresses
+ * may be handed out again.  The legacy entry points have the same
+ * signatures and the same teardown. */
+#define TEARDOWN_HOOK(fn, type, arg, ctx, dev)  \
+    TL_EXPORT CUresult fn(type arg)             \
+    {                                           \
+        ENTER();                                \
+        if (outer)                              \
+            tl_teardown_context((ctx), (dev));  \
+        CUresult rc = CALL_REAL(fn, arg);       \
+        LEAVE();                                \
+        return rc;                              \
+    }
 
-TL_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
-{
-    ENTER();
-    if (outer)
-        tl_teardown_context(NULL, dev);
-    CUresult rc = CALL_REAL(cuDevicePrimaryCtxReset_v2, dev);
-    LEAVE();
-    return rc;
-}
-
-/* The legacy entry points: same signatures, same teardown. */
-TL_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
-{
-    ENTER();
-    if (outer)
-        tl_teardown_context(NULL, dev);
-    CUresult rc = CALL_REAL(cuDevicePrimaryCtxReset, dev);
-    LEAVE();
-    return rc;
-}
-
-TL_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
-{
-    ENTER();
-    if (outer)
-        tl_teardown_context(ctx, -1);
-    CUresult rc = CALL_REAL(cuCtxDestroy, ctx);
-    LEAVE();
-    return rc;
-}
+TEARDOWN_HOOK(cuCtxDestroy_v2, CUcontext, ctx, ctx, -1)
+TEARDOWN_HOOK(cuCtxDestroy, CUcontext, ctx, ctx, -1)
+TEARDOWN_HOOK(cuDevicePrimaryCtxReset_v2, CUdevice, dev, NULL, dev)
+TEARDOWN_HOOK(cuDevicePrimaryCtxReset, CUdevice, dev, NULL, dev)
