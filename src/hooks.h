@@ -132,6 +132,20 @@ static inline void *tl_real_fast(enum tl_hook_id id)
     return TL_LIKELY(fn != NULL) ? fn : tl_real(id);
 }
 
+/* A hook reached from inside another (the driver call inside cudaMalloc)
+ * does nothing but forward, so it forwards first: a tail call, before any
+ * bookkeeping or frame.  Calls the real function makes still see a nested
+ * depth.  Falls through when the real function is not resolved yet. */
+#define TL_NESTED_FORWARD(fn, ...)                                                        \
+    do {                                                                                  \
+        if (tl_hook_depth > 0) {                                                          \
+            __typeof__(&fn) real_ = (__typeof__(&fn))atomic_load_explicit(                \
+                &tl_hooks[TL_HOOK_##fn].real, memory_order_acquire);                      \
+            if (TL_LIKELY(real_ != NULL))                                                 \
+                return real_(__VA_ARGS__);                                                \
+        }                                                                                 \
+    } while (0)
+
 /* Calls the real `fn`, or answers `missing` when there is none. */
 #define TL_CALL_REAL(fn, missing, ...)                                         \
     ({                                                                         \

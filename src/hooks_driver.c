@@ -31,7 +31,18 @@ static void after_alloc(bool outer, CUresult rc, enum tl_kind kind, uint8_t spac
         tl_track_failure(rc == CUDA_ERROR_OUT_OF_MEMORY, kind, size, device);
 }
 
+/* The two hooks the runtime reaches inside cudaMalloc/cudaFree: the nested
+ * case is a bare forward, the outer one a call of its own. */
+static __attribute__((noinline)) CUresult mem_alloc_outer(CUdeviceptr *dptr, size_t bytesize);
+static __attribute__((noinline)) CUresult mem_free_outer(CUdeviceptr dptr);
+
 TL_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    TL_NESTED_FORWARD(cuMemAlloc_v2, dptr, bytesize);
+    return mem_alloc_outer(dptr, bytesize);
+}
+
+static CUresult mem_alloc_outer(CUdeviceptr *dptr, size_t bytesize)
 {
     ENTER();
     BUDGET_GUARD(TL_KIND_DEVICE, bytesize);
@@ -65,6 +76,12 @@ TL_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
     })
 
 TL_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    TL_NESTED_FORWARD(cuMemFree_v2, dptr);
+    return mem_free_outer(dptr);
+}
+
+static CUresult mem_free_outer(CUdeviceptr dptr)
 {
     ENTER();
     CUresult rc = TRACKED_FREE(outer, TL_SPACE_MEM, dptr, MEM_KINDS, CALL_REAL(cuMemFree_v2, dptr));

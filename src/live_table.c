@@ -10,9 +10,11 @@
  * site (callsite.c) by id.
  *
  * Concurrency: 64 shards, each an open-addressing table (linear probing,
- * backward-shift deletion, so no tombstones) under its own lock (an exchange to take, a store to release).  Two threads
- * allocating at once almost never share a shard; a consistent snapshot takes
- * every shard lock in order.
+ * backward-shift deletion, so no tombstones) under its own lock (an exchange
+ * to take, a store to release).  Two threads allocating at once almost never
+ * share a shard; a consistent snapshot takes every shard lock in order.
+ * While only one thread has ever touched the table, that thread skips the
+ * locks altogether ("one tracking thread" below).
  *
  * Each shard also keeps tracker.c's totals for its rows (tl_shard_counts:
  * call-site deltas, total allocations, per-device counts), changed in the
@@ -20,12 +22,17 @@
  * tl_live_unlock_all fold them into tl_stats and the call sites, so the
  * holder of every lock reads totals that agree with the rows.
  */
+#include "counts.h"
 #include "tl_internal.h"
 
+#include <errno.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SHARD_BITS 6
 #define NSHARDS (1u << SHARD_BITS)
@@ -46,22 +53,27 @@ static struct shard shards[NSHARDS];
  * Critical sections are a few dozen instructions, so a waiter spins briefly;
  * one that keeps waiting (another thread holds every shard for a report)
  * yields, then sleeps in short naps rather than burning its core. */
+static void wait_step(unsigned i)
+{
+    if (i < 128) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    } else if (i < 256) {
+        sched_yield();
+    } else {
+        struct timespec nap = {0, 50000};
+        nanosleep(&nap, NULL);
+    }
+}
+
 static void shard_lock_slow(struct shard *s)
 {
     for (unsigned i = 0;; i++) {
         if (!atomic_load_explicit(&s->lock, memory_order_relaxed) &&
             !atomic_exchange_explicit(&s->lock, 1, memory_order_acquire))
             return;
-        if (i < 128) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
-        } else if (i < 256) {
-            sched_yield();
-        } else {
-            struct timespec nap = {0, 50000};
-            nanosleep(&nap, NULL);
-        }
+        wait_step(i);
     }
 }
 
@@ -76,6 +88,235 @@ static inline void shard_unlock(struct shard *s)
     atomic_store_explicit(&s->lock, 0, memory_order_release);
 }
 
+/* ---- one tracking thread ------------------------------------------------
+ * Most CUDA programs allocate and free from one thread at a time (often not
+ * the thread that initialised CUDA).  A thread that has made a run of
+ * table operations becomes the table's owner: while it owns the table it
+ * works on the shards without their locks, and tracker.c's process totals
+ * take plain adds (tl_count_row's `exclusive`): no locked instruction at all
+ * on its allocations and frees.
+ *
+ * Any other thread that enters the table first revokes the ownership: under
+ * owner_lock it marks the table REVOKING, makes every thread of the process
+ * execute a full memory barrier (membarrier(2), private expedited), waits
+ * until the owner has left the section it may be in, and clears the mark;
+ * from then on everyone, the old owner included, takes the shard locks.  The
+ * owner announces a section with a plain store of its `busy` flag followed
+ * by a plain load of `owner`: the membarrier supplies the store-load fence
+ * the owner skips (the asymmetric handshake of liburcu's membarrier flavour),
+ * so either the owner sees the revocation and takes the lock, or the revoker
+ * sees `busy` and waits.  Claiming takes every shard lock, so no locked
+ * section is in progress when ownership starts; a locked section re-reads
+ * `owner` under its shard lock.
+ *
+ * A thread that loses the ownership waits twice as long before claiming it
+ * again, so threads that keep sharing the table settle on plain locking.
+ * Without membarrier (an old kernel, a seccomp filter) nobody ever claims;
+ * nor under ThreadSanitizer, which cannot see the barrier. */
+#if defined(__SANITIZE_THREAD__)
+#define OWNER_BUILD 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define OWNER_BUILD 0
+#endif
+#endif
+#ifndef OWNER_BUILD
+#define OWNER_BUILD 1
+#endif
+
+#define OWNER_SLOTS 64         /* threads that may hold a slot at once */
+#define CLAIM_AFTER 64         /* locked operations in a row before claiming */
+#define CLAIM_AFTER_MAX (1u << 20)
+#define REVOKING UINT32_MAX
+
+/* owner: 0 nobody, REVOKING, or slot + 1 of the owning thread. */
+static atomic_uint owner;
+static pthread_mutex_t owner_lock = PTHREAD_MUTEX_INITIALIZER;
+/* A thread gets a slot on its first claim and gives it back when it exits
+ * (slot_key's destructor), so short-lived threads do not use them up. */
+static struct {
+    atomic_int busy; /* written by its thread only */
+    bool taken;      /* under owner_lock */
+} __attribute__((aligned(64))) owner_slot[OWNER_SLOTS];
+static pthread_key_t slot_key;
+static atomic_ulong claims; /* ownerships begun, for tests */
+static bool owning_possible;
+
+struct table_tls {
+    unsigned token;     /* slot + 1; 0 while the thread has no slot */
+    unsigned streak;    /* locked operations since the last claim attempt */
+    unsigned claim_after;
+    bool in_locked_shard; /* for tl_live_busy_here */
+    bool exiting;       /* gave its slot back: never claims again */
+    bool claimed;       /* owned the table since its last locked operation */
+};
+static __thread struct table_tls tab TL_TLS_IE;
+
+/* At thread exit.  An exiting owner is in no section, so it hands the table
+ * back without a handshake; its later hook calls (other keys' destructors)
+ * lock, since the slot may soon be another thread's. */
+static void give_back_slot(void *arg)
+{
+    unsigned token = (unsigned)(uintptr_t)arg;
+    pthread_mutex_lock(&owner_lock);
+    if (atomic_load(&owner) == token)
+        atomic_store(&owner, 0);
+    owner_slot[token - 1].taken = false;
+    pthread_mutex_unlock(&owner_lock);
+    tab.token = 0;
+    tab.exiting = true;
+}
+
+/* Under owner_lock. */
+static bool take_slot(void)
+{
+    for (unsigned k = 0; k < OWNER_SLOTS; k++)
+        if (!owner_slot[k].taken) {
+            if (pthread_setspecific(slot_key, (void *)(uintptr_t)(k + 1)) != 0)
+                return false;
+            owner_slot[k].taken = true;
+            tab.token = k + 1;
+            return true;
+        }
+    return false;
+}
+
+static long membarrier_call(int cmd)
+{
+#ifdef __NR_membarrier
+    return syscall(__NR_membarrier, cmd, 0, 0);
+#else
+    (void)cmd;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+static bool register_membarrier(void)
+{
+    long cmds = membarrier_call(MEMBARRIER_CMD_QUERY);
+    return cmds >= 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+           membarrier_call(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+}
+
+void tl_live_init(void)
+{
+    static bool done;
+    if (done || !OWNER_BUILD)
+        return;
+    done = true;
+    owning_possible = pthread_key_create(&slot_key, give_back_slot) == 0 && register_membarrier();
+}
+
+/* Ends the current ownership, if any; returns with owner == 0 as far as
+ * this thread knows (a claim may follow at any time; locked sections
+ * re-check under their shard lock). */
+static void end_ownership(void)
+{
+    pthread_mutex_lock(&owner_lock);
+    unsigned o = atomic_load(&owner);
+    if (o != 0) {
+        atomic_store(&owner, REVOKING);
+        if (membarrier_call(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
+            /* Registered, so this should not fail.  If it does, give the
+             * owner's store of busy far longer than a store buffer holds it
+             * to become visible before trusting what we read. */
+            static atomic_bool warned;
+            tl_warn(&warned, "membarrier failed (%s); waiting 1 ms instead", strerror(errno));
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+        }
+        for (unsigned i = 0; atomic_load_explicit(&owner_slot[o - 1].busy, memory_order_acquire); i++)
+            wait_step(i);
+        atomic_store(&owner, 0);
+    }
+    pthread_mutex_unlock(&owner_lock);
+}
+
+static void lock_every_shard(void);
+static void unlock_every_shard(void);
+
+/* After a run of locked operations: take the table if nobody has it. */
+static void try_claim(void)
+{
+    tab.streak = 0;
+    if (!owning_possible || tab.exiting || atomic_load_explicit(&owner, memory_order_relaxed) != 0)
+        return;
+    if (pthread_mutex_trylock(&owner_lock) != 0)
+        return;
+    if (!tab.token && !take_slot()) {
+        /* Every slot is held by a live thread: stay locked until one
+         * exits (the streak starts over, so no retry storm). */
+    } else if (atomic_load(&owner) == 0) {
+        /* With every shard lock held no locked section is running, and each
+         * one that starts after sees the new owner under its lock. */
+        lock_every_shard();
+        atomic_store_explicit(&owner, tab.token, memory_order_release);
+        atomic_fetch_add_explicit(&claims, 1, memory_order_relaxed);
+        tab.claimed = true;
+        unlock_every_shard();
+    }
+    pthread_mutex_unlock(&owner_lock);
+}
+
+/* Enters shard s: true as the owner without the lock (leave with the same
+ * value). */
+static inline bool enter(struct shard *s)
+{
+    if (TL_LIKELY(tab.token != 0) && atomic_load_explicit(&owner, memory_order_relaxed) == tab.token) {
+        atomic_int *busy = &owner_slot[tab.token - 1].busy;
+        atomic_store_explicit(busy, 1, memory_order_relaxed);
+        atomic_signal_fence(memory_order_seq_cst); /* the revoker's membarrier orders the CPU */
+        if (TL_LIKELY(atomic_load_explicit(&owner, memory_order_relaxed) == tab.token))
+            return true;
+        atomic_store_explicit(busy, 0, memory_order_release);
+    }
+    if (TL_UNLIKELY(tab.claimed)) {
+        /* Another thread took the table from us: claim later next time. */
+        tab.claimed = false;
+        if (tab.claim_after < CLAIM_AFTER_MAX)
+            tab.claim_after = tab.claim_after ? tab.claim_after * 2 : 2 * CLAIM_AFTER;
+    }
+    for (;;) {
+        unsigned o = atomic_load_explicit(&owner, memory_order_acquire);
+        if (TL_UNLIKELY(o != 0))
+            end_ownership();
+        shard_lock(s);
+        if (TL_LIKELY(atomic_load_explicit(&owner, memory_order_relaxed) == 0))
+            break;
+        shard_unlock(s); /* claimed meanwhile */
+    }
+    tab.in_locked_shard = true;
+    return false;
+}
+
+static inline void leave(struct shard *s, bool owned)
+{
+    if (owned) {
+        atomic_store_explicit(&owner_slot[tab.token - 1].busy, 0, memory_order_release);
+        return;
+    }
+    tab.in_locked_shard = false;
+    shard_unlock(s);
+    if (TL_UNLIKELY(++tab.streak >= (tab.claim_after ? tab.claim_after : CLAIM_AFTER)))
+        try_claim();
+}
+
+bool tl_live_busy_here(void)
+{
+    return tab.in_locked_shard ||
+           (tab.token && atomic_load_explicit(&owner_slot[tab.token - 1].busy, memory_order_relaxed));
+}
+
+unsigned long tl_live_claims(void)
+{
+    return atomic_load(&claims);
+}
+
+bool tl_live_owned_here(void)
+{
+    return tab.token && atomic_load(&owner) == tab.token;
+}
 static inline uint64_t mix(uint8_t space, uint64_t addr)
 {
     /* splitmix64's finalizer: every input bit reaches the shard and slot bits. */
@@ -128,9 +369,9 @@ bool tl_live_add(const struct tl_live *rec, bool fresh)
 {
     uint64_t h = mix(rec->space, rec->addr);
     struct shard *s = shard_of(h);
-    shard_lock(s);
+    bool owned = enter(s);
     if ((s->count + 1) * 5 > s->cap * 4 && !grow(s)) {
-        shard_unlock(s);
+        leave(s, owned);
         return false;
     }
     size_t mask = s->cap - 1;
@@ -140,18 +381,18 @@ bool tl_live_add(const struct tl_live *rec, bool fresh)
             /* The driver handed out an address we still think is live: we
              * missed its free (an untracked path).  The new row wins, and
              * the old one leaves the totals with the table. */
-            tl_count_row(&s->counts, &s->slots[i], -1, false);
+            tl_count_row(&s->counts, &s->slots[i], -1, false, owned);
             s->slots[i] = *rec;
-            tl_count_row(&s->counts, rec, 1, fresh);
-            shard_unlock(s);
+            tl_count_row(&s->counts, rec, 1, fresh, owned);
+            leave(s, owned);
             return true;
         }
         i = (i + 1) & mask;
     }
     s->slots[i] = *rec;
-    s->count++;
-    tl_count_row(&s->counts, rec, 1, fresh);
-    shard_unlock(s);
+    __atomic_store_n(&s->count, s->count + 1, __ATOMIC_RELAXED);
+    tl_count_row(&s->counts, rec, 1, fresh, owned);
+    leave(s, owned);
     return true;
 }
 
@@ -172,8 +413,8 @@ static void delete_at(struct shard *s, size_t i)
         s->slots[i] = s->slots[j];
         i = j;
     }
-    memset(&s->slots[i], 0, sizeof s->slots[i]);
-    s->count--;
+    s->slots[i] = (struct tl_live){0};
+    __atomic_store_n(&s->count, s->count - 1, __ATOMIC_RELAXED);
 }
 
 static long find(struct shard *s, uint64_t h, uint8_t space, uint64_t addr)
@@ -193,19 +434,19 @@ int tl_live_take(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_li
 {
     uint64_t h = mix(space, addr);
     struct shard *s = shard_of(h);
-    shard_lock(s);
+    bool owned = enter(s);
     long i = find(s, h, space, addr);
     int rc = 0;
     if (i >= 0) {
         *out = s->slots[i];
         rc = -1;
         if (kinds_mask & (1u << s->slots[i].kind)) {
-            tl_count_row(&s->counts, out, -1, false);
+            tl_count_row(&s->counts, out, -1, false, owned);
             delete_at(s, (size_t)i);
             rc = 1;
         }
     }
-    shard_unlock(s);
+    leave(s, owned);
     return rc;
 }
 
@@ -238,11 +479,11 @@ bool tl_live_lookup(uint8_t space, uint64_t addr, struct tl_live *out)
 {
     uint64_t h = mix(space, addr);
     struct shard *s = shard_of(h);
-    shard_lock(s);
+    bool owned = enter(s);
     long i = find(s, h, space, addr);
     if (i >= 0 && out)
         *out = s->slots[i];
-    shard_unlock(s);
+    leave(s, owned);
     return i >= 0;
 }
 
@@ -250,21 +491,43 @@ bool tl_live_set_aux(uint8_t space, uint64_t addr, uint32_t aux)
 {
     uint64_t h = mix(space, addr);
     struct shard *s = shard_of(h);
-    shard_lock(s);
+    bool owned = enter(s);
     long i = find(s, h, space, addr);
     if (i >= 0)
         s->slots[i].aux = aux;
-    shard_unlock(s);
+    leave(s, owned);
     return i >= 0;
 }
 
 /* Both fold the per-shard totals: on locking, so that the holder reads
  * totals that agree with the rows; on unlocking, to publish what the holder
  * changed (a teardown dropping rows). */
-void tl_live_lock_all(void)
+static void lock_every_shard(void)
 {
     for (unsigned i = 0; i < NSHARDS; i++)
         shard_lock(&shards[i]);
+}
+
+static void unlock_every_shard(void)
+{
+    for (unsigned i = NSHARDS; i-- > 0;)
+        shard_unlock(&shards[i]);
+}
+
+void tl_live_lock_all(void)
+{
+    /* The owner needs only the locks: nobody else is in the table without
+     * one.  Anyone else ends the ownership first. */
+    for (;;) {
+        unsigned o = atomic_load(&owner);
+        if (o != 0 && o != tab.token)
+            end_ownership();
+        lock_every_shard();
+        o = atomic_load(&owner);
+        if (o == 0 || o == tab.token)
+            break;
+        unlock_every_shard();
+    }
     holding_all = true;
     fold();
 }
@@ -273,8 +536,7 @@ void tl_live_unlock_all(void)
 {
     fold();
     holding_all = false;
-    for (unsigned i = NSHARDS; i-- > 0;)
-        shard_unlock(&shards[i]);
+    unlock_every_shard();
 }
 
 /* Callers hold every shard lock (tl_live_lock_all). */
@@ -344,4 +606,16 @@ void tl_live_clear(void)
         s->count = 0;
         memset(&s->counts, 0, sizeof s->counts);
     }
+    /* This thread is the child's only one, and the membarrier registration
+     * belonged to the parent's address space: start over. */
+    atomic_store(&owner, 0);
+    pthread_mutex_init(&owner_lock, NULL);
+    for (unsigned k = 0; k < OWNER_SLOTS; k++) {
+        atomic_store(&owner_slot[k].busy, 0);
+        owner_slot[k].taken = tab.token == k + 1;
+    }
+    tab.in_locked_shard = false;
+    tab.streak = 0;
+    if (owning_possible)
+        owning_possible = register_membarrier();
 }

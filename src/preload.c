@@ -73,7 +73,7 @@ static atomic_bool fatal_entered;
 
 static void on_fatal(int sig)
 {
-    if (!atomic_exchange(&fatal_entered, true) && tl_hook_depth == 0 && atomic_load(&tl_active) && atomic_load(&tl_used) &&
+    if (!atomic_exchange(&fatal_entered, true) && tl_hook_depth == 0 && !tl_live_busy_here() && atomic_load(&tl_active) && atomic_load(&tl_used) &&
         getpid() == owner_pid && tl_report_lock_for_fatal()) {
         char label[32];
         snprintf(label, sizeof label, "fatal signal %d (%s)", sig, sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
@@ -110,6 +110,7 @@ static void install_fatal_handlers(void)
 static void init(void)
 {
     tl_options_load(NULL);
+    tl_live_init();
     tl_stack_init();
     owner_pid = getpid();
     pthread_atfork(NULL, NULL, after_fork_child);

@@ -181,6 +181,15 @@ struct tl_shard_counts *tl_live_counts_of(const struct tl_live *rec);
 /* Folds the per-shard totals now: under every shard lock, taken unless this
  * thread already holds them (inside tl_live_lock_all). */
 void tl_live_fold(void);
+/* Registers membarrier(2) so that a thread that owns the table can skip the shard
+ * locks (live_table.c); without it every access locks.  Idempotent. */
+void tl_live_init(void);
+/* This thread is inside a live-table section (a signal interrupted it). */
+bool tl_live_busy_here(void);
+/* This thread owns the table: works on it without locks (tests). */
+bool tl_live_owned_here(void);
+/* How many times a thread has taken the table over (tests). */
+unsigned long tl_live_claims(void);
 
 
 /* ---- tracker.c ---------------------------------------------------------- */
@@ -239,9 +248,7 @@ long long tl_live_sum_count(void);
 long long tl_live_sum_device_bytes(int device);
 /* A device has held tracked memory (set once, never cleared but by fork). */
 extern atomic_bool tl_device_used[TL_MAX_DEVICES];
-/* Adds (sign +1) or drops (-1) a row to/from the totals; the caller holds
- * the lock of the shard that owns `c`. */
-void tl_count_row(struct tl_shard_counts *c, const struct tl_live *rec, int sign, bool fresh);
+/* tl_count_row (counts.h) adds a row to or drops it from these totals. */
 /* Folds every shard's pending totals into tl_stats and the call sites; the
  * caller holds every shard lock (tl_live_lock_all does this itself). */
 void tl_counts_fold_locked(struct tl_shard_counts *const *shards, unsigned n);

@@ -4,6 +4,7 @@
  * counters and the policy (what counts as an invalid free, which memory a
  * teardown releases).
  */
+#include "counts.h"
 #include "tl_internal.h"
 
 #include <string.h>
@@ -71,24 +72,10 @@ const char *tl_kind_name(enum tl_kind kind)
     return (unsigned)kind < TL_KIND_COUNT ? names[kind] : "unknown";
 }
 
-/* Kinds that hold device memory (a VA reservation and a mapping do not: the
- * handle behind a mapping is what holds memory). */
-static bool holds_memory(uint8_t kind)
-{
-    return kind == TL_KIND_DEVICE || kind == TL_KIND_HOST_PINNED || kind == TL_KIND_MANAGED ||
-           kind == TL_KIND_VMM_HANDLE || kind == TL_KIND_ASYNC || kind == TL_KIND_POOL_BLOCK;
-}
-
-static void raise_peak(atomic_llong *peak, long long now)
-{
-    long long p = atomic_load_explicit(peak, memory_order_relaxed);
-    while (TL_UNLIKELY(now > p) && !atomic_compare_exchange_weak(peak, &p, now))
-        ;
-}
 
 /* The per-shard call-site deltas go to the call site's atomics when their
- * slot is wanted by another call site, and at every fold. */
-static void flush_site(struct tl_shard_site *s)
+ * slot is wanted by another call site (counts.h), and at every fold. */
+void tl_flush_site(struct tl_shard_site *s)
 {
     struct tl_callsite *cs = tl_callsite_by_id(s->id);
     if (cs) {
@@ -104,56 +91,6 @@ static void flush_site(struct tl_shard_site *s)
 
 atomic_bool tl_device_used[TL_MAX_DEVICES];
 
-/* A per-shard total: the shard lock is held, so load+add+store is exact;
- * the relaxed atomic accesses (plain moves) let readers sum without it. */
-static inline void shard_add(long long *x, long long d)
-{
-    __atomic_store_n(x, __atomic_load_n(x, __ATOMIC_RELAXED) + d, __ATOMIC_RELAXED);
-}
-
-void tl_count_row(struct tl_shard_counts *c, const struct tl_live *rec, int sign, bool fresh)
-{
-    long long bytes = sign * (long long)rec->size;
-    if (fresh)
-        c->total_allocs++;
-    if (rec->callsite) {
-        struct tl_shard_site *s = &c->site[rec->callsite % TL_SHARD_SITES];
-        if (TL_UNLIKELY(s->id != rec->callsite)) {
-            if (s->id)
-                flush_site(s);
-            s->id = rec->callsite;
-        }
-        s->bytes += bytes;
-        s->count += sign;
-        s->allocs += fresh;
-    }
-    uint8_t kind = rec->kind;
-    if (!holds_memory(kind) || kind == TL_KIND_POOL_BLOCK)
-        return; /* pool blocks live inside segments already counted */
-    if (kind == TL_KIND_ASYNC)
-        atomic_fetch_add_explicit(&tl_stats.async_live_bytes, bytes, memory_order_relaxed);
-    /* The one shared read-modify-write: process live bytes, for an exact
-     * peak.  The rest are this shard's, changed under its lock. */
-    long long now = atomic_fetch_add_explicit(&tl_stats.live_bytes, bytes, memory_order_relaxed) + bytes;
-    shard_add(&c->live_count, sign);
-    if (sign > 0)
-        raise_peak(&tl_stats.peak_live_bytes, now);
-    if (rec->device < TL_MAX_DEVICES && kind != TL_KIND_HOST_PINNED) {
-        unsigned d = rec->device;
-        c->device_count[d] += sign;
-        shard_add(&c->device_bytes[d], bytes);
-        if (sign > 0 && bytes > 0 && TL_UNLIKELY(!atomic_load_explicit(&tl_device_used[d], memory_order_relaxed)))
-            atomic_store_explicit(&tl_device_used[d], true, memory_order_relaxed);
-        if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed))) {
-            /* budget.c reads the device's bytes on every allocation. */
-            struct tl_device_stats *ds = &tl_stats.device[d];
-            long long dn = atomic_fetch_add_explicit(&ds->live_bytes, bytes, memory_order_relaxed) + bytes;
-            if (sign > 0)
-                raise_peak(&ds->peak_bytes, dn);
-        }
-    }
-}
-
 void tl_counts_fold_locked(struct tl_shard_counts *const *c, unsigned n)
 {
     unsigned long long total = 0;
@@ -161,7 +98,7 @@ void tl_counts_fold_locked(struct tl_shard_counts *const *c, unsigned n)
     for (unsigned k = 0; k < n; k++) {
         for (unsigned i = 0; i < TL_SHARD_SITES; i++)
             if (c[k]->site[i].id)
-                flush_site(&c[k]->site[i]);
+                tl_flush_site(&c[k]->site[i]);
         total += c[k]->total_allocs;
         live += c[k]->live_count;
         for (unsigned d = 0; d < TL_MAX_DEVICES; d++) {
@@ -176,7 +113,7 @@ void tl_counts_fold_locked(struct tl_shard_counts *const *c, unsigned n)
         atomic_store_explicit(&tl_stats.device[d].live_count, dev[d], memory_order_relaxed);
         if (!exact) {
             atomic_store_explicit(&tl_stats.device[d].live_bytes, dev_bytes[d], memory_order_relaxed);
-            raise_peak(&tl_stats.device[d].peak_bytes, dev_bytes[d]);
+            tl_raise_peak(&tl_stats.device[d].peak_bytes, dev_bytes[d]);
         }
     }
 }
@@ -186,7 +123,7 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
     if (!atomic_load_explicit(&tl_active, memory_order_relaxed) || addr == 0)
         return;
     uintptr_t frames[TL_MAX_DEPTH];
-    int n = tl_stack_capture(frames, tl_opt.depth);
+    int n = tl_opt.depth > 0 ? tl_stack_capture(frames, tl_opt.depth) : 0;
     struct tl_callsite *cs = tl_callsite_intern(kind, frames, n);
     int ctx_device = -1;
     int ctx = (space == TL_SPACE_MEM && kind != TL_KIND_POOL_BLOCK) ? tl_current_context_index(&ctx_device) : 0;
@@ -215,7 +152,7 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
 /* Inside tl_live_foreach (the row's shard lock is held). */
 void tl_track_forget(const struct tl_live *rec)
 {
-    tl_count_row(tl_live_counts_of(rec), rec, -1, false);
+    tl_count_row(tl_live_counts_of(rec), rec, -1, false, false);
     if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed)))
         tl_budget_after_free(rec);
 }

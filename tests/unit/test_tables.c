@@ -4,9 +4,12 @@
 #include "tl_internal.h"
 
 #include <criterion/criterion.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 Test(live_table, inserted_rows_are_found_and_removed_exactly_once)
@@ -57,6 +60,267 @@ Test(live_table, free_with_the_wrong_api_leaves_the_row)
     cr_assert_eq(out.kind, TL_KIND_HOST_PINNED);
     cr_assert_eq(tl_live_count(), 1);
     cr_assert_eq(tl_live_take(TL_SPACE_MEM, 0x2000, 1u << TL_KIND_HOST_PINNED, &out), 1);
+}
+
+/* ---- the table's owner (live_table.c): lock-free for one thread ---------- */
+
+static void churn_pairs(uint64_t base, unsigned n, uint64_t size)
+{
+    for (unsigned i = 0; i < n; i++) {
+        struct tl_live r = {.addr = base + (uint64_t)i * 512, .size = size, .space = TL_SPACE_MEM,
+                            .kind = TL_KIND_DEVICE};
+        cr_assert(tl_live_add(&r, true));
+        struct tl_live out;
+        cr_assert_eq(tl_live_take(TL_SPACE_MEM, r.addr, 1u << TL_KIND_DEVICE, &out), 1);
+    }
+}
+
+static void *churn_alone(void *arg)
+{
+    (void)arg;
+    churn_pairs(0x9000000, 1000, 64);
+    return (void *)(uintptr_t)tl_live_owned_here();
+}
+
+Test(live_table, the_thread_that_keeps_working_owns_the_table_and_loses_it_to_another)
+{
+    tl_live_init();
+    tl_live_clear();
+    churn_pairs(0x100000, 200, 100);
+    if (!tl_live_owned_here())
+        cr_skip_test("membarrier(2) unavailable here: the table never has an owner");
+    cr_assert_eq(atomic_load(&tl_stats.live_bytes), 0);
+    cr_assert_eq(atomic_load(&tl_stats.peak_live_bytes), 100);
+
+    pthread_t t;
+    void *other_owned;
+    pthread_create(&t, NULL, churn_alone, NULL);
+    pthread_join(t, &other_owned);
+    cr_assert(other_owned, "a thread working alone did not take the table over");
+    cr_assert_not(tl_live_owned_here(), "two owners");
+
+    /* Back on this thread: locked, and slower to claim again than before. */
+    churn_pairs(0x200000, 1, 100);
+    cr_assert_not(tl_live_owned_here());
+    churn_pairs(0x200000, 300, 100);
+    cr_assert(tl_live_owned_here());
+    cr_assert_eq(atomic_load(&tl_stats.live_bytes), 0);
+}
+
+#define RACERS 4
+#define RACER_PAIRS 20000
+#define RACER_KEEP_EVERY 1000
+
+static atomic_bool racing;
+
+static void *racer(void *arg)
+{
+    uintptr_t k = (uintptr_t)arg;
+    uint64_t base = 0x10000000ull * (k + 1);
+    for (unsigned i = 0; i < RACER_PAIRS; i++) {
+        struct tl_live r = {.addr = base + (uint64_t)i * 512, .size = k + 1, .space = TL_SPACE_MEM,
+                            .kind = TL_KIND_DEVICE};
+        if (!tl_live_add(&r, true))
+            return (void *)1;
+        if (i % RACER_KEEP_EVERY == 0)
+            continue; /* a survivor */
+        struct tl_live out;
+        if (tl_live_take(TL_SPACE_MEM, r.addr, 1u << TL_KIND_DEVICE, &out) != 1 || out.size != k + 1)
+            return (void *)2;
+    }
+    return NULL;
+}
+
+static bool count_row(const struct tl_live *r, void *arg)
+{
+    (void)r;
+    ++*(size_t *)arg;
+    return false;
+}
+
+static void *reporter(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&racing)) {
+        size_t n = 0;
+        tl_live_lock_all();
+        tl_live_foreach(count_row, &n);
+        bool whole = n == tl_live_count();
+        tl_live_unlock_all();
+        if (!whole)
+            return (void *)3;
+        /* A report every 200 us: far more often than any real program, and
+         * still leaving the racers time between two (a report holding
+         * every lock back to back would starve them). */
+        struct timespec pause = {0, 200000};
+        nanosleep(&pause, NULL);
+    }
+    return NULL;
+}
+
+Test(live_table, owner_racers_and_reports_leave_exact_survivors_and_totals)
+{
+    tl_live_init();
+    tl_live_clear();
+    churn_pairs(0x100000, 200, 8); /* this thread owns the table (where membarrier works) */
+    atomic_store(&racing, true);
+    pthread_t t[RACERS], rep;
+    pthread_create(&rep, NULL, reporter, NULL);
+    for (uintptr_t k = 0; k < RACERS; k++)
+        pthread_create(&t[k], NULL, racer, (void *)k);
+    churn_pairs(0x300000, 20000, 8); /* the old owner keeps working meanwhile */
+    for (int k = 0; k < RACERS; k++) {
+        void *rc;
+        pthread_join(t[k], &rc);
+        cr_assert_null(rc, "racer %d failed (%p)", k, rc);
+    }
+    atomic_store(&racing, false);
+    void *rc;
+    pthread_join(rep, &rc);
+    cr_assert_null(rc, "a report saw a table whose row count disagreed");
+
+    long long want_bytes = 0;
+    size_t want_rows = 0;
+    for (int k = 0; k < RACERS; k++) {
+        want_rows += RACER_PAIRS / RACER_KEEP_EVERY;
+        want_bytes += (long long)(RACER_PAIRS / RACER_KEEP_EVERY) * (k + 1);
+    }
+    cr_assert_eq(tl_live_count(), want_rows);
+    cr_assert_eq(atomic_load(&tl_stats.live_bytes), want_bytes);
+    tl_live_fold();
+    cr_assert_eq(atomic_load(&tl_stats.live_count), (long long)want_rows);
+    cr_assert_eq(tl_live_sum_device_bytes(0), want_bytes);
+    cr_assert_geq(atomic_load(&tl_stats.peak_live_bytes), want_bytes);
+}
+
+/* calloc, slowed down once on demand: the live table grows a shard with
+ * calloc inside its critical section, so a slow calloc holds the table's
+ * owner inside a lock-free section for as long as a test wants. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SLOW_CALLOC 0 /* AddressSanitizer owns calloc */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SLOW_CALLOC 0
+#endif
+#endif
+#ifndef SLOW_CALLOC
+#define SLOW_CALLOC 1
+#endif
+static atomic_bool slow_calloc_armed;
+static atomic_bool in_slow_calloc;
+
+#if SLOW_CALLOC
+extern void *__libc_calloc(size_t n, size_t size);
+
+void *calloc(size_t n, size_t size)
+{
+    if (atomic_exchange(&slow_calloc_armed, false)) {
+        atomic_store(&in_slow_calloc, true);
+        struct timespec hold = {0, 100 * 1000000};
+        nanosleep(&hold, NULL);
+        atomic_store(&in_slow_calloc, false);
+    }
+    return __libc_calloc(n, size);
+}
+#endif
+
+static atomic_int owner_state; /* 0 starting, 1 owns and about to grow, -1 never owned */
+
+static void *owner_that_grows(void *arg)
+{
+    (void)arg;
+    churn_pairs(0x500000, 200, 4);
+    if (!tl_live_owned_here()) {
+        atomic_store(&owner_state, -1);
+        return NULL;
+    }
+    atomic_store(&slow_calloc_armed, true);
+    atomic_store(&owner_state, 1);
+    /* Rows for shards that have none yet: the first one grows its shard. */
+    for (uint64_t i = 0; i < 4096; i++) {
+        struct tl_live r = {.addr = 0x6000000 + i * 512, .size = 4, .space = TL_SPACE_MEM, .kind = TL_KIND_DEVICE};
+        tl_live_add(&r, true);
+    }
+    return NULL;
+}
+
+Test(live_table, another_thread_waits_until_the_owner_leaves_its_lock_free_section)
+{
+    if (!SLOW_CALLOC)
+        cr_skip_test("needs its own calloc, which AddressSanitizer's replaces");
+    tl_live_init();
+    tl_live_clear();
+    pthread_t t;
+    pthread_create(&t, NULL, owner_that_grows, NULL);
+    while (atomic_load(&owner_state) == 0 || (atomic_load(&owner_state) == 1 && !atomic_load(&in_slow_calloc)))
+        sched_yield();
+    if (atomic_load(&owner_state) < 0) {
+        pthread_join(t, NULL);
+        cr_skip_test("membarrier(2) unavailable here: the table never has an owner");
+    }
+    /* The owner sleeps inside its section now; this add must wait for it. */
+    struct tl_live mine = {.addr = 0x7000000, .size = 5, .space = TL_SPACE_MEM, .kind = TL_KIND_DEVICE};
+    cr_assert(tl_live_add(&mine, true));
+    cr_assert_not(atomic_load(&in_slow_calloc), "entered the table while its owner was inside a section");
+    pthread_join(t, NULL);
+    cr_assert_eq(atomic_load(&tl_stats.live_bytes), 4096 * 4 + 5);
+}
+
+#define HANDOFF_ROUNDS 300
+#define HANDOFF_PAIRS 3000
+#define HANDOFF_KEEP_EVERY 500
+
+static atomic_bool handoff_done;
+
+static void *handoff_worker(void *arg)
+{
+    uint64_t base = 0x1000000000ull + (uintptr_t)arg * 0x1000000ull;
+    for (unsigned i = 0; i < HANDOFF_PAIRS; i++) {
+        struct tl_live r = {.addr = base + (uint64_t)i * 512, .size = 8, .space = TL_SPACE_MEM,
+                            .kind = TL_KIND_DEVICE};
+        if (!tl_live_add(&r, true))
+            break;
+        struct tl_live out;
+        if (i % HANDOFF_KEEP_EVERY != 0 && tl_live_take(TL_SPACE_MEM, r.addr, 1u << TL_KIND_DEVICE, &out) != 1)
+            break;
+    }
+    atomic_store(&handoff_done, true);
+    return NULL;
+}
+
+Test(live_table, ownership_changes_hands_hundreds_of_times_without_losing_a_row)
+{
+    tl_live_init();
+    tl_live_clear();
+    struct tl_live anchor_row = {.addr = 0x4000, .size = 1, .space = TL_SPACE_MEM, .kind = TL_KIND_DEVICE};
+    cr_assert(tl_live_add(&anchor_row, true));
+    unsigned long claims_before = tl_live_claims();
+    /* Each worker is a new thread: it claims after a short run, and this
+     * thread's own allocations take the table back from it again and
+     * again (and claim it in turn). */
+    for (uintptr_t round = 0; round < HANDOFF_ROUNDS; round++) {
+        atomic_store(&handoff_done, false);
+        pthread_t t;
+        pthread_create(&t, NULL, handoff_worker, (void *)round);
+        for (uint64_t a = 0x8000000; !atomic_load(&handoff_done); a += 512) {
+            struct tl_live mine = {.addr = a, .size = 3, .space = TL_SPACE_MEM, .kind = TL_KIND_DEVICE};
+            struct tl_live out;
+            cr_assert(tl_live_add(&mine, true));
+            cr_assert(tl_live_lookup(TL_SPACE_MEM, 0x4000, NULL));
+            cr_assert_eq(tl_live_take(TL_SPACE_MEM, a, 1u << TL_KIND_DEVICE, &out), 1);
+        }
+        pthread_join(t, NULL);
+    }
+    size_t want_rows = 1 + HANDOFF_ROUNDS * (HANDOFF_PAIRS / HANDOFF_KEEP_EVERY);
+    cr_assert_eq(tl_live_count(), want_rows);
+    cr_assert_eq(atomic_load(&tl_stats.live_bytes), 1 + 8LL * (long long)(want_rows - 1));
+    for (uintptr_t round = 0; round < HANDOFF_ROUNDS; round++)
+        for (unsigned i = 0; i < HANDOFF_PAIRS; i += HANDOFF_KEEP_EVERY)
+            cr_assert(tl_live_lookup(TL_SPACE_MEM, 0x1000000000ull + round * 0x1000000ull + i * 512ull, NULL));
+    if (tl_live_claims() == claims_before)
+        cr_skip_test("membarrier(2) unavailable here: the table never has an owner");
+    cr_assert_gt(tl_live_claims() - claims_before, HANDOFF_ROUNDS / 2, "only %lu handovers",
+                 tl_live_claims() - claims_before);
 }
 
 Test(callsite, identical_stacks_share_one_call_site)

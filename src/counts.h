@@ -1,0 +1,102 @@
+/*
+ * counts.h — tracker.c's bookkeeping of one row entering or leaving the live
+ * table.  It runs inside the table's critical section (live_table.c) on every
+ * allocation and free, so it is inline there; the policy is tracker.c's.
+ */
+#ifndef TL_COUNTS_H
+#define TL_COUNTS_H
+
+#include "tl_internal.h"
+
+/* Hands a per-shard call-site slot's deltas to the call site (tracker.c). */
+void tl_flush_site(struct tl_shard_site *s);
+
+static inline void tl_raise_peak(atomic_llong *peak, long long now)
+{
+    long long p = atomic_load_explicit(peak, memory_order_relaxed);
+    while (TL_UNLIKELY(now > p) && !atomic_compare_exchange_weak(peak, &p, now))
+        ;
+}
+
+/* The exclusive version: nobody else writes the peak. */
+static inline void tl_raise_peak_exclusive(atomic_llong *peak, long long now)
+{
+    if (now > atomic_load_explicit(peak, memory_order_relaxed))
+        atomic_store_explicit(peak, now, memory_order_relaxed);
+}
+
+/* A per-shard total: the shard lock is held (or the table owned), so
+ * load+add+store is exact; the relaxed atomic accesses (plain moves) let
+ * readers sum without it. */
+static inline void tl_shard_add(long long *x, long long d)
+{
+    __atomic_store_n(x, __atomic_load_n(x, __ATOMIC_RELAXED) + d, __ATOMIC_RELAXED);
+}
+
+/* Kinds that hold device memory (a VA reservation and a mapping do not: the
+ * handle behind a mapping is what holds memory). */
+static inline bool tl_holds_memory(uint8_t kind)
+{
+    return kind == TL_KIND_DEVICE || kind == TL_KIND_HOST_PINNED || kind == TL_KIND_MANAGED ||
+           kind == TL_KIND_VMM_HANDLE || kind == TL_KIND_ASYNC || kind == TL_KIND_POOL_BLOCK;
+}
+
+/* Adds (sign +1) or drops (-1) a row to/from the totals; the caller holds
+ * the lock of the shard that owns `c`, or owns the table (`exclusive`: no
+ * other thread changes any total, so plain adds do). */
+static inline __attribute__((always_inline)) void tl_count_row(struct tl_shard_counts *c, const struct tl_live *rec, int sign, bool fresh,
+                                bool exclusive)
+{
+    long long bytes = sign * (long long)rec->size;
+    if (fresh)
+        c->total_allocs++;
+    if (rec->callsite) {
+        struct tl_shard_site *s = &c->site[rec->callsite % TL_SHARD_SITES];
+        if (TL_UNLIKELY(s->id != rec->callsite)) {
+            if (s->id)
+                tl_flush_site(s);
+            s->id = rec->callsite;
+        }
+        s->bytes += bytes;
+        s->count += sign;
+        s->allocs += fresh;
+    }
+    uint8_t kind = rec->kind;
+    if (!tl_holds_memory(kind) || kind == TL_KIND_POOL_BLOCK)
+        return; /* pool blocks live inside segments already counted */
+    if (kind == TL_KIND_ASYNC)
+        atomic_fetch_add_explicit(&tl_stats.async_live_bytes, bytes, memory_order_relaxed);
+    /* The one shared read-modify-write: process live bytes, for an exact
+     * peak (a plain add for the table's owner, live_table.c).  The rest are this
+     * shard's, changed under its lock. */
+    long long now;
+    if (exclusive) {
+        now = atomic_load_explicit(&tl_stats.live_bytes, memory_order_relaxed) + bytes;
+        atomic_store_explicit(&tl_stats.live_bytes, now, memory_order_relaxed);
+    } else {
+        now = atomic_fetch_add_explicit(&tl_stats.live_bytes, bytes, memory_order_relaxed) + bytes;
+    }
+    tl_shard_add(&c->live_count, sign);
+    if (sign > 0) {
+        if (exclusive)
+            tl_raise_peak_exclusive(&tl_stats.peak_live_bytes, now);
+        else
+            tl_raise_peak(&tl_stats.peak_live_bytes, now);
+    }
+    if (rec->device < TL_MAX_DEVICES && kind != TL_KIND_HOST_PINNED) {
+        unsigned d = rec->device;
+        c->device_count[d] += sign;
+        tl_shard_add(&c->device_bytes[d], bytes);
+        if (sign > 0 && bytes > 0 && TL_UNLIKELY(!atomic_load_explicit(&tl_device_used[d], memory_order_relaxed)))
+            atomic_store_explicit(&tl_device_used[d], true, memory_order_relaxed);
+        if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed))) {
+            /* budget.c reads the device's bytes on every allocation. */
+            struct tl_device_stats *ds = &tl_stats.device[d];
+            long long dn = atomic_fetch_add_explicit(&ds->live_bytes, bytes, memory_order_relaxed) + bytes;
+            if (sign > 0)
+                tl_raise_peak(&ds->peak_bytes, dn);
+        }
+    }
+}
+
+#endif
