@@ -91,8 +91,10 @@ void *tl_real(enum tl_hook_id id);
 
 /* Finds the hook row for an exported name; NULL when we don't hook it. */
 struct tl_hook *tl_hook_by_name(const char *name);
-/* Lazy, idempotent initialisation from inside a hook. */
+/* Lazy, idempotent initialisation from inside a hook; TL_ENTER calls it
+ * only until tl_used is set. */
 void tl_ensure_init(void);
+extern atomic_bool tl_used; /* some CUDA entry point was reached (preload.c) */
 
 /* Bit per tl_kind for tl_track_free's kinds_mask. */
 #define TL_MASK(k) (1u << (k))
@@ -109,9 +111,10 @@ extern __thread int tl_hook_depth TL_TLS_IE;
 /* Enter/leave: lazily initialise and track nesting.  A nested hook (the
  * driver call inside cudaMalloc) runs inside an outer one that has
  * initialised already, so it skips even that call. */
-#define TL_ENTER()                        \
-    if (TL_LIKELY(tl_hook_depth == 0))    \
-        tl_ensure_init();                 \
+#define TL_ENTER()                                                                      \
+    if (TL_LIKELY(tl_hook_depth == 0) &&                                                \
+        TL_UNLIKELY(!atomic_load_explicit(&tl_used, memory_order_relaxed)))             \
+        tl_ensure_init();                                                               \
     bool outer = tl_hook_depth++ == 0
 #define TL_LEAVE() tl_hook_depth--
 

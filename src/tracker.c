@@ -118,6 +118,8 @@ void tl_counts_fold_locked(struct tl_shard_counts *const *c, unsigned n)
     }
 }
 
+static inline int current_context_index(int *device_out);
+
 void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t size, int device, uint32_t aux)
 {
     if (!atomic_load_explicit(&tl_active, memory_order_relaxed) || addr == 0)
@@ -126,7 +128,7 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
     int n = tl_opt.depth > 0 ? tl_stack_capture(frames, tl_opt.depth) : 0;
     struct tl_callsite *cs = tl_callsite_intern(kind, frames, n);
     int ctx_device = -1;
-    int ctx = (space == TL_SPACE_MEM && kind != TL_KIND_POOL_BLOCK) ? tl_current_context_index(&ctx_device) : 0;
+    int ctx = (space == TL_SPACE_MEM && kind != TL_KIND_POOL_BLOCK) ? current_context_index(&ctx_device) : 0;
     if (device < 0)
         device = ctx_device >= 0 ? ctx_device : 0;
     struct tl_live rec = {
@@ -284,35 +286,19 @@ int tl_context_device(uint8_t ctx_index)
     return ctx_index && ctx_index <= ncontexts ? contexts[ctx_index].device : -1;
 }
 
-int tl_current_context_index(int *device_out)
+typedef int (*get_current_fn)(void **);
+typedef int (*get_device_fn)(int *);
+/* Resolved once; published with atomics because hooks on several threads
+ * may get here first at the same time. */
+static _Atomic(get_current_fn) cached_current;
+static _Atomic(get_device_fn) cached_device;
+
+/* A context this thread has not seen as current since the last teardown. */
+static __attribute__((noinline)) int context_index_slow(void *ctx, unsigned gen, int *device_out)
 {
-    typedef int (*get_current_fn)(void **);
-    typedef int (*get_device_fn)(int *);
-    /* Resolved once; published with atomics because hooks on several threads
-     * may get here first at the same time. */
-    static _Atomic(get_current_fn) cached_current;
-    static _Atomic(get_device_fn) cached_device;
-    get_current_fn get_current = atomic_load_explicit(&cached_current, memory_order_acquire);
     get_device_fn get_device = atomic_load_explicit(&cached_device, memory_order_acquire);
-    if (!get_current || !get_device) {
-        get_device = (get_device_fn)tl_driver_symbol("cuCtxGetDevice");
-        get_current = (get_current_fn)tl_driver_symbol("cuCtxGetCurrent");
-        if (!get_current || !get_device)
-            return 0;
-        atomic_store_explicit(&cached_device, get_device, memory_order_release);
-        atomic_store_explicit(&cached_current, get_current, memory_order_release);
-    }
-    void *ctx = NULL;
-    if (get_current(&ctx) != 0 || !ctx)
-        return 0;
-    unsigned gen = atomic_load_explicit(&ctx_generation, memory_order_acquire);
-    if (ctx == tt.ctx && gen == tt.ctx_generation) {
-        if (device_out)
-            *device_out = tl_context_device((uint8_t)tt.ctx_index);
-        return tt.ctx_index;
-    }
     int dev = -1;
-    if (get_device(&dev) != 0)
+    if (!get_device || get_device(&dev) != 0)
         dev = -1;
     pthread_mutex_lock(&ctx_lock);
     int idx = ctx_index_locked(ctx, dev, false);
@@ -323,6 +309,40 @@ int tl_current_context_index(int *device_out)
     if (device_out)
         *device_out = dev;
     return idx;
+}
+
+static __attribute__((noinline)) get_current_fn resolve_context_functions(void)
+{
+    get_device_fn get_device = (get_device_fn)tl_driver_symbol("cuCtxGetDevice");
+    get_current_fn get_current = (get_current_fn)tl_driver_symbol("cuCtxGetCurrent");
+    if (!get_current || !get_device)
+        return NULL;
+    atomic_store_explicit(&cached_device, get_device, memory_order_release);
+    atomic_store_explicit(&cached_current, get_current, memory_order_release);
+    return get_current;
+}
+
+/* Inline: every allocation asks (tl_track_alloc). */
+static inline int current_context_index(int *device_out)
+{
+    get_current_fn get_current = atomic_load_explicit(&cached_current, memory_order_acquire);
+    if (TL_UNLIKELY(!get_current) && !(get_current = resolve_context_functions()))
+        return 0;
+    void *ctx = NULL;
+    if (get_current(&ctx) != 0 || !ctx)
+        return 0;
+    unsigned gen = atomic_load_explicit(&ctx_generation, memory_order_acquire);
+    if (TL_LIKELY(ctx == tt.ctx && gen == tt.ctx_generation)) {
+        if (device_out)
+            *device_out = tl_context_device((uint8_t)tt.ctx_index);
+        return tt.ctx_index;
+    }
+    return context_index_slow(ctx, gen, device_out);
+}
+
+int tl_current_context_index(int *device_out)
+{
+    return current_context_index(device_out);
 }
 
 struct teardown {
