@@ -13,6 +13,13 @@
  *       Makes L allocations from C call sites and exits holding them all
  *       (the tracker's exit report is what gets timed, by the caller).
  *
+ * Built a second time as `tracker_churn` (-DCHURN_TRACKER, linked with the
+ * tracker's internals and the simulated driver): the api word is `tracker`,
+ * and an allocation is a direct tl_track_alloc/tl_track_free of an address
+ * of the thread's own, with no driver call.  Its T=2 rows measure whether
+ * tensorleak's own hot path scales (the simulated driver takes one global
+ * lock per call, so churn's T=2 rows measure mostly the driver).
+ *
  * Prints one JSON line on stdout: CPU time (the sum of the timed threads'
  * CLOCK_THREAD_CPUTIME_ID), wall time, and for `live` the resident set size
  * and the CLOCK_MONOTONIC instant main returned, so the caller can time
@@ -25,11 +32,18 @@
 #include <string.h>
 #include <time.h>
 
+#ifdef CHURN_TRACKER
+#include "cuda_compat.h"
+#include "tl_internal.h"
+#else
 #include "cudart_compat.h"
+#endif
 
 #define SITE_LEVELS 8 /* innermost levels that branch on the site: 4^8 sites */
 
+#ifndef CHURN_TRACKER
 static int use_cuda = 1;
+#endif
 static size_t alloc_size = 256;
 static volatile uintptr_t sink;
 
@@ -40,6 +54,25 @@ static uint64_t now_ns(clockid_t clk)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+#ifdef CHURN_TRACKER
+/* Each thread frees what it allocated: 16 addresses of its own in turn. */
+static atomic_uint next_thread;
+static __thread uint64_t thread_base, thread_count;
+
+static void *do_alloc(void)
+{
+    if (!thread_base)
+        thread_base = (uint64_t)(atomic_fetch_add(&next_thread, 1) + 1) << 36;
+    uint64_t addr = thread_base + (thread_count++ % 16) * 512;
+    tl_track_alloc(TL_KIND_DEVICE, TL_SPACE_MEM, addr, alloc_size, -1, 0);
+    return (void *)(uintptr_t)addr;
+}
+
+static void do_free(void *p)
+{
+    tl_track_free(TL_SPACE_MEM, (uintptr_t)p, 1u << TL_KIND_DEVICE, NULL);
+}
+#else
 static void *do_alloc(void)
 {
     if (use_cuda) {
@@ -64,6 +97,7 @@ static void do_free(void *p)
     else
         free(p);
 }
+#endif
 
 /* What the bottom of the chain does: one pair, or one kept allocation. */
 struct leaf {
@@ -138,8 +172,9 @@ static long rss_kb(void)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: churn cuda|host pairs N [depth D] [threads T] [sites S] [size B]\n"
-                    "       churn cuda|host live L [depth D] [sites C] [size B]\n");
+    fprintf(stderr, "usage: churn cuda|host|tracker pairs N [depth D] [threads T] [sites S] [size B]\n"
+                    "       churn cuda|host|tracker live L [depth D] [sites C] [size B]\n"
+                    "       (tracker: only the tracker_churn build)\n");
     exit(2);
 }
 
@@ -147,9 +182,24 @@ int main(int argc, char **argv)
 {
     if (argc < 4)
         usage();
+#ifdef CHURN_TRACKER
+    if (strcmp(argv[1], "tracker") != 0)
+        usage();
+    /* What preload.c's constructor does, without the hooks. */
+    if (cuInit(0) != CUDA_SUCCESS) {
+        fprintf(stderr, "churn: the simulated driver did not initialise\n");
+        return 2;
+    }
+    tl_options_load(NULL);
+    tl_live_init();
+    tl_stack_init();
+    atomic_store(&tl_active, true);
+    const char *api = "tracker";
+#else
     use_cuda = strcmp(argv[1], "cuda") == 0;
     if (!use_cuda && strcmp(argv[1], "host") != 0)
         usage();
+#endif
     int live = strcmp(argv[2], "live") == 0;
     if (!live && strcmp(argv[2], "pairs") != 0)
         usage();
@@ -166,6 +216,7 @@ int main(int argc, char **argv)
     }
     if (n <= 0 || depth < 0 || threads < 1 || threads > 64 || sites < 1 || alloc_size < 1)
         usage();
+#ifndef CHURN_TRACKER
     if (use_cuda) {
         /* Initialise the runtime outside the timed part. */
         void *p;
@@ -176,6 +227,7 @@ int main(int argc, char **argv)
         cudaFree(p);
     }
     const char *api = use_cuda ? "cuda" : "host";
+#endif
 
     if (live) {
         void **keep = malloc((size_t)n * sizeof *keep);

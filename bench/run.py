@@ -13,6 +13,10 @@ Rows:
   * The same churn shape on host malloc/free, bare and under heaptrack (the
     in-process cost, and the total CPU including heaptrack's interpreter).
   * T = 2 throughput (pairs per wall second) over T = 1.
+  * The tracker alone (bench/tracker_churn: the tracker's entry points
+    linked in and called directly, no driver call, D = 40): CPU ns per pair
+    and T = 2 over T = 1 at depth 0 and 32, i.e. tensorleak's own scaling
+    without the simulated driver's global lock in the way.
   * Tracker bytes per live allocation: RSS growth over L live allocations
     from one call site under tensorleak minus the same without it (so the
     simulated driver's own bookkeeping cancels and stacks are negligible).
@@ -52,9 +56,10 @@ class Bench:
     def __init__(self, args):
         b = args.build
         self.churn = os.environ.get('TL_CHURN', os.path.join(b, 'bench', 'churn'))
+        self.tracker_churn = os.environ.get('TL_TRACKER_CHURN', os.path.join(b, 'bench', 'tracker_churn'))
         self.lib = os.environ.get('TL_LIB', os.path.join(b, 'src', 'libtensorleak.so'))
         self.sim = os.environ.get('TL_SIM', os.path.join(b, 'sim'))
-        for p in (self.churn, self.lib):
+        for p in (self.churn, self.tracker_churn, self.lib):
             if not os.path.exists(p):
                 sys.exit(f'run.py: {p} not found (build first: ninja -C {b})')
         self.heaptrack = shutil.which('heaptrack')
@@ -64,11 +69,13 @@ class Bench:
     def env(self, tool):
         e = dict(os.environ)
         e['LD_LIBRARY_PATH'] = self.sim + (':' + e['LD_LIBRARY_PATH'] if e.get('LD_LIBRARY_PATH') else '')
-        e['SIMCUDA_MEMORY'] = '1T'
+        e['SIMCUDA_MEMORY'] = '64G'
         for k in [k for k in e if k.startswith('TENSORLEAK_')]:
             del e[k]
         e.pop('LD_PRELOAD', None)
-        if tool.startswith('tl'):
+        if tool.startswith('trk'):  # tracker_churn: the tracker linked in, no preload
+            e['TENSORLEAK_DEPTH'] = tool[3:]
+        elif tool.startswith('tl'):
             e['LD_PRELOAD'] = self.lib
             e['TENSORLEAK_DEPTH'] = tool[2:]
             e['TENSORLEAK_QUIET'] = '1'
@@ -79,7 +86,7 @@ class Bench:
         """Runs churn under `tool` (bare, tl0, tl32, heaptrack); returns its
         JSON line plus 'total_cpu_ns' (every process, heaptrack's interpreter
         included) and 'end_mono_ns' (when the process was reaped)."""
-        cmd = [self.churn] + [str(a) for a in argv]
+        cmd = [self.tracker_churn if tool.startswith('trk') else self.churn] + [str(a) for a in argv]
         if tool == 'heaptrack':
             cmd = [self.heaptrack, '-o', os.path.join(self.tmp, 'ht')] + cmd
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -119,7 +126,12 @@ def main():
     mem = {'bare': [], 'tl32': []}
     exit_t = {'bare': [], 'tl32': []}
     ht_quarter = {'host': [], 'heaptrack': []}  # D=40 T=1 at pairs/4: the slope cancels startup
+    trk = {}  # (tool, t) -> results: the tracker alone, D=40
     for rep in range(reps):
+        for t in (1, 2):
+            for tool in ('trk0', 'trk32'):
+                trk.setdefault((tool, t), []).append(
+                    b.run(tool, ['tracker', 'pairs', pairs * 2, 'depth', 40, 'threads', t, 'sites', sites]))
         for d, t in shapes:
             for tool in tools:
                 res.setdefault((tool, d, t), []).append(
@@ -190,6 +202,15 @@ def main():
     for tool, name in (('bare', 'no tool'), ('tl0', 'tensorleak depth 0'), ('tl32', 'tensorleak depth 32')):
         print(f'  {name:24} D=10: {tput(tool, 10, 2) / tput(tool, 10, 1):5.2f}x   '
               f'D=40: {tput(tool, 40, 2) / tput(tool, 40, 1):5.2f}x')
+    print()
+    print('The tracker alone (tracker_churn: tl_track_alloc + tl_track_free of addresses of its')
+    print('own, no driver call, D=40): whether tensorleak itself scales across threads')
+    for tool, name in (('trk0', 'depth 0'), ('trk32', 'depth 32')):
+        c1 = med([r['cpu_ns_per_pair'] for r in trk[(tool, 1)]])
+        c2 = med([r['cpu_ns_per_pair'] for r in trk[(tool, 2)]])
+        sc = med([r['pairs_per_s'] for r in trk[(tool, 2)]]) / med([r['pairs_per_s'] for r in trk[(tool, 1)]])
+        table[tool] = [c1, c2, sc]
+        print(f'  {name:24} CPU ns/pair T=1 {c1:7.1f}   T=2 {c2:7.1f}   throughput T=2/T=1 {sc:5.2f}x')
     print()
     bpl = med([x - y for x, y in zip(mem['tl32'], mem['bare'])]) / live
     ext = med([x - y for x, y in zip(exit_t['tl32'], exit_t['bare'])]) / 1e9
