@@ -146,7 +146,8 @@ struct table_tls {
     unsigned token;     /* slot + 1; 0 while the thread has no slot */
     unsigned streak;    /* locked operations since the last claim attempt */
     unsigned claim_after;
-    bool in_locked_shard; /* for tl_live_busy_here */
+    bool in_locked_shard; /* taking, holding or dropping a shard lock */
+    bool in_all;          /* the same for every lock (tl_live_lock_all) */
     bool exiting;       /* gave its slot back: never claims again */
     bool claimed;       /* owned the table since its last locked operation */
 };
@@ -277,6 +278,10 @@ static inline bool enter(struct shard *s)
         if (tab.claim_after < CLAIM_AFTER_MAX)
             tab.claim_after = tab.claim_after ? tab.claim_after * 2 : 2 * CLAIM_AFTER;
     }
+    /* Set before the lock is taken and cleared after it is dropped, so a
+     * signal handler never mistakes a held lock for a free one. */
+    tab.in_locked_shard = true;
+    atomic_signal_fence(memory_order_seq_cst);
     for (;;) {
         unsigned o = atomic_load_explicit(&owner, memory_order_acquire);
         if (TL_UNLIKELY(o != 0))
@@ -286,7 +291,6 @@ static inline bool enter(struct shard *s)
             break;
         shard_unlock(s); /* claimed meanwhile */
     }
-    tab.in_locked_shard = true;
     return false;
 }
 
@@ -296,15 +300,16 @@ static inline void leave(struct shard *s, bool owned)
         atomic_store_explicit(&owner_slot[tab.token - 1].busy, 0, memory_order_release);
         return;
     }
-    tab.in_locked_shard = false;
     shard_unlock(s);
+    atomic_signal_fence(memory_order_seq_cst);
+    tab.in_locked_shard = false;
     if (TL_UNLIKELY(++tab.streak >= (tab.claim_after ? tab.claim_after : CLAIM_AFTER)))
         try_claim();
 }
 
 bool tl_live_busy_here(void)
 {
-    return tab.in_locked_shard ||
+    return tab.in_locked_shard || tab.in_all ||
            (tab.token && atomic_load_explicit(&owner_slot[tab.token - 1].busy, memory_order_relaxed));
 }
 
@@ -518,6 +523,8 @@ void tl_live_lock_all(void)
 {
     /* The owner needs only the locks: nobody else is in the table without
      * one.  Anyone else ends the ownership first. */
+    tab.in_all = true;
+    atomic_signal_fence(memory_order_seq_cst);
     for (;;) {
         unsigned o = atomic_load(&owner);
         if (o != 0 && o != tab.token)
@@ -537,6 +544,8 @@ void tl_live_unlock_all(void)
     fold();
     holding_all = false;
     unlock_every_shard();
+    atomic_signal_fence(memory_order_seq_cst);
+    tab.in_all = false;
 }
 
 /* Callers hold every shard lock (tl_live_lock_all). */
@@ -615,6 +624,7 @@ void tl_live_clear(void)
         owner_slot[k].taken = tab.token == k + 1;
     }
     tab.in_locked_shard = false;
+    tab.in_all = false;
     tab.streak = 0;
     if (owning_possible)
         owning_possible = register_membarrier();
