@@ -155,6 +155,15 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     json_object_set_new(sum, "budget_refusals", json_integer((json_int_t)tl_budget_refusals()));
     json_object_set_new(root, "summary", sum);
 
+    /* What tracking cost here: stacks that needed DWARF unwinding (the rest
+     * were frame-pointer walks), threads whose bottom frames were learned,
+     * times a thread took the live table over (lock-free while alone). */
+    json_t *trk = json_object();
+    json_object_set_new(trk, "stacks_unwound", json_integer((json_int_t)tl_stack_unwinds()));
+    json_object_set_new(trk, "thread_entries_learned", json_integer((json_int_t)tl_stack_entries_learned()));
+    json_object_set_new(trk, "table_owner_claims", json_integer((json_int_t)tl_live_claims()));
+    json_object_set_new(root, "tracker", trk);
+
     json_t *leaks = json_array();
     for (size_t i = 0; i < m->nsites; i++)
         json_array_append_new(leaks, site_json(m, &m->sites[i]));

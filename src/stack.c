@@ -18,6 +18,18 @@
  * not (unw_backtrace every time).  Reads stay inside the thread's own stack
  * (bounds from pthread_getattr_np, once per thread), so a garbage chain can
  * cost a fallback but never a fault.
+ *
+ * The bottom of every stack is code without frame pointers (glibc's
+ * __libc_start_call_main or start_thread, then _start or clone3), so a stack
+ * shallower than the depth limit never matched on the walk alone.  Those
+ * bottom frames are fixed for the life of a thread: the first time a walk
+ * disagrees with libunwind only below a frame, within a few frames of the
+ * stack's end, the thread remembers that frame ("the entry": its return
+ * address and the address of its frame record) and libunwind's frames
+ * below it, with the stack slots holding their return addresses.  A later
+ * walk that meets the entry at the same frame record, with every one of those
+ * slots unchanged, ends there and takes the remembered frames; the result
+ * still goes through the same confirmation by libunwind as any other walk.
  */
 #define UNW_LOCAL_ONLY
 #include "tl_internal.h"
@@ -66,9 +78,22 @@ bool tl_addr_in_self(uintptr_t addr)
  * sometimes an inlined helper; 8 covers them with room. */
 #define SELF_SLACK 8
 
+static atomic_ulong unwinds, entries_learned; /* for the report's "tracker" */
+
+unsigned long tl_stack_unwinds(void)
+{
+    return atomic_load_explicit(&unwinds, memory_order_relaxed);
+}
+
+unsigned long tl_stack_entries_learned(void)
+{
+    return atomic_load_explicit(&entries_learned, memory_order_relaxed);
+}
+
 /* unw_backtrace, minus our own frames. */
 static int capture_unwind(uintptr_t *frames, int max)
 {
+    atomic_fetch_add_explicit(&unwinds, 1, memory_order_relaxed); /* already the slow path */
     void *buf[TL_MAX_DEPTH + SELF_SLACK];
     int n = unw_backtrace(buf, max + SELF_SLACK);
     if (TL_UNLIKELY(n <= 0)) {
@@ -96,33 +121,51 @@ struct verified_slot {
     bool fp_ok;    /* the walk equalled unw_backtrace's stack */
 };
 
+#define TAIL_MAX 4 /* frames below the entry: _start or clone3 is 1-2 away */
+
 /* One TLS block, so one __tls_get_addr per capture. */
 struct stack_tls {
     uintptr_t stack_hi; /* 0 = not looked up yet; 1 = unknown (no fast path) */
+    uintptr_t stack_lo;
     struct verified_slot verified[VERIFIED_SLOTS];
+    /* The thread's entry frame and what lies below it (see the top). */
+    bool tail_learned;      /* tried once: entry_ret is 0 when it did not apply */
+    uintptr_t entry_ret;    /* return address in the entry's frame record */
+    uintptr_t entry_record; /* address of that frame record */
+    int ntail;
+    uintptr_t tail[TAIL_MAX];      /* libunwind's frames below the entry */
+    uintptr_t tail_slot[TAIL_MAX]; /* where each one's return address lives */
 };
 static __thread struct stack_tls tls;
 
-static uintptr_t thread_stack_hi(void)
+/* The thread's stack bounds; stack_hi 1 when unknown. */
+static void thread_stack_bounds(struct stack_tls *t)
 {
     pthread_attr_t attr;
     void *addr;
     size_t size;
+    t->stack_hi = 1;
     if (pthread_getattr_np(pthread_self(), &attr) != 0)
-        return 1;
-    int rc = pthread_attr_getstack(&attr, &addr, &size);
+        return;
+    if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+        t->stack_lo = (uintptr_t)addr;
+        t->stack_hi = (uintptr_t)addr + size;
+    }
     pthread_attr_destroy(&attr);
-    return rc == 0 ? (uintptr_t)addr + size : 1;
 }
 
 /* Walks the %rbp chain from this frame.  Returns the frames after ours, up
  * to `max`; stops at the first link that is not a plausible frame record
- * (outside [our frame, stack top), not increasing, misaligned). */
-__attribute__((noinline)) static int walk_fp(uintptr_t *frames, int max, uintptr_t hi)
+ * (outside [our frame, stack top), not increasing, misaligned), or after the
+ * frame whose return address is `stop_ret` (its record's address goes to
+ * *stop_record).  `records`, when not NULL, gets each frame's record. */
+__attribute__((noinline)) static int walk_fp(uintptr_t *frames, uintptr_t *records, int max, uintptr_t hi,
+                                             uintptr_t stop_ret, uintptr_t *stop_record)
 {
     const uintptr_t *fp = __builtin_frame_address(0);
     uintptr_t lo = (uintptr_t)fp;
     int n = 0, self = 0;
+    *stop_record = 0;
     while (n < max) {
         uintptr_t f = (uintptr_t)fp;
         if (f < lo || f > hi - 2 * sizeof(uintptr_t) || (f & 7))
@@ -134,7 +177,13 @@ __attribute__((noinline)) static int walk_fp(uintptr_t *frames, int max, uintptr
             if (++self > SELF_SLACK * 4)
                 return 0;
         } else {
+            if (records)
+                records[n] = f;
             frames[n++] = ret;
+            if (ret == stop_ret) {
+                *stop_record = f;
+                break;
+            }
         }
         const uintptr_t *next = (const uintptr_t *)fp[0];
         if ((uintptr_t)next <= f)
@@ -144,17 +193,89 @@ __attribute__((noinline)) static int walk_fp(uintptr_t *frames, int max, uintptr
     return n;
 }
 
+/* Learns the thread's entry from a walk that libunwind disagreed with:
+ * called once per thread, from the capture that first needs it.  Steps a
+ * libunwind cursor (slow, but once) for the frames and their stack
+ * pointers; the walk's frame records give the entry's record address. */
+__attribute__((noinline)) static void learn_entry(struct stack_tls *t, int max)
+{
+    t->tail_learned = true;
+    uintptr_t ip[TL_MAX_DEPTH + SELF_SLACK + 1], sp[TL_MAX_DEPTH + SELF_SLACK + 1];
+    unw_context_t uc;
+    unw_cursor_t c;
+    if (unw_getcontext(&uc) != 0 || unw_init_local(&c, &uc) != 0)
+        return;
+    int m = 0, cap = max + SELF_SLACK + 1, step = 1;
+    while (m < cap && step > 0) {
+        unw_word_t i, p;
+        if (unw_get_reg(&c, UNW_REG_IP, &i) != 0 || unw_get_reg(&c, UNW_REG_SP, &p) != 0)
+            return;
+        ip[m] = i;
+        sp[m] = p;
+        m++;
+        step = unw_step(&c);
+    }
+    if (step != 0)
+        return; /* deeper than the limit (the walk never needs a tail), or an error */
+    int first = 0;
+    while (first < m && tl_addr_in_self(ip[first]))
+        first++;
+    /* The walk again, with each frame's record. */
+    uintptr_t walked[TL_MAX_DEPTH], record[TL_MAX_DEPTH], unused;
+    int n = walk_fp(walked, record, max, t->stack_hi, 0, &unused);
+    /* Both start at the return address into the program (ip[first] is
+     * what the walk's first frame record holds). */
+    const uintptr_t *unwound = ip + first;
+    int total = m - first;
+    int k = 0;
+    while (k < n && k < total && walked[k] == unwound[k])
+        k++;
+    int below = total - k;
+    if (k == 0 || below < 1 || below > TAIL_MAX || total > max)
+        return;
+    /* Below the entry (walked[k - 1]): unwound[k ..].  The call in a frame
+     * pushed its return address just under that frame's stack pointer. */
+    t->entry_ret = walked[k - 1];
+    t->entry_record = record[k - 1];
+    t->ntail = below;
+    for (int j = 0; j < below; j++) {
+        t->tail[j] = unwound[k + j];
+        t->tail_slot[j] = sp[first + k + j] - sizeof(uintptr_t);
+    }
+    atomic_fetch_add_explicit(&entries_learned, 1, memory_order_relaxed);
+}
+
+/* The remembered frames below the entry, when the stack still holds them. */
+static inline int append_tail(const struct stack_tls *t, uintptr_t record, uintptr_t *frames, int n, int max)
+{
+    if (record != t->entry_record)
+        return n;
+    for (int j = 0; j < t->ntail; j++)
+        if (t->tail_slot[j] < record || t->tail_slot[j] > t->stack_hi - sizeof(uintptr_t) ||
+            *(const uintptr_t *)t->tail_slot[j] != t->tail[j])
+            return n;
+    for (int j = 0; j < t->ntail && n < max; j++)
+        frames[n++] = t->tail[j];
+    return n;
+}
+
 int tl_stack_capture(uintptr_t *frames, int max)
 {
     if (max <= 0)
         return 0;
     struct stack_tls *t = &tls;
     if (TL_UNLIKELY(t->stack_hi == 0))
-        t->stack_hi = thread_stack_hi();
-    if (TL_UNLIKELY(t->stack_hi == 1))
+        thread_stack_bounds(t);
+    /* Walk only on the thread's own stack: on another one (a coroutine's,
+     * a signal stack) the bounds would not keep the reads safe. */
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    if (TL_UNLIKELY(t->stack_hi == 1 || here < t->stack_lo || here >= t->stack_hi))
         return capture_unwind(frames, max);
 
-    int n = walk_fp(frames, max, t->stack_hi);
+    uintptr_t record;
+    int n = walk_fp(frames, NULL, max, t->stack_hi, t->entry_ret, &record);
+    if (record)
+        n = append_tail(t, record, frames, n, max);
     uint64_t h = tl_hash_frames((uint64_t)max, frames, (size_t)n);
     struct verified_slot *slot = &t->verified[h % VERIFIED_SLOTS];
     if (TL_LIKELY(slot->hash == h)) {
@@ -169,6 +290,8 @@ int tl_stack_capture(uintptr_t *frames, int max)
     int m = capture_unwind(frames, max);
     slot->hash = h;
     slot->fp_ok = m == n && memcmp(walked, frames, (size_t)n * sizeof *frames) == 0;
+    if (!slot->fp_ok && !t->tail_learned && m < max)
+        learn_entry(t, max);
     return m;
 }
 

@@ -98,6 +98,10 @@ static inline uint64_t tl_hash_frames(uint64_t seed, const uintptr_t *f, size_t 
  * Returns the number stored (0 when depth is 0 or unwinding failed). */
 int tl_stack_capture(uintptr_t *frames, int max);
 void tl_stack_init(void);
+/* Captures that needed libunwind (first sight of a stack, or a walk that
+ * never matched), and threads whose entry frames were learned (stack.c). */
+unsigned long tl_stack_unwinds(void);
+unsigned long tl_stack_entries_learned(void);
 bool tl_addr_in_self(uintptr_t addr);
 
 /* ---- callsite.c --------------------------------------------------------- */

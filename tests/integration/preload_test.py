@@ -566,6 +566,33 @@ def owner_class_budget_names_the_class_that_crossed():
     eq([x["label"] for x in r.reports if x["reason"] == "budget"], ["cache", "user"], "budget reports")
 
 
+def shallow_stacks_end_as_libunwind_ends_them_without_unwinding_each_time():
+    # Stacks shorter than the depth limit end in glibc's entry code, which the
+    # frame-pointer walk cannot cross: the thread's bottom frames are learned
+    # from libunwind once and reused, and every stack still equals libunwind's
+    # (the first capture of each call site is libunwind's own, so any
+    # difference would split a call site in two).
+    n = 100
+    r = run(prog("shallow_stacks"), str(n))
+    eq((r.rc, r.out.strip()), (0, f"shallow_stacks: {n} leaks from each thread"), "program ran")
+    leaks = sorted(r.report["leaks"], key=lambda s: frames(s)[0][0])
+    eq([(frames(s)[0][0], s["count"]) for s in leaks], [("leak_from_main", n), ("leak_from_worker", n)],
+       "one call site per thread")
+    main_stack = [f[0] for f in frames(leaks[0])]
+    worker_stack = [f[0] for f in frames(leaks[1])]
+    eq(main_stack[:2], ["leak_from_main", "main"], "main thread's top frames")
+    eq(frames(leaks[0])[0][1:], ("shallow_stacks.c", marker_line("tests/integration/progs/shallow_stacks.c",
+                                                                   "LEAK_MAIN")), "main leak line")
+    check(main_stack[-1] == "_start" and any("libc_start_main" in f for f in main_stack[2:]),
+          f"main thread's stack ends in glibc's start code: {main_stack}")
+    eq(worker_stack[:2], ["leak_from_worker", "worker"], "worker's top frames")
+    check("start_thread" in worker_stack[2:] and "clone" in worker_stack[-1],
+          f"worker's stack ends in start_thread and clone: {worker_stack}")
+    t = r.report["tracker"]
+    eq(t["thread_entries_learned"], 2, "bottom frames learned once per thread")
+    check(t["stacks_unwound"] <= 12, f"stacks unwound {t['stacks_unwound']} times for {2 * n} allocations")
+
+
 if __name__ == "__main__":
     name = sys.argv[1]
     fn = globals().get(name)
