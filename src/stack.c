@@ -154,15 +154,17 @@ static void thread_stack_bounds(struct stack_tls *t)
     pthread_attr_destroy(&attr);
 }
 
-/* Walks the %rbp chain from this frame.  Returns the frames after ours, up
- * to `max`; stops at the first link that is not a plausible frame record
- * (outside [our frame, stack top), not increasing, misaligned), or after the
- * frame whose return address is `stop_ret` (its record's address goes to
- * *stop_record).  `records`, when not NULL, gets each frame's record. */
-__attribute__((noinline)) static int walk_fp(uintptr_t *frames, uintptr_t *records, int max, uintptr_t hi,
-                                             uintptr_t stop_ret, uintptr_t *stop_record)
+/* Walks the %rbp chain from `fp` (the caller's own frame).  Returns the
+ * frames after ours, up to `max`; stops at the first link that is not a
+ * plausible frame record (outside [our frame, stack top), not increasing,
+ * misaligned), or after the frame whose return address is `stop_ret` (its
+ * record's address goes to *stop_record).  `records`, when not NULL, gets
+ * each frame's record.  Inlined into the three walkers below, so the hot
+ * one carries neither option. */
+static inline __attribute__((always_inline)) int walk_from(const uintptr_t *fp, uintptr_t *frames,
+                                                           uintptr_t *records, int max, uintptr_t hi,
+                                                           uintptr_t stop_ret, uintptr_t *stop_record)
 {
-    const uintptr_t *fp = __builtin_frame_address(0);
     uintptr_t lo = (uintptr_t)fp;
     int n = 0, self = 0;
     *stop_record = 0;
@@ -193,6 +195,24 @@ __attribute__((noinline)) static int walk_fp(uintptr_t *frames, uintptr_t *recor
     return n;
 }
 
+__attribute__((noinline)) static int walk_fp(uintptr_t *frames, int max, uintptr_t hi)
+{
+    uintptr_t none;
+    return walk_from(__builtin_frame_address(0), frames, NULL, max, hi, 0, &none);
+}
+
+__attribute__((noinline)) static int walk_fp_to_entry(uintptr_t *frames, int max, uintptr_t hi, uintptr_t entry_ret,
+                                                      uintptr_t *entry_record)
+{
+    return walk_from(__builtin_frame_address(0), frames, NULL, max, hi, entry_ret, entry_record);
+}
+
+__attribute__((noinline)) static int walk_fp_records(uintptr_t *frames, uintptr_t *records, int max, uintptr_t hi)
+{
+    uintptr_t none;
+    return walk_from(__builtin_frame_address(0), frames, records, max, hi, 0, &none);
+}
+
 /* Learns the thread's entry from a walk that libunwind disagreed with:
  * called once per thread, from the capture that first needs it.  Steps a
  * libunwind cursor (slow, but once) for the frames and their stack
@@ -221,8 +241,8 @@ __attribute__((noinline)) static void learn_entry(struct stack_tls *t, int max)
     while (first < m && tl_addr_in_self(ip[first]))
         first++;
     /* The walk again, with each frame's record. */
-    uintptr_t walked[TL_MAX_DEPTH], record[TL_MAX_DEPTH], unused;
-    int n = walk_fp(walked, record, max, t->stack_hi, 0, &unused);
+    uintptr_t walked[TL_MAX_DEPTH], record[TL_MAX_DEPTH];
+    int n = walk_fp_records(walked, record, max, t->stack_hi);
     /* Both start at the return address into the program (ip[first] is
      * what the walk's first frame record holds). */
     const uintptr_t *unwound = ip + first;
@@ -272,10 +292,15 @@ int tl_stack_capture(uintptr_t *frames, int max)
     if (TL_UNLIKELY(t->stack_hi == 1 || here < t->stack_lo || here >= t->stack_hi))
         return capture_unwind(frames, max);
 
-    uintptr_t record;
-    int n = walk_fp(frames, NULL, max, t->stack_hi, t->entry_ret, &record);
-    if (record)
-        n = append_tail(t, record, frames, n, max);
+    int n;
+    if (t->entry_ret) {
+        uintptr_t record;
+        n = walk_fp_to_entry(frames, max, t->stack_hi, t->entry_ret, &record);
+        if (record)
+            n = append_tail(t, record, frames, n, max);
+    } else {
+        n = walk_fp(frames, max, t->stack_hi);
+    }
     uint64_t h = tl_hash_frames((uint64_t)max, frames, (size_t)n);
     struct verified_slot *slot = &t->verified[h % VERIFIED_SLOTS];
     if (TL_LIKELY(slot->hash == h)) {
