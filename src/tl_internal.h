@@ -204,9 +204,12 @@ struct tl_device_stats {
 };
 
 struct tl_stats {
-    atomic_llong live_bytes;
-    atomic_llong live_count;
+    /* Written on every allocation and free while threads share the table:
+     * a cache line of their own, so the flags every hook reads (tl_active
+     * and the like) do not travel between cores with them. */
+    _Alignas(64) atomic_llong live_bytes;
     atomic_llong peak_live_bytes;
+    _Alignas(64) atomic_llong live_count;
     atomic_ullong total_allocs;
     atomic_ullong failed_allocs;
     atomic_ullong oom_failures;
@@ -215,6 +218,7 @@ struct tl_stats {
     atomic_ullong teardown_allocs;
     atomic_llong async_live_bytes; /* stream-ordered allocations, inside pool reserves */
     struct tl_device_stats device[TL_MAX_DEVICES];
+    char pad_after[64]; /* nothing read on the hot path shares the last line */
 };
 extern struct tl_stats tl_stats;
 /* tl_stats.live_bytes and peak_live_bytes are shared atomics, exact at every
