@@ -605,6 +605,20 @@ size_t tl_live_memory_bytes(void)
  * inherited across fork, and the parent's rows must never be reported twice.
  * Only the forking thread exists in the child, so no lock is held by anyone
  * else — but one may have been held at the fork: reinitialise them. */
+/* In a forked child, another thread of the parent may have been inside a
+ * shard (half way through growing it, the old array freed and the new one
+ * not yet in place), so the arrays are not touched at all: the child starts
+ * with empty shards and leaves the parent's copies where they lie (their
+ * pages are shared with the parent until written, and never are). */
+void tl_live_reset_after_fork(void)
+{
+    for (unsigned k = 0; k < NSHARDS; k++) {
+        shards[k].slots = NULL;
+        shards[k].cap = 0;
+    }
+    tl_live_clear();
+}
+
 void tl_live_clear(void)
 {
     for (unsigned k = 0; k < NSHARDS; k++) {

@@ -42,7 +42,7 @@ static void after_fork_child(void)
 {
     owner_pid = getpid();
     tl_tracker_after_fork();
-    tl_live_clear();
+    tl_live_reset_after_fork();
     tl_callsite_reset_after_fork();
     tl_pools_after_fork();
     memset(&tl_stats, 0, sizeof tl_stats);

@@ -169,6 +169,8 @@ bool tl_live_add(const struct tl_live *rec, bool fresh);
  * found, -1 when found with another kind (then it stays, copied to *out). */
 int tl_live_take(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out);
 void tl_live_clear(void);
+/* tl_live_clear for a forked child: does not touch the parent's arrays. */
+void tl_live_reset_after_fork(void);
 bool tl_live_lookup(uint8_t space, uint64_t addr, struct tl_live *out);
 /* Updates the aux field of a live record; false when not found. */
 bool tl_live_set_aux(uint8_t space, uint64_t addr, uint32_t aux);
