@@ -140,7 +140,9 @@ static struct {
 } __attribute__((aligned(64))) owner_slot[OWNER_SLOTS];
 static pthread_key_t slot_key;
 static atomic_ulong claims; /* ownerships begun, for tests */
-static bool owning_possible;
+/* The last revocation was a report's (lock_all): not the owner's loss. */
+static atomic_bool revoked_for_report;
+static atomic_bool owning_possible; /* membarrier works: claiming is allowed */
 
 struct table_tls {
     unsigned token;     /* slot + 1; 0 while the thread has no slot */
@@ -159,13 +161,20 @@ static __thread struct table_tls tab TL_TLS_IE;
 static void give_back_slot(void *arg)
 {
     unsigned token = (unsigned)(uintptr_t)arg;
+    tab.in_all = true; /* owner_lock held: no report from a signal handler */
+    atomic_signal_fence(memory_order_seq_cst);
     pthread_mutex_lock(&owner_lock);
     if (atomic_load(&owner) == token)
         atomic_store(&owner, 0);
+    /* Whatever this thread left behind (a longjmp out of a section), the
+     * next holder of the slot starts idle. */
+    atomic_store(&owner_slot[token - 1].busy, 0);
     owner_slot[token - 1].taken = false;
     pthread_mutex_unlock(&owner_lock);
     tab.token = 0;
     tab.exiting = true;
+    atomic_signal_fence(memory_order_seq_cst);
+    tab.in_all = false;
 }
 
 /* Under owner_lock. */
@@ -206,24 +215,27 @@ void tl_live_init(void)
     if (done || !OWNER_BUILD)
         return;
     done = true;
-    owning_possible = pthread_key_create(&slot_key, give_back_slot) == 0 && register_membarrier();
+    atomic_store(&owning_possible, pthread_key_create(&slot_key, give_back_slot) == 0 && register_membarrier());
 }
 
 /* Ends the current ownership, if any; returns with owner == 0 as far as
  * this thread knows (a claim may follow at any time; locked sections
  * re-check under their shard lock). */
-static void end_ownership(void)
+static void end_ownership(bool for_report)
 {
     pthread_mutex_lock(&owner_lock);
     unsigned o = atomic_load(&owner);
     if (o != 0) {
+        atomic_store_explicit(&revoked_for_report, for_report, memory_order_relaxed);
         atomic_store(&owner, REVOKING);
         if (membarrier_call(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
-            /* Registered, so this should not fail.  If it does, give the
-             * owner's store of busy far longer than a store buffer holds it
-             * to become visible before trusting what we read. */
+            /* Registered, so this should not fail.  If it does, nobody
+             * claims again, and the owner's store of busy gets far longer
+             * than a store buffer holds it to become visible before we
+             * trust what we read. */
             static atomic_bool warned;
-            tl_warn(&warned, "membarrier failed (%s); waiting 1 ms instead", strerror(errno));
+            tl_warn(&warned, "membarrier failed (%s); the live table stays locked from now on", strerror(errno));
+            atomic_store(&owning_possible, false);
             struct timespec ms = {0, 1000000};
             nanosleep(&ms, NULL);
         }
@@ -241,10 +253,17 @@ static void unlock_every_shard(void);
 static void try_claim(void)
 {
     tab.streak = 0;
-    if (!owning_possible || tab.exiting || atomic_load_explicit(&owner, memory_order_relaxed) != 0)
+    if (!atomic_load_explicit(&owning_possible, memory_order_relaxed) || tab.exiting || atomic_load_explicit(&owner, memory_order_relaxed) != 0)
         return;
-    if (pthread_mutex_trylock(&owner_lock) != 0)
+    /* owner_lock and, below, every shard lock: a signal handler on this
+     * thread must not start a report meanwhile (tl_live_busy_here). */
+    tab.in_all = true;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (pthread_mutex_trylock(&owner_lock) != 0) {
+        atomic_signal_fence(memory_order_seq_cst);
+        tab.in_all = false;
         return;
+    }
     if (!tab.token && !take_slot()) {
         /* Every slot is held by a live thread: stay locked until one
          * exits (the streak starts over, so no retry storm). */
@@ -258,6 +277,8 @@ static void try_claim(void)
         unlock_every_shard();
     }
     pthread_mutex_unlock(&owner_lock);
+    atomic_signal_fence(memory_order_seq_cst);
+    tab.in_all = false;
 }
 
 /* Enters shard s: true as the owner without the lock (leave with the same
@@ -273,9 +294,10 @@ static inline bool enter(struct shard *s)
         atomic_store_explicit(busy, 0, memory_order_release);
     }
     if (TL_UNLIKELY(tab.claimed)) {
-        /* Another thread took the table from us: claim later next time. */
+        /* Another thread took the table from us: claim later next time,
+         * unless it only wanted a report. */
         tab.claimed = false;
-        if (tab.claim_after < CLAIM_AFTER_MAX)
+        if (!atomic_load_explicit(&revoked_for_report, memory_order_relaxed) && tab.claim_after < CLAIM_AFTER_MAX)
             tab.claim_after = tab.claim_after ? tab.claim_after * 2 : 2 * CLAIM_AFTER;
     }
     /* Set before the lock is taken and cleared after it is dropped, so a
@@ -285,9 +307,11 @@ static inline bool enter(struct shard *s)
     for (;;) {
         unsigned o = atomic_load_explicit(&owner, memory_order_acquire);
         if (TL_UNLIKELY(o != 0))
-            end_ownership();
+            end_ownership(false);
         shard_lock(s);
-        if (TL_LIKELY(atomic_load_explicit(&owner, memory_order_relaxed) == 0))
+        /* Acquire: a revoker's store of 0 follows the owner's lock-free
+         * writes (it waited for them), and those may be to this shard. */
+        if (TL_LIKELY(atomic_load_explicit(&owner, memory_order_acquire) == 0))
             break;
         shard_unlock(s); /* claimed meanwhile */
     }
@@ -528,7 +552,7 @@ void tl_live_lock_all(void)
     for (;;) {
         unsigned o = atomic_load(&owner);
         if (o != 0 && o != tab.token)
-            end_ownership();
+            end_ownership(true);
         lock_every_shard();
         o = atomic_load(&owner);
         if (o == 0 || o == tab.token)
@@ -640,6 +664,6 @@ void tl_live_clear(void)
     tab.in_locked_shard = false;
     tab.in_all = false;
     tab.streak = 0;
-    if (owning_possible)
-        owning_possible = register_membarrier();
+    if (atomic_load(&owning_possible))
+        atomic_store(&owning_possible, register_membarrier());
 }

@@ -283,18 +283,27 @@ void tensorleak_pool_destroy(void *handle)
 {
     pthread_mutex_lock(&pools_lock);
     struct pool *p = checked(handle);
+    struct segment *segs = NULL;
+    size_t nsegs = 0;
     if (p) {
-        /* Its blocks stay: a block never returned is still a leak. */
-        for (size_t i = 0; i < p->nsegs; i++) {
-            struct tl_live rec;
-            if (tl_live_lookup(TL_SPACE_MEM, p->segs[i].base, &rec) && (rec.aux & HELD_BIT))
-                tl_live_set_aux(TL_SPACE_MEM, p->segs[i].base, 0);
-        }
-        p->nsegs = 0;
+        /* The segments leave with the pool; their rows are unmarked below,
+         * after pools_lock is dropped: a report holds every shard lock while
+         * it takes pools_lock, so taking a shard lock under it deadlocks. */
+        segs = p->segs;
+        nsegs = p->nsegs;
+        p->segs = NULL;
+        p->nsegs = p->capsegs = 0;
         atomic_store(&p->reserved, 0);
         p->alive = false;
     }
     pthread_mutex_unlock(&pools_lock);
+    /* Its blocks stay: a block never returned is still a leak. */
+    for (size_t i = 0; i < nsegs; i++) {
+        struct tl_live rec;
+        if (tl_live_lookup(TL_SPACE_MEM, segs[i].base, &rec) && (rec.aux & HELD_BIT))
+            tl_live_set_aux(TL_SPACE_MEM, segs[i].base, 0);
+    }
+    free(segs);
 }
 
 /* ---- report rows --------------------------------------------------------- */

@@ -129,7 +129,7 @@ struct stack_tls {
     uintptr_t stack_lo;
     struct verified_slot verified[VERIFIED_SLOTS];
     /* The thread's entry frame and what lies below it (see the top). */
-    bool tail_learned;      /* tried once: entry_ret is 0 when it did not apply */
+    uint8_t entry_tries;    /* learn_entry calls so far (a few are allowed) */
     uintptr_t entry_ret;    /* return address in the entry's frame record */
     uintptr_t entry_record; /* address of that frame record */
     int ntail;
@@ -219,7 +219,7 @@ __attribute__((noinline)) static int walk_fp_records(uintptr_t *frames, uintptr_
  * pointers; the walk's frame records give the entry's record address. */
 __attribute__((noinline)) static void learn_entry(struct stack_tls *t, int max)
 {
-    t->tail_learned = true;
+    t->entry_tries++;
     uintptr_t ip[TL_MAX_DEPTH + SELF_SLACK + 1], sp[TL_MAX_DEPTH + SELF_SLACK + 1];
     unw_context_t uc;
     unw_cursor_t c;
@@ -229,6 +229,10 @@ __attribute__((noinline)) static void learn_entry(struct stack_tls *t, int max)
     while (m < cap && step > 0) {
         unw_word_t i, p;
         if (unw_get_reg(&c, UNW_REG_IP, &i) != 0 || unw_get_reg(&c, UNW_REG_SP, &p) != 0)
+            return;
+        /* A signal frame's ip is the interrupted pc, not a return
+         * address in a slot under sp: nothing to learn from such a stack. */
+        if (unw_is_signal_frame(&c) > 0)
             return;
         ip[m] = i;
         sp[m] = p;
@@ -255,13 +259,17 @@ __attribute__((noinline)) static void learn_entry(struct stack_tls *t, int max)
         return;
     /* Below the entry (walked[k - 1]): unwound[k ..].  The call in a frame
      * pushed its return address just under that frame's stack pointer. */
+    for (int j = 0; j < below; j++) {
+        uintptr_t slot = sp[first + k + j] - sizeof(uintptr_t);
+        if (slot < record[k - 1] || slot > t->stack_hi - sizeof(uintptr_t) ||
+            *(const uintptr_t *)slot != unwound[k + j])
+            return; /* not an ordinary call's return address */
+        t->tail[j] = unwound[k + j];
+        t->tail_slot[j] = slot;
+    }
     t->entry_ret = walked[k - 1];
     t->entry_record = record[k - 1];
     t->ntail = below;
-    for (int j = 0; j < below; j++) {
-        t->tail[j] = unwound[k + j];
-        t->tail_slot[j] = sp[first + k + j] - sizeof(uintptr_t);
-    }
     atomic_fetch_add_explicit(&entries_learned, 1, memory_order_relaxed);
 }
 
@@ -315,7 +323,7 @@ int tl_stack_capture(uintptr_t *frames, int max)
     int m = capture_unwind(frames, max);
     slot->hash = h;
     slot->fp_ok = m == n && memcmp(walked, frames, (size_t)n * sizeof *frames) == 0;
-    if (!slot->fp_ok && !t->tail_learned && m < max)
+    if (!slot->fp_ok && !t->entry_ret && t->entry_tries < 4 && m < max)
         learn_entry(t, max);
     return m;
 }
