@@ -107,6 +107,34 @@ Test(live_table, the_thread_that_keeps_working_owns_the_table_and_loses_it_to_an
     cr_assert_eq(atomic_load(&tl_stats.live_bytes), 0);
 }
 
+static void *one_report(void *arg)
+{
+    (void)arg;
+    tl_live_lock_all();
+    tl_live_unlock_all();
+    return NULL;
+}
+
+Test(live_table, reports_do_not_push_a_lone_thread_off_the_lock_free_path)
+{
+    tl_live_init();
+    tl_live_clear();
+    churn_pairs(0x100000, 200, 8);
+    if (!tl_live_owned_here())
+        cr_skip_test("membarrier(2) unavailable here: the table never has an owner");
+    /* A report takes the table away each round; 70 pairs (140 operations)
+     * later this thread must own it again, round after round: a report is
+     * not a rival thread, so the claim threshold stays at 64. */
+    for (int round = 0; round < 20; round++) {
+        pthread_t t;
+        pthread_create(&t, NULL, one_report, NULL);
+        pthread_join(t, NULL);
+        cr_assert_not(tl_live_owned_here(), "round %d: the report did not take the table", round);
+        churn_pairs(0x200000, 70, 8);
+        cr_assert(tl_live_owned_here(), "round %d: not the owner again after 140 operations", round);
+    }
+}
+
 #define RACERS 4
 #define RACER_PAIRS 20000
 #define RACER_KEEP_EVERY 1000
