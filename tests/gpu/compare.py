@@ -176,6 +176,13 @@ def eval_sample(rec):
     else:
         n, b = summary(exit_r, "leaked_allocations"), summary(exit_r, "leaked_bytes")
         row.cells["tensorleak"] = fmt_cb(n, b)
+        trk = exit_r.get("tracker")
+        if isinstance(trk, dict):
+            # What tracking cost on real hardware: DWARF unwinds (the rest
+            # were frame-pointer walks), threads whose entry frames were
+            # learned, and lock-free ownerships of the live table.
+            row.add("tracker", INFO, "stacks unwound %s, thread entries learned %s, table owner claims %s"
+                    % (trk.get("stacks_unwound"), trk.get("thread_entries_learned"), trk.get("table_owner_claims")))
         want = (gt["leaks"]["count"], gt["leaks"]["bytes"])
         row.add("leaks exact", OK if (n, b) == want else BAD,
                 "tensorleak %s, truth %s" % (fmt_cb(n, b), fmt_cb(*want)))
