@@ -209,13 +209,30 @@ static bool register_membarrier(void)
            membarrier_call(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
 }
 
+/* membarrier registered for this address space: 0 not yet, 1 yes, -1 no. */
+static int registered;
+
+/* Allows claiming.  The system calls it needs (the membarrier query and
+ * registration) wait for the first claim: a process that never allocates
+ * on the GPU never makes them. */
 void tl_live_init(void)
 {
-    static bool done;
-    if (done || !OWNER_BUILD)
-        return;
-    done = true;
-    atomic_store(&owning_possible, pthread_key_create(&slot_key, give_back_slot) == 0 && register_membarrier());
+    if (OWNER_BUILD)
+        atomic_store(&owning_possible, true);
+}
+
+/* Under owner_lock, before the first claim of this address space. */
+static bool ready_to_own(void)
+{
+    static bool have_key;
+    if (registered == 0) {
+        if (!have_key)
+            have_key = pthread_key_create(&slot_key, give_back_slot) == 0;
+        registered = have_key && register_membarrier() ? 1 : -1;
+        if (registered < 0)
+            atomic_store(&owning_possible, false);
+    }
+    return registered > 0;
 }
 
 /* Ends the current ownership, if any; returns with owner == 0 as far as
@@ -264,7 +281,9 @@ static void try_claim(void)
         tab.in_all = false;
         return;
     }
-    if (!tab.token && !take_slot()) {
+    if (!ready_to_own()) {
+        /* No membarrier here: every access keeps its lock. */
+    } else if (!tab.token && !take_slot()) {
         /* Every slot is held by a live thread: stay locked until one
          * exits (the streak starts over, so no retry storm). */
     } else if (atomic_load(&owner) == 0) {
@@ -664,6 +683,6 @@ void tl_live_clear(void)
     tab.in_locked_shard = false;
     tab.in_all = false;
     tab.streak = 0;
-    if (atomic_load(&owning_possible))
-        atomic_store(&owning_possible, register_membarrier());
+    if (registered > 0)
+        registered = 0; /* the child registers again at its first claim */
 }
