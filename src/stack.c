@@ -165,27 +165,36 @@ static inline __attribute__((always_inline)) int walk_from(const uintptr_t *fp, 
                                                            uintptr_t *records, int max, uintptr_t hi,
                                                            uintptr_t stop_ret, uintptr_t *stop_record)
 {
-    uintptr_t lo = (uintptr_t)fp;
-    int n = 0, self = 0;
+    /* Records must climb the stack, so once the first one (our own frame)
+     * is in bounds only the top needs checking. */
+    const uintptr_t top = hi - 2 * sizeof(uintptr_t);
     *stop_record = 0;
+    /* Our own frames (the hook, the tracker, this walker) come off the top. */
+    for (int self = 0;; self++) {
+        uintptr_t f = (uintptr_t)fp;
+        if (f > top || (f & 7) || fp[1] == 0 || self > SELF_SLACK * 4)
+            return 0;
+        if (!tl_addr_in_self(fp[1]))
+            break;
+        const uintptr_t *next = (const uintptr_t *)fp[0];
+        if ((uintptr_t)next <= f)
+            return 0;
+        fp = next;
+    }
+    int n = 0;
     while (n < max) {
         uintptr_t f = (uintptr_t)fp;
-        if (f < lo || f > hi - 2 * sizeof(uintptr_t) || (f & 7))
+        if (f > top || (f & 7))
             break;
         uintptr_t ret = fp[1];
         if (ret == 0)
             break;
-        if (n == 0 && tl_addr_in_self(ret)) {
-            if (++self > SELF_SLACK * 4)
-                return 0;
-        } else {
-            if (records)
-                records[n] = f;
-            frames[n++] = ret;
-            if (ret == stop_ret) {
-                *stop_record = f;
-                break;
-            }
+        if (records)
+            records[n] = f;
+        frames[n++] = ret;
+        if (ret == stop_ret) {
+            *stop_record = f;
+            break;
         }
         const uintptr_t *next = (const uintptr_t *)fp[0];
         if ((uintptr_t)next <= f)
