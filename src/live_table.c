@@ -125,8 +125,8 @@ static inline void shard_unlock(struct shard *s)
 #endif
 
 #define OWNER_SLOTS 64         /* threads that may hold a slot at once */
-#define CLAIM_AFTER 64         /* locked operations in a row before claiming */
-#define CLAIM_AFTER_MAX (1u << 20)
+#define CLAIM_AFTER 64u        /* locked operations in a row before claiming */
+#define CLAIM_SHIFT_MAX 14      /* each loss doubles the wait, up to 64 << 14 = 2^20 */
 #define REVOKING UINT32_MAX
 
 /* owner: 0 nobody, REVOKING, or slot + 1 of the owning thread. */
@@ -147,7 +147,7 @@ static atomic_bool owning_possible; /* membarrier works: claiming is allowed */
 struct table_tls {
     unsigned token;     /* slot + 1; 0 while the thread has no slot */
     unsigned streak;    /* locked operations since the last claim attempt */
-    unsigned claim_after;
+    unsigned claim_shift; /* losses so far: claims after CLAIM_AFTER << claim_shift */
     bool in_locked_shard; /* taking, holding or dropping a shard lock */
     bool in_all;          /* the same for every lock (tl_live_lock_all) */
     bool exiting;       /* gave its slot back: never claims again */
@@ -316,8 +316,8 @@ static inline bool enter(struct shard *s)
         /* Another thread took the table from us: claim later next time,
          * unless it only wanted a report. */
         tab.claimed = false;
-        if (!atomic_load_explicit(&revoked_for_report, memory_order_relaxed) && tab.claim_after < CLAIM_AFTER_MAX)
-            tab.claim_after = tab.claim_after ? tab.claim_after * 2 : 2 * CLAIM_AFTER;
+        if (!atomic_load_explicit(&revoked_for_report, memory_order_relaxed) && tab.claim_shift < CLAIM_SHIFT_MAX)
+            tab.claim_shift++;
     }
     /* Set before the lock is taken and cleared after it is dropped, so a
      * signal handler never mistakes a held lock for a free one. */
@@ -346,7 +346,7 @@ static inline void leave(struct shard *s, bool owned)
     shard_unlock(s);
     atomic_signal_fence(memory_order_seq_cst);
     tab.in_locked_shard = false;
-    if (TL_UNLIKELY(++tab.streak >= (tab.claim_after ? tab.claim_after : CLAIM_AFTER)))
+    if (TL_UNLIKELY(++tab.streak >= CLAIM_AFTER << tab.claim_shift))
         try_claim();
 }
 
