@@ -114,6 +114,16 @@ static inline int tensorleak_snapshot(const char *label)
     return tensorleak__call ? tensorleak__call(label) : -1;
 }
 
+/* Writes a report (reason "api") to exactly `path`, replacing a file of that
+ * name: for tools that name each report themselves (a test runner keeping
+ * one report per test).  0 on success, -1 on failure or when not running
+ * under tensorleak. */
+static inline int tensorleak_snapshot_to(const char *label, const char *path)
+{
+    TENSORLEAK__RESOLVE(int (*)(const char *, const char *), "snapshot_to");
+    return tensorleak__call ? tensorleak__call(label, path) : -1;
+}
+
 #undef TENSORLEAK__RESOLVE
 
 #ifdef __cplusplus

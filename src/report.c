@@ -270,11 +270,11 @@ static void decide_gate(struct tl_report_model *m)
     m->gate_failed = failed & tl_opt.fail_on;
 }
 
-/* Writes `text` to `path` atomically.  Returns 0, or an errno value. */
-static int write_atomically(const char *path, const char *text, size_t len)
+/* Writes `text` to a temporary file next to `path` (O_EXCL|O_NOFOLLOW, mode
+ * 0600) and stores its name in `tmp`.  Returns 0, or an errno value. */
+static int write_temp(const char *path, const char *text, size_t len, char *tmp, size_t tmplen)
 {
-    char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
+    if (snprintf(tmp, tmplen, "%s.tmp.%d", path, (int)getpid()) >= (int)tmplen)
         return ENAMETOOLONG;
     unlink(tmp); /* a stale temp file of ours from an earlier crash */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -298,13 +298,123 @@ static int write_atomically(const char *path, const char *text, size_t len)
         unlink(tmp);
         return e;
     }
-    /* rename replaces a symlink named `path` itself, never its target. */
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return e;
-    }
     return 0;
+}
+
+/* Gives the finished temp file the name `path` unless something (another
+ * report, a file of the user's, a symlink) already has it: EEXIST then, and
+ * the temp file stays for the next name.  Returns 0, EEXIST or an errno. */
+static int publish_no_replace(const char *tmp, const char *path)
+{
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+        return 0;
+    int e = errno;
+    if (e != EINVAL && e != ENOSYS && e != ENOTSUP && e != EOPNOTSUPP)
+        return e;
+    /* The file system has no RENAME_NOREPLACE: a hard link fails the same
+     * way on an existing name. */
+    if (link(tmp, path) == 0) {
+        unlink(tmp);
+        return 0;
+    }
+    e = errno;
+    if (e != EPERM && e != ENOTSUP && e != EOPNOTSUPP && e != ENOSYS)
+        return e;
+    /* Nor hard links (vfat, some FUSE): check, then rename.  A name taken
+     * between the two steps is the only way left to lose a file. */
+    struct stat st;
+    if (lstat(path, &st) == 0)
+        return EEXIST;
+    return rename(tmp, path) == 0 ? 0 : errno;
+}
+
+int tl_report_path(const char *pattern, unsigned seq, bool numbered, char *out, size_t outlen)
+{
+    if (tl_expand_pattern(pattern, seq, out, outlen) != 0)
+        return -1;
+    if (!numbered)
+        return 0;
+    bool has_n = false;
+    for (const char *p = pattern; *p; p++)
+        if (*p == '%' && p[1]) {
+            has_n |= p[1] == 'n';
+            p++;
+        }
+    if (has_n)
+        return 0; /* the pattern numbers its files itself */
+    char num[16];
+    int nl = snprintf(num, sizeof num, ".%u", seq);
+    size_t len = strlen(out);
+    size_t at = len;
+    static const char ext[] = ".json";
+    const char *base = strrchr(out, '/');
+    base = base ? base + 1 : out;
+    if (len - (size_t)(base - out) > sizeof ext - 1 && strcmp(out + len - (sizeof ext - 1), ext) == 0)
+        at = len - (sizeof ext - 1);
+    if (len + (size_t)nl >= outlen)
+        return -1;
+    memmove(out + at + nl, out + at, len - at + 1);
+    memcpy(out + at, num, (size_t)nl);
+    return 0;
+}
+
+/* The number of the last numbered file written: a name taken by someone
+ * else pushes every later report past it, so numbers only grow. */
+static unsigned last_numbered;
+
+/* Writes the report text to its own file: the exit report under the plain
+ * pattern, every other report (or the exit report, when its plain name is
+ * taken) under a numbered name; never over an existing file.  `exact`, when
+ * given, is the caller's own path (tensorleak_snapshot_to), replaced if it
+ * exists.  Fills `path` with the name written.  Returns 0, or an errno value
+ * (ENAMETOOLONG when the pattern expands too long). */
+static int write_report_file(enum tl_reason reason, unsigned seq, const char *exact, const char *text, size_t len,
+                             char *path, size_t pathlen)
+{
+    char tmp[PATH_MAX];
+    int err;
+    if (exact) {
+        if (snprintf(path, pathlen, "%s", exact) >= (int)pathlen)
+            return ENAMETOOLONG;
+        err = write_temp(path, text, len, tmp, sizeof tmp);
+        if (err)
+            return err;
+        /* rename replaces a symlink named `path` itself, never its target. */
+        if (rename(tmp, path) != 0) {
+            err = errno;
+            unlink(tmp);
+        }
+        return err;
+    }
+    bool numbered = reason != TL_REASON_EXIT;
+    unsigned n = seq;
+    if (numbered && n <= last_numbered)
+        n = last_numbered + 1;
+    if (tl_report_path(tl_opt.output, n, numbered, path, pathlen) != 0)
+        return ENAMETOOLONG;
+    err = write_temp(path, text, len, tmp, sizeof tmp);
+    if (err)
+        return err;
+    for (int tries = 0; tries < 1000; tries++) {
+        err = publish_no_replace(tmp, path);
+        if (numbered && err != ENAMETOOLONG)
+            last_numbered = n;
+        if (err != EEXIST)
+            break;
+        if (!numbered) {
+            numbered = true;
+            n = seq > last_numbered ? seq : last_numbered + 1;
+        } else {
+            n++;
+        }
+        if (tl_report_path(tl_opt.output, n, true, path, pathlen) != 0) {
+            err = ENAMETOOLONG;
+            break;
+        }
+    }
+    if (err)
+        unlink(tmp);
+    return err;
 }
 
 static void free_model(struct tl_report_model *m)
@@ -354,7 +464,31 @@ bool tl_report_lock_for_fatal(void)
     return true;
 }
 
-int tl_report_write(enum tl_reason reason, const char *label, const struct tl_oom_event *oom, unsigned *gate_failed)
+static const char *reason_words(enum tl_reason reason)
+{
+    switch (reason) {
+    case TL_REASON_SIGNAL: return "snapshot on signal";
+    case TL_REASON_API: return "snapshot";
+    case TL_REASON_INTERVAL: return "interval snapshot";
+    case TL_REASON_BUDGET: return "budget report";
+    case TL_REASON_OOM: return "out-of-memory report";
+    case TL_REASON_EXIT: break;
+    }
+    return "report";
+}
+
+/* One line on stderr for a report other than the exit report: what it is
+ * and the file it went to. */
+static void print_snapshot_line(const struct tl_report_model *m, const char *shown)
+{
+    char live[32];
+    tl_format_size((uint64_t)(m->live_bytes > 0 ? m->live_bytes : 0), live, sizeof live);
+    tl_warn(NULL, "%s%s%s%s: %lld live allocation(s), %s; report: %s", reason_words(m->reason), m->label ? " \"" : "",
+            m->label ? m->label : "", m->label ? "\"" : "", m->live_count, live, shown);
+}
+
+static int report_write(enum tl_reason reason, const char *label, const struct tl_oom_event *oom, unsigned *gate_failed,
+                        const char *exact_path)
 {
     pthread_mutex_lock(&tl_report_lock);
     writing_here = true;
@@ -404,19 +538,20 @@ int tl_report_write(enum tl_reason reason, const char *label, const struct tl_oo
     if (!text) {
         tl_warn(NULL, "out of memory while writing a report");
         shown = "(not written)";
-    } else if (tl_expand_pattern(tl_opt.output, m.seq, path, sizeof path) != 0) {
-        tl_warn(NULL, "report path from TENSORLEAK_OUTPUT is too long; writing the report to stderr");
-        shown = "(stderr)";
     } else {
         ignore_sigxfsz_once();
         size_t len = strlen(text);
         text[len] = '\n'; /* json_dumps leaves room for its NUL; we add a newline */
-        int err = write_atomically(path, text, len + 1);
+        int err = write_report_file(reason, m.seq, exact_path, text, len + 1, path, sizeof path);
         text[len] = 0;
         if (err == 0) {
             rc = 0;
         } else {
-            tl_warn(NULL, "cannot write report %s: %s; the report follows on stderr", path, strerror(err));
+            if (err == ENAMETOOLONG)
+                tl_warn(NULL, "report path %s is too long; the report follows on stderr",
+                        exact_path ? "given to tensorleak_snapshot_to" : "from TENSORLEAK_OUTPUT");
+            else
+                tl_warn(NULL, "cannot write report %s: %s; the report follows on stderr", path, strerror(err));
             fputs(text, stderr);
             fputc('\n', stderr);
             shown = "(stderr)";
@@ -433,6 +568,8 @@ int tl_report_write(enum tl_reason reason, const char *label, const struct tl_oo
             tl_format_size(m.largest_free, largest, sizeof largest);
             tl_warn(NULL, "out of memory allocating %s on device %d; reserved-but-free largest block %s; report: %s", want,
                     oom->device, largest, shown);
+        } else {
+            print_snapshot_line(&m, shown);
         }
     }
     if (gate_failed)
@@ -442,4 +579,14 @@ out:
     writing_here = false;
     pthread_mutex_unlock(&tl_report_lock);
     return rc;
+}
+
+int tl_report_write(enum tl_reason reason, const char *label, const struct tl_oom_event *oom, unsigned *gate_failed)
+{
+    return report_write(reason, label, oom, gate_failed, NULL);
+}
+
+int tl_report_write_to(const char *label, const char *path)
+{
+    return report_write(TL_REASON_API, label, NULL, NULL, path);
 }

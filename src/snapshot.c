@@ -1,6 +1,7 @@
 /*
  * snapshot.c — reports while the program runs: on a signal, on a timer, or
- * when the program asks (tensorleak_snapshot, tensorleak_mark).
+ * when the program asks (tensorleak_snapshot, tensorleak_snapshot_to,
+ * tensorleak_mark).
  *
  * A signal handler may interrupt a hook that holds a table lock, so it does
  * nothing but write one byte into a pipe (async-signal-safe, errno kept).  A
@@ -146,4 +147,13 @@ int tensorleak_snapshot(const char *label)
     if (!atomic_load(&tl_active))
         return -1;
     return tl_report_write(TL_REASON_API, label, NULL, NULL);
+}
+
+TL_EXPORT int tensorleak_snapshot_to(const char *label, const char *path);
+int tensorleak_snapshot_to(const char *label, const char *path)
+{
+    tl_init();
+    if (!atomic_load(&tl_active) || !path || !*path)
+        return -1;
+    return tl_report_write_to(label, path);
 }

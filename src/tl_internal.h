@@ -104,6 +104,28 @@ unsigned long tl_stack_unwinds(void);
 unsigned long tl_stack_entries_learned(void);
 bool tl_addr_in_self(uintptr_t addr);
 
+/* ---- pyframes.c (Python frames in stacks) -------------------------------- */
+/* A Python frame in a stack's frames array: this tag | a location id.  Bit 63
+ * with bits 48-62 clear is a non-canonical x86-64/AArch64 address, so no
+ * return address ever looks like one. */
+#define TL_PYFRAME_TAG (1ull << 63)
+static inline bool tl_is_pyframe(uintptr_t v)
+{
+    return (v >> 48) == 0x8000;
+}
+/* Merges the calling thread's Python frames into its native stack (each
+ * evaluation-loop frame replaced by the Python frames it runs); returns the
+ * new count, at most `max`.  No interpreter in the process: returns n. */
+int tl_py_merge(uintptr_t *frames, int n, int max);
+/* A Python frame value for (function, file, line), e.g. from a framework's
+ * own recorded history; 0 when out of memory.  Strings are copied. */
+uintptr_t tl_pyloc_intern_strings(const char *function, const char *file, int line);
+/* What a Python frame value names; false for anything else. */
+bool tl_pyloc_lookup(uintptr_t frame, const char **function, const char **file, int *line);
+/* Stacks that got Python frames / whose frame chain failed a check. */
+unsigned long tl_py_chains_read(void);
+unsigned long tl_py_chains_unreadable(void);
+
 /* ---- callsite.c --------------------------------------------------------- */
 enum tl_kind {
     TL_KIND_DEVICE = 0,
@@ -356,6 +378,15 @@ int tl_report_write(enum tl_reason reason, const char *label, const struct tl_oo
 bool tl_report_lock_for_fatal(void);
 /* Expands TENSORLEAK_OUTPUT's %p %h %r %n %%; returns 0 or -1 if too long. */
 int tl_expand_pattern(const char *pattern, unsigned seq, char *out, size_t outlen);
+
+/* Helper A (report files): the exit report is written under the plain
+ * pattern, every other report under a numbered name (`.N` before a final
+ * ".json", or at the end, when the pattern has no %n); `numbered` picks.
+ * Returns 0 or -1 if too long. */
+int tl_report_path(const char *pattern, unsigned seq, bool numbered, char *out, size_t outlen);
+/* A report (reason "api") to exactly `path`, replacing a file there.  0 on
+ * success. */
+int tl_report_write_to(const char *label, const char *path);
 
 /* ---- preload.c ---------------------------------------------------------- */
 void tl_init(void);

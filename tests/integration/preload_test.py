@@ -605,6 +605,73 @@ def pool_destroyed_during_snapshots_never_deadlocks():
     eq(r.report["summary"]["leaked_allocations"], 0, "nothing leaked")
 
 
+
+# ---- issue 14 item 1 (helper A): no report replaces another ---------------
+
+def run_cli_sim(progname, *args, cwd, output=None):
+    """`tensorleak run --sim` with the default pattern, in `cwd`."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("TENSORLEAK_", "SIMCUDA_", "LD_PRELOAD"))}
+    cmd = [os.path.join(BUILD, "tools", "tensorleak"), "run", "--sim"]
+    if output:
+        cmd += ["-o", output]
+    p = subprocess.run(cmd + ["--", prog(progname), *args], env=e, cwd=cwd, capture_output=True, text=True, timeout=50)
+    pid = int(re.search(r"^pid (\d+)$", p.stdout, re.M).group(1))
+    return p, pid
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def a_snapshot_then_exit_leaves_two_reports_under_the_default_pattern():
+    tmp = tempfile.mkdtemp(prefix="tl-files-")
+    p, pid = run_cli_sim("snap_exit", cwd=tmp)
+    eq(p.returncode, 0, "exit status: " + p.stderr)
+    eq(sorted(os.listdir(tmp)), sorted([f"tensorleak.{pid}.1.json", f"tensorleak.{pid}.json"]), "one file per report")
+    snap, ex = load(os.path.join(tmp, f"tensorleak.{pid}.1.json")), load(os.path.join(tmp, f"tensorleak.{pid}.json"))
+    eq((snap["reason"], snap["label"], snap["seq"], snap["summary"]["live_bytes"]), ("api", "before-exit", 1, MiB), "snapshot")
+    eq((ex["reason"], ex["seq"], ex["summary"]["leaked_bytes"]), ("exit", 2, MiB), "exit report")
+    check(f'tensorleak: snapshot "before-exit": 1 live allocation(s), 1.0 MiB; report: tensorleak.{pid}.1.json\n' in p.stderr,
+          "the snapshot's stderr line names its file: " + p.stderr)
+    check(p.stderr.rstrip().endswith(f"Report: tensorleak.{pid}.json"), "the exit report names its file: " + p.stderr)
+
+
+def a_taken_name_is_never_replaced_the_report_takes_the_next_number():
+    tmp = tempfile.mkdtemp(prefix="tl-files-")
+    # Files of someone else under the names this run would use: the plain
+    # name and the first numbered one.
+    for name in ("out.json", "out.1.json"):
+        with open(os.path.join(tmp, name), "w") as f:
+            f.write("not ours\n")
+    p, pid = run_cli_sim("snap_exit", cwd=tmp, output="out.json")
+    eq(p.returncode, 0, "exit status: " + p.stderr)
+    eq(sorted(os.listdir(tmp)), ["out.1.json", "out.2.json", "out.3.json", "out.json"], "files")
+    for name in ("out.json", "out.1.json"):
+        eq(open(os.path.join(tmp, name)).read(), "not ours\n", name + " left alone")
+    eq((load(os.path.join(tmp, "out.2.json"))["reason"], load(os.path.join(tmp, "out.3.json"))["reason"]),
+       ("api", "exit"), "the snapshot took the next free number, the exit report the one after it")
+    check("report: out.2.json\n" in p.stderr and p.stderr.rstrip().endswith("Report: out.3.json"), p.stderr)
+
+
+def snapshot_to_writes_exactly_the_given_path():
+    tmp = tempfile.mkdtemp(prefix="tl-files-")
+    target = os.path.join(tmp, "sub-dir-less.json")
+    with open(target, "w") as f:
+        f.write("old\n")  # the caller named this path: it is replaced
+    p, pid = run_cli_sim("snap_exit", target, cwd=tmp)
+    check("snapshot_to 0\n" in p.stdout, p.stdout)
+    eq(sorted(os.listdir(tmp)), sorted(["sub-dir-less.json", f"tensorleak.{pid}.2.json", f"tensorleak.{pid}.json"]), "files")
+    r = load(target)
+    eq((r["reason"], r["label"], r["seq"], r["summary"]["live_bytes"]), ("api", "to-path", 1, MiB), "report at the path")
+    check(f"report: {target}\n" in p.stderr, p.stderr)
+    # Without tensorleak the call is a no-op that says so.
+    e = dict(os.environ, LD_LIBRARY_PATH=SIM)
+    e.pop("LD_PRELOAD", None)
+    plain = subprocess.run([prog("snap_exit"), os.path.join(tmp, "never.json")], env=e, capture_output=True, text=True)
+    check("snapshot_to -1\n" in plain.stdout and not os.path.exists(os.path.join(tmp, "never.json")), plain.stdout)
+
+
 if __name__ == "__main__":
     name = sys.argv[1]
     fn = globals().get(name)

@@ -461,6 +461,28 @@ Test(report_path, pattern_expands_pid_sequence_rank_and_percent)
     unsetenv("RANK");
 }
 
+/* issue 14 item 1: numbered names for every report but the exit report. */
+Test(report_path, numbered_reports_get_a_sequence_before_json_or_at_the_end)
+{
+    char out[256], want[256];
+    int pid = (int)getpid();
+    cr_assert_eq(tl_report_path("tensorleak.%p.json", 4, false, out, sizeof out), 0);
+    snprintf(want, sizeof want, "tensorleak.%d.json", pid);
+    cr_assert_str_eq(out, want, "the exit report keeps the plain name");
+    cr_assert_eq(tl_report_path("tensorleak.%p.json", 4, true, out, sizeof out), 0);
+    snprintf(want, sizeof want, "tensorleak.%d.4.json", pid);
+    cr_assert_str_eq(out, want);
+    cr_assert_eq(tl_report_path("out/report", 12, true, out, sizeof out), 0);
+    cr_assert_str_eq(out, "out/report.12", "no .json: the number goes at the end");
+    cr_assert_eq(tl_report_path("dir.json/.json", 3, true, out, sizeof out), 0);
+    cr_assert_str_eq(out, "dir.json/.json.3", "a bare '.json' file name is not an extension");
+    cr_assert_eq(tl_report_path("r.%n.json", 5, true, out, sizeof out), 0);
+    cr_assert_str_eq(out, "r.5.json", "a pattern with %n numbers itself");
+    cr_assert_eq(tl_report_path("r%%n.json", 5, true, out, sizeof out), 0);
+    cr_assert_str_eq(out, "r%n.5.json", "%%n is a literal, not a sequence");
+    cr_assert_eq(tl_report_path("abcd.json", 123, true, out, 12), -1, "too long with the number");
+}
+
 __attribute__((noinline)) int unit_known_function(void)
 {
     return 41 + (int)(uintptr_t)__builtin_return_address(0) % 1;
