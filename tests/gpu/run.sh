@@ -48,6 +48,7 @@ LOGS=$WORK/logs
 REP=$WORK/reports
 BIN=$WORK/bin
 RECORDS=$WORK/records.tsv
+CARRY=$SRC/.gpu-carry
 mkdir -p "$LOGS" "$REP" "$BIN"
 : >"$RECORDS"
 export PYTHONPYCACHEPREFIX=$WORK/pycache # never write __pycache__ into the checkout
@@ -140,9 +141,13 @@ rec() {
     fi
     [ "$tmo" -gt $((l - 10)) ] && tmo=$((l - 10))
     mkdir -p "$dir"
-    local pre=()
-    [ -n "$extra" ] && [ "$kind" != skip ] && pre=(env "PYTORCH_CUDA_ALLOC_CONF=$extra")
-    [ -z "$extra" ] && pre=(env -u PYTORCH_CUDA_ALLOC_CONF)
+    # extra: "" (the allocator's defaults), VAR=VALUE settings, or a PYTORCH_CUDA_ALLOC_CONF
+    local pre=(env -u PYTORCH_CUDA_ALLOC_CONF) sets=()
+    case $extra in
+    "") ;;
+    *=*) read -r -a sets <<<"$extra" && pre+=("${sets[@]}") ;;
+    *) pre+=("PYTORCH_CUDA_ALLOC_CONF=$extra") ;;
+    esac
     t0=$(now)
     case $tool in
     none) timeout -k 5 "$tmo" "${pre[@]}" "$@" >"$out" 2>"$err" ;;
@@ -166,6 +171,29 @@ skip_rec() { # name build tool why required
     say "SKIP  $1 $2 $3: $4"
 }
 
+# The tree's commit: the carried MANIFEST's first (the build that runs), else HEAD, but
+# only of a checkout whose root is this tree: a copy of the tree inside another checkout
+# (the device tool's) must not report that checkout's HEAD.
+tree_commit() {
+    local c top
+    if [ -f "$CARRY/lib/libtensorleak.so" ] && [ -f "$CARRY/MANIFEST" ]; then
+        c=$(sed -n 's/^commit \([0-9a-f]\{7\}\)[0-9a-f]*$/\1/p' "$CARRY/MANIFEST" | head -n 1)
+        if [ -n "$c" ]; then
+            head -n 1 "$CARRY/MANIFEST" | grep -q '+local changes' && c="$c+local changes"
+            echo "$c (carried MANIFEST)"
+            return
+        fi
+    fi
+    top=$(git -C "$SRC" rev-parse --show-toplevel 2>/dev/null)
+    if [ -n "$top" ] && [ "$(cd "$top" && pwd -P)" = "$(cd "$SRC" && pwd -P)" ]; then
+        c=$(git -C "$SRC" rev-parse --short=7 HEAD 2>/dev/null)
+        git -C "$SRC" status --porcelain --untracked-files=no 2>/dev/null | grep -q . && c="$c+local changes"
+        echo "$c (git checkout)"
+        return
+    fi
+    echo "unknown (no carried MANIFEST; ${top:+the enclosing checkout $top is not this tree}${top:-not a git checkout})"
+}
+
 # ------------------------------------------------------------------- dry run
 if [ "$DRY" = 1 ]; then
     pass=0 fail=0 skip=0
@@ -183,6 +211,21 @@ if [ "$DRY" = 1 ]; then
             bad "py_compile ${f#"$SRC"/}: $(cat "$LOGS/pyc.log")"
         fi
     done
+    # The commit line: the carried MANIFEST's commit first; a tree copied inside another
+    # checkout (as the device tool does) must not report that checkout's HEAD.
+    mkdir -p "$WORK/cc/.gpu-carry/lib" "$WORK/cc/outer/tree"
+    : >"$WORK/cc/.gpu-carry/lib/libtensorleak.so"
+    printf 'tensorleak abc1234+local changes built now\ncommit abc1234def5678abc1234def5678abc1234def56\n' \
+        >"$WORK/cc/.gpu-carry/MANIFEST"
+    git -C "$WORK/cc/outer" init -q 2>/dev/null &&
+        git -C "$WORK/cc/outer" -c user.name=kit -c user.email=kit@localhost commit -q --allow-empty -m outer
+    c1=$(CARRY=$WORK/cc/.gpu-carry SRC=$WORK/cc/outer/tree tree_commit)
+    c2=$(CARRY=$WORK/cc/none SRC=$WORK/cc/outer/tree tree_commit)
+    if [ "$c1" = "abc1234+local changes (carried MANIFEST)" ] && [ "${c2%% *}" = unknown ]; then
+        ok "commit line: the carried MANIFEST's, not the enclosing checkout's HEAD"
+    else
+        bad "commit line: with a carried MANIFEST '$c1', inside another checkout without one '$c2'"
+    fi
     if out=$("$PY" "$KIT/compare.py" selftest 2>&1); then ok "$out"; else
         bad "compare.py selftest:"
         say "$out" | tail -n 20
@@ -262,7 +305,6 @@ TEE_PID=$!
 
 # tensorleak: prebuilt carry, else meson+ninja, else a plain cc line.
 TL_LIB="" TL_CLI="" TL_SOURCE="" TL_ERROR="" DEPS=""
-CARRY=$SRC/.gpu-carry
 cc_fallback() { # dest: libtensorleak.so and tensorleak from src/*.c and tools/*.c
     local dest=$1 ver cflags libs common
     mkdir -p "$dest/gen"
@@ -370,7 +412,7 @@ SAN=$(command -v compute-sanitizer || true)
 [ -z "$SAN" ] && [ -x "$CUDA_HOME/bin/compute-sanitizer" ] && SAN=$CUDA_HOME/bin/compute-sanitizer
 SAN_V=$([ -n "$SAN" ] && "$SAN" --version 2>/dev/null | grep -i version | head -n 1)
 NVCC_V=$([ -n "$NVCC" ] && "$NVCC" --version | grep -o 'release [0-9.]*, V[0-9.]*' | head -n 1)
-COMMIT=$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || sed -n 's/^commit //p' "$CARRY/MANIFEST" 2>/dev/null | head -n 1)
+COMMIT=$(tree_commit)
 say "nvcc: ${NVCC_V:-none}; PyTorch: ${TORCH_V:-none}; compute-sanitizer: ${SAN_V:-none}; budget ${BUDGET}s"
 
 # 1. samples
@@ -431,19 +473,27 @@ else
     done
 fi
 
-# 4. overhead on a PyTorch inference loop, interleaved runs, median
+# 4. overhead (issue 14): per row, processes with and without tensorleak alternate in
+# ABBA order (a drift in clocks or load over the row falls on both sides alike); each
+# process warms up (time-based, also ramping the GPU clocks) before its timed passes,
+# and compare.py shows the medians with their spread.  Rows: the inference loop under
+# the native allocator (cache hits, nothing reaches the driver) and under
+# backend:cudaMallocAsync (every tensor a hooked cuMemAllocAsync), and the
+# allocation-bound loop with caching off (every tensor a real cudaMalloc + cudaFree).
+BENCH_ROWS="infer| infer|backend:cudaMallocAsync alloc|PYTORCH_NO_CUDA_MEMORY_CACHING=1"
+BENCH_PAIRS=${TL_BENCH_PAIRS:-2}
 if [ -n "$TORCH_V" ] && [ -n "$TL_LIB" ]; then
-    say "== overhead"
-    for conf in "" "backend:cudaMallocAsync"; do
-        for i in 1 2 3; do
-            for tool in none preload; do
-                if [ "$(left)" -lt 60 ]; then
-                    skip_rec bench "$i" "$tool" "out of time" optional
-                    continue
-                fi
-                TENSORLEAK_QUIET=1 rec bench bench "$i" "$tool" "$conf" 90 optional -- \
-                    "$PY" "$KIT/bench.py" --steps 3000 --reps 3
-            done
+    say "== overhead (ABBA, $BENCH_PAIRS pairs per row)"
+    for row in $BENCH_ROWS; do
+        work=${row%%|*} conf=${row#*|}
+        for i in $(seq 0 $((2 * BENCH_PAIRS - 1))); do
+            case $((i % 4)) in 0 | 3) tool=none ;; *) tool=preload ;; esac
+            if [ "$(left)" -lt 45 ]; then
+                skip_rec "bench-$work" "$i" "$tool" "out of time" optional
+                continue
+            fi
+            TENSORLEAK_QUIET=1 rec bench "$work" "$i" "$tool" "$conf" 60 optional -- \
+                "$PY" "$KIT/bench.py" --workload "$work"
         done
     done
 fi
