@@ -318,23 +318,26 @@ def planted_symlink_is_never_followed(c):
     with open(target) as f:
         check_eq(f.read(), "precious\n", "symlink target content")
     check_eq(stat.S_IMODE(os.stat(target).st_mode), 0o644, "symlink target mode")
-    if os.path.islink(link):
-        # Not replaced: then the report must have gone to stderr.
-        stderr_report(p.stderr, link)
-    else:
-        check_eq(stat.S_IMODE(os.lstat(link).st_mode), 0o600, "report mode")
-        with open(link) as f:
-            check_eq(leaks_of(json.load(f)), MAIN_LEAKS, "report written in place of the link")
+    # The name is taken (by the link): no report replaces it, the report
+    # takes the next number (SPEC: "Report files: nothing is ever replaced").
+    check_eq(os.path.islink(link), True, "the planted link is left alone")
+    numbered = os.path.join(c.tmp, "r.1.json")
+    check_eq(stat.S_IMODE(os.lstat(numbered).st_mode), 0o600, "report mode")
+    with open(numbered) as f:
+        check_eq(leaks_of(json.load(f)), MAIN_LEAKS, "report under the next name")
     no_temp_files(c)
 
 
-def report_path_that_is_a_directory_sends_the_report_to_stderr(c):
+def report_path_that_is_a_directory_is_left_alone_the_report_takes_the_next_number(c):
     d = os.path.join(c.tmp, "r.json")
     os.mkdir(d)
     p = c.run(["return"], output=d)
-    expect_stderr_fallback(c, p, d, "Is a directory")
-    check_eq(c.files(), ["r.json"], "files")
+    # The directory has the name: the report takes the next number.
+    check_eq((p.returncode, p.stdout), (0, "returning\n"), "status, stdout")
+    check_eq(c.files(), ["r.1.json", "r.json"], "files")
     check_eq(c.files(d), [], "files inside the directory")
+    with open(os.path.join(c.tmp, "r.1.json")) as f:
+        check_eq(leaks_of(json.load(f)), MAIN_LEAKS, "report under the next name")
 
 
 def report_files_are_created_0600(c):
@@ -363,7 +366,7 @@ CASES = {f.__name__: f for f in (
     unwritable_directory_sends_the_report_to_stderr,
     full_disk_sends_the_report_to_stderr_and_leaves_no_file,
     planted_symlink_is_never_followed,
-    report_path_that_is_a_directory_sends_the_report_to_stderr,
+    report_path_that_is_a_directory_is_left_alone_the_report_takes_the_next_number,
     report_files_are_created_0600,
 )}
 
