@@ -1,0 +1,498 @@
+"""pytest plugin (entry point pytest11): `pytest --tensorleak` makes each test an
+epoch and fails a test that leaves device memory allocated.
+
+A test's leak is what its body allocated and still holds once its teardown ran:
+the call sites (stacks) whose live, not-held bytes rose between a snapshot
+taken when the test body starts (after fixture setup) and one taken after
+teardown (and a garbage collection).  Memory that a cache or library owner
+holds (the report's "held": PyTorch's caching allocator, cuBLAS workspaces,
+annotated pools, see data/owners.rules) is not a leak; neither is what fixtures
+set up, so a module- or session-scoped fixture's buffers are not charged to the
+first test that uses them.  Snapshots are the library's JSON reports
+(tensorleak_snapshot_to), compared call site by call site.
+
+A test run several times (parametrized, or @pytest.mark.repeat) whose held
+memory or pool reserve rises at one site in each of its last
+GROWTH_REPETITIONS runs is reported as growth and fails.
+
+Allowances: `--tensorleak-limit SIZE` (default 0) for every test,
+`@pytest.mark.limit_gpu_leaks("1 MiB")` for one; a leak or growth per run up to
+the allowance passes.  Sizes: a number of bytes with an optional unit, K/KB/KiB,
+M/MB/MiB, G/GB/GiB (all powers of 1024, as tensorleak's own sizes).
+
+When the library is not loaded (pytest was not started under `tensorleak run`
+or LD_PRELOAD), the plugin re-runs pytest with the library preloaded and says
+so; `--tensorleak-sim` also puts the simulated CUDA driver and runtime first on
+the library path (tests without a GPU).
+"""
+
+import gc
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+import tensorleak
+
+# Runs of one test whose held bytes rise each time before it counts as growth
+# (the library's TENSORLEAK_GROWTH_MARKS default).
+GROWTH_REPETITIONS = 3
+
+# Set in the environment of the re-run (not TENSORLEAK_*: the library warns
+# about names it does not know), so that a library that still does not
+# load is an error rather than a loop.
+_RERUN_GUARD = "PYTEST_TENSORLEAK_RERUN"
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+               "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40,
+               "tib": 1 << 40}
+
+
+def parse_size(value):
+    """Bytes from 1048576, "1M", "1 MiB", "1.5 GB" (units are powers of 1024);
+    ValueError for anything else."""
+    if isinstance(value, bool):
+        raise ValueError("not a size: %r" % (value,))
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("negative size: %r" % (value,))
+        return value
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([A-Za-z]*)\s*", str(value))
+    if not match or match.group(2).lower() not in _SIZE_UNITS:
+        raise ValueError("not a size: %r (expected bytes with an optional K, M, G or T unit)" % (value,))
+    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+
+
+def format_size(nbytes):
+    """Bytes as tensorleak's reports write them: "512 B", "1.0 MiB"."""
+    if nbytes < 1024:
+        return "%d B" % nbytes
+    value = nbytes / 1024.0
+    for unit in ("KiB", "MiB", "GiB"):
+        if value < 1024.0:
+            return "%.1f %s" % (value, unit)
+        value /= 1024.0
+    return "%.1f TiB" % value
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("tensorleak", "GPU memory leaks (tensorleak)")
+    group.addoption("--tensorleak", action="store_true", default=False,
+                    help="fail tests that leave device memory allocated (re-runs pytest under the "
+                         "tensorleak preload when it is not loaded)")
+    group.addoption("--tensorleak-limit", metavar="SIZE", default="0",
+                    help="device memory a test may leave allocated (default 0); per test: "
+                         "@pytest.mark.limit_gpu_leaks(SIZE)")
+    group.addoption("--tensorleak-report", metavar="DIR", default=None,
+                    help="keep the report (JSON and text) of each leaking test in DIR")
+    group.addoption("--tensorleak-sim", action="store_true", default=False,
+                    help="run on tensorleak's simulated CUDA driver and runtime (no GPU needed)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "limit_gpu_leaks(size): device memory this test may leave allocated under --tensorleak "
+        "(e.g. \"1 MiB\")")
+    if not config.getoption("tensorleak"):
+        return
+    try:
+        limit = parse_size(config.getoption("tensorleak_limit"))
+    except ValueError as err:
+        raise pytest.UsageError("--tensorleak-limit: %s" % err)
+    sim = config.getoption("tensorleak_sim")
+    if not tensorleak.loaded() or (sim and not _sim_on_library_path()):
+        _rerun_under_preload(config, sim)
+    config.pluginmanager.register(LeakGate(config, limit), "tensorleak-gate")
+
+
+def _sim_on_library_path():
+    sim = tensorleak.sim_dir()
+    return sim is not None and sim in os.environ.get("LD_LIBRARY_PATH", "").split(":")
+
+
+def _prepend(variable, item, sep):
+    old = os.environ.get(variable, "")
+    parts = [p for p in re.split("[%s]" % re.escape(sep), old) if p]
+    return sep[0].join([item] + [p for p in parts if p != item])
+
+
+def _rerun_under_preload(config, sim):
+    """Re-runs this pytest command with the library preloaded (and the
+    simulated CUDA stack first on the library path for --tensorleak-sim): in
+    place (execve) when pytest runs from the command line, as a child whose
+    status becomes this session's otherwise.  Does not return."""
+    library = tensorleak.library_path()
+    if os.environ.get(_RERUN_GUARD):
+        raise pytest.UsageError(
+            "--tensorleak: libtensorleak.so is still not loaded after re-running pytest with "
+            "LD_PRELOAD=%s (is it the library of this platform?)" % os.environ.get("LD_PRELOAD", ""))
+    if not library:
+        raise pytest.UsageError(
+            "--tensorleak: libtensorleak.so is not loaded and this tensorleak package has no copy of it "
+            "(install tensorleak with pip, run pytest under `tensorleak run`, or set TENSORLEAK_LIBRARY)")
+    env = dict(os.environ)
+    if not tensorleak.loaded():
+        if re.search(r"[:\s]", library):
+            raise pytest.UsageError("--tensorleak: the library path %r holds ':' or a blank, which "
+                                    "LD_PRELOAD cannot hold; run pytest under `tensorleak run`" % library)
+        env["LD_PRELOAD"] = _prepend("LD_PRELOAD", library, ": ")
+    what = "libtensorleak.so preloaded (LD_PRELOAD=%s)" % library
+    if sim:
+        sim_dir = tensorleak.sim_dir()
+        if not sim_dir:
+            raise pytest.UsageError("--tensorleak-sim: the simulated CUDA stack is not installed with this "
+                                    "tensorleak package")
+        env["LD_LIBRARY_PATH"] = _prepend("LD_LIBRARY_PATH", sim_dir, ":")
+        what += " on the simulated CUDA stack (%s)" % sim_dir
+    # The re-run's own reports: per test, not the library's stderr summary of
+    # everything still alive when pytest exits (unless asked for).
+    env.setdefault("TENSORLEAK_QUIET", "1")
+    # As under `tensorleak run`: the framework bridge reports PyTorch's, JAX's
+    # and CuPy's pools.
+    env.setdefault("TENSORLEAK_PYTHON", "1")
+    report_dir = config.getoption("tensorleak_report")
+    if report_dir and "TENSORLEAK_OUTPUT" not in env:
+        env["TENSORLEAK_OUTPUT"] = os.path.join(os.path.abspath(report_dir), "tensorleak.%p.json")
+    env[_RERUN_GUARD] = "1"
+
+    args = [sys.executable, "-m", "pytest"] + list(config.invocation_params.args)
+    # Output captured by pytest so far goes to temporary files: the re-run
+    # writes to the real stdout and stderr.
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:
+        capture.stop_global_capturing()
+    sys.stderr.write("tensorleak: re-running pytest with %s\n" % what)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if list(config.invocation_params.args) == sys.argv[1:]:
+        os.chdir(str(config.invocation_params.dir))
+        os.execve(sys.executable, args, env)
+    # pytest.main() from a program: do not replace that program.
+    status = subprocess.call(args, env=env, cwd=str(config.invocation_params.dir))
+    pytest.exit("tensorleak: the re-run under the preload exited with %d" % status, returncode=status)
+
+
+def _frame_key(frame):
+    return (frame.get("module"), frame.get("offset"), frame.get("function"), frame.get("file"),
+            frame.get("line"), bool(frame.get("python")))
+
+
+def _site_key(site):
+    return (site.get("kind"), tuple(_frame_key(f) for f in site.get("stack") or ()))
+
+
+def _sites(report, section):
+    """{site key: site} of one section ("leaks" or "held") of a report."""
+    sites = {}
+    for site in report.get(section) or ():
+        key = _site_key(site)
+        if key in sites:  # the same stack twice (e.g. of two owners): add up
+            merged = dict(sites[key])
+            merged["bytes"] = merged.get("bytes", 0) + site.get("bytes", 0)
+            merged["count"] = merged.get("count", 0) + site.get("count", 0)
+            sites[key] = merged
+        else:
+            sites[key] = site
+    return sites
+
+
+def format_stack(stack, indent="    ", up_to_file=None):
+    """A report stack as the library's text report prints it; when a Python
+    frame of `up_to_file` (the test's file) is on it, it ends there (what
+    lies beyond is pytest running the test)."""
+    lines = []
+    stack = stack or ()
+    for i, f in enumerate(stack):
+        if up_to_file and f.get("python") and f.get("file") and _same_file(f["file"], up_to_file):
+            lines.append("%s#%d in %s %s:%d [python]" % (indent, i, f.get("function") or "??", f["file"],
+                                                        f.get("line") or 0))
+            if i + 1 < len(stack):
+                lines.append("%s..." % indent)
+            return lines
+        function = f.get("function") or "??"
+        if f.get("python"):
+            lines.append("%s#%d in %s %s:%d [python]" % (indent, i, function, f.get("file") or "??",
+                                                        f.get("line") or 0))
+            continue
+        text = "%s#%d %s in %s" % (indent, i, f.get("address") or "??", function)
+        if f.get("file"):
+            text += " %s:%d" % (f["file"], f["line"]) if f.get("line") else " %s" % f["file"]
+        if f.get("module"):
+            text += " (%s+%s)" % (os.path.basename(f["module"]), f.get("offset") or "0x0")
+        lines.append(text)
+    if not lines:
+        lines.append(indent + "(no stack: TENSORLEAK_DEPTH=0)")
+    return lines
+
+
+def _same_file(a, b):
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def frame_in_file(stack, test_path):
+    """The innermost frame of `stack` in the test's own file: (function, file,
+    line), or None (no Python frames in stacks, or the allocation was made
+    elsewhere)."""
+    for f in stack or ():
+        if f.get("python") and f.get("file") and _same_file(f["file"], test_path):
+            return f.get("function"), f["file"], f.get("line") or 0
+    return None
+
+
+class _Finding:
+    """What one test left behind: leaked sites and growing ones."""
+
+    def __init__(self, item, allowance):
+        self.item = item
+        self.allowance = allowance
+        self.leaks = []    # (bytes, count, site) not freed by the test
+        self.growth = []   # (bytes per run, runs, site or None, pool name or None)
+
+    @property
+    def leaked_bytes(self):
+        return sum(b for b, _, _ in self.leaks)
+
+    def leak_failed(self):
+        return self.leaked_bytes > self.allowance
+
+    def growth_failed(self):
+        return any(per_run > self.allowance for per_run, _, _, _ in self.growth)
+
+    def headline(self):
+        parts = []
+        if self.leak_failed():
+            count = sum(c for _, c, _ in self.leaks)
+            parts.append("leaked %s in %d allocation(s)" % (format_size(self.leaked_bytes), count))
+        if self.growth_failed():
+            per_run = max(g for g, _, _, _ in self.growth)
+            parts.append("grew %s per run" % format_size(per_run))
+        where = self.where()
+        return "%s%s" % (", ".join(parts), " at %s:%d" % (where[1], where[2]) if where else "")
+
+    def where(self):
+        for _, _, site in self.leaks:
+            found = frame_in_file(site.get("stack"), str(self.item.path))
+            if found:
+                return found
+        for _, _, site, _ in self.growth:
+            found = frame_in_file(site.get("stack") if site else None, str(self.item.path))
+            if found:
+                return found
+        return None
+
+    def text(self):
+        # The first line is what pytest's short summary shows.
+        lines = ["tensorleak: %s (allowance %s)" % (self.headline(), format_size(self.allowance))]
+        path = str(self.item.path)
+        if self.leak_failed():
+            for nbytes, count, site in self.leaks:
+                lines.append("Leak of %s in %d allocation(s) [%s] allocated from:" % (
+                    format_size(nbytes), count, site.get("kind")))
+                lines.extend(format_stack(site.get("stack"), up_to_file=path))
+        if self.growth_failed():
+            for per_run, runs, site, pool in self.growth:
+                if pool is not None:
+                    lines.append("Growth of %s per run over %d runs: pool '%s' reserved" % (
+                        format_size(per_run), runs, pool))
+                    continue
+                lines.append("Growth of %s per run over %d runs [%s] held by %s, allocated from:" % (
+                    format_size(per_run), runs, site.get("kind"), site.get("owner") or "?"))
+                lines.extend(format_stack(site.get("stack"), up_to_file=path))
+        return "\n".join(lines)
+
+
+class _Series:
+    """Held bytes per site and pool reserve at the end of each run of one test
+    (its parametrized variants and repetitions): the growth check's input."""
+
+    def __init__(self, baseline):
+        self.values = [baseline]   # {key: bytes}, the first before the first run
+        self.sites = {}            # key: site (or pool name) for the message
+
+    def add(self, values):
+        self.values.append(values)
+
+    def growing(self, runs):
+        """(bytes per run, key) of each key that rose in each of the last
+        `runs` runs."""
+        if len(self.values) < runs + 1:
+            return []
+        window = self.values[-(runs + 1):]
+        found = []
+        for key in window[-1]:
+            series = [v.get(key, 0) for v in window]
+            if all(b > a for a, b in zip(series, series[1:])):
+                found.append(((series[-1] - series[0]) // runs, key))
+        return found
+
+
+def _held_values(report):
+    """{key: bytes} of what caches and pools hold: held sites and the
+    reserve of each pool."""
+    values = {}
+    for key, site in _sites(report, "held").items():
+        values[("site",) + key] = site.get("bytes", 0)
+    for pool in report.get("pools") or ():
+        key = ("pool", pool.get("name"), pool.get("device"))
+        values[key] = values.get(key, 0) + (pool.get("reserved_bytes") or 0)
+    return values
+
+
+def _safe_name(nodeid):
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid).strip("_")[:180] or "test"
+
+
+class LeakGate:
+    """The per-test leak check of one session (registered by pytest_configure
+    when --tensorleak is given and the library is loaded)."""
+
+    def __init__(self, config, limit):
+        self.config = config
+        self.limit = limit
+        self.report_dir = config.getoption("tensorleak_report")
+        self.scratch = tempfile.mkdtemp(prefix="tensorleak-pytest-")
+        self.snapshots = 0
+        self.start = None
+        self.series = {}
+        self.findings = []
+        self.snapshot_failed = False
+
+    def _snapshot(self, label):
+        self.snapshots += 1
+        path = os.path.join(self.scratch, "%d.json" % self.snapshots)
+        if tensorleak.snapshot_to(path, label) != 0:
+            self.snapshot_failed = True
+            return None
+        try:
+            with open(path) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            self.snapshot_failed = True
+            return None
+        finally:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+    def _allowance(self, item):
+        marker = item.get_closest_marker("limit_gpu_leaks")
+        if marker is None:
+            return self.limit
+        value = marker.args[0] if marker.args else marker.kwargs.get("size")
+        try:
+            return parse_size(value)
+        except ValueError as err:
+            raise pytest.UsageError("%s: limit_gpu_leaks: %s" % (item.nodeid, err))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_call(self, item):
+        # After fixture setup, right before the test body.
+        self.start = self._snapshot("start " + item.nodeid)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        # pytest's own protocol with the reports held back until the memory
+        # left after teardown is known, so that a leak fails the test's call
+        # report (a failure, not an error in teardown).
+        from _pytest.runner import runtestprotocol
+        item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+        self.start = None
+        reports = runtestprotocol(item, nextitem=nextitem, log=False)
+        self._check(item, reports)
+        for report in reports:
+            item.ihook.pytest_runtest_logreport(report=report)
+        item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+        return True
+
+    def _check(self, item, reports):
+        start, self.start = self.start, None
+        call = next((r for r in reports if r.when == "call"), None)
+        if start is None or call is None:
+            return
+        gc.collect()
+        end = self._snapshot("end " + item.nodeid)
+        if end is None:
+            return
+        allowance = self._allowance(item)
+        finding = _Finding(item, allowance)
+
+        before = _sites(start, "leaks")
+        for key, site in _sites(end, "leaks").items():
+            if site.get("suppressed"):
+                continue
+            old = before.get(key, {})
+            grown = site.get("bytes", 0) - old.get("bytes", 0)
+            if grown > 0:
+                finding.leaks.append((grown, max(site.get("count", 0) - old.get("count", 0), 0), site))
+        finding.leaks.sort(key=lambda leak: -leak[0])
+
+        group = item.nodeid.split("[", 1)[0]
+        series = self.series.get(group)
+        if series is None:
+            series = self.series[group] = _Series(_held_values(start))
+        series.add(_held_values(end))
+        held = _sites(end, "held")
+        for per_run, key in series.growing(GROWTH_REPETITIONS):
+            if key[0] == "pool":
+                finding.growth.append((per_run, GROWTH_REPETITIONS, None, key[1]))
+            else:
+                finding.growth.append((per_run, GROWTH_REPETITIONS, held.get(key[1:]), None))
+
+        if not (finding.leak_failed() or finding.growth_failed()):
+            return
+        if not call.passed or hasattr(call, "wasxfail"):
+            return  # already failed, skipped or expected to fail: its own outcome stands
+        call.outcome = "failed"
+        call.longrepr = finding.text()
+        self.findings.append(finding)
+        if self.report_dir:
+            self._keep(finding, end)
+
+    def _keep(self, finding, end):
+        """Writes the test's report to --tensorleak-report DIR: the end
+        snapshot with only this test's leaks (readable by `tensorleak report`),
+        and the failure text."""
+        os.makedirs(self.report_dir, exist_ok=True)
+        base = os.path.join(self.report_dir, _safe_name(finding.item.nodeid))
+        report = dict(end)
+        report["label"] = finding.item.nodeid
+        report["leaks"] = [dict(site, bytes=b, count=c) for b, c, site in finding.leaks]
+        summary = dict(report.get("summary") or {})
+        summary["leaked_bytes"] = finding.leaked_bytes
+        summary["leaked_allocations"] = sum(c for _, c, _ in finding.leaks)
+        report["summary"] = summary
+        report["pytest"] = {"nodeid": finding.item.nodeid, "allowance": finding.allowance,
+                            "growth": [{"bytes_per_run": g, "runs": n, "pool": pool,
+                                        "stack": site.get("stack") if site else None}
+                                       for g, n, site, pool in finding.growth]}
+        with open(base + ".json", "w") as f:
+            json.dump(report, f, indent=1)
+            f.write("\n")
+        with open(base + ".txt", "w") as f:
+            f.write(finding.text() + "\n")
+
+    def pytest_terminal_summary(self, terminalreporter):
+        tr = terminalreporter
+        if self.snapshot_failed:
+            tr.write_line("tensorleak: a snapshot could not be taken or read; the tests around it were not checked",
+                          yellow=True)
+        if not self.findings:
+            return
+        tr.section("tensorleak: %d test(s) left device memory allocated" % len(self.findings), red=True)
+        for finding in self.findings:
+            tr.write_line("%s: %s" % (finding.item.nodeid, finding.headline()))
+        if self.report_dir:
+            tr.write_line("reports: %s" % os.path.abspath(self.report_dir))
+
+    def pytest_unconfigure(self, config):
+        shutil.rmtree(self.scratch, ignore_errors=True)

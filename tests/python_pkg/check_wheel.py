@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""The pip route end to end (meson test suite `python`, test `wheel_pytest_gate`):
+
+1. builds the wheel with python/build_wheel.sh (pip wheel + auditwheel repair),
+   or takes the one given with --wheel;
+2. installs it in a fresh virtual environment, with pytest;
+3. checks that the bundled library and CLI resolve libunwind, libdw and
+   jansson to the wheel's own copies, and that `import tensorleak` is a no-op
+   without the preload;
+4. runs tests/python_pkg/app.py under the wheel's `tensorleak run --sim` and
+   under the meson build's, and compares the two reports;
+5. runs the suite tests/python_pkg/suite/ with `pytest --tensorleak
+   --tensorleak-sim` (the plugin re-runs pytest under the preload) and checks
+   which tests pass and fail and what the failures say.
+
+Exit 0 pass, 1 fail, 77 skip (PyPI, needed for the build tools and pytest,
+cannot be reached).
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SUITE = os.path.join(HERE, "suite")
+failures = []
+
+
+def check(condition, what):
+    print("%s: %s" % ("ok" if condition else "FAIL", what))
+    if not condition:
+        failures.append(what)
+    return condition
+
+
+def run(cmd, **kw):
+    print("+ " + " ".join(cmd), flush=True)
+    return subprocess.run(cmd, **kw)
+
+
+def normalized_stack(stack):
+    # Addresses differ from run to run (ASLR); modules are compared by name
+    # (the wheel's copies live elsewhere than the build tree's).
+    return [(os.path.basename(f.get("module") or ""), f.get("offset"), f.get("function"), f.get("file"),
+             f.get("line"), bool(f.get("python"))) for f in stack]
+
+
+def normalized_report(path):
+    with open(path) as f:
+        report = json.load(f)
+    return {
+        "summary": report["summary"],
+        "leaks": [(s["kind"], s["bytes"], s["count"], s.get("owner"), normalized_stack(s["stack"]))
+                  for s in report["leaks"]],
+        "held": [(s["kind"], s["bytes"], s["count"], s.get("owner"), normalized_stack(s["stack"]))
+                 for s in report.get("held", [])],
+        "growth": [(g["bytes_per_mark"], g["marks"], normalized_stack(g.get("stack") or []))
+                   for g in report.get("growth", [])],
+    }
+
+
+def line_of(path, text):
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            if text in line:
+                return number
+    raise AssertionError("%r not in %s" % (text, path))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--source", required=True, help="the source tree (holds pyproject.toml)")
+    parser.add_argument("--cli", required=True, help="the meson build's tensorleak CLI, for the comparison")
+    parser.add_argument("--work", required=True, help="scratch directory (emptied)")
+    parser.add_argument("--wheel", help="a wheel built before (skips the build)")
+    args = parser.parse_args()
+    work = os.path.abspath(args.work)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    for var in ("LD_PRELOAD", "LD_LIBRARY_PATH", "TENSORLEAK_LIBRARY", "PYTHONPATH", "PYTEST_ADDOPTS"):
+        env.pop(var, None)
+
+    probe = run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", os.path.join(work, "probe"),
+                 "meson-python"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if probe.returncode != 0:
+        print("SKIP: PyPI cannot be reached (the wheel build and the venv need meson-python, auditwheel, pytest)")
+        return 77
+
+    wheel = args.wheel
+    if not wheel:
+        started = time.monotonic()
+        built = run(["sh", os.path.join(args.source, "python", "build_wheel.sh"), os.path.join(work, "whl")],
+                    env=dict(env, PYTHON=sys.executable), stdout=subprocess.PIPE, text=True)
+        print(built.stdout, end="")
+        if not check(built.returncode == 0, "python/build_wheel.sh builds the wheel"):
+            return 1
+        wheel = built.stdout.strip().splitlines()[-1]
+        print("wheel build: %.1f s" % (time.monotonic() - started))
+    check(re.search(r"tensorleak-[\d.]+-py3-none-manylinux_2_\d+_x86_64\.whl$", wheel) is not None,
+          "the wheel is tagged py3-none-manylinux_2_N (%s)" % os.path.basename(wheel))
+
+    venv = os.path.join(work, "venv")
+    run([sys.executable, "-m", "venv", venv], env=env, check=True)
+    py = os.path.join(venv, "bin", "python")
+    if run([py, "-m", "pip", "install", "-q", wheel, "pytest"], env=env).returncode != 0:
+        return check(False, "pip install of the wheel and pytest") or 1
+    site = subprocess.run([py, "-c", "import tensorleak, os; print(os.path.dirname(tensorleak.__file__))"],
+                          env=env, stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    check(site.startswith(venv), "tensorleak is imported from the venv (%s)" % site)
+
+    # Bundled dependencies: each resolves inside the venv (tensorleak.libs/).
+    for binary in ("lib/libtensorleak.so", "bin/tensorleak"):
+        ldd = subprocess.run(["ldd", os.path.join(site, binary)], stdout=subprocess.PIPE, text=True).stdout
+        for dep in ("libunwind", "libdw", "libjansson"):
+            lines = [l for l in ldd.splitlines() if dep in l]
+            if binary.startswith("bin") and dep != "libjansson":
+                continue  # the CLI links jansson only
+            check(lines and all(venv in l for l in lines),
+                  "%s finds %s in the wheel: %s" % (binary, dep, "; ".join(l.strip() for l in lines)))
+
+    no_preload = subprocess.run(
+        [py, "-c", "import tensorleak as t; t.mark('m'); p = t.Pool('p'); p.segment(4096, 1); p.destroy();"
+                   "print(t.loaded(), t.snapshot('s'), t.snapshot_to('x.json'), p.handle)"],
+        env=env, stdout=subprocess.PIPE, text=True, cwd=work)
+    check(no_preload.stdout.strip() == "False -1 -1 None",
+          "without the preload every call is a no-op: %r" % no_preload.stdout.strip())
+
+    # The same report from the wheel's CLI and from the meson build's.
+    tensorleak = os.path.join(venv, "bin", "tensorleak")
+    app = os.path.join(HERE, "app.py")
+    reports = {}
+    for name, cli in (("wheel", [tensorleak]), ("python-m", [py, "-m", "tensorleak"]), ("meson", [args.cli])):
+        out = os.path.join(work, "%s.json" % name)
+        r = run(cli + ["run", "--sim", "-o", out, "--", py, app], env=env, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True)
+        check(r.returncode == 0 and "served 4 requests" in r.stdout and os.path.exists(out),
+              "%s: tensorleak run --sim -- python3 app.py writes %s" % (name, os.path.basename(out)))
+        if os.path.exists(out):
+            reports[name] = normalized_report(out)
+        if name == "wheel":
+            check("SUMMARY: tensorleak: 4194304 byte(s) leaked in 4 allocation(s)" in r.stderr,
+                  "the wheel's run prints the leak summary (4 KV blocks)")
+    if len(reports) == 3:
+        check(reports["wheel"] == reports["meson"], "the wheel's report equals the meson build's")
+        check(reports["python-m"] == reports["meson"], "python -m tensorleak's report equals the meson build's")
+        leaks = reports["wheel"]["leaks"]
+        check([(k, b, c) for k, b, c, _, _ in leaks] == [("device", 4 << 20, 4)],
+              "one leak site: 4 x 1 MiB (%s)" % [(k, b, c) for k, b, c, _, _ in leaks])
+    r = run([tensorleak, "report", os.path.join(work, "wheel.json"), "--format", "text"], env=env,
+            stdout=subprocess.PIPE, text=True)
+    check(r.returncode == 0 and "Leak of 4.0 MiB in 4 allocation(s) [device]" in r.stdout,
+          "the wheel's `tensorleak report` reads the report")
+
+    # The pytest gate.
+    report_dir = os.path.join(work, "pytest-reports")
+    junit = os.path.join(work, "junit.xml")
+    r = run([py, "-m", "pytest", "--tensorleak", "--tensorleak-sim", "--tensorleak-report", report_dir,
+             "-p", "no:cacheprovider", "--junitxml", junit, "-q", SUITE],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=work)
+    print(r.stdout)
+    check(r.returncode == 1, "pytest --tensorleak exits 1 (tests failed), got %d" % r.returncode)
+    check("tensorleak: re-running pytest with libtensorleak.so preloaded" in r.stdout,
+          "the plugin says it re-runs pytest under the preload")
+    outcomes, messages = {}, {}
+    if check(os.path.exists(junit), "the junit report exists"):
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            failure = case.find("failure")
+            name = case.get("name")
+            outcomes[name] = "failed" if failure is not None else ("skipped" if case.find("skipped") is not None
+                                                                    else "passed")
+            messages[name] = (failure.text or "") if failure is not None else ""
+    expected = {
+        "test_leaks_one_mib": "failed",
+        "test_frees_what_it_allocates": "passed",
+        "test_leak_under_allowance": "passed",
+        "test_leak_over_allowance": "failed",
+        "test_segment_held_by_annotated_pool": "passed",
+        "test_pool_grows_every_run[0]": "passed",
+        "test_pool_grows_every_run[1]": "passed",
+        "test_pool_grows_every_run[2]": "failed",
+        "test_pool_grows_every_run[3]": "failed",
+    }
+    check(outcomes == expected, "outcomes %s" % outcomes)
+
+    test_file = os.path.join(SUITE, "test_gpu.py")
+    at = lambda text: " at %s:%d" % (test_file, line_of(test_file, text))
+    want = {
+        "test_leaks_one_mib": "tensorleak: leaked 1.0 MiB in 1 allocation(s)%s (allowance 0 B)"
+                              % at("kept.append(cuda_malloc(1 << 20))"),
+        "test_leak_over_allowance": "tensorleak: leaked 1.5 MiB in 1 allocation(s)%s (allowance 1.0 MiB)"
+                                    % at("kept.append(cuda_malloc(3 << 19))"),
+        "test_pool_grows_every_run[2]": "tensorleak: grew 2.0 MiB per run%s (allowance 0 B)"
+                                        % at("segment = cuda_malloc(2 << 20)"),
+    }
+    for name, headline in want.items():
+        check(messages.get(name, "").startswith(headline),
+              "%s fails with %r (got %r)" % (name, headline, messages.get(name, "").splitlines()[:1]))
+    leak_text = messages.get("test_leaks_one_mib", "")
+    check("Leak of 1.0 MiB in 1 allocation(s) [device] allocated from:" in leak_text,
+          "the leak's report names its size and kind")
+    check(re.search(r"#\d+ in test_leaks_one_mib %s:%d \[python\]" % (
+        re.escape(test_file), line_of(test_file, "kept.append(cuda_malloc(1 << 20))")), leak_text) is not None,
+        "the leak's stack shows the test's own Python line")
+    grow_text = messages.get("test_pool_grows_every_run[2]", "")
+    check("Growth of 2.0 MiB per run over 3 runs: pool 'growing-pool' reserved" in grow_text,
+          "the growth names the annotated pool")
+    check("tensorleak: 4 test(s) left device memory allocated" in r.stdout, "the session summary counts 4 tests")
+    for name in ("test_leaks_one_mib", "test_leak_over_allowance"):
+        check(re.search(r"test_gpu\.py::%s: leaked" % name, r.stdout) is not None, "the summary lists %s" % name)
+
+    kept = sorted(os.listdir(report_dir)) if os.path.isdir(report_dir) else []
+    stems = sorted({os.path.splitext(f)[0] for f in kept if f.endswith((".json", ".txt"))
+                    and not f.startswith("tensorleak.")})
+    check(len(stems) == 4 and all(os.path.exists(os.path.join(report_dir, s + ".txt")) for s in stems),
+          "--tensorleak-report keeps a JSON and a text report per failing test: %s" % kept)
+    leak_json = [s for s in stems if s.endswith("test_leaks_one_mib")]
+    if check(len(leak_json) == 1, "the leaking test's report is kept"):
+        path = os.path.join(report_dir, leak_json[0] + ".json")
+        r = run([tensorleak, "report", path], env=env, stdout=subprocess.PIPE, text=True)
+        check(r.returncode == 0 and "Leak of 1.0 MiB in 1 allocation(s) [device]" in r.stdout,
+              "`tensorleak report` reads the kept report")
+        r = run([tensorleak, "check", path, "--max-leaked-bytes", "0"], env=env, stdout=subprocess.PIPE, text=True)
+        check(r.returncode == 1, "`tensorleak check` fails the kept report (exit %d)" % r.returncode)
+
+    print("%d check(s) failed" % len(failures) if failures else "all checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
