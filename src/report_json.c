@@ -47,12 +47,21 @@ json_t *tl_stack_to_json(struct tl_report_model *m, const uintptr_t *frames, int
          * at the same address, as addr2line -i and LeakSanitizer show them. */
         for (int j = 0; j < k; j++) {
             json_t *o = json_object();
-            json_object_set_new(o, "address", hex(frames[i]));
+            /* A Python frame has no address: "python": true instead, and
+             * its module is the .py file. */
+            if (!f->python)
+                json_object_set_new(o, "address", hex(frames[i]));
             json_object_set_new(o, "module", str_or_null(f->module));
-            json_object_set_new(o, "offset", hex(f->offset));
+            if (!f->python)
+                json_object_set_new(o, "offset", hex(f->offset));
             json_object_set_new(o, "function", str_or_null(shown[j].function));
             json_object_set_new(o, "file", str_or_null(shown[j].file));
             json_object_set_new(o, "line", json_integer(shown[j].line));
+            if (f->python)
+                json_object_set_new(o, "python", json_true());
+            /* The raw C++ symbol beside its demangled "function". */
+            if (shown[j].symbol)
+                json_object_set_new(o, "symbol", json_string(shown[j].symbol));
             if (j < k - 1)
                 json_object_set_new(o, "inlined", json_true());
             json_array_append_new(stack, o);
@@ -161,6 +170,9 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     json_t *trk = json_object();
     json_object_set_new(trk, "stacks_unwound", json_integer((json_int_t)tl_stack_unwinds()));
     json_object_set_new(trk, "thread_entries_learned", json_integer((json_int_t)tl_stack_entries_learned()));
+    /* pyframes (helper C): stacks with Python frames merged / chains that failed a check. */
+    json_object_set_new(trk, "python_stacks", json_integer((json_int_t)tl_py_chains_read()));
+    json_object_set_new(trk, "python_stacks_unreadable", json_integer((json_int_t)tl_py_chains_unreadable()));
     json_object_set_new(trk, "table_owner_claims", json_integer((json_int_t)tl_live_claims()));
     json_object_set_new(root, "tracker", trk);
 

@@ -39,6 +39,11 @@ static void print_stack(struct tl_report_model *m, FILE *out, const uintptr_t *f
         struct tl_inline_frame shown[TL_MAX_INLINE + 1];
         int k = tl_frame_expand(f, shown);
         for (int j = 0; j < k; j++) {
+            if (f->python) { /* pyframes (helper C): "#3 in serve_request app.py:42 [python]" */
+                fprintf(out, "    #%d in %s %s:%d [python]\n", shown_index++, shown[j].function ? shown[j].function : "??",
+                        shown[j].file ? shown[j].file : "??", shown[j].line);
+                continue;
+            }
             fprintf(out, "    #%d 0x%lx in %s", shown_index++, (unsigned long)frames[i],
                     shown[j].function ? shown[j].function : "??");
             if (shown[j].file && shown[j].line > 0)

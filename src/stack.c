@@ -296,10 +296,8 @@ static inline int append_tail(const struct stack_tls *t, uintptr_t record, uintp
     return n;
 }
 
-int tl_stack_capture(uintptr_t *frames, int max)
+static inline int capture_native(uintptr_t *frames, int max)
 {
-    if (max <= 0)
-        return 0;
     struct stack_tls *t = &tls;
     if (TL_UNLIKELY(t->stack_hi == 0))
         thread_stack_bounds(t);
@@ -339,11 +337,18 @@ int tl_stack_capture(uintptr_t *frames, int max)
 
 #else /* no frame-pointer fast path on this architecture */
 
-int tl_stack_capture(uintptr_t *frames, int max)
+static inline int capture_native(uintptr_t *frames, int max)
 {
-    if (max <= 0)
-        return 0;
     return capture_unwind(frames, max);
 }
 
 #endif
+
+/* The native stack, with the thread's Python frames merged in where the
+ * interpreter runs them (pyframes.c; nothing without an interpreter). */
+int tl_stack_capture(uintptr_t *frames, int max)
+{
+    if (max <= 0)
+        return 0;
+    return tl_py_merge(frames, capture_native(frames, max), max);
+}

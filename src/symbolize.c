@@ -40,10 +40,75 @@ void *tl_symbolizer_open(void)
 
 static void inlined_chain(Dwarf_Die *cu, Dwarf_Addr pc, struct tl_frame_info *out);
 
+/* ---- C++ names ----------------------------------------------------------
+ * Demangled with the process's own __cxa_demangle (libstdc++ or libc++abi,
+ * loaded by whichever C++ library the mangled frames come from): the
+ * library links no C++ runtime of its own.  Report time only. */
+#include <dlfcn.h>
+#include <uthash.h>
+
+struct demangled {
+    UT_hash_handle hh;
+    char *shown;
+    char raw[];
+};
+static struct demangled *demangled_names;
+static pthread_mutex_t demangle_lock = PTHREAD_MUTEX_INITIALIZER;
+
+const char *tl_demangle(const char *name)
+{
+    if (!name || name[0] != '_' || name[1] != 'Z')
+        return name;
+    typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+    static _Atomic(demangle_fn) cxa;
+    static atomic_bool looked;
+    demangle_fn fn = atomic_load(&cxa);
+    if (!fn && !atomic_load(&looked)) {
+        fn = (demangle_fn)tl_real_dlsym(RTLD_DEFAULT, "__cxa_demangle");
+        atomic_store(&cxa, fn);
+        /* A C++ runtime loaded later (dlopen) is found at a later report. */
+        atomic_store(&looked, fn != NULL);
+    }
+    if (!fn)
+        return name;
+    pthread_mutex_lock(&demangle_lock);
+    struct demangled *e;
+    size_t len = strlen(name);
+    HASH_FIND(hh, demangled_names, name, len, e);
+    if (!e && (e = malloc(sizeof *e + len + 1))) {
+        memcpy(e->raw, name, len + 1);
+        int status = -1;
+        e->shown = fn(name, NULL, NULL, &status);
+        if (status != 0) {
+            free(e->shown);
+            e->shown = NULL;
+        }
+        HASH_ADD(hh, demangled_names, raw, len, e);
+    }
+    pthread_mutex_unlock(&demangle_lock);
+    return e && e->shown ? e->shown : name;
+}
+
+/* function <- its demangled form, *symbol <- the raw name when they differ. */
+static void demangle_into(const char **function, const char **symbol)
+{
+    const char *shown = tl_demangle(*function);
+    *symbol = shown != *function ? *function : NULL;
+    *function = shown;
+}
+
 void tl_symbolize(void *session, uintptr_t address, struct tl_frame_info *out)
 {
     memset(out, 0, sizeof *out);
     out->address = address;
+    if (tl_is_pyframe(address)) {
+        /* module: the .py file, so module globs (owner rules, suppressions)
+         * match Python packages by path. */
+        out->python = true;
+        if (tl_pyloc_lookup(address, &out->function, &out->file, &out->line))
+            out->module = out->file ? out->file : "python";
+        return;
+    }
     Dwfl *dwfl = session;
     if (!dwfl)
         return;
@@ -74,6 +139,9 @@ void tl_symbolize(void *session, uintptr_t address, struct tl_frame_info *out)
     }
     if (line)
         inlined_chain(cu, pc - bias, out);
+    demangle_into(&out->function, &out->symbol);
+    for (int i = 0; i < out->ninline; i++)
+        demangle_into(&out->inl[i].function, &out->inl[i].symbol);
 }
 
 static const char *die_name(Dwarf_Die *die)
@@ -142,7 +210,7 @@ int tl_frame_expand(const struct tl_frame_info *f, struct tl_inline_frame *out)
     int n = 0;
     for (int i = 0; i < f->ninline && i < TL_MAX_INLINE; i++)
         out[n++] = f->inl[i];
-    out[n++] = (struct tl_inline_frame){f->function, f->file, f->line};
+    out[n++] = (struct tl_inline_frame){f->function, f->file, f->line, f->symbol};
     return n;
 }
 
@@ -196,9 +264,11 @@ static void pin_site(struct tl_callsite *cs, void *arg)
         e->address = a;
         e->info = f;
         e->info.function = dup_or_null(f.function);
+        e->info.symbol = dup_or_null(f.symbol);
         e->info.file = dup_or_null(f.file);
         for (int k = 0; k < f.ninline; k++) {
             e->info.inl[k].function = dup_or_null(f.inl[k].function);
+            e->info.inl[k].symbol = dup_or_null(f.inl[k].symbol);
             e->info.inl[k].file = dup_or_null(f.inl[k].file);
         }
         if (f.module) {

@@ -335,9 +335,10 @@ void tl_format_size(uint64_t bytes, char *buf, size_t len);
 /* Functions the compiler inlined at one return address, innermost first. */
 #define TL_MAX_INLINE 8
 struct tl_inline_frame {
-    const char *function;
+    const char *function; /* demangled when the name was a C++ one */
     const char *file;
     int line;
+    const char *symbol;   /* the raw (mangled) name when it differs, else NULL */
 };
 
 struct tl_frame_info {
@@ -349,7 +350,13 @@ struct tl_frame_info {
     int line;             /* call site of the outermost inlined callee, if any */
     int ninline;
     struct tl_inline_frame inl[TL_MAX_INLINE];
+    const char *symbol;   /* function's raw (mangled) name when it differs, else NULL */
+    bool python;          /* a Python frame: function, file, line; no address */
 };
+/* A C++ symbol demangled (Itanium ABI, by the process's __cxa_demangle when a
+ * C++ runtime is loaded); `name` itself when it is not mangled or cannot be
+ * demangled.  Results live as long as the process. */
+const char *tl_demangle(const char *name);
 /* One address as the frames a person reads, innermost first: the inlined
  * callees, then the real function.  Returns how many (1..TL_MAX_INLINE+1). */
 int tl_frame_expand(const struct tl_frame_info *f, struct tl_inline_frame *out);

@@ -18,6 +18,10 @@ static const char *or_unknown(const char *s)
 
 void format_frame(FILE *out, size_t index, const struct tl_frame *f)
 {
+    if (f->python) { /* pyframes (helper C): as the library prints it */
+        fprintf(out, "    #%zu in %s %s:%lld [python]\n", index, or_unknown(f->function), or_unknown(f->file), f->line);
+        return;
+    }
     fprintf(out, "    #%zu %s in %s", index, or_unknown(f->address), or_unknown(f->function));
     if (f->file && *f->file) {
         if (f->line > 0)

@@ -55,6 +55,7 @@ struct tl_frame {
     const char *function;
     const char *file;
     long long line;         /* 0 when unknown */
+    bool python;            /* a Python frame ("python": true): no address */
 };
 
 struct tl_stack {

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -152,6 +153,36 @@ static json_t *element_object(struct loader *ld, json_t *array, size_t i, const 
     return e;
 }
 
+/* pyframes (helper C): a C++ name in a report the library wrote before it
+ * demangled (or without a C++ runtime loaded) is shown demangled, by
+ * libstdc++'s __cxa_demangle when the machine has it.  The demangled string
+ * replaces "function" in the tree, which owns it as it owns every string. */
+static const char *demangled(json_t *frame, const char *name)
+{
+    if (!name || name[0] != '_' || name[1] != 'Z')
+        return name;
+    typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+    static demangle_fn fn;
+    static bool looked;
+    if (!looked) {
+        looked = true;
+        void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+        fn = h ? (demangle_fn)dlsym(h, "__cxa_demangle") : NULL;
+    }
+    int status = -1;
+    char *d = fn ? fn(name, NULL, NULL, &status) : NULL;
+    if (status != 0 || !d) {
+        free(d);
+        return name;
+    }
+    if (!json_object_get(frame, "symbol"))
+        json_object_set(frame, "symbol", json_object_get(frame, "function"));
+    json_object_set_new(frame, "function", json_string(d));
+    free(d);
+    json_t *v = json_object_get(frame, "function");
+    return v ? json_string_value(v) : name;
+}
+
 static void read_stack(struct loader *ld, json_t *obj, const char *where, struct tl_stack *out)
 {
     char fwhere[WHERE_MAX + 32];
@@ -176,7 +207,9 @@ static void read_stack(struct loader *ld, json_t *obj, const char *where, struct
         fr->address = get_str(ld, f, fwhere, "address");
         fr->module = get_str(ld, f, fwhere, "module");
         fr->offset = get_str(ld, f, fwhere, "offset");
-        fr->function = get_str(ld, f, fwhere, "function");
+        fr->function = demangled(f, get_str(ld, f, fwhere, "function"));
+        json_t *py = json_object_get(f, "python");
+        fr->python = py && json_is_true(py);
         fr->file = get_str(ld, f, fwhere, "file");
         fr->line = get_int(ld, f, fwhere, "line");
         if (fr->line < 0)

@@ -1,0 +1,530 @@
+/*
+ * pyframes.c — Python frames in allocation stacks.
+ *
+ * When the allocating thread runs Python code, its frame chain is read in
+ * the hook and merged into the native stack, so a report names the line of
+ * Python that allocated (issue 16).  The interpreter is found at run time
+ * (dlsym on the process's global scope: a shared libpython or an executable
+ * that exports the C API); without one nothing here costs more than one
+ * relaxed load per captured stack.
+ *
+ * Safety.  The hook may run with the GIL released (ctypes.CDLL, PyTorch's
+ * operator bindings, Cython `nogil` calls): the thread's own frame chain
+ * cannot change while the thread is inside the call, so it is read as is,
+ * without the GIL, the way faulthandler reads it from a signal handler.
+ * Nothing here runs Python code, allocates a Python object or takes a lock
+ * of the interpreter: the thread state comes from PyGILState_GetThisThreadState
+ * (a thread-specific-storage read) or, from 3.12 on, the thread-local current
+ * thread state; frames and code objects are read at the offsets of the
+ * running version (table below); the line comes from PyCode_Addr2Line, a pure
+ * decoder of the code object's immutable location table.  Every code object
+ * must have PyCode_Type as its type and every link must be aligned; a chain
+ * that fails a check gives the native stack alone and is counted
+ * (tl_py_chains_unreadable), never guessed.
+ *
+ * Cost.  Each distinct code location (code object, instruction offset) is
+ * resolved to function, file and line once, then found in a per-thread
+ * cache; the stack stores a tagged value per Python frame (tl_internal.h:
+ * TL_PYFRAME_TAG | location id), so call-site interning, growth, owners,
+ * suppressions and the reports' frame caches treat it as any other frame.
+ * A freed code object's address may be reused by another: the cache key is
+ * the code object's address, the instruction offset and the addresses of
+ * its name and file strings, so a reused address with other strings misses.
+ *
+ * Merging.  Before 3.11 every Python frame runs in a native
+ * _PyEval_EvalFrameDefault frame of its own; from 3.11 one native frame runs
+ * a run of Python frames, which ends at an entry frame (3.11: is_entry) or,
+ * from 3.12, at a shim frame owned by the C stack that each entry into the
+ * evaluation loop pushes.  Each native frame inside _PyEval_EvalFrameDefault
+ * is replaced by its run, innermost first (py-spy's and pystack's merge).
+ * Python frames whose evaluation frame is not on the native stack (the
+ * native walk stopped early) go after the native frames, outermost last.
+ *
+ * Not supported, skipped with one note: free-threaded builds (another object
+ * header) and versions outside 3.9-3.13.
+ */
+#include "tl_internal.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Field offsets per version, printed by tests/python/py_offsets.c compiled
+ * against each version's headers (internal ones included) on x86-64. */
+struct py_layout {
+    unsigned version;                 /* 0x30b = 3.11 */
+    int ts_frame;                     /* 3.9/3.10: frame; 3.13: current_frame */
+    int ts_cframe, cf_current;        /* 3.11/3.12: cframe->current_frame */
+    int ts_interp;
+    int fr_code, fr_back, fr_instr;   /* f_code/f_executable, f_back/previous, f_lasti/prev_instr/instr_ptr */
+    int fr_owner, fr_entry;           /* -1: no such field */
+    int co_filename, co_name, co_qualname, co_code, co_firstlineno;
+    int u_state, u_length, u_ascii_size, u_compact_size;
+};
+
+static const struct py_layout layouts[] = {
+    /* 3.9.18 */ {0x309, .ts_frame=24, .ts_cframe=0, .cf_current=0, .ts_interp=16, .fr_code=32, .fr_back=24, .fr_instr=104, .fr_owner=-1, .fr_entry=-1, .co_filename=104, .co_name=112, .co_qualname=0, .co_code=0, .co_firstlineno=40, .u_state=32, .u_length=16, .u_ascii_size=48, .u_compact_size=72},
+    /* 3.10.13 */ {0x30a, .ts_frame=24, .ts_cframe=0, .cf_current=0, .ts_interp=16, .fr_code=32, .fr_back=24, .fr_instr=96, .fr_owner=-1, .fr_entry=-1, .co_filename=104, .co_name=112, .co_qualname=0, .co_code=0, .co_firstlineno=40, .u_state=32, .u_length=16, .u_ascii_size=48, .u_compact_size=72},
+    /* 3.11.7 */ {0x30b, .ts_frame=0, .ts_cframe=56, .cf_current=8, .ts_interp=16, .fr_code=32, .fr_back=48, .fr_instr=56, .fr_owner=69, .fr_entry=68, .co_filename=112, .co_name=120, .co_qualname=128, .co_code=184, .co_firstlineno=72, .u_state=32, .u_length=16, .u_ascii_size=48, .u_compact_size=72},
+    /* 3.12.1 */ {0x30c, .ts_frame=0, .ts_cframe=56, .cf_current=0, .ts_interp=16, .fr_code=0, .fr_back=8, .fr_instr=56, .fr_owner=70, .fr_entry=-1, .co_filename=112, .co_name=120, .co_qualname=128, .co_code=192, .co_firstlineno=68, .u_state=32, .u_length=16, .u_ascii_size=40, .u_compact_size=56},
+    /* 3.13.0 */ {0x30d, .ts_frame=72, .ts_cframe=0, .cf_current=0, .ts_interp=16, .fr_code=0, .fr_back=8, .fr_instr=56, .fr_owner=70, .fr_entry=-1, .co_filename=112, .co_name=120, .co_qualname=128, .co_code=200, .co_firstlineno=68, .u_state=32, .u_length=16, .u_ascii_size=40, .u_compact_size=56},
+};
+
+#define FRAME_OWNED_BY_CSTACK 3 /* 3.12, 3.13 (Include/internal/pycore_frame.h) */
+#define MAX_CHAIN 4096          /* a longer chain is a loop: unreadable */
+
+enum { PY_UNKNOWN = 0, PY_NONE, PY_READY };
+static atomic_int py_state;
+static pthread_mutex_t detect_lock = PTHREAD_MUTEX_INITIALIZER;
+static const struct py_layout *L;
+static void *(*current_tstate)(void);   /* 3.12+: this thread's, while it holds the GIL */
+static void *(*gil_state_tstate)(void); /* the one bound to this thread, GIL held or not */
+static int (*is_initialized)(void);
+static int (*addr2line)(void *code, int byte_offset);
+static uintptr_t code_type, unicode_type;
+static uintptr_t eval_lo, eval_hi; /* _PyEval_EvalFrameDefault's code, 0 = unknown */
+static atomic_ulong chains_read, chains_unreadable;
+
+unsigned long tl_py_chains_read(void)
+{
+    return atomic_load_explicit(&chains_read, memory_order_relaxed);
+}
+
+unsigned long tl_py_chains_unreadable(void)
+{
+    return atomic_load_explicit(&chains_unreadable, memory_order_relaxed);
+}
+
+static unsigned running_version(void)
+{
+    const unsigned long *hex = tl_real_dlsym(RTLD_DEFAULT, "Py_Version"); /* 3.11+ */
+    if (hex)
+        return (unsigned)(*hex >> 16);
+    const char *(*get_version)(void) = (const char *(*)(void))tl_real_dlsym(RTLD_DEFAULT, "Py_GetVersion");
+    if (!get_version)
+        return 0;
+    unsigned major = 0, minor = 0;
+    if (sscanf(get_version(), "%u.%u", &major, &minor) != 2)
+        return 0;
+    return major << 8 | minor;
+}
+
+static void detect(void)
+{
+    pthread_mutex_lock(&detect_lock);
+    if (atomic_load(&py_state) != PY_UNKNOWN) {
+        pthread_mutex_unlock(&detect_lock);
+        return;
+    }
+    int state = PY_NONE;
+    void *gil_tstate = tl_real_dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
+    if (!gil_tstate)
+        goto out; /* no interpreter in the process */
+    unsigned v = running_version();
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
+        if (layouts[i].version == v)
+            L = &layouts[i];
+    if (!L) {
+        tl_warn(NULL, "Python %u.%u: frame layout unknown (3.9-3.13 are read); stacks show native frames only",
+                v >> 8, v & 0xff);
+        goto out;
+    }
+    if (tl_real_dlsym(RTLD_DEFAULT, "_Py_DecRefShared")) {
+        tl_warn(NULL, "free-threaded Python: its frames are not read; stacks show native frames only");
+        L = NULL;
+        goto out;
+    }
+    /* From 3.12 the current thread state is thread-local (NULL while this
+     * thread has released the GIL); before, _PyThreadState_UncheckedGet
+     * answers with whichever thread holds the GIL, so only the GILState
+     * binding is this thread's own. */
+    void *unchecked = v >= 0x30d ? tl_real_dlsym(RTLD_DEFAULT, "PyThreadState_GetUnchecked")
+                      : v == 0x30c ? tl_real_dlsym(RTLD_DEFAULT, "_PyThreadState_UncheckedGet")
+                                   : NULL;
+    current_tstate = (void *(*)(void))unchecked;
+    gil_state_tstate = (void *(*)(void))gil_tstate;
+    is_initialized = (int (*)(void))tl_real_dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    addr2line = (int (*)(void *, int))tl_real_dlsym(RTLD_DEFAULT, "PyCode_Addr2Line");
+    code_type = (uintptr_t)tl_real_dlsym(RTLD_DEFAULT, "PyCode_Type");
+    unicode_type = (uintptr_t)tl_real_dlsym(RTLD_DEFAULT, "PyUnicode_Type");
+    if (!is_initialized || !addr2line || !code_type || !unicode_type) {
+        tl_warn(NULL, "Python %u.%u without its C API exported: stacks show native frames only", v >> 8, v & 0xff);
+        L = NULL;
+        goto out;
+    }
+    void *eval = tl_real_dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    if (eval && dladdr1(eval, &info, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_size) {
+        eval_lo = (uintptr_t)eval;
+        eval_hi = eval_lo + sym->st_size;
+    }
+    state = PY_READY;
+out:
+    atomic_store(&py_state, state);
+    pthread_mutex_unlock(&detect_lock);
+}
+
+/* ---- code locations -------------------------------------------------------
+ * Two tables under one lock, filled on first sight only:
+ *   code key (code object, offset, name, file) -> location id
+ *   location (function, file, line)            -> location id
+ * so two offsets on the same line share one frame value. */
+struct pyloc {
+    char *function, *file;
+    int line;
+};
+#define LOC_CHUNK 4096u
+#define LOC_DIR 1024u
+static _Atomic(struct pyloc *) loc_dir[LOC_DIR];
+static atomic_uint nlocs = 1; /* id 0: none */
+static pthread_mutex_t loc_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct code_key {
+    uintptr_t code, name, file;
+    int offset;
+    uint32_t id; /* 0 = empty */
+};
+static struct code_key *code_tab;
+static size_t code_cap, code_used;
+struct loc_slot {
+    uint64_t hash;
+    uint32_t id;
+};
+static struct loc_slot *loc_tab;
+static size_t loc_cap, loc_used;
+
+static uint64_t mix(uint64_t h)
+{
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+    return h ^ (h >> 31);
+}
+
+static uint64_t str_hash(uint64_t h, const char *s)
+{
+    for (; s && *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001B3ull;
+    return mix(h);
+}
+
+static struct pyloc *loc_at(uint32_t id)
+{
+    if (id == 0 || id / LOC_CHUNK >= LOC_DIR)
+        return NULL;
+    struct pyloc *chunk = atomic_load_explicit(&loc_dir[id / LOC_CHUNK], memory_order_acquire);
+    return chunk ? &chunk[id % LOC_CHUNK] : NULL;
+}
+
+static bool same(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* Finds or adds the location; takes ownership of function and file (freed
+ * when found).  Caller holds loc_lock.  0 when out of memory. */
+static uint32_t loc_intern_locked(char *function, char *file, int line)
+{
+    uint64_t h = str_hash(str_hash((uint64_t)line * 0x9E3779B97F4A7C15ull, function), file) | 1;
+    if (loc_used * 2 >= loc_cap) {
+        size_t ncap = loc_cap ? loc_cap * 2 : 1024;
+        struct loc_slot *nt = calloc(ncap, sizeof *nt);
+        if (!nt)
+            goto oom;
+        for (size_t i = 0; i < loc_cap; i++)
+            if (loc_tab[i].id)
+                for (size_t j = loc_tab[i].hash & (ncap - 1);; j = (j + 1) & (ncap - 1))
+                    if (!nt[j].id) {
+                        nt[j] = loc_tab[i];
+                        break;
+                    }
+        free(loc_tab);
+        loc_tab = nt;
+        loc_cap = ncap;
+    }
+    size_t j = h & (loc_cap - 1);
+    for (; loc_tab[j].id; j = (j + 1) & (loc_cap - 1)) {
+        struct pyloc *p = loc_at(loc_tab[j].id);
+        if (loc_tab[j].hash == h && p && p->line == line && same(p->function, function) && same(p->file, file)) {
+            free(function);
+            free(file);
+            return loc_tab[j].id;
+        }
+    }
+    uint32_t id = atomic_load(&nlocs);
+    if (id / LOC_CHUNK >= LOC_DIR)
+        goto oom;
+    struct pyloc *chunk = atomic_load(&loc_dir[id / LOC_CHUNK]);
+    if (!chunk) {
+        chunk = calloc(LOC_CHUNK, sizeof *chunk);
+        if (!chunk)
+            goto oom;
+        atomic_store_explicit(&loc_dir[id / LOC_CHUNK], chunk, memory_order_release);
+    }
+    chunk[id % LOC_CHUNK] = (struct pyloc){function, file, line};
+    atomic_store_explicit(&nlocs, id + 1, memory_order_release);
+    loc_tab[j] = (struct loc_slot){h, id};
+    loc_used++;
+    return id;
+oom:
+    free(function);
+    free(file);
+    tl_note_dropped("out of memory for Python frame bookkeeping (the frame is left out)");
+    return 0;
+}
+
+uintptr_t tl_pyloc_intern_strings(const char *function, const char *file, int line)
+{
+    char *fn = function ? strdup(function) : NULL, *fl = file ? strdup(file) : NULL;
+    if ((function && !fn) || (file && !fl)) {
+        free(fn);
+        free(fl);
+        return 0;
+    }
+    pthread_mutex_lock(&loc_lock);
+    uint32_t id = loc_intern_locked(fn, fl, line);
+    pthread_mutex_unlock(&loc_lock);
+    return id ? TL_PYFRAME_TAG | id : 0;
+}
+
+bool tl_pyloc_lookup(uintptr_t frame, const char **function, const char **file, int *line)
+{
+    if (!tl_is_pyframe(frame))
+        return false;
+    uint32_t id = (uint32_t)(frame & ~TL_PYFRAME_TAG);
+    if (id >= atomic_load_explicit(&nlocs, memory_order_acquire))
+        return false;
+    struct pyloc *p = loc_at(id);
+    if (!p)
+        return false;
+    *function = p->function;
+    *file = p->file;
+    *line = p->line;
+    return true;
+}
+
+static inline uintptr_t rd(uintptr_t base, int off)
+{
+    return *(const uintptr_t *)(base + (uintptr_t)off);
+}
+
+static inline bool plausible(uintptr_t p)
+{
+    return p >= 4096 && (p & 7) == 0 && p < (1ull << 47);
+}
+
+/* A str object's text as a malloc'd UTF-8 string, from its compact storage
+ * (never PyUnicode_AsUTF8, which may allocate); NULL when it is not one. */
+static char *read_str(uintptr_t s)
+{
+    if (!plausible(s) || rd(s, 8) != unicode_type)
+        return NULL;
+    uint32_t state = *(const uint32_t *)(s + (uintptr_t)L->u_state);
+    unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+    intptr_t len = (intptr_t)rd(s, L->u_length);
+    if (!compact || len < 0 || len > 4096 || (kind != 1 && kind != 2 && kind != 4))
+        return NULL;
+    const unsigned char *data = (const unsigned char *)(s + (uintptr_t)(ascii ? L->u_ascii_size : L->u_compact_size));
+    char *out = malloc((size_t)len * 4 + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (intptr_t i = 0; i < len; i++) {
+        uint32_t c = kind == 1 ? data[i] : kind == 2 ? ((const uint16_t *)data)[i] : ((const uint32_t *)data)[i];
+        if (c < 0x80) {
+            *o++ = (char)c;
+        } else if (c < 0x800) {
+            *o++ = (char)(0xC0 | c >> 6);
+            *o++ = (char)(0x80 | (c & 0x3F));
+        } else if (c < 0x10000) {
+            *o++ = (char)(0xE0 | c >> 12);
+            *o++ = (char)(0x80 | ((c >> 6) & 0x3F));
+            *o++ = (char)(0x80 | (c & 0x3F));
+        } else {
+            *o++ = (char)(0xF0 | c >> 18);
+            *o++ = (char)(0x80 | ((c >> 12) & 0x3F));
+            *o++ = (char)(0x80 | ((c >> 6) & 0x3F));
+            *o++ = (char)(0x80 | (c & 0x3F));
+        }
+    }
+    *o = 0;
+    return out;
+}
+
+static uint32_t resolve_slow(uintptr_t code, uintptr_t name, uintptr_t file, int offset)
+{
+    pthread_mutex_lock(&loc_lock);
+    uint32_t id = 0;
+    if (code_used * 2 >= code_cap) {
+        size_t ncap = code_cap ? code_cap * 2 : 1024;
+        struct code_key *nt = calloc(ncap, sizeof *nt);
+        if (!nt) {
+            pthread_mutex_unlock(&loc_lock);
+            tl_note_dropped("out of memory for Python frame bookkeeping (the frame is left out)");
+            return 0;
+        }
+        for (size_t i = 0; i < code_cap; i++)
+            if (code_tab[i].id)
+                for (size_t j = mix(code_tab[i].code ^ (uint64_t)code_tab[i].offset << 40) & (ncap - 1);;
+                     j = (j + 1) & (ncap - 1))
+                    if (!nt[j].id) {
+                        nt[j] = code_tab[i];
+                        break;
+                    }
+        free(code_tab);
+        code_tab = nt;
+        code_cap = ncap;
+    }
+    size_t j = mix(code ^ (uint64_t)offset << 40) & (code_cap - 1);
+    for (; code_tab[j].id; j = (j + 1) & (code_cap - 1)) {
+        struct code_key *k = &code_tab[j];
+        if (k->code == code && k->offset == offset && k->name == name && k->file == file) {
+            id = k->id;
+            goto out;
+        }
+    }
+    char *fn = read_str(name), *fl = read_str(file);
+    /* The interpreter's own decoder of the location table: no allocation,
+     * no lock, no Python code. */
+    int line = addr2line((void *)code, offset);
+    id = loc_intern_locked(fn, fl, line);
+    if (id) {
+        code_tab[j] = (struct code_key){code, name, file, offset, id};
+        code_used++;
+    }
+out:
+    pthread_mutex_unlock(&loc_lock);
+    return id;
+}
+
+/* ---- capture ------------------------------------------------------------ */
+#define PY_CACHE_SLOTS 512
+struct py_cache_slot {
+    uintptr_t code, name;
+    int offset;
+    uint32_t id;
+};
+static __thread struct py_cache_slot py_cache[PY_CACHE_SLOTS];
+
+static inline uint32_t location_id(uintptr_t code, int offset)
+{
+    uintptr_t name = rd(code, L->co_qualname ? L->co_qualname : L->co_name);
+    size_t i = (size_t)((code >> 4) ^ (code >> 13) ^ ((uintptr_t)offset * 0x9E3779B1u)) & (PY_CACHE_SLOTS - 1);
+    struct py_cache_slot *s = &py_cache[i];
+    if (TL_LIKELY(s->code == code && s->offset == offset && s->name == name && s->id))
+        return s->id;
+    uint32_t id = resolve_slow(code, name, rd(code, L->co_filename), offset);
+    *s = (struct py_cache_slot){code, name, offset, id};
+    return id;
+}
+
+/* This thread's Python frames, innermost first, as tagged values; run_end[k]
+ * marks the last frame run by one native evaluation-loop frame.  Returns the
+ * count, or -1 when the chain could not be read safely. */
+static int read_chain(uintptr_t *out, bool *run_end, int max)
+{
+    if (!is_initialized())
+        return 0;
+    uintptr_t ts = current_tstate ? (uintptr_t)current_tstate() : 0;
+    if (!ts)
+        ts = (uintptr_t)gil_state_tstate();
+    if (!ts)
+        return 0; /* a thread the interpreter does not know */
+    if (!plausible(ts))
+        return -1;
+    uintptr_t f;
+    if (L->ts_cframe) {
+        uintptr_t cf = rd(ts, L->ts_cframe);
+        if (!cf)
+            return 0;
+        if (!plausible(cf))
+            return -1;
+        f = rd(cf, L->cf_current);
+    } else {
+        f = rd(ts, L->ts_frame);
+    }
+    bool legacy = L->version < 0x30b;
+    int n = 0;
+    for (int steps = 0; f && n < max; steps++) {
+        if (!plausible(f) || steps >= MAX_CHAIN)
+            return -1;
+        if (L->fr_owner >= 0 && L->version >= 0x30c && *(const uint8_t *)(f + (uintptr_t)L->fr_owner) == FRAME_OWNED_BY_CSTACK) {
+            /* The shim an evaluation-loop entry pushes: the run above it is done. */
+            if (n)
+                run_end[n - 1] = true;
+            f = rd(f, L->fr_back);
+            continue;
+        }
+        uintptr_t code = rd(f, L->fr_code);
+        if (!plausible(code) || rd(code, 8) != code_type)
+            return -1;
+        long offset;
+        if (legacy) {
+            int lasti = *(const int *)(f + (uintptr_t)L->fr_instr);
+            offset = L->version == 0x30a ? (long)lasti * 2 : lasti;
+        } else {
+            offset = (long)(rd(f, L->fr_instr) - (code + (uintptr_t)L->co_code));
+        }
+        bool entry = legacy || (L->fr_entry >= 0 && *(const uint8_t *)(f + (uintptr_t)L->fr_entry));
+        /* A frame pushed but not started yet (offset before the first
+         * instruction) has no line: left out. */
+        if (offset >= 0 && offset < (1l << 30)) {
+            uint32_t id = location_id(code, (int)offset);
+            if (id) {
+                out[n] = TL_PYFRAME_TAG | id;
+                run_end[n] = false;
+                n++;
+            }
+        }
+        if (entry && n)
+            run_end[n - 1] = true;
+        f = rd(f, L->fr_back);
+    }
+    if (n)
+        run_end[n - 1] = true;
+    return n;
+}
+
+static inline bool in_eval(uintptr_t ret)
+{
+    return ret > eval_lo && ret <= eval_hi;
+}
+
+int tl_py_merge(uintptr_t *frames, int n, int max)
+{
+    int st = atomic_load_explicit(&py_state, memory_order_relaxed);
+    if (TL_LIKELY(st == PY_NONE))
+        return n;
+    if (st == PY_UNKNOWN) {
+        detect();
+        if (atomic_load(&py_state) != PY_READY)
+            return n;
+    }
+    uintptr_t py[TL_MAX_DEPTH];
+    bool run_end[TL_MAX_DEPTH];
+    int np = read_chain(py, run_end, max);
+    if (np < 0) {
+        atomic_fetch_add_explicit(&chains_unreadable, 1, memory_order_relaxed);
+        return n;
+    }
+    if (np == 0)
+        return n;
+    atomic_fetch_add_explicit(&chains_read, 1, memory_order_relaxed);
+    uintptr_t native[TL_MAX_DEPTH];
+    memcpy(native, frames, (size_t)n * sizeof *frames);
+    int o = 0, p = 0;
+    for (int i = 0; i < n && o < max; i++) {
+        if (p < np && in_eval(native[i])) {
+            /* This evaluation-loop frame's run of Python frames. */
+            do
+                frames[o++] = py[p];
+            while (!run_end[p++] && p < np && o < max);
+            continue;
+        }
+        frames[o++] = native[i];
+    }
+    /* Runs whose evaluation frame the native walk did not reach. */
+    while (p < np && o < max)
+        frames[o++] = py[p++];
+    return o;
+}

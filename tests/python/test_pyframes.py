@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""Python frames in allocation stacks (issue 16), and C++ demangling.
+
+Each test runs leaky_app.py (or a C program) under libtensorleak.so on the
+simulated runtime and checks the report exactly: the Python functions, this
+directory's file and the marked lines, innermost first, merged with the
+native frames where the interpreter runs them.  meson runs one test per
+process: `test_pyframes.py NAME`.  Exit 77 = skipped (meson shows SKIP).
+"""
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+APP = os.path.join(HERE, "leaky_app.py")
+LIB = os.environ["TL_LIB"]
+SIM = os.environ["TL_SIM"]
+PYCB = os.environ.get("TL_PYCB", "")
+DEMANGLE_PROG = os.environ.get("TL_DEMANGLE_PROG", "")
+SAMPLES = os.environ.get("TL_SAMPLES", "")
+CLI = os.environ.get("TL_CLI", "")
+MiB = 1 << 20
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def eq(actual, expected, what):
+    if actual != expected:
+        fail(f"{what}: expected {expected!r}, got {actual!r}")
+
+
+def line_of(marker, path=APP):
+    with open(path) as f:
+        for n, text in enumerate(f, 1):
+            if "# " + marker in text or "/* " + marker in text:
+                return n
+    raise AssertionError(marker)
+
+
+def run(argv, env=None):
+    tmp = tempfile.mkdtemp(prefix="tl-py-")
+    e = {k: v for k, v in os.environ.items() if not k.startswith("TENSORLEAK_")}
+    e.update({"LD_LIBRARY_PATH": SIM, "LD_PRELOAD": LIB, "TL_PYCB": PYCB,
+              "TENSORLEAK_OUTPUT": os.path.join(tmp, "tl.%p.json")})
+    e.update(env or {})
+    p = subprocess.run(argv, env=e, capture_output=True, text=True, timeout=60)
+    exits = []
+    for name in sorted(os.listdir(tmp)):
+        with open(os.path.join(tmp, name)) as f:
+            r = json.load(f)
+        if r.get("reason") == "exit":
+            exits.append(r)
+            p.report_path = os.path.join(tmp, name)
+    check(len(exits) == 1, f"one exit report expected, got {len(exits)}; rc {p.returncode}: {p.stderr}")
+    return p, exits[0]
+
+
+def python_frames(stack):
+    """(function, basename, line) of the Python frames, innermost first;
+    comprehension frames (their own frame before 3.12 only) left out."""
+    out = []
+    for f in stack:
+        if f.get("python"):
+            check("address" not in f and "offset" not in f, f"a Python frame has an address: {f}")
+            if "<listcomp>" in f["function"]:
+                continue
+            out.append((f["function"], os.path.basename(f["file"]), f["line"]))
+    return out
+
+
+def app_frames(stack):
+    return [f for f in python_frames(stack) if f[1] == "leaky_app.py"]
+
+
+def expect_batch_stack(stack, outer, what):
+    eq(app_frames(stack)[:3 + len(outer)],
+       [("allocate_block", "leaky_app.py", line_of("ALLOC-LINE")),
+        ("serve_request", "leaky_app.py", line_of("SERVE-LINE")),
+        ("handle_batch", "leaky_app.py", line_of("BATCH-LINE"))] + outer, what)
+
+
+def core_case(python):
+    p, rep = run([python, APP, "cdll"])
+    eq(p.returncode, 0, "exit status: " + p.stderr)
+    leaks = [l for l in rep["leaks"] if not l["suppressed"]]
+    eq([(l["bytes"], l["count"]) for l in leaks], [(4 * MiB, 4)], f"{python}: leaks")
+    stack = leaks[0]["stack"]
+    expect_batch_stack(stack, [("main", "leaky_app.py", line_of("MAIN-LINE")),
+                               ("<module>", "leaky_app.py", line_of("MODULE-LINE"))], f"{python}: Python frames")
+    # Native frames first (the runtime call through libffi), then Python.
+    first_py = next(i for i, f in enumerate(stack) if f.get("python"))
+    check(first_py > 0 and all("address" in f for f in stack[:first_py]), f"{python}: native frames before Python")
+    eq(rep["tracker"].get("python_stacks_unreadable"), 0, "unreadable chains")
+    check(rep["tracker"].get("python_stacks", 0) >= 4, "chains read: %r" % rep["tracker"])
+    return p, rep
+
+
+def ctypes_cdll_leak_is_named_at_the_python_line_with_its_callers():
+    p, rep = core_case(sys.executable)
+    line = line_of("ALLOC-LINE")
+    check(f"in allocate_block {APP}:{line} [python]" in p.stderr, "text report frame line:\n" + p.stderr)
+    check(f"in main {APP}:{line_of('MAIN-LINE')} [python]" in p.stderr, p.stderr)
+
+
+def ctypes_pydll_with_the_gil_held_names_the_same_lines():
+    p, rep = run([sys.executable, APP, "pydll"])
+    leaks = rep["leaks"]
+    eq([(l["bytes"], l["count"]) for l in leaks], [(4 * MiB, 4)], "leaks")
+    expect_batch_stack(leaks[0]["stack"], [("main", "leaky_app.py", line_of("MAIN-LINE"))], "Python frames")
+
+
+def an_allocation_from_a_python_thread_names_the_thread_function():
+    p, rep = run([sys.executable, APP, "thread"])
+    leaks = rep["leaks"]
+    eq([(l["bytes"], l["count"]) for l in leaks], [(4 * MiB, 2)], "leaks")
+    stack = leaks[0]["stack"]
+    expect_batch_stack(stack, [("in_thread", "leaky_app.py", line_of("THREAD-LINE"))], "Python frames")
+    names = [f[0] for f in python_frames(stack)]
+    check("Thread.run" in names or "run" in names, f"threading's frames below: {names}")
+
+
+def python_c_python_callback_frames_interleave_in_order():
+    if not PYCB:
+        sys.exit(77)
+    p, rep = run([sys.executable, APP, "callback"])
+    leaks = rep["leaks"]
+    eq([(l["bytes"], l["count"]) for l in leaks], [(3 * MiB, 1)], "leaks")
+    stack = leaks[0]["stack"]
+    def where(pred, what):
+        for i, f in enumerate(stack):
+            if pred(f):
+                return i
+        fail(f"{what} not on the stack: {json.dumps(stack, indent=1)}")
+    i_alloc = where(lambda f: f.get("function") == "allocate_block", "allocate_block")
+    i_cb = where(lambda f: f.get("function") == "on_callback", "on_callback")
+    i_lambda = where(lambda f: f.get("python") and "<lambda>" in f["function"], "the lambda")
+    i_c = where(lambda f: f.get("function") == "pyframes_call_back", "the C library's frame")
+    i_outer = where(lambda f: f.get("function") == "via_c_library", "via_c_library")
+    i_main = where(lambda f: f.get("function") == "main" and f.get("python"), "main")
+    check(i_alloc < i_cb < i_lambda < i_c < i_outer < i_main, f"order {[i_alloc, i_cb, i_lambda, i_c, i_outer, i_main]}")
+    eq([stack[i]["line"] for i in (i_alloc, i_cb, i_lambda, i_outer, i_main)],
+       [line_of("ALLOC-LINE"), line_of("CALLBACK-LINE"), line_of("LAMBDA-LINE"), line_of("HELPER-LINE"),
+        line_of("MAIN-CB-LINE")], "lines")
+    # Between the two runs of Python frames only native frames.
+    check(all(not f.get("python") for f in stack[i_lambda + 1:i_outer]), "native frames between the runs")
+
+
+def a_suppression_by_python_file_suppresses_the_leak():
+    with tempfile.NamedTemporaryFile("w", suffix=".supp", delete=False) as f:
+        f.write("leak:*leaky_app.py\n")
+    p, rep = run([sys.executable, APP, "suppressed"], env={"TENSORLEAK_SUPPRESSIONS": f.name})
+    eq([(l["bytes"], l["suppressed"]) for l in rep["leaks"]], [(4 * MiB, True)], "suppressed leaks")
+    eq(rep["summary"]["leaked_bytes"], 0, "leaked bytes")
+    with tempfile.NamedTemporaryFile("w", suffix=".supp", delete=False) as f:
+        f.write("leak:serve_request\n")
+    p, rep = run([sys.executable, APP, "suppressed"], env={"TENSORLEAK_SUPPRESSIONS": f.name})
+    eq(rep["summary"]["leaked_bytes"], 0, "suppressed by a Python function name")
+    with tempfile.NamedTemporaryFile("w", suffix=".supp", delete=False) as f:
+        f.write("leak:*other_app.py\n")
+    p, rep = run([sys.executable, APP, "suppressed"], env={"TENSORLEAK_SUPPRESSIONS": f.name})
+    eq(rep["summary"]["leaked_bytes"], 4 * MiB, "another file's rule suppresses nothing")
+
+
+def pythons():
+    """Every CPython 3.9-3.13 on this machine: pyenv's, and the system's
+    (Debian's links libpython into the executable)."""
+    found = {}
+    roots = [os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv")) + "/versions"]
+    for exe in sorted(glob.glob(roots[0] + "/3.*/bin/python3")) + sorted(glob.glob("/usr/bin/python3.*")):
+        if not os.access(exe, os.X_OK) or exe.endswith("-config"):
+            continue
+        try:
+            v = subprocess.run([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                               capture_output=True, text=True, timeout=20).stdout.strip()
+        except OSError:
+            continue
+        if v in ("3.9", "3.10", "3.11", "3.12", "3.13"):
+            found[exe] = v
+    return found
+
+
+def every_installed_python_3_9_to_3_13_names_the_line():
+    found = pythons()
+    check(found, "no CPython 3.9-3.13 found")
+    for exe, v in found.items():
+        core_case(exe)
+        print(f"ok: {exe} ({v})")
+
+
+def no_python_in_the_process_leaves_the_stack_native():
+    p, rep = run([os.path.join(SAMPLES, "leaky_inference")])
+    for l in rep["leaks"]:
+        check(all("address" in f and not f.get("python") for f in l["stack"]), "native frames only")
+    eq(rep["leaks"][0]["stack"][0]["function"], "kv_cache_append", "innermost frame")
+    eq(rep["tracker"].get("python_stacks"), 0, "no Python stacks")
+    check("[python]" not in p.stderr, p.stderr)
+
+
+def cxx_names_are_demangled_in_text_and_json_with_the_raw_symbol_kept():
+    p, rep = run([DEMANGLE_PROG])
+    # The default owner rules know this name (demangled) as PyTorch's cache.
+    sites = rep["leaks"] + rep.get("held", [])
+    eq(len(sites), 1, "call sites")
+    eq(sites[0].get("owner"), "PyTorch caching allocator", "owner by the demangled name")
+    stack = sites[0]["stack"]
+    want = ("c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::alloc_block("
+            "c10::cuda::CUDACachingAllocator::Native::(anonymous namespace)::AllocParams&, bool, "
+            "std::shared_ptr<c10::GatheredContext> const&, std::unique_lock<std::recursive_mutex>&)")
+    eq(stack[0]["function"], want, "demangled function")
+    eq(stack[0]["symbol"], MANGLED, "raw symbol")
+    check("symbol" not in stack[1], "a C name has no symbol field: %r" % stack[1])
+    # The text report prints leaks only: the CLI's text format shows held
+    # sites, from the JSON.
+    if CLI:
+        out = subprocess.run([CLI, "report", "--format", "text", p.report_path], capture_output=True, text=True).stdout
+        check(MANGLED not in out, "mangled name printed by the CLI:\n" + out)
+
+
+MANGLED = ("_ZN3c104cuda20CUDACachingAllocator6Native22DeviceCachingAllocator11alloc_blockERNS2_12_GLOBAL__N_1"
+           "11AllocParamsEbRKSt10shared_ptrINS_15GatheredContextEERSt11unique_lockISt15recursive_mutexE")
+
+
+def cuda_bindings_from_pypi_names_the_test_line():
+    try:
+        subprocess.run([sys.executable, "-c", "import cuda.bindings.driver"], check=True, capture_output=True,
+                       timeout=60)
+    except subprocess.CalledProcessError:
+        print("SKIP: cuda-bindings is not installed (pip install cuda-bindings)")
+        sys.exit(77)
+    prog = os.path.join(HERE, "cuda_bindings_app.py")
+    p, rep = run([sys.executable, prog])
+    eq(p.returncode, 0, "exit status: " + p.stdout + p.stderr)
+    leaks = rep["leaks"]
+    eq([(l["bytes"], l["count"]) for l in leaks], [(5 * MiB, 1)], "leaks")
+    frames = [f for f in python_frames(leaks[0]["stack"]) if f[1] == "cuda_bindings_app.py"]
+    eq(frames[0], ("leak_through_the_driver", "cuda_bindings_app.py", line_of("CUMEMALLOC-LINE", prog)),
+       "innermost frame of the test's own file")
+
+
+def cli_prints_python_frames_and_demangles_names_of_older_reports():
+    p, rep = run([sys.executable, APP, "cdll"])
+    out = subprocess.run([CLI, "report", "--format", "text", p.report_path], capture_output=True, text=True)
+    eq(out.returncode, 0, "report --format text: " + out.stderr)
+    check(f"in allocate_block {APP}:{line_of('ALLOC-LINE')} [python]" in out.stdout, out.stdout)
+    for fmt in ("json", "folded", "html", "sarif"):
+        r = subprocess.run([CLI, "report", "--format", fmt, p.report_path], capture_output=True, text=True)
+        eq(r.returncode, 0, f"report --format {fmt}: {r.stderr}")
+        if fmt in ("folded", "html", "sarif"):
+            check("allocate_block" in r.stdout, f"{fmt} names the Python function")
+    # A report written before demangling: "function" holds the raw symbol.
+    for leak in rep["leaks"]:
+        leak["stack"][0]["function"] = MANGLED
+    old = p.report_path + ".old.json"
+    with open(old, "w") as f:
+        json.dump(rep, f)
+    out = subprocess.run([CLI, "report", "--format", "text", old], capture_output=True, text=True)
+    eq(out.returncode, 0, "report of the older file: " + out.stderr)
+    check("DeviceCachingAllocator::alloc_block(" in out.stdout and MANGLED not in out.stdout, out.stdout)
+
+
+if __name__ == "__main__":
+    globals()[sys.argv[1]]()
