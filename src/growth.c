@@ -11,6 +11,24 @@
  *
  * The timeline keeps, per mark, live bytes, reserved bytes and the driver's
  * free memory (the last TL_MAX_MARKS marks; the count is kept beyond).
+ *
+ * Growth where the leak lives (caching allocators).  A cache takes its next
+ * segment from whichever operation runs out, so no single call stack grows
+ * mark after mark, and what the program leaks is inside the cache, where
+ * only the framework sees it.  So besides call sites, growth.c follows
+ * series: each framework pool's allocated bytes (from the Python bridge),
+ * each owner class's reserved bytes (cache, workspace, library: what call
+ * sites cannot pin down; user memory stays with its call sites, so C
+ * programs' reports are unchanged), and each Python allocation site the
+ * framework names (PyTorch blocks with history frames).  A cache grows in
+ * steps — a 20 MiB segment this request, none the next — so the test is on
+ * records, not on every mark: a series grows when it set a new high (by at
+ * least TL_SERIES_MIN_STEP) K times (TENSORLEAK_GROWTH_MARKS), and it has been
+ * flat since its last high for no longer than the longest gap between those
+ * K highs.  Steady or stepwise growth keeps setting highs as often as it did
+ * (an odd flat step is within the gap); a warm-up followed by a plateau stops
+ * setting them and is not growth once the plateau outlasts the warm-up's
+ * longest step.
  */
 #include "report.h"
 
@@ -21,10 +39,154 @@
 #define TL_MAX_MARKS 4096
 
 static pthread_mutex_t mark_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tl_series *series; /* pools, owner classes, Python sites */
+static size_t nseries, capseries;
 static struct tl_mark_row timeline[TL_MAX_MARKS];
 static unsigned nmarks;
 
 uint64_t tl_pools_reserved_now(void);
+
+/* ---- series (pure: unit-tested on the H200 fixtures) -------------------- */
+
+void tl_series_observe(struct tl_series *s, unsigned seq, long long value, long long min_step)
+{
+    if (s->observed == 0) {
+        s->first_mark = seq;
+        s->first_value = s->max = value;
+    } else if (value >= s->max + min_step) {
+        s->rec_mark[s->nrec % TL_SERIES_KEEP] = seq;
+        s->rec_before[s->nrec % TL_SERIES_KEEP] = s->max;
+        s->nrec++;
+        s->max = value;
+    }
+    s->last = value;
+    s->last_mark = seq;
+    s->observed++;
+}
+
+bool tl_series_growing(const struct tl_series *s, unsigned now, int k, struct tl_series_verdict *v)
+{
+    if (k < 1 || (unsigned)k >= TL_SERIES_KEEP || s->nrec < (unsigned)k)
+        return false;
+    unsigned first = s->nrec - (unsigned)k, last = s->nrec - 1;
+    /* The mark before the first of the K highs' own gap starts: the
+     * previous high, or the first observation. */
+    unsigned start = first > 0 ? s->rec_mark[(first - 1) % TL_SERIES_KEEP] : s->first_mark;
+    unsigned prev = start, maxgap = 0;
+    for (unsigned i = first; i <= last; i++) {
+        unsigned m = s->rec_mark[i % TL_SERIES_KEEP];
+        if (m - prev > maxgap)
+            maxgap = m - prev;
+        prev = m;
+    }
+    unsigned last_high = s->rec_mark[last % TL_SERIES_KEEP];
+    /* Quiet for as long as its longest step took: still growing (a cache
+     * that takes a segment every other request); longer: a plateau. */
+    if (now < last_high || now - last_high > maxgap)
+        return false;
+    /* The run of growth reaches back over every earlier high that came at
+     * the same pace: its rate and length are the whole run's. */
+    while (first > 0 && s->nrec - first < TL_SERIES_KEEP - 1) {
+        unsigned before = first > 1 ? s->rec_mark[(first - 2) % TL_SERIES_KEEP] : s->first_mark;
+        if (s->rec_mark[(first - 1) % TL_SERIES_KEEP] - before > maxgap)
+            break;
+        first--;
+        start = before;
+    }
+    if (v) {
+        long long before = s->rec_before[first % TL_SERIES_KEEP];
+        v->marks = (int)(now - start);
+        v->bytes_per_mark = (s->max - before) / (long long)(last_high - start);
+        v->from_bytes = before;
+        v->to_bytes = s->max;
+    }
+    return true;
+}
+
+static struct tl_series *series_find_existing(int scope, const char *key)
+{
+    for (size_t i = 0; i < nseries; i++)
+        if (series[i].scope == scope && !strcmp(series[i].key, key))
+            return &series[i];
+    return NULL;
+}
+
+static struct tl_series *series_find(int scope, const char *key)
+{
+    for (size_t i = 0; i < nseries; i++)
+        if (series[i].scope == scope && !strcmp(series[i].key, key))
+            return &series[i];
+    if (nseries == capseries) {
+        size_t ncap = capseries ? capseries * 2 : 32;
+        struct tl_series *n = realloc(series, ncap * sizeof *n);
+        if (!n)
+            return NULL;
+        series = n;
+        capseries = ncap;
+    }
+    struct tl_series *s = &series[nseries++];
+    memset(s, 0, sizeof *s);
+    s->scope = scope;
+    snprintf(s->key, sizeof s->key, "%s", key);
+    return s;
+}
+
+struct observe_ctx {
+    unsigned seq;
+};
+
+static void observe_pool(const char *name, const char *kind, long long allocated, void *arg)
+{
+    struct observe_ctx *o = arg;
+    struct tl_series *s = series_find(TL_SERIES_POOL, name);
+    if (!s)
+        return;
+    snprintf(s->kind, sizeof s->kind, "%s", kind);
+    tl_series_observe(s, o->seq, allocated, TL_SERIES_MIN_STEP);
+}
+
+static void observe_site(const char *key, const char *pool, json_t *stack, long long bytes, void *arg)
+{
+    struct observe_ctx *o = arg;
+    if (strlen(key) >= sizeof series->key)
+        return; /* a stack this deep is matched by nothing; skip it */
+    struct tl_series *s = series_find(TL_SERIES_PYSITE, key);
+    if (!s)
+        return;
+    snprintf(s->kind, sizeof s->kind, "%s", pool);
+    if (!s->stack)
+        s->stack = json_deep_copy(stack);
+    tl_series_observe(s, o->seq, bytes, TL_SERIES_MIN_STEP);
+}
+
+struct site_bytes {
+    struct tl_callsite *cs;
+    long long bytes;
+};
+struct site_list {
+    struct site_bytes *v;
+    size_t n, cap;
+};
+
+static void list_site(struct tl_callsite *cs, void *arg)
+{
+    struct site_list *l = arg;
+    long long b = atomic_load_explicit(&cs->live_bytes, memory_order_relaxed);
+    if (b <= 0 || cs->kind == TL_KIND_VMM_RESERVATION || cs->kind == TL_KIND_VMM_MAPPING)
+        return;
+    if (l->n == l->cap) {
+        size_t ncap = l->cap ? l->cap * 2 : 64;
+        struct site_bytes *n = realloc(l->v, ncap * sizeof *n);
+        if (!n)
+            return;
+        l->v = n;
+        l->cap = ncap;
+    }
+    l->v[l->n++] = (struct site_bytes){cs, b};
+}
+
+static const char *const class_name[] = {"cache", "workspace", "library", "user"};
+int tl_owner_class_of(struct tl_callsite *cs);
 
 static void mark_site(struct tl_callsite *cs, void *arg)
 {
@@ -54,12 +216,35 @@ void tl_mark(const char *label)
 {
     if (!atomic_load(&tl_active))
         return;
+    /* Framework state for this mark (a bounded wait; none inside a hook). */
+    tl_bridge_refresh(tl_hook_depth == 0);
     uint64_t reserved = tl_pools_reserved_now();
     uint64_t dfree = device_free_now();
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
+    /* Owner classes' reserved bytes: the sites are listed under the call-site
+     * table's lock, their classes looked up (owners.c's lock) after it. */
+    struct site_list sites = {0};
+    tl_callsite_foreach(list_site, &sites);
+    long long by_class[4] = {0};
+    bool class_seen[4] = {false};
+    for (size_t i = 0; i < sites.n; i++) {
+        int c = tl_owner_class_of(sites.v[i].cs);
+        if (c >= 0 && c < 3) {
+            by_class[c] += sites.v[i].bytes;
+            class_seen[c] = true;
+        }
+    }
+    free(sites.v);
     pthread_mutex_lock(&mark_lock);
     tl_callsite_foreach(mark_site, NULL);
+    struct observe_ctx octx = {nmarks + 1};
+    for (int c = 0; c < 3; c++) {
+        struct tl_series *s = class_seen[c] || series_find_existing(TL_SERIES_OWNER, class_name[c]) ? series_find(TL_SERIES_OWNER, class_name[c]) : NULL;
+        if (s)
+            tl_series_observe(s, octx.seq, by_class[c], TL_SERIES_MIN_STEP);
+    }
+    tl_bridge_foreach_series(observe_pool, observe_site, &octx);
     struct tl_mark_row *row = &timeline[nmarks % TL_MAX_MARKS];
     memset(row, 0, sizeof *row);
     row->seq = ++nmarks;
@@ -93,6 +278,7 @@ static void collect_site(struct tl_callsite *cs, void *arg)
         g->cap = ncap;
     }
     struct tl_growth_row *row = &g->m->growth[g->m->ngrowth++];
+    memset(row, 0, sizeof *row);
     row->cs = cs;
     row->marks = cs->grow_streak;
     row->bytes_per_mark = (cs->mark_bytes - cs->grow_first_bytes) / cs->grow_streak;
@@ -106,7 +292,87 @@ static int by_rate_desc(const void *a, const void *b)
     const struct tl_growth_row *x = a, *y = b;
     if (x->bytes_per_mark != y->bytes_per_mark)
         return x->bytes_per_mark < y->bytes_per_mark ? 1 : -1;
+    if (!x->cs || !y->cs) /* call sites first, then series in their order */
+        return x->cs ? -1 : y->cs ? 1 : (x < y ? -1 : 1);
     return x->cs->id < y->cs->id ? -1 : 1;
+}
+
+static const char *const scope_name[] = {"", "pool", "owner", "python_site"};
+
+/* Rows for the series that grow; an owner class whose growth a call-site
+ * row already shows is left to that row. */
+static void collect_series(struct tl_report_model *m, size_t *cap, unsigned class_flagged)
+{
+    for (size_t i = 0; i < nseries; i++) {
+        struct tl_series *s = &series[i];
+        struct tl_series_verdict v;
+        if (!tl_series_growing(s, nmarks, tl_opt.growth_marks, &v))
+            continue;
+        if (s->scope == TL_SERIES_OWNER) {
+            unsigned c = 0;
+            while (c < 3 && strcmp(class_name[c], s->key) != 0)
+                c++;
+            if (c < 3 && (class_flagged & (1u << c)))
+                continue;
+        }
+        if (m->ngrowth == *cap) {
+            size_t ncap = *cap ? *cap * 2 : 16;
+            struct tl_growth_row *n = realloc(m->growth, ncap * sizeof *n);
+            if (!n)
+                return;
+            m->growth = n;
+            *cap = ncap;
+        }
+        struct tl_growth_row *row = &m->growth[m->ngrowth++];
+        memset(row, 0, sizeof *row);
+        row->marks = v.marks;
+        row->bytes_per_mark = v.bytes_per_mark;
+        json_t *o = json_object();
+        json_object_set_new(o, "scope", json_string(scope_name[s->scope]));
+        json_object_set_new(o, "from_bytes", json_integer(v.from_bytes));
+        json_object_set_new(o, "to_bytes", json_integer(v.to_bytes));
+        if (s->scope == TL_SERIES_POOL) {
+            json_object_set_new(o, "kind", json_string(s->kind));
+            json_object_set_new(o, "pool", json_string(s->key));
+            /* Named by the Python line that grows inside it, when the
+             * framework gives one (the first growing site of this pool). */
+            json_t *stack = json_array();
+            for (size_t j = 0; j < nseries; j++)
+                if (series[j].scope == TL_SERIES_PYSITE && !strcmp(series[j].kind, s->key) && series[j].stack &&
+                    tl_series_growing(&series[j], nmarks, tl_opt.growth_marks, NULL)) {
+                    json_decref(stack);
+                    stack = tl_bridge_stack_json(series[j].stack);
+                    break;
+                }
+            json_object_set_new(o, "stack", stack);
+        } else if (s->scope == TL_SERIES_OWNER) {
+            json_object_set_new(o, "kind", json_string("device"));
+            json_object_set_new(o, "owner_class", json_string(s->key));
+            json_object_set_new(o, "owner", json_null());
+            json_object_set_new(o, "stack", json_array());
+        } else {
+            json_object_set_new(o, "kind", json_string("python"));
+            json_object_set_new(o, "pool", json_string(s->kind));
+            json_object_set_new(o, "stack", tl_bridge_stack_json(s->stack));
+        }
+        row->extra = o;
+    }
+}
+
+void tl_growth_name_owners(struct tl_report_model *m)
+{
+    for (size_t i = 0; i < m->ngrowth; i++) {
+        json_t *o = m->growth[i].extra;
+        const char *cls = o ? json_string_value(json_object_get(o, "owner_class")) : NULL;
+        if (!cls)
+            continue;
+        const struct tl_owner_row *best = NULL;
+        for (size_t k = 0; k < m->nowners; k++)
+            if (!strcmp(m->owners[k].cls, cls) && (!best || m->owners[k].live_bytes > best->live_bytes))
+                best = &m->owners[k];
+        if (best)
+            json_object_set_new(o, "owner", json_string(best->name));
+    }
 }
 
 void tl_growth_collect(struct tl_report_model *m)
@@ -114,6 +380,13 @@ void tl_growth_collect(struct tl_report_model *m)
     pthread_mutex_lock(&mark_lock);
     struct growth_collect g = {m, 0};
     tl_callsite_foreach(collect_site, &g);
+    unsigned class_flagged = 0;
+    for (size_t i = 0; i < m->ngrowth; i++) {
+        int c = tl_owner_class_of(m->growth[i].cs);
+        if (c >= 0 && c < 3)
+            class_flagged |= 1u << c;
+    }
+    collect_series(m, &g.cap, class_flagged);
     unsigned n = nmarks < TL_MAX_MARKS ? nmarks : TL_MAX_MARKS;
     m->marks = calloc(n + 1, sizeof *m->marks);
     if (m->marks) {
@@ -132,4 +405,40 @@ void tl_growth_after_fork(void)
 {
     pthread_mutex_init(&mark_lock, NULL);
     nmarks = 0;
+    for (size_t i = 0; i < nseries; i++)
+        json_decref(series[i].stack);
+    nseries = 0;
+}
+
+/* The stderr text of a pool, owner or Python-site growth row. */
+void tl_growth_print_scoped(struct tl_report_model *m, FILE *out, const struct tl_growth_row *g)
+{
+    (void)m;
+    char a[32];
+    tl_format_size((uint64_t)g->bytes_per_mark, a, sizeof a);
+    const char *scope = json_string_value(json_object_get(g->extra, "scope"));
+    const char *kind = json_string_value(json_object_get(g->extra, "kind"));
+    const char *pool = json_string_value(json_object_get(g->extra, "pool"));
+    if (scope && !strcmp(scope, "owner")) {
+        const char *owner = json_string_value(json_object_get(g->extra, "owner"));
+        const char *cls = json_string_value(json_object_get(g->extra, "owner_class"));
+        fprintf(out, "Growth of %s per mark over %d marks in the reserve of owner %s (%s)\n\n", a, g->marks,
+                owner ? owner : "?", cls ? cls : "?");
+        return;
+    }
+    if (scope && !strcmp(scope, "pool"))
+        fprintf(out, "Growth of %s per mark over %d marks in pool '%s' (%s, allocated bytes)%s\n", a, g->marks,
+                pool ? pool : "?", kind ? kind : "?", json_array_size(json_object_get(g->extra, "stack")) ? ", growing at:" : "");
+    else
+        fprintf(out, "Growth of %s per mark over %d marks [python, pool '%s'] allocated from:\n", a, g->marks, pool ? pool : "?");
+    json_t *stack = json_object_get(g->extra, "stack");
+    size_t i;
+    json_t *f;
+    json_array_foreach(stack, i, f) {
+        const char *fn = json_string_value(json_object_get(f, "function"));
+        const char *file = json_string_value(json_object_get(f, "file"));
+        fprintf(out, "    #%zu in %s %s:%lld (python)\n", i, fn ? fn : "??", file ? file : "??",
+                (long long)json_integer_value(json_object_get(f, "line")));
+    }
+    fputc('\n', out);
 }

@@ -272,7 +272,8 @@ void tl_options_load(char **envp)
         bool known = false;
         for (size_t i = 0; i < sizeof table / sizeof table[0] && !known; i++)
             known = strlen(table[i].name) == len && strncmp(table[i].name, *e, len) == 0;
-        static const char *const others[] = {"TENSORLEAK_LIBRARY", "TENSORLEAK_OWNERS", "TENSORLEAK_BUDGET", "TENSORLEAK_BUDGET_ENFORCE"};
+        static const char *const others[] = {"TENSORLEAK_LIBRARY", "TENSORLEAK_OWNERS", "TENSORLEAK_BUDGET", "TENSORLEAK_BUDGET_ENFORCE",
+                                             "TENSORLEAK_PYTHON", "TENSORLEAK_TORCH_HISTORY" /* issue 13 (D): bridge.c, bridge.py */};
         for (size_t i = 0; i < sizeof others / sizeof others[0] && !known; i++)
             known = strlen(others[i]) == len && strncmp(others[i], *e, len) == 0;
         if (!known)

@@ -132,6 +132,8 @@ void tl_ensure_init(void)
     if (TL_UNLIKELY(!atomic_load_explicit(&tl_used, memory_order_relaxed))) {
         tl_init();
         atomic_store_explicit(&tl_used, true, memory_order_relaxed);
+        extern void tl_bridge_kick(void); /* issue 13 (D): a Python program's first CUDA call */
+        tl_bridge_kick();
     }
 }
 

@@ -426,8 +426,12 @@ static void free_model(struct tl_report_model *m)
         for (size_t k = 0; k < m->pools[i].nlayout; k++)
             free(m->pools[i].layout[k].blocks);
         free(m->pools[i].layout);
+        json_decref(m->pools[i].extra); /* issue 13 (D) */
     }
     free(m->pools);
+    for (size_t i = 0; m->growth && i < m->ngrowth; i++)
+        json_decref(m->growth[i].extra); /* issue 13 (D) */
+    json_decref(m->bridge);
     free(m->growth);
     free(m->marks);
     free(m->invalid);
@@ -490,6 +494,10 @@ static void print_snapshot_line(const struct tl_report_model *m, const char *sho
 static int report_write(enum tl_reason reason, const char *label, const struct tl_oom_event *oom, unsigned *gate_failed,
                         const char *exact_path)
 {
+    /* issue 13 (D): framework state first, outside the report lock; never
+     * waited for inside a hook (OOM, budget) or at exit. */
+    tl_bridge_refresh(tl_hook_depth == 0 &&
+                      (reason == TL_REASON_SIGNAL || reason == TL_REASON_API || reason == TL_REASON_INTERVAL));
     pthread_mutex_lock(&tl_report_lock);
     writing_here = true;
     struct tl_report_model m = {.reason = reason, .label = label, .oom = oom};
@@ -501,8 +509,10 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
     }
     m.symbolizer = tl_symbolizer_open();
     device_info(&m);
+    tl_bridge_apply(&m); /* issue 13 (D): framework pools, the caches' gap */
     tl_growth_collect(&m);
     tl_owners_collect(&m);
+    tl_growth_name_owners(&m); /* issue 13 (D) */
     apply_suppressions(&m);
     for (size_t i = 0; i < m.nsites; i++) {
         /* A forgotten VA reservation or mapping is a leak to report, but not

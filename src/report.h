@@ -59,6 +59,7 @@ struct tl_pool_row {
     struct tl_layout_segment *layout;
     size_t nlayout;
     bool layout_truncated;
+    json_t *extra; /* bridge.c: fields merged into this row's JSON (framework pools) */
 };
 #define TL_LAYOUT_MAX 8192
 
@@ -68,6 +69,7 @@ struct tl_growth_row {
     long long count_per_mark;
     int marks;
     bool suppressed;
+    json_t *extra; /* growth.c: a pool/owner/Python-site row (cs NULL): its JSON fields */
 };
 
 struct tl_mark_row {
@@ -113,6 +115,7 @@ struct tl_report_model {
 
     unsigned gate_failed; /* tl_fail_kind bits */
     void *symbolizer;
+    json_t *bridge; /* bridge.c: the "bridge" object (framework state used), or NULL */
 };
 
 /* report_json.c */
@@ -136,5 +139,50 @@ void tl_owners_collect(struct tl_report_model *m);
 void tl_owners_load(void);
 /* suppress.c: suppression rules on a call site's stack. */
 const char *tl_suppressed(struct tl_report_model *m, const char *kind, struct tl_callsite *cs);
+
+/* ---- bridge.c (helper D): framework pools pushed by the Python bridge ---- */
+/* Before a report or a mark: asks the bridge thread for fresh framework state
+ * and waits a bounded time when `may_wait` (never inside a hook, at exit or
+ * after a timed-out request that is still unanswered). */
+void tl_bridge_refresh(bool may_wait);
+/* Adds the last framework state to the model: pool rows, the device
+ * summary's allocated (the cache's gap), the "bridge" object. */
+void tl_bridge_apply(struct tl_report_model *m);
+/* Starts the Python bridge when TENSORLEAK_PYTHON is on and an initialized
+ * interpreter is in the process (Py_AddPendingCall; cheap after the first). */
+void tl_bridge_kick(void);
+/* For growth.c, under its mark lock: the last state's pools (name, kind,
+ * allocated) and Python sites (key, stack, bytes), one callback each. */
+void tl_bridge_foreach_series(void (*pool)(const char *name, const char *kind, long long allocated, void *arg),
+                              void (*site)(const char *key, const char *pool, json_t *stack, long long bytes, void *arg),
+                              void *arg);
+/* Python frames from the bridge as a report stack (frames "python": true). */
+json_t *tl_bridge_stack_json(json_t *frames);
+/* growth.c: series of a pool's allocated bytes, an owner class's reserved
+ * bytes or a Python site's live bytes, one value per mark. */
+#define TL_SERIES_KEEP 64
+#define TL_SERIES_MIN_STEP (1LL << 20) /* a new high counts from 1 MiB up */
+enum { TL_SERIES_POOL = 1, TL_SERIES_OWNER, TL_SERIES_PYSITE };
+struct tl_series {
+    int scope;
+    char key[1024];  /* pool name, owner class, or the Python stack's JSON */
+    char kind[64];   /* pool kind; for a Python site, its pool's name */
+    json_t *stack;   /* Python site: its frames */
+    unsigned first_mark, last_mark, observed;
+    long long first_value, last, max;
+    unsigned nrec;   /* new highs so far; the last TL_SERIES_KEEP are kept */
+    unsigned rec_mark[TL_SERIES_KEEP];
+    long long rec_before[TL_SERIES_KEEP];
+};
+struct tl_series_verdict {
+    long long bytes_per_mark, from_bytes, to_bytes;
+    int marks;
+};
+void tl_series_observe(struct tl_series *s, unsigned seq, long long value, long long min_step);
+bool tl_series_growing(const struct tl_series *s, unsigned now, int k, struct tl_series_verdict *v);
+/* growth.c: names the owner of owner-class growth rows (after owners.c). */
+void tl_growth_name_owners(struct tl_report_model *m);
+/* report_text.c: one growth row without a call site (pool, owner, Python site). */
+void tl_growth_print_scoped(struct tl_report_model *m, FILE *out, const struct tl_growth_row *g);
 
 #endif

@@ -240,6 +240,8 @@ json_t *tl_report_to_json(struct tl_report_model *m)
             json_object_set_new(o, "driver_used_bytes", json_integer((json_int_t)p->driver_used));
             json_object_set_new(o, "driver_mismatch", json_boolean(p->driver_mismatch));
         }
+        if (p->extra) /* issue 13 (D): a framework pool's own fields (bridge.c) */
+            json_object_update(o, p->extra);
         json_array_append_new(pools, o);
     }
     json_object_set_new(root, "pools", pools);
@@ -266,6 +268,16 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     for (size_t i = 0; i < m->ngrowth; i++) {
         const struct tl_growth_row *g = &m->growth[i];
         json_t *o = json_object();
+        if (!g->cs) { /* issue 13 (D): a pool, owner or Python-site row (growth.c) */
+            json_object_update(o, g->extra);
+            json_object_set_new(o, "bytes_per_mark", json_integer(g->bytes_per_mark));
+            json_object_set_new(o, "count_per_mark", json_null());
+            json_object_set_new(o, "marks", json_integer(g->marks));
+            json_object_set_new(o, "suppressed", json_false());
+            json_array_append_new(growth, o);
+            continue;
+        }
+        json_object_set_new(o, "scope", json_string("call_site")); /* issue 13 (D) */
         json_object_set_new(o, "kind", json_string(tl_kind_name(g->cs->kind)));
         json_object_set_new(o, "bytes_per_mark", json_integer(g->bytes_per_mark));
         json_object_set_new(o, "count_per_mark", json_integer(g->count_per_mark));
@@ -275,6 +287,8 @@ json_t *tl_report_to_json(struct tl_report_model *m)
         json_array_append_new(growth, o);
     }
     json_object_set_new(root, "growth", growth);
+    /* issue 13 (D): which framework state the pools come from (null: none) */
+    json_object_set(root, "bridge", m->bridge ? m->bridge : json_null());
 
     json_t *marks = json_array();
     for (size_t i = 0; i < m->nmarks; i++) {

@@ -84,6 +84,10 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         const struct tl_growth_row *g = &m->growth[i];
         if (g->suppressed)
             continue;
+        if (!g->cs) { /* issue 13 (D): pool, owner or Python-site growth */
+            tl_growth_print_scoped(m, out, g);
+            continue;
+        }
         tl_format_size((uint64_t)g->bytes_per_mark, a, sizeof a);
         fprintf(out, "Growth of %s per mark over %d marks [%s] allocated from:\n", a, g->marks, tl_kind_name(g->cs->kind));
         print_stack(m, out, g->cs->frames, g->cs->nframes);

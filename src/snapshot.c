@@ -125,6 +125,8 @@ void tl_snapshot_start(void)
 void tl_snapshot_after_fork(void)
 {
     tl_growth_after_fork();
+    extern void tl_bridge_after_fork(void); /* issue 13 (D) */
+    tl_bridge_after_fork();
     if (!watcher_running)
         return;
     close(wake_pipe[0]);

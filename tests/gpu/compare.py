@@ -29,7 +29,7 @@ import sys
 import tempfile
 
 MiB = 1 << 20
-OK, BAD, NA, INFO = "ok", "MISMATCH", "n/a", "info"
+OK, BAD, NA, INFO, SKIPPED = "ok", "MISMATCH", "n/a", "info", "skipped"
 SAMPLE_TOL = (4 * MiB, 0.02)   # reserved vs cuMemGetInfo delta, C samples
 TORCH_TOL = (16 * MiB, 0.02)   # same, PyTorch (module loads, allocator metadata)
 TORCH_STAT_TOL = 2 * MiB       # tensorleak vs torch.cuda.memory_stats()
@@ -74,6 +74,8 @@ class Row:
     def verdict(self):
         if any(c.status == BAD for c in self.checks):
             return "**FAIL**"
+        if any(c.status == SKIPPED for c in self.checks):
+            return "skipped"
         return "ok" if any(c.status == OK for c in self.checks) else "n/a"
 
 
@@ -168,8 +170,19 @@ def eval_sample(rec):
     reports, errors = load_reports(rec["reports_dir"])
     for e in errors:
         row.add("report parses", BAD, e)
+    check_invariants(row, [r for r in reports if r.get("pid") == gt.get("pid")])
     exit_r = pick(reports, gt.get("pid"), "exit")
     end_r = pick(reports, gt.get("pid"), "api")
+    if rec["tool"] == "cli-default":
+        # Issue 14 §1: under the default pattern the snapshot and the exit report each
+        # keep a file; the exit report has the plain name.
+        names = sorted(os.path.basename(r["_path"]) for r in reports)
+        plain = "tensorleak.%s.json" % gt.get("pid")
+        good = (exit_r is not None and os.path.basename(exit_r["_path"]) == plain and end_r is not None
+                and end_r["_path"] != exit_r["_path"])
+        row.add("default report names", OK if good else BAD,
+                "files %s: want the exit report as %s and the 'end' snapshot in a file of its own"
+                % (", ".join(names) or "none", plain))
     if exit_r is None:
         row.add("exit report", BAD, "no exit report for pid %s in %s (%d report(s) there)"
                 % (gt.get("pid"), rec["reports_dir"], len(reports)))
@@ -283,6 +296,7 @@ def eval_torch(rec):
     reports, errors = load_reports(rec["reports_dir"])
     for e in errors:
         row.add("report parses", BAD, e)
+    check_invariants(row, [r for r in reports if r.get("pid") == gt.get("pid")])
     end_r = pick(reports, gt.get("pid"), "api")
     exit_r = pick(reports, gt.get("pid"), "exit")
     row.cells["torch_res"], row.cells["torch_alloc"] = fmt_b(gt["reserved"]), fmt_b(gt["allocated"])
@@ -402,6 +416,213 @@ def eval_owners(row, gt, conf, exit_r):
         row.cells["owners"] = "%.1f %% caching allocator" % (100 * share)
     else:
         row.cells["owners"] = "**%.1f %% caching allocator, leak %s**" % (100 * share, fmt_b(leaked))
+
+
+# ------------------------------------------------------------------ invariants
+def num(v):
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def invariant_problems(r):
+    """What a report breaks of SPEC's invariants: gap >= 0, allocated <= reserved per
+    pool and device, largest free block <= free, fragmentation in [0, 1] or null, no
+    figure negative or above the devices' memory (issue 14, items 2-4)."""
+    out = []
+    total = sum(int(num(d.get("total")) or 0) for d in r.get("devices") or [])
+    s = r.get("summary") or {}
+    for k, v in s.items():
+        if num(v) is not None and v < 0:
+            out.append("summary.%s = %s < 0" % (k, v))
+    res, alc = num(s.get("reserved_bytes")), num(s.get("allocated_bytes"))
+    if res is not None and alc is not None and alc > res:
+        out.append("summary: allocated %s > reserved %s" % (fmt_b(alc), fmt_b(res)))
+    if total and res is not None and res > total:
+        out.append("summary: reserved %s > the devices' memory %s" % (fmt_b(res), fmt_b(total)))
+    for p in r.get("pools") or []:
+        name = "pool %s" % (p.get("name") or p.get("kind"))
+        pr, pa, pf = num(p.get("reserved_bytes")), num(p.get("allocated_bytes")), num(p.get("free_bytes"))
+        lf, fr = p.get("largest_free_block"), p.get("fragmentation")
+        for k in ("reserved_bytes", "allocated_bytes", "free_bytes", "largest_free_block"):
+            if num(p.get(k)) is not None and p[k] < 0:
+                out.append("%s: %s = %s < 0" % (name, k, p[k]))
+        if pr is not None and pa is not None and pa > pr:
+            out.append("%s: allocated %s > reserved %s" % (name, fmt_b(pa), fmt_b(pr)))
+        if num(lf) is not None and pf is not None and lf > pf:
+            out.append("%s: largest free block %s > free %s" % (name, fmt_b(lf), fmt_b(pf)))
+        if fr is not None and not (num(fr) is not None and 0.0 <= fr <= 1.0):
+            out.append("%s: fragmentation %r outside [0, 1]" % (name, fr))
+    return out
+
+
+def check_invariants(row, reports):
+    bad = ["%s: %s" % (os.path.basename(r["_path"]), p) for r in reports for p in invariant_problems(r)]
+    if bad:
+        row.add("report invariants", BAD, "; ".join(bad[:6]) + (" (+%d more)" % (len(bad) - 6) if len(bad) > 6 else ""))
+    elif reports:
+        row.add("report invariants", OK, "%d report(s)" % len(reports))
+
+
+# ----------------------------------------------------------- framework loops
+FW_POOL_KIND = {"gpt2": "pytorch", "jax": "jax", "cupy": "cupy"}
+FW_LABEL = {"gpt2": "GPT-2 (PyTorch)", "jax": "JAX", "cupy": "CuPy"}
+
+
+def pick_label(reports, pid, label):
+    c = [r for r in reports if r.get("reason") == "api" and r.get("label") == label
+         and (pid is None or r.get("pid") == pid)]
+    c.sort(key=lambda r: (r["_mtime"], r["_path"]))
+    return c[-1] if c else None
+
+
+def fw_pool(report, kind):
+    for p in report.get("pools") or []:
+        if p.get("kind") == kind and p.get("device", 0) == 0:
+            return p
+    return None
+
+
+def torch_mode(info):
+    if info.get("backend") == "cudaMallocAsync":
+        return "cudaMallocAsync"
+    if "expandable_segments:true" in (info.get("alloc_conf") or "").lower().replace(" ", ""):
+        return "expandable_segments"
+    return "native"
+
+
+def python_frames_in(report, user_file):
+    """(where, line) for every stack frame of report naming user_file, in leaks, growth,
+    framework pool sites and held memory."""
+    found = []
+
+    def scan(where, entries):
+        for e in entries or []:
+            for fr in e.get("stack") or []:
+                f = fr.get("file") or ""
+                if os.path.basename(f) == user_file and (fr.get("python") or f.endswith(".py")):
+                    found.append((where, fr.get("line")))
+    scan("leaks", live_leaks(report))
+    scan("growth", report.get("growth"))
+    for p in report.get("pools") or []:
+        scan("pool sites", p.get("sites"))
+    scan("held", report.get("held"))
+    return found
+
+
+def eval_framework(rec):
+    setting = rec["extra"] or "defaults"
+    row = Row("frameworks", (rec["name"], setting, rec["build"]))
+    row.cells = {"loop": FW_LABEL.get(rec["name"], rec["name"]), "setting": setting, "run": rec["build"]}
+    sk = tagged_json(rec["stdout"], "TL_SKIP")
+    if sk is not None and rec["rc"] == 0:
+        row.add("skipped", SKIPPED, sk.get("why", ""))
+        row.cells["growth"] = "skipped: %s" % sk.get("why", "")
+        return row
+    gt = tagged_json(rec["stdout"], "TL_GROUND_TRUTH")
+    if not check_run_basics(row, rec, gt):
+        return row
+    kind = FW_POOL_KIND.get(rec["name"], rec["name"])
+    row.cells["requests"] = str(gt.get("requests"))
+    if gt.get("request_s") is not None:
+        row.cells["request_s"] = "%.3f" % gt["request_s"]
+    if gt.get("marks", 0) < gt.get("requests", 0):
+        row.add("marks", BAD, "tensorleak.mark reached %d of %d requests (API: %s; package: %s)"
+                % (gt.get("marks", 0), gt.get("requests", 0), gt.get("api"), gt.get("package_error")))
+    reports, errors = load_reports(rec["reports_dir"])
+    for e in errors:
+        row.add("report parses", BAD, e)
+    pid = gt.get("pid")
+    exit_r = pick(reports, pid, "exit")
+    if exit_r is None:
+        row.add("exit report", BAD, "no exit report for pid %s (%d report(s))" % (pid, len(reports)))
+    check_invariants(row, [r for r in reports if r.get("pid") == pid])
+    moments = gt.get("moments") or {}
+    req_label = "req%d" % gt.get("check_at", 0)
+    by_label = {}
+    for label in sorted(moments, key=lambda k: moments[k].get("request", 0)):
+        m = moments[label]
+        r = pick_label(reports, pid, label)
+        by_label[label] = r
+        if r is None:
+            row.add("report %s" % label, BAD, "no report labelled %s (snapshot returned %s)"
+                    % (label, (gt.get("snapshot_rc") or {}).get(label)))
+            continue
+        br = r.get("bridge") or {}
+        p = fw_pool(r, kind)
+        if p is None:
+            if label == "end":
+                row.cells["tl"] = "**no %s pool row**" % kind
+            row.add("%s pool %s" % (kind, label), BAD, "no pools[] row of kind %s in the %s report (bridge: %s%s)"
+                    % (kind, label, br.get("state", "no bridge field"), ", " + br["note"] if br.get("note") else ""))
+            continue
+        if p.get("stale") or br.get("state") not in (None, "fresh"):
+            row.add("%s fresh" % label, BAD, "pool state read at %s is stale (bridge %s: %s)"
+                    % (p.get("read_at"), br.get("state"), br.get("note", "")))
+        want = (m.get("reserved"), m.get("allocated"))
+        got = (num(p.get("reserved_bytes")), num(p.get("allocated_bytes")))
+        row.add("%s reserved/allocated" % label, OK if got == want else BAD,
+                "%s: tensorleak %s / %s, %s's own %s / %s" % (label, fmt_b(got[0]), fmt_b(got[1]), rec["name"],
+                                                             fmt_b(want[0]), fmt_b(want[1])))
+        lw, lg = m.get("largest_free_block"), p.get("largest_free_block")
+        if lw is None:
+            row.add("%s largest free block unknown" % label, OK if lg is None else BAD,
+                    "%s does not say; tensorleak %s (must be null: unknown is not zero)" % (rec["name"], lg))
+        else:
+            row.add("%s largest free block" % label, OK if lg == lw else BAD,
+                    "tensorleak %s, %s's own %s" % (fmt_b(lg) if lg is not None else "null", rec["name"], fmt_b(lw)))
+            free = (want[0] or 0) - (want[1] or 0)
+            fw = 1.0 - lw / free if free > 0 else 0.0
+            fg = p.get("fragmentation")
+            row.add("%s fragmentation" % label, OK if num(fg) is not None and abs(fg - fw) <= 1e-6 else BAD,
+                    "tensorleak %s, from %s's figures %.4f" % (fg, rec["name"], fw))
+        if rec["name"] == "gpt2":
+            mode = (p.get("framework") or {}).get("mode")
+            expect = torch_mode(gt.get("info") or {})
+            row.add("torch mode", OK if mode == expect else BAD, "pool says %s, the run is %s" % (mode, expect))
+        if label == "end":
+            row.cells["fw"] = "%s / %s" % (fmt_b(want[0]), fmt_b(want[1]))
+            row.cells["tl"] = "%s / %s" % (fmt_b(got[0]), fmt_b(got[1]))
+            row.cells["largest"] = "%s / %s" % ("unknown" if lw is None else fmt_b(lw),
+                                                "null" if lg is None else fmt_b(lg))
+    # Growth: a leaking loop is flagged by request check_at (any scope: call site, pool,
+    # owner, Python site); a clean one never, not even at exit.
+    req_r = by_label.get(req_label)
+    if gt.get("expect_growth"):
+        g = (req_r or {}).get("growth")
+        if req_r is None:
+            row.cells["growth"] = "**no %s report**" % req_label
+        elif g:
+            first = g[0]
+            row.add("growth by %s" % req_label, OK, "%d entr(y/ies); first: scope %s, %s/mark"
+                    % (len(g), first.get("scope", "call_site"), fmt_b(first.get("bytes_per_mark"))))
+            row.cells["growth"] = "flagged by request %s: %s %s/mark" % (
+                gt.get("check_at"), first.get("scope", "call_site"), fmt_b(first.get("bytes_per_mark")))
+        else:
+            row.add("growth by %s" % req_label, BAD, "no growth entry after %s requests" % gt.get("check_at"))
+            row.cells["growth"] = "**not flagged by request %s**" % gt.get("check_at")
+    else:
+        flagged = ["%s: %d" % (r.get("label") or r.get("reason"), len(r.get("growth") or []))
+                   for r in list(by_label.values()) + [exit_r] if r is not None and r.get("growth")]
+        row.add("no growth", BAD if flagged else OK, "growth entries in %s" % (", ".join(flagged) or "no report"))
+        row.cells["growth"] = "**flagged**" if flagged else "none"
+    # Issue 16: the leak is named at the workload's own line.
+    if gt.get("expect_growth"):
+        found = []
+        for r in [by_label.get(k) for k in sorted(by_label)] + [exit_r]:
+            if r is not None:
+                found += python_frames_in(r, gt.get("user_file", ""))
+        named = [f for f in found if f[0] != "held"]
+        tagged = [f for f in named if f[1] in (gt.get("user_lines") or [])]
+        best = (tagged or named or found or [None])[0]
+        if best is None:
+            row.add("user's line", BAD, "no stack names %s" % gt.get("user_file"))
+            row.cells["line"] = "**none**"
+        else:
+            good = bool(named)
+            row.add("user's line", OK if good else BAD, "%s:%s in %s%s" % (
+                gt.get("user_file"), best[1], best[0], "" if good else " only (no leak, growth or pool site names it)"))
+            row.cells["line"] = ("%s:%s (%s)" % (gt.get("user_file"), best[1], best[0])) if good else \
+                "**%s:%s in held only**" % (gt.get("user_file"), best[1])
+    return row
 
 
 # --------------------------------------------------------------- sanitizer
@@ -567,7 +788,7 @@ def evaluate(records, env):
     for r in records:
         if r["kind"] != "sample":
             continue
-        if r["tool"] in ("preload", "cli"):
+        if r["tool"] in ("preload", "cli", "cli-default"):
             row, _ = eval_sample(r)
             rows.append(row)
             srows.append(row)
@@ -627,6 +848,19 @@ def evaluate(records, env):
              "tensorleak allocated", "Δfree", "growth", "owners (exit)", "verdict"],
             [[row.cells.get(k, "") for k in ("loop", "conf", "tool", "torch_res", "tl_res", "torch_alloc", "tl_alloc",
                                      "delta", "growth", "owners")] + [row.verdict()] for row in trows])))
+
+    # Framework loops (issue 13 §7, issue 16)
+    frows = [eval_framework(r) for r in records if r["kind"] == "fw"]
+    rows.extend(frows)
+    if frows:
+        sections.append(("Frameworks' own allocators: tensorleak's pool rows vs the framework's figures "
+                         "at the same moment, growth, the user's line", md_table(
+                             ["loop", "setting", "run", "requests", "framework reserved / allocated (end)",
+                              "tensorleak", "largest free: framework / tensorleak", "growth", "user's line",
+                              "s/request", "verdict"],
+                             [[row.cells.get(k, "") for k in ("loop", "setting", "run", "requests", "fw", "tl",
+                                                              "largest", "growth", "line", "request_s")]
+                              + [row.verdict()] for row in frows])))
 
     # Overhead
     brows, btable = eval_bench(records)
@@ -723,6 +957,16 @@ def cmd_selftest(_a):
                      "reports_dir": os.path.join(d, "a"), "extra": ""})
         rows, _, problems = evaluate(recs, {"tensorleak_lib": "x"})
         assert not problems, problems
+        # 1b: default report names: the exit report plain, the snapshot numbered; the
+        # first H200 run's tree left only one file (the snapshot overwritten)
+        os.makedirs(os.path.join(d, "a1"))
+        shutil.copy(os.path.join(d, "a", "tl.11.exit.json"), os.path.join(d, "a1", "tensorleak.11.json"))
+        shutil.copy(os.path.join(d, "a", "tl.11.api.json"), os.path.join(d, "a1", "tensorleak.11.1.json"))
+        rec1b = dict(recs[0], tool="cli-default", reports_dir=os.path.join(d, "a1"))
+        assert evaluate([rec1b], {"tensorleak_lib": "x"})[2] == []
+        os.remove(os.path.join(d, "a1", "tensorleak.11.1.json"))
+        p = evaluate([rec1b], {"tensorleak_lib": "x"})[2]
+        assert len(p) == 2 and "default report names" in p[0] and "reserved vs Δfree" in p[1], p
         # 2: one leak short, no growth, wrong site
         out = put("b.out", leaky_gt(12))
         bad = [{"kind": "device", "bytes": 12 * MiB, "count": 3, "stack": [{"function": "main"}]}]
@@ -857,11 +1101,94 @@ def cmd_selftest(_a):
         _, _, problems = evaluate(brecs, {})
         setup = [p for p in problems if p.startswith("setup")]
         assert len(setup) == 2, problems  # no library, a required step skipped
+        # 8 (issue 13 §7, 16): framework loops.  Pool rows shaped as the bridges emit them
+        # (kind, reserved/allocated/free, largest_free_block null when unknown, framework
+        # mode, stale, sites with Python frames), growth entries with a scope.
+        py_stack = [{"function": "update", "file": "/x/transformers/cache_utils.py", "line": 147, "python": True},
+                    {"function": "gpt2_request", "file": "/k/tests/gpu/serve_loop.py", "line": 108, "python": True},
+                    {"function": "main", "file": "/k/tests/gpu/serve_loop.py", "line": 300, "python": True}]
+
+        def fw_case(n, loop, mode, moments, pool_for, growth_for, setting="", info=None, skip=None, **rkw):
+            pid = 100 + n
+            if skip:
+                out = put("f%d.out" % n, "TL_SKIP " + json.dumps({"why": skip}) + "\n")
+            else:
+                gt = {"sample": loop, "mode": mode, "pid": pid, "requests": 8, "check_at": 6, "marks": 8,
+                      "api": "package", "expect_growth": mode == "leak", "moments": moments,
+                      "snapshot_rc": {k: 0 for k in moments}, "request_s": 0.063,
+                      "user_file": "serve_loop.py", "user_lines": [104, 108], "info": info or {}}
+                out = put("f%d.out" % n, "TL_GROUND_TRUTH " + json.dumps(gt) + "\n")
+                for label in list(moments) + ["exit"]:
+                    pools = [q for q in [pool_for(label)] if q]
+                    kw = dict(rkw, pools=pools, growth=growth_for(label), bridge={"state": "fresh", "read_at": 1.0})
+                    if label == "exit":
+                        report("f%d" % n, pid, "exit", **kw)
+                    else:
+                        report("f%d" % n, pid, "api", label=label, **kw)
+                        os.replace(os.path.join(d, "f%d" % n, "tl.%d.api.json" % pid),
+                                   os.path.join(d, "f%d" % n, "tl.%d.%s.json" % (pid, label)))
+            rec = {"kind": "fw", "name": loop, "build": mode, "tool": "cli", "rc": 0, "seconds": 9.0,
+                   "timeout": False, "stdout": out, "stderr": out, "reports_dir": os.path.join(d, "f%d" % n),
+                   "extra": setting}
+            rows, sections, problems = evaluate([rec], {"tensorleak_lib": "x"})
+            return rows[-1], problems
+
+        def tpool(reserved, allocated, largest, mode="native", **kw):
+            free = reserved - allocated
+            p = {"name": "torch cuda:0", "kind": "pytorch", "device": 0, "reserved_bytes": reserved,
+                 "allocated_bytes": allocated, "free_bytes": free, "largest_free_block": largest,
+                 "fragmentation": (1 - largest / free) if largest is not None and free else None,
+                 "framework": {"name": "torch", "mode": mode}, "source": "bridge", "read_at": 1.0, "stale": False}
+            p.update(kw)
+            return p
+        gm = {"req6": {"reserved": 300 * MiB, "allocated": 250 * MiB, "largest_free_block": 20 * MiB, "request": 6},
+              "end": {"reserved": 340 * MiB, "allocated": 290 * MiB, "largest_free_block": 20 * MiB, "request": 8}}
+        pool_growth = [{"scope": "pool", "pool": "torch cuda:0", "pool_kind": "pytorch",
+                        "bytes_per_mark": 20 * MiB, "marks": 6}]
+        # a correct GPT-2 leak under the native allocator, history on: the site names line 108
+        row, p = fw_case(1, "gpt2", "leak", gm,
+                         lambda lb: tpool(gm.get(lb, gm["end"])["reserved"], gm.get(lb, gm["end"])["allocated"],
+                                          20 * MiB, sites=[{"bytes": 160 * MiB, "count": 48, "stack": py_stack}]),
+                         lambda lb: pool_growth, info={"backend": "native", "alloc_conf": ""})
+        assert p == [] and row.verdict() == "ok", p
+        assert row.cells["growth"] == "flagged by request 6: pool 20 MiB/mark", row.cells
+        assert row.cells["line"] == "serve_loop.py:108 (pool sites)" and row.cells["tl"] == "340 MiB / 290 MiB", row.cells
+        # what the first H200 run showed: no pool row, no growth, no Python line
+        row, p = fw_case(2, "gpt2", "leak", gm, lambda lb: None, lambda lb: [], info={"backend": "native"})
+        whats = " ".join(p)
+        for w in ("pytorch pool req6", "pytorch pool end", "growth by req6", "user's line"):
+            assert w in whats, (w, p)
+        # expandable segments: the pool must say so; a stale state is no reading
+        row, p = fw_case(3, "gpt2", "clean", {"end": gm["end"]},
+                         lambda lb: tpool(340 * MiB, 290 * MiB, 20 * MiB, stale=lb == "end"), lambda lb: [],
+                         setting="expandable_segments:True",
+                         info={"backend": "native", "alloc_conf": "expandable_segments:True"})
+        assert len(p) == 2 and "end fresh" in p[0] and "torch mode" in p[1], p
+        # CuPy clean: the pool has no largest free block to tell (0 is not unknown), and
+        # growth at exit is growth
+        cm = {"end": {"reserved": 16 * MiB, "allocated": 8 * MiB, "largest_free_block": None, "request": 8}}
+        cpool = {"name": "cupy device 0", "kind": "cupy", "device": 0, "reserved_bytes": 16 * MiB,
+                 "allocated_bytes": 8 * MiB, "free_bytes": 8 * MiB, "largest_free_block": 0, "fragmentation": 0.0}
+        row, p = fw_case(4, "cupy", "clean", cm, lambda lb: cpool, lambda lb: growth if lb == "exit" else [])
+        assert len(p) == 2 and "largest free block unknown" in p[0] and "no growth" in p[1], p
+        cpool.update(largest_free_block=None, fragmentation=None)
+        row, p = fw_case(5, "cupy", "clean", cm, lambda lb: cpool, lambda lb: [])
+        assert p == [] and row.cells["largest"] == "unknown / null", (p, row.cells)
+        # JAX preallocated, VMM counted three times: over the device's memory
+        jm = {"end": {"reserved": 100 * MiB, "allocated": 10 * MiB, "largest_free_block": 90 * MiB, "request": 8}}
+        jpool = {"name": "jax cuda:0", "kind": "jax", "device": 0, "reserved_bytes": 100 * MiB,
+                 "allocated_bytes": 10 * MiB, "free_bytes": 90 * MiB, "largest_free_block": 90 * MiB,
+                 "fragmentation": 0.0}
+        row, p = fw_case(6, "jax", "clean", jm, lambda lb: jpool, lambda lb: [], reserved_bytes=3 * 2000 * MiB)
+        assert len(p) == 1 and "report invariants" in p[0] and "> the devices' memory" in p[0], p
+        # a framework that is not installed: skipped, not failed
+        row, p = fw_case(7, "jax", "leak", {}, None, None, skip="jax does not import")
+        assert p == [] and row.verdict() == "skipped", (p, row.verdict())
         # 6: records file round trip
         rp = put("records.tsv", "\t".join(["sample", "leaky", "static", "preload", "0", "1.5", out, out, d, ""]) + "\n")
         rr = read_records(rp)
         assert rr[0]["rc"] == 0 and rr[0]["seconds"] == 1.5 and rr[0]["tool"] == "preload", rr
-        print("compare.py selftest: ok (7 scenarios)")
+        print("compare.py selftest: ok (8 scenarios)")
         return 0
     finally:
         shutil.rmtree(d, ignore_errors=True)

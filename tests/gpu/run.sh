@@ -2,7 +2,7 @@
 # tests/gpu/run.sh [--dry-run]: tensorleak's real-GPU verification kit (issue 7).
 #
 # On a machine with an NVIDIA GPU (the device tool's H200: CUDA toolkit, PyTorch,
-# compute-sanitizer, no internet), in at most TL_GPU_BUDGET seconds (480):
+# compute-sanitizer, no internet), in at most TL_GPU_BUDGET seconds (390):
 #   1. takes tensorleak from .gpu-carry/ (tests/gpu/prepare-carry.sh) or builds it
 #      (meson+ninja, else a plain cc line), and reports missing shared libraries first;
 #   2. builds the CUDA samples of tests/gpu, each .cu with static and shared cudart;
@@ -41,7 +41,7 @@ BUILD=${TL_BUILD_ROOT:-$SRC/build}
 KIT=$SRC/tests/gpu
 PY=${PYTHON:-python3}
 START=$(date +%s)
-BUDGET=${TL_GPU_BUDGET:-480}
+BUDGET=${TL_GPU_BUDGET:-390}
 NVCC_ARCH=${NVCC_ARCH:-sm_90}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tl-gpu-kit.XXXXXX")
 LOGS=$WORK/logs
@@ -156,6 +156,8 @@ rec() {
             "$@" >"$out" 2>"$err"
         ;;
     cli) timeout -k 5 "$tmo" "${pre[@]}" "$TL_CLI" run ${CLI_SIM:+"$CLI_SIM"} -o "$dir/tl.%p.%n.json" -- "$@" >"$out" 2>"$err" ;;
+    cli-default) # the default report names, in the report folder: no report may replace another
+        (cd "$dir" && timeout -k 5 "$tmo" "${pre[@]}" "$TL_CLI" run ${CLI_SIM:+"$CLI_SIM"} -- "$@") >"$out" 2>"$err" ;;
     sanitizer) timeout -k 5 "$tmo" "${pre[@]}" "$SAN" --leak-check full "$@" --reset >"$out" 2>"$err" ;;
     esac
     rc=$?
@@ -229,6 +231,33 @@ if [ "$DRY" = 1 ]; then
     if out=$("$PY" "$KIT/compare.py" selftest 2>&1); then ok "$out"; else
         bad "compare.py selftest:"
         say "$out" | tail -n 20
+    fi
+    # The framework loops: one whose framework does not import here (CI has none) must
+    # print TL_SKIP and exit 0, and compare.py must call its row skipped, not failed;
+    # one whose framework imports runs a few small requests on the CPU (figures null).
+    : >"$WORK/fw-records.tsv"
+    for loop in gpt2 jax cupy; do
+        rec fw "$loop" leak none "" 240 required -- "$PY" "$KIT/serve_loop.py" "$loop" --leak --device cpu \
+            --requests 2 --check-at 1 --prompt 8 --decode 1 >/dev/null
+        f=$LOGS/fw-$loop-leak-none
+        if grep -q '^TL_SKIP ' "$f.out" && tail -n 1 "$RECORDS" | awk -F'\t' '$5 != 0 {exit 1}'; then
+            tail -n 1 "$RECORDS" >>"$WORK/fw-records.tsv"
+            ok "serve_loop.py $loop: $(sed -n 's/^TL_SKIP {"why": "\(.*\)"}$/\1/p' "$f.out"): skipped, exit 0"
+        elif grep -q '^TL_GROUND_TRUTH ' "$f.out" && tail -n 1 "$RECORDS" | awk -F'\t' '$5 != 0 {exit 1}'; then
+            ok "serve_loop.py $loop: 2 requests on the CPU"
+        else
+            bad "serve_loop.py $loop on the CPU: $(tail -n 3 "$f.err")"
+        fi
+    done
+    sed -i '/^fw\t/d' "$RECORDS"
+    if [ -s "$WORK/fw-records.tsv" ]; then
+        if "$PY" "$KIT/compare.py" evaluate --records "$WORK/fw-records.tsv" --env <(echo '{"tensorleak_lib": "x"}') \
+            >"$LOGS/fw-compare.md" 2>&1 && [ "$(grep -c '| skipped |$' "$LOGS/fw-compare.md")" = "$(wc -l <"$WORK/fw-records.tsv")" ]; then
+            ok "compare.py: the loops whose framework is absent are skipped rows, no mismatch"
+        else
+            bad "compare.py on skipped framework loops:"
+            sed 's/^/      | /' "$LOGS/fw-compare.md" | tail -n 12
+        fi
     fi
     if [ -z "$NVCC" ]; then
         skp "nvcc not found: CUDA samples not compiled"
@@ -434,6 +463,8 @@ for b in $BINS; do
     [ -x "$BIN/$b" ] || continue
     for tool in $TOOLS; do rec sample "${b%.*}" "${b##*.}" "$tool" "" 60 required -- "$BIN/$b"; done
 done
+# leaky snapshots ("end") and exits: under the default pattern both reports must stay
+[ -x "$BIN/leaky.static" ] && [ -n "$TL_CLI" ] && rec sample leaky static cli-default "" 60 required -- "$BIN/leaky.static"
 
 # 2. PyTorch allocator modes
 export TENSORLEAK_DEPTH=${TENSORLEAK_DEPTH:-32}
@@ -451,7 +482,32 @@ else
     [ -n "$TL_CLI" ] && rec torch leak - cli "" 120 required -- "$PY" "$KIT/torch_loop.py" --leak --requests 20
 fi
 
-# 3. compute-sanitizer on the same binaries
+# 3. the frameworks' own allocators (issue 13 §7, issue 16), under `tensorleak run`, which
+# turns the framework bridges on: GPT-2 on PyTorch's three allocator modes (the native
+# leak also with PyTorch's allocation history, which names the leak's Python line), JAX
+# with and without preallocation, CuPy's default pool.  Each loop prints TL_SKIP when its
+# framework does not import: the row is skipped, not failed.  The package's tensorleak.mark
+# comes from this tree (python/).
+FW_ROWS="gpt2|leak| gpt2|leak|TENSORLEAK_TORCH_HISTORY=1 gpt2|clean|
+gpt2|leak|expandable_segments:True gpt2|clean|expandable_segments:True
+gpt2|leak|backend:cudaMallocAsync gpt2|clean|backend:cudaMallocAsync
+jax|leak| jax|clean| jax|leak|XLA_PYTHON_CLIENT_PREALLOCATE=false jax|clean|XLA_PYTHON_CLIENT_PREALLOCATE=false
+cupy|leak| cupy|clean|"
+if [ -z "$TL_CLI" ]; then
+    skip_rec frameworks - - "no tensorleak CLI (the bridges are turned on by tensorleak run)" required
+else
+    say "== framework loops (GPT-2 on PyTorch, JAX, CuPy) under tensorleak run"
+    for row in $FW_ROWS; do
+        IFS='|' read -r loop mode setting <<<"$row"
+        n=8
+        [ "$mode" = clean ] && [ "$loop" = gpt2 ] && n=20 # a longer clean twin: a plateau never flags
+        PYTHONPATH=$SRC/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 \
+            rec fw "$loop" "$mode" cli "$setting" 120 required -- \
+            "$PY" "$KIT/serve_loop.py" "$loop" "--$mode" --requests "$n" --check-at 6
+    done
+fi
+
+# 4. compute-sanitizer on the same binaries
 if [ -z "$SAN" ]; then
     skip_rec compute-sanitizer - - "not installed" optional
 else
@@ -473,7 +529,7 @@ else
     done
 fi
 
-# 4. overhead (issue 14): per row, processes with and without tensorleak alternate in
+# 5. overhead (issue 14): per row, processes with and without tensorleak alternate in
 # ABBA order (a drift in clocks or load over the row falls on both sides alike); each
 # process warms up (time-based, also ramping the GPU clocks) before its timed passes,
 # and compare.py shows the medians with their spread.  Rows: the inference loop under
@@ -498,7 +554,7 @@ if [ -n "$TORCH_V" ] && [ -n "$TL_LIB" ]; then
     done
 fi
 
-# 5. verdict
+# 6. verdict
 say "== comparing ($(elapsed) s)"
 KIT_DATE=$(date -u +%FT%TZ) KIT_GPU=$GPU KIT_NVCC=$NVCC_V KIT_TORCH=$TORCH_V KIT_SAN=$SAN_V \
     KIT_SOURCE=$TL_SOURCE KIT_LIB=$TL_LIB KIT_ERROR=$TL_ERROR KIT_COMMIT=$COMMIT KIT_MISSING=$MISSING \

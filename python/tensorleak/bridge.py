@@ -1,0 +1,141 @@
+"""The Python side of tensorleak's framework bridge (src/bridge.c).
+
+A daemon thread blocks in the library's tensorleak_bridge_wait() through
+ctypes.CDLL, which releases the GIL while it waits.  When a report or a mark
+wants the frameworks' state, the thread reads the allocators of the
+frameworks this program imported (sys.modules; never importing one) and hands
+the state to tensorleak_bridge_submit() as JSON.  At exit an atexit handler
+submits the final state and closes the bridge, so the exit report (written
+after the interpreter finalized) has the last state and says when it was
+read.  tensorleak.mark()/snapshot() call submit_now() in the caller's thread
+first, so their report never waits.
+
+Errors never reach the program: each framework's failure is one line in the
+state's "errors" (and so in the report), and the bridge keeps going.
+
+Switches: TENSORLEAK_PYTHON (the library starts this module when it is 1;
+`tensorleak run` sets it), TENSORLEAK_TORCH_HISTORY=1 (turn on PyTorch's
+allocation history so live blocks name their Python line; cost measured on
+the H200 GPT-2 loop: 0.063 -> 0.071 s per request).
+"""
+
+import atexit
+import ctypes
+import importlib
+import json
+import os
+import sys
+import threading
+import time
+
+WAIT_MS = 1000
+
+_lock = threading.Lock()
+_state = {"lib": None, "thread": None, "closed": False, "history": False, "errors_seen": set()}
+
+
+def _library():
+    """The preloaded library's exports, typed; None when not under tensorleak."""
+    try:
+        proc = ctypes.CDLL(None)
+        wait, submit, close = (proc.tensorleak_bridge_wait, proc.tensorleak_bridge_submit,
+                               proc.tensorleak_bridge_close)
+    except (OSError, AttributeError):
+        return None
+    wait.argtypes, wait.restype = (ctypes.c_int,), ctypes.c_int
+    submit.argtypes, submit.restype = (ctypes.c_char_p,), ctypes.c_int
+    close.argtypes, close.restype = (), None
+    return proc
+
+
+def _reader(name):
+    return importlib.import_module("tensorleak.frameworks." + name)
+
+
+def read_state(modules=None):
+    """{"time", "pools", "errors"} for the frameworks in `modules` (default
+    sys.modules): only those the program imported itself."""
+    modules = sys.modules if modules is None else modules
+    from .frameworks import READERS
+    pools, errors = [], []
+    for name in READERS:
+        mod = modules.get(name)
+        if mod is None:
+            continue
+        try:
+            if name == "torch" and not _state["history"] and os.environ.get("TENSORLEAK_TORCH_HISTORY") == "1":
+                _state["history"] = _reader("torch").enable_history(mod)
+            pools.extend(_reader(name).read(mod))
+        except Exception as e:  # a framework's failure is reported, never raised
+            errors.append("%s: %s: %s" % (name, type(e).__name__, e))
+    return {"time": time.time(), "pools": pools, "errors": errors}
+
+
+def submit_now():
+    """Reads the state in this thread and hands it to the library."""
+    lib = _state["lib"]
+    if lib is None or _state["closed"]:
+        return False
+    try:
+        text = json.dumps(read_state(), separators=(",", ":"))
+    except Exception as e:
+        text = json.dumps({"time": time.time(), "pools": [], "errors": ["bridge: %s: %s" % (type(e).__name__, e)]})
+    return lib.tensorleak_bridge_submit(text.encode()) == 0
+
+
+def _serve():
+    lib = _state["lib"]
+    while True:
+        try:
+            r = lib.tensorleak_bridge_wait(WAIT_MS)
+        except Exception:
+            return
+        if r < 0:
+            return
+        if r == 1:
+            submit_now()
+
+
+def _at_exit():
+    # The interpreter is about to finalize: the last state a report can have.
+    if _state["lib"] is None or _state["closed"]:
+        return
+    submit_now()
+    _state["closed"] = True
+    _state["lib"].tensorleak_bridge_close()
+
+
+def activate():
+    """Starts the bridge once (idempotent).  False when not under tensorleak."""
+    with _lock:
+        if _state["thread"] is not None:
+            return True
+        lib = _library()
+        if lib is None:
+            return False
+        _state["lib"] = lib
+        t = threading.Thread(target=_serve, name="tensorleak-bridge", daemon=True)
+        _state["thread"] = t
+        t.start()
+        # Tells the library a bridge serves from now on (before the thread
+        # gets the GIL to wait), answering a request that is already there.
+        if lib.tensorleak_bridge_wait(0) == 1:
+            submit_now()
+        atexit.register(_at_exit)
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_after_fork_child)
+        return True
+
+
+def _after_fork_child():
+    # The thread is gone in a forked child; the child reports on its own.
+    _state["thread"] = None
+    _state["closed"] = False
+    try:
+        activate()
+    except Exception:
+        pass
+
+
+def active():
+    return _state["thread"] is not None and not _state["closed"]

@@ -1,0 +1,36 @@
+"""RAPIDS RMM's current device resource: a statistics adaptor's live bytes,
+a pool resource's size.  Only what the resource itself publishes."""
+
+
+def pool(device, allocated=None, reserved=None, resource="", version=None):
+    allocated = int(allocated) if allocated is not None else None
+    if reserved is None:
+        reserved = allocated
+    return {
+        "name": "rmm device %d" % device,
+        "kind": "rmm",
+        "device": device,
+        "reserved_bytes": reserved,
+        "allocated_bytes": allocated,
+        "free_bytes": reserved - allocated if reserved is not None and allocated is not None else None,
+        "largest_free_block": None,
+        "fragmentation": None,
+        "segments": None,
+        "framework": {"name": "rmm", "version": version, "mode": resource},
+    }
+
+
+def read(rmm):
+    mr = rmm.mr.get_current_device_resource()
+    allocated = reserved = None
+    r = mr
+    while r is not None:  # adaptors wrap the resource that holds the memory
+        if allocated is None and hasattr(r, "get_allocation_counts"):
+            allocated = r.get_allocation_counts()["current_bytes"]
+        if reserved is None and hasattr(r, "pool_size"):
+            reserved = r.pool_size()
+        r = getattr(r, "upstream_mr", None)
+    if allocated is None:
+        return []  # no statistics adaptor: RMM publishes no byte counts
+    # The current device's resource; RMM keeps one per device.
+    return [pool(0, allocated, reserved, type(mr).__name__, getattr(rmm, "__version__", None))]

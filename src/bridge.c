@@ -1,0 +1,578 @@
+/*
+ * bridge.c — the runtimes' caching allocators, as their own statistics see
+ * them (PyTorch, JAX/XLA, CuPy, RMM).
+ *
+ * tensorleak sees the segments a caching allocator takes from the driver, not
+ * what the cache hands out inside them, which is where a Python program's
+ * leak lives.  Only the framework knows that, and only Python can ask it.
+ *
+ * No C code here calls into Python at report time.  The Python side pushes:
+ * a daemon thread of python/tensorleak/bridge.py blocks in
+ * tensorleak_bridge_wait() (reached through ctypes.CDLL, so the GIL is
+ * released while it waits) until a report or a mark wants state; it reads
+ * the frameworks the program imported and hands a JSON text to
+ * tensorleak_bridge_submit().  The reporting thread waits a bounded time
+ * (TL_BRIDGE_WAIT_MS): a program that never releases the GIL gets its report
+ * with the last state, and the report says so.  Reports written inside an
+ * allocation hook (out of memory, budget: PyTorch holds its allocator lock
+ * around cudaMalloc, and the bridge would need it) and the exit report
+ * (written after the interpreter finalized) never wait: they use the last
+ * state and say when it was read.
+ *
+ * Activation without code change: when TENSORLEAK_PYTHON is on (`tensorleak
+ * run` sets it) and an initialized interpreter is in the process, the first
+ * CUDA call or report schedules, with Py_AddPendingCall (callable without
+ * the GIL or a thread state), a call that runs in the main thread with the
+ * GIL, puts the package's directory on sys.path and starts the bridge.  It
+ * catches every exception: a pending call that fails raises in the program.
+ */
+#include "report.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hooks.h"
+
+#define TL_BRIDGE_WAIT_MS 2000
+
+static pthread_mutex_t br_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t br_cond;
+static pthread_once_t br_cond_once = PTHREAD_ONCE_INIT;
+static unsigned long want_seq, served_seq;
+static bool waiting_seen; /* a bridge thread has called tensorleak_bridge_wait */
+static bool closed;       /* the interpreter is finalizing: no more answers */
+static json_t *state;     /* last submitted state (parsed), or NULL */
+static double state_time; /* CLOCK_REALTIME when it was submitted */
+static unsigned long state_seq; /* want_seq that the state answered */
+static char last_note[160];     /* why the last refresh had no fresh state */
+static bool last_fresh;
+static __thread bool submitted_here; /* this thread submitted since its last refresh */
+static atomic_bool kicked;    /* an interpreter was seen and the switch read */
+static atomic_bool scheduled; /* the bridge's start was scheduled */
+static atomic_bool bad_json_once, boot_once;
+
+static void init_cond(void)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&br_cond, &a);
+    pthread_condattr_destroy(&a);
+}
+
+static double now_realtime(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---- exports for the Python side ---------------------------------------- */
+
+/* Blocks until a report wants framework state (1), `timeout_ms` passed (0)
+ * or the bridge was closed (-1). */
+TL_EXPORT int tensorleak_bridge_wait(int timeout_ms);
+int tensorleak_bridge_wait(int timeout_ms)
+{
+    pthread_once(&br_cond_once, init_cond);
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    if (timeout_ms < 0)
+        timeout_ms = 0;
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&br_lock);
+    waiting_seen = true;
+    int rc = 0;
+    for (;;) {
+        if (closed) {
+            rc = -1;
+            break;
+        }
+        if (want_seq != served_seq) {
+            rc = 1;
+            break;
+        }
+        if (pthread_cond_timedwait(&br_cond, &br_lock, &until) == ETIMEDOUT)
+            break;
+    }
+    pthread_mutex_unlock(&br_lock);
+    return rc;
+}
+
+/* Stores the framework state (a JSON object with "time", "pools", "errors")
+ * and wakes a report waiting for it.  0, or -1 when the text is not JSON. */
+TL_EXPORT int tensorleak_bridge_submit(const char *text);
+int tensorleak_bridge_submit(const char *text)
+{
+    pthread_once(&br_cond_once, init_cond);
+    json_error_t err;
+    json_t *j = text ? json_loads(text, 0, &err) : NULL;
+    if (!json_is_object(j)) {
+        json_decref(j);
+        tl_warn(&bad_json_once, "the Python bridge sent state that is not a JSON object; framework pools are left out");
+        return -1;
+    }
+    double t = now_realtime();
+    pthread_mutex_lock(&br_lock);
+    json_decref(state);
+    state = j;
+    state_time = t;
+    state_seq = want_seq;
+    served_seq = want_seq;
+    pthread_cond_broadcast(&br_cond);
+    pthread_mutex_unlock(&br_lock);
+    submitted_here = true;
+    return 0;
+}
+
+/* The interpreter is finalizing: the last state stays, no more requests. */
+TL_EXPORT void tensorleak_bridge_close(void);
+void tensorleak_bridge_close(void)
+{
+    pthread_once(&br_cond_once, init_cond);
+    pthread_mutex_lock(&br_lock);
+    closed = true;
+    pthread_cond_broadcast(&br_cond);
+    pthread_mutex_unlock(&br_lock);
+}
+
+/* ---- requests from reports and marks ------------------------------------ */
+
+void tl_bridge_refresh(bool may_wait)
+{
+    tl_bridge_kick();
+    pthread_once(&br_cond_once, init_cond);
+    bool mine = submitted_here;
+    submitted_here = false;
+    pthread_mutex_lock(&br_lock);
+    last_fresh = false;
+    if (mine && state && !closed) {
+        /* tensorleak.mark()/snapshot() read the state in this thread just
+         * before calling us: nothing to wait for. */
+        last_fresh = true;
+        last_note[0] = 0;
+    } else if (!waiting_seen && !atomic_load(&scheduled)) {
+        snprintf(last_note, sizeof last_note, "%s",
+                 state ? "the Python bridge thread is not running" : "no Python bridge in this process");
+    } else if (closed) {
+        snprintf(last_note, sizeof last_note, "last state, read at exit before the interpreter finalized");
+    } else if (!may_wait) {
+        snprintf(last_note, sizeof last_note, "report written inside an allocation or at exit: last state used");
+    } else if (want_seq != served_seq) {
+        /* An earlier request is still unanswered: the GIL is still held. */
+        snprintf(last_note, sizeof last_note, "the Python bridge did not answer (GIL held): last state used");
+    } else {
+        unsigned long mine_seq = ++want_seq;
+        pthread_cond_broadcast(&br_cond);
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += TL_BRIDGE_WAIT_MS / 1000;
+        until.tv_nsec += (long)(TL_BRIDGE_WAIT_MS % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (served_seq < mine_seq && !closed)
+            if (pthread_cond_timedwait(&br_cond, &br_lock, &until) == ETIMEDOUT)
+                break;
+        if (served_seq >= mine_seq) {
+            last_fresh = true;
+            last_note[0] = 0;
+        } else {
+            snprintf(last_note, sizeof last_note,
+                     "the Python bridge did not answer within %d ms (GIL held?): last state used", TL_BRIDGE_WAIT_MS);
+        }
+    }
+    pthread_mutex_unlock(&br_lock);
+}
+
+/* ---- the state as report rows ------------------------------------------- */
+
+static long long int_or(json_t *o, const char *key, long long dflt)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_integer(v) ? (long long)json_integer_value(v) : dflt;
+}
+
+static json_t *hex_of(long long v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)v);
+    return json_string(buf);
+}
+
+/* A Python frame in the shape of a report's stack frame: no address,
+ * module or offset (they are native notions), "python": true. */
+static json_t *frame_json(json_t *f)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "address", json_null());
+    json_object_set_new(o, "module", json_null());
+    json_object_set_new(o, "offset", json_null());
+    json_t *fn = json_object_get(f, "function"), *file = json_object_get(f, "file");
+    json_object_set(o, "function", json_is_string(fn) ? fn : json_null());
+    json_object_set(o, "file", json_is_string(file) ? file : json_null());
+    json_object_set_new(o, "line", json_integer(int_or(f, "line", 0)));
+    json_object_set_new(o, "python", json_boolean(json_is_true(json_object_get(f, "python"))));
+    return o;
+}
+
+json_t *tl_bridge_stack_json(json_t *frames)
+{
+    json_t *stack = json_array();
+    size_t i;
+    json_t *f;
+    json_array_foreach(frames, i, f)
+        if (json_is_object(f))
+            json_array_append_new(stack, frame_json(f));
+    return stack;
+}
+
+static void layout_from(json_t *src, struct tl_pool_row *row, json_t *extra)
+{
+    json_t *layout = json_object_get(src, "layout");
+    if (!json_is_array(layout))
+        return;
+    json_t *out = json_array();
+    size_t i, kept = 0;
+    json_t *seg;
+    row->layout = calloc(json_array_size(layout) + 1, sizeof *row->layout);
+    row->layout_truncated = json_is_true(json_object_get(src, "layout_truncated"));
+    json_array_foreach(layout, i, seg) {
+        long long base = int_or(seg, "base", 0), bytes = int_or(seg, "bytes", 0);
+        json_t *blocks = json_object_get(seg, "blocks");
+        json_t *so = json_object(), *bo = json_array();
+        json_object_set_new(so, "base", hex_of(base));
+        json_object_set_new(so, "bytes", json_integer(bytes));
+        struct tl_layout_segment *ls = row->layout ? &row->layout[row->nlayout++] : NULL;
+        if (ls) {
+            ls->base = (uint64_t)base;
+            ls->bytes = (uint64_t)bytes;
+            ls->blocks = json_array_size(blocks) ? calloc(json_array_size(blocks), sizeof *ls->blocks) : NULL;
+        }
+        size_t k;
+        json_t *b;
+        json_array_foreach(blocks, k, b) {
+            if (kept >= TL_LAYOUT_MAX) {
+                row->layout_truncated = true;
+                break;
+            }
+            long long off = int_or(b, "offset", 0), len = int_or(b, "bytes", 0);
+            json_t *bj = json_object();
+            json_object_set_new(bj, "offset", json_integer(off));
+            json_object_set_new(bj, "bytes", json_integer(len));
+            json_array_append_new(bo, bj);
+            if (ls && ls->blocks)
+                ls->blocks[ls->nblocks++] = (struct tl_layout_block){(uint64_t)off, (uint64_t)len};
+            kept++;
+        }
+        json_object_set_new(so, "blocks", bo);
+        json_array_append_new(out, so);
+    }
+    json_object_set_new(extra, "layout", out);
+    json_object_set_new(extra, "layout_truncated", json_boolean(row->layout_truncated));
+}
+
+static json_t *sites_from(json_t *src)
+{
+    json_t *sites = json_object_get(src, "sites"), *out = json_array();
+    size_t i;
+    json_t *s;
+    json_array_foreach(sites, i, s) {
+        json_t *o = json_object();
+        json_object_set_new(o, "bytes", json_integer(int_or(s, "bytes", 0)));
+        json_object_set_new(o, "count", json_integer(int_or(s, "count", 0)));
+        json_object_set_new(o, "stack", tl_bridge_stack_json(json_object_get(s, "frames")));
+        json_array_append_new(out, o);
+    }
+    return out;
+}
+
+/* Does this pool's reserve sit inside device memory we tracked as direct
+ * allocations (segments cudaMalloc'ed, cuMemAlloc'ed or cuMemCreate'd)?  Not
+ * for PyTorch's cudaMallocAsync backend (the driver's pool row already holds
+ * those tensors) nor for host (pinned) pools. */
+static bool inside_tracked_device_memory(json_t *p)
+{
+    if (json_is_false(json_object_get(p, "device_memory")))
+        return false;
+    json_t *fw = json_object_get(p, "framework");
+    const char *mode = json_string_value(json_object_get(fw, "mode"));
+    return !(mode && !strcmp(mode, "cudaMallocAsync"));
+}
+
+static json_t *bridge_object(void)
+{
+    json_t *b = json_object();
+    const char *st = !state ? "none" : last_fresh ? "fresh" : closed ? "final" : "stale";
+    json_object_set_new(b, "state", json_string(st));
+    json_object_set_new(b, "read_at", state ? json_real(state_time) : json_null());
+    json_object_set_new(b, "note", last_note[0] ? json_string(last_note) : json_null());
+    json_t *errors = state ? json_object_get(state, "errors") : NULL;
+    json_object_set_new(b, "errors", json_is_array(errors) ? json_deep_copy(errors) : json_array());
+    return b;
+}
+
+void tl_bridge_apply(struct tl_report_model *m)
+{
+    pthread_mutex_lock(&br_lock);
+    if (!state && !waiting_seen && !atomic_load(&scheduled)) {
+        pthread_mutex_unlock(&br_lock);
+        return; /* not a Python program, or the bridge is off: nothing to say */
+    }
+    m->bridge = bridge_object();
+    json_t *pools = state ? json_object_get(state, "pools") : NULL;
+    size_t n = json_array_size(pools);
+    struct tl_pool_row *grown = n ? realloc(m->pools, (m->npools + n + 1) * sizeof *grown) : NULL;
+    if (n && !grown) {
+        pthread_mutex_unlock(&br_lock);
+        return;
+    }
+    if (grown)
+        m->pools = grown;
+    uint64_t gap_by_dev[TL_MAX_DEVICES] = {0};
+    size_t i;
+    json_t *p;
+    json_array_foreach(pools, i, p) {
+        if (!json_is_object(p))
+            continue;
+        struct tl_pool_row *row = &m->pools[m->npools++];
+        memset(row, 0, sizeof *row);
+        const char *name = json_string_value(json_object_get(p, "name"));
+        const char *kind = json_string_value(json_object_get(p, "kind"));
+        snprintf(row->name, sizeof row->name, "%s", name ? name : "framework pool");
+        /* The kind must outlive the state (a later submit frees it). */
+        static const char *const kinds[] = {"pytorch", "jax", "cupy", "cupy_pinned", "rmm"};
+        row->kind = "framework";
+        for (size_t k = 0; kind && k < sizeof kinds / sizeof kinds[0]; k++)
+            if (!strcmp(kind, kinds[k]))
+                row->kind = kinds[k];
+        row->device = (int)int_or(p, "device", 0);
+        row->reserved = (uint64_t)int_or(p, "reserved_bytes", 0);
+        row->allocated = (uint64_t)int_or(p, "allocated_bytes", 0);
+        row->free = (uint64_t)int_or(p, "free_bytes",
+                                     row->reserved > row->allocated ? (long long)(row->reserved - row->allocated) : 0);
+        long long largest = int_or(p, "largest_free_block", -1);
+        row->largest_free = largest > 0 ? (uint64_t)largest : 0;
+        json_t *frag = json_object_get(p, "fragmentation");
+        row->fragmentation = json_is_number(frag) ? json_number_value(frag) : 0.0;
+        row->peak_allocated = (uint64_t)int_or(p, "peak_allocated_bytes", 0);
+        row->peak_reserved = (uint64_t)int_or(p, "peak_reserved_bytes", 0);
+        row->utilization = row->peak_reserved ? (double)row->peak_allocated / (double)row->peak_reserved : 0.0;
+        row->segments = (uint64_t)int_or(p, "segments", 0);
+
+        json_t *extra = json_object();
+        json_object_set_new(extra, "source", json_string("bridge"));
+        json_object_set_new(extra, "read_at", json_real(state_time));
+        json_object_set_new(extra, "stale", json_boolean(!last_fresh));
+        /* Unknown stays unknown: null, never an invented 0. */
+        if (largest < 0)
+            json_object_set_new(extra, "largest_free_block", json_null());
+        if (!json_is_number(frag))
+            json_object_set_new(extra, "fragmentation", json_null());
+        json_t *fw = json_object_get(p, "framework");
+        if (json_is_object(fw))
+            json_object_set_new(extra, "framework", json_deep_copy(fw));
+        json_t *fb = json_object_get(p, "free_blocks");
+        if (json_is_integer(fb))
+            json_object_set(extra, "free_blocks", fb);
+        if (row->device < 0)
+            json_object_set_new(extra, "host", json_true());
+        layout_from(p, row, extra);
+        if (json_object_get(p, "sites"))
+            json_object_set_new(extra, "sites", sites_from(p));
+        row->extra = extra;
+
+        if (row->device >= 0 && row->device < TL_MAX_DEVICES && inside_tracked_device_memory(p)) {
+            gap_by_dev[row->device] += row->reserved > row->allocated ? row->reserved - row->allocated : 0;
+            m->devices[row->device].present = true;
+        }
+    }
+    pthread_mutex_unlock(&br_lock);
+
+    /* Device summary: reserved stays the driver's; allocated becomes what
+     * the allocators hand out, so the gap is the caches'.  The largest free
+     * block and fragmentation come from every pool that knows its layout. */
+    m->reserved = m->allocated = 0;
+    m->largest_free = 0;
+    uint64_t all_free = 0;
+    for (int d = 0; d < TL_MAX_DEVICES; d++) {
+        struct tl_device_row *r = &m->devices[d];
+        uint64_t gap = gap_by_dev[d] < r->allocated ? gap_by_dev[d] : r->allocated;
+        r->allocated -= gap;
+        uint64_t dev_free = 0, largest = 0;
+        for (size_t k = 0; k < m->npools; k++) {
+            const struct tl_pool_row *pr = &m->pools[k];
+            bool knows = !strcmp(pr->kind, "annotated") || (pr->extra && !json_is_null(json_object_get(pr->extra, "largest_free_block")) &&
+                                                            strcmp(pr->kind, "annotated") != 0);
+            if (pr->device != d || !knows)
+                continue;
+            dev_free += pr->free;
+            if (pr->largest_free > largest)
+                largest = pr->largest_free;
+        }
+        r->largest_free = largest;
+        r->fragmentation = dev_free ? 1.0 - (double)largest / (double)dev_free : 0.0;
+        all_free += dev_free;
+        if (largest > m->largest_free)
+            m->largest_free = largest;
+        m->reserved += r->reserved;
+        m->allocated += r->allocated;
+    }
+    m->fragmentation = all_free ? 1.0 - (double)m->largest_free / (double)all_free : 0.0;
+}
+
+void tl_bridge_foreach_series(void (*pool)(const char *, const char *, long long, void *),
+                              void (*site)(const char *, const char *, json_t *, long long, void *), void *arg)
+{
+    pthread_mutex_lock(&br_lock);
+    json_t *pools = state ? json_object_get(state, "pools") : NULL;
+    size_t i;
+    json_t *p;
+    json_array_foreach(pools, i, p) {
+        const char *name = json_string_value(json_object_get(p, "name"));
+        const char *kind = json_string_value(json_object_get(p, "kind"));
+        if (!name || !kind)
+            continue;
+        pool(name, kind, int_or(p, "allocated_bytes", 0), arg);
+        json_t *sites = json_object_get(p, "sites");
+        size_t k;
+        json_t *s;
+        json_array_foreach(sites, k, s) {
+            json_t *frames = json_object_get(s, "frames");
+            char *key = json_dumps(frames, JSON_COMPACT);
+            if (key)
+                site(key, name, frames, int_or(s, "bytes", 0), arg);
+            free(key);
+        }
+    }
+    pthread_mutex_unlock(&br_lock);
+}
+
+/* ---- activation ---------------------------------------------------------- */
+
+static bool python_enabled(void)
+{
+    const char *v = secure_getenv("TENSORLEAK_PYTHON");
+    bool on = false;
+    if (v && *v && tl_parse_bool(v, &on) != 0) {
+        static atomic_bool once;
+        tl_warn(&once, "TENSORLEAK_PYTHON=%s is not 0 or 1; the Python bridge stays off", v);
+        return false;
+    }
+    return on;
+}
+
+/* The directory that holds the tensorleak package: beside the library in a
+ * wheel (site-packages/tensorleak/lib/libtensorleak.so), else the source
+ * tree's python/ for a build-tree library. */
+static bool package_dir(char *out, size_t len)
+{
+    Dl_info info;
+    char path[PATH_MAX];
+    if (dladdr((void *)package_dir, &info) && info.dli_fname && realpath(info.dli_fname, path)) {
+        for (int up = 0; up < 3; up++) {
+            char *slash = strrchr(path, '/');
+            if (!slash)
+                break;
+            *slash = 0;
+            if (up == 1) {
+                const char *base = strrchr(path, '/');
+                if (!base || strcmp(base + 1, "tensorleak") != 0)
+                    break;
+            }
+            if (up == 2) {
+                snprintf(out, len, "%s", path);
+                return true;
+            }
+        }
+    }
+#ifdef TL_PYTHON_SOURCE_DIR
+    char probe[PATH_MAX];
+    snprintf(probe, sizeof probe, "%s/tensorleak/bridge.py", TL_PYTHON_SOURCE_DIR);
+    if (access(probe, R_OK) == 0) {
+        snprintf(out, len, "%s", TL_PYTHON_SOURCE_DIR);
+        return true;
+    }
+#endif
+    return false;
+}
+
+static char boot_dir[PATH_MAX];
+
+/* Runs in the main thread with the GIL (a pending call).  Returns 0 always:
+ * -1 would raise in the program. */
+static int boot(void *arg)
+{
+    (void)arg;
+    typedef int (*run_fn)(const char *, void *);
+    run_fn run = (run_fn)tl_real_dlsym(RTLD_DEFAULT, "PyRun_SimpleStringFlags");
+    if (!run)
+        return 0;
+    /* exec in a dict of its own: nothing is bound in the program's __main__.
+     * sys.path gets the directory appended, so a tensorleak the program
+     * installed itself wins. */
+    char code[PATH_MAX + 1024];
+    snprintf(code, sizeof code,
+             "__import__('builtins').exec(\"\"\"\n"
+             "import sys\n"
+             "try:\n"
+             "    d = '%s'\n"
+             "    if d and d not in sys.path:\n"
+             "        sys.path.append(d)\n"
+             "    import tensorleak.bridge\n"
+             "    tensorleak.bridge.activate()\n"
+             "except BaseException as e:\n"
+             "    try:\n"
+             "        sys.stderr.write('tensorleak: the Python bridge did not start: %%r\\\\n' %% (e,))\n"
+             "    except BaseException:\n"
+             "        pass\n"
+             "\"\"\", {'__name__': '_tensorleak_boot'})\n",
+             boot_dir);
+    if (run(code, NULL) != 0)
+        tl_warn(&boot_once, "the Python bridge did not start");
+    return 0;
+}
+
+void tl_bridge_kick(void)
+{
+    if (atomic_load_explicit(&kicked, memory_order_relaxed))
+        return;
+    typedef int (*initialized_fn)(void);
+    typedef int (*pending_fn)(int (*)(void *), void *);
+    initialized_fn initialized = (initialized_fn)tl_real_dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+    pending_fn pending = (pending_fn)tl_real_dlsym(RTLD_DEFAULT, "Py_AddPendingCall");
+    if (!initialized || !pending || !initialized())
+        return; /* not Python, or not yet: a later call tries again */
+    if (atomic_exchange(&kicked, true))
+        return;
+    if (!python_enabled())
+        return;
+    if (!package_dir(boot_dir, sizeof boot_dir) || strpbrk(boot_dir, "'\\\"\n")) {
+        boot_dir[0] = 0; /* `import tensorleak` may still work from sys.path */
+    }
+    if (pending(boot, NULL) != 0)
+        tl_warn(NULL, "the Python bridge could not be scheduled (Py_AddPendingCall failed)");
+    else
+        atomic_store(&scheduled, true);
+}
+
+void tl_bridge_after_fork(void);
+void tl_bridge_after_fork(void)
+{
+    /* The bridge thread does not exist in a forked child. */
+    pthread_mutex_init(&br_lock, NULL);
+    init_cond();
+    waiting_seen = false;
+    want_seq = served_seq = 0;
+}

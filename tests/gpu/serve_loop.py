@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""Request loops on the frameworks' own allocators, for the real-GPU kit (tests/gpu/run.sh).
+
+    serve_loop.py gpt2 --leak|--clean   transformers GPT-2 (random weights, 6 layers,
+                                        n_embd 768, fp16, no download) on PyTorch; a
+                                        request is batch 4 x 256 prompt tokens, then
+                                        --decode steps on the KV cache; --leak keeps every
+                                        request's past_key_values
+    serve_loop.py jax --leak|--clean    a 2048x2048 f32 matmul per request; --leak keeps
+                                        every result (16 MiB)
+    serve_loop.py cupy --leak|--clean   an 8 MiB CuPy array per request; --leak keeps it
+    serve_loop.py lines                 the workload lines the kit expects in leak stacks
+
+Each request ends with tensorleak.mark("request").  After request --check-at and after
+the last one the loop reads its framework's own allocator figures (torch.cuda.memory_stats
+and _snapshot, jax Device.memory_stats, the CuPy pool) and, with nothing allocated in
+between, asks tensorleak for a report labelled "req<N>" / "end": compare.py holds the
+report's pool row against those figures, and wants growth flagged in the "req<N>" report
+of a leaking loop and nowhere in a clean one.  The allocator mode is the environment's
+(PYTORCH_CUDA_ALLOC_CONF, XLA_PYTHON_CLIENT_PREALLOCATE).  Last line:
+
+    TL_GROUND_TRUTH {"sample": "gpt2"|"jax"|"cupy", "moments": {"req6": {...}, "end": {...}}, ...}
+
+A framework that does not import prints `TL_SKIP {"why": ...}` and exits 0: the kit
+reports the row as skipped, not failed.
+"""
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # random weights: nothing to download, ever
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+USER_TAG = "# TL_USER_LINE"
+
+
+def user_lines():
+    """Lines of this file tagged USER_TAG: where the kept memory is allocated."""
+    with open(os.path.abspath(__file__)) as f:
+        return [i for i, line in enumerate(f, 1) if line.rstrip().endswith(USER_TAG)]
+
+
+class Tensorleak:
+    """tensorleak.mark/snapshot: the package when it imports (its mark also hands the
+    bridge this moment's framework state), else the preloaded C API through ctypes."""
+
+    def __init__(self):
+        self.how, self.mark_fn, self.snap_fn = None, None, None
+        try:
+            import tensorleak
+
+            if tensorleak.loaded():
+                self.how, self.mark_fn, self.snap_fn = "package", tensorleak.mark, tensorleak.snapshot
+                return
+        except Exception as e:  # no package on the path, or an error in it: ctypes below
+            self.package_error = "%s: %s" % (type(e).__name__, e)
+        lib = ctypes.CDLL(None)
+        mark, snap = getattr(lib, "tensorleak_mark", None), getattr(lib, "tensorleak_snapshot", None)
+        if mark is not None and snap is not None:
+            mark.argtypes, mark.restype = [ctypes.c_char_p], None
+            snap.argtypes, snap.restype = [ctypes.c_char_p], ctypes.c_int
+            self.how = "ctypes"
+            self.mark_fn = lambda label: mark(label.encode())
+            self.snap_fn = lambda label: snap(label.encode())
+
+    def mark(self, label):
+        if self.mark_fn is not None:
+            self.mark_fn(label)
+            return 1
+        return 0
+
+    def snapshot(self, label):
+        return self.snap_fn(label) if self.snap_fn is not None else None
+
+
+class SkipLoop(Exception):
+    """The loop cannot run here at all (not a failure of the row)."""
+
+
+def skip(why):
+    print("TL_SKIP " + json.dumps({"why": why}), flush=True)
+    return 0
+
+
+# ----------------------------------------------------------------------- GPT-2
+def gpt2_setup(args):
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    dev = args.device
+    if dev == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("torch.cuda is not available")
+    config = GPT2Config(n_layer=6, n_embd=768, n_head=12, n_positions=1024, vocab_size=50257)
+    with torch.device(dev):
+        model = GPT2LMHeadModel(config)
+    model = (model.half() if dev == "cuda" else model).eval()
+    gen = torch.Generator(device=dev).manual_seed(0)
+    return {"torch": torch, "model": model, "gen": gen, "vocab": config.vocab_size, "device": dev}
+
+
+def gpt2_request(st, args, kept):
+    torch, model = st["torch"], st["model"]
+    with torch.inference_mode():
+        ids = torch.randint(0, st["vocab"], (4, args.prompt), device=st["device"], generator=st["gen"])
+        out = model(input_ids=ids, use_cache=True)  # TL_USER_LINE
+        past = out.past_key_values
+        tok = out.logits[:, -1:].argmax(-1)
+        for _ in range(args.decode):
+            out = model(input_ids=tok, past_key_values=past, use_cache=True)  # TL_USER_LINE
+            past = out.past_key_values
+            tok = out.logits[:, -1:].argmax(-1)
+        del out
+    if args.leak:
+        kept.append(past)  # the leak: every request's KV cache stays referenced
+    return int(tok.sum().item())
+
+
+def gpt2_moment(st):
+    """PyTorch's own figures now; largest free block from the snapshot's inactive
+    blocks (adjacent free blocks are merged by the allocator, so each is maximal),
+    None where the backend has no segments to show (cudaMallocAsync)."""
+    torch = st["torch"]
+    if st["device"] != "cuda":
+        return {"reserved": None, "allocated": None, "largest_free_block": None}
+    torch.cuda.synchronize()
+    s = torch.cuda.memory_stats()
+    m = {"reserved": int(s.get("reserved_bytes.all.current", 0)),
+         "allocated": int(s.get("allocated_bytes.all.current", 0)),
+         "segments": int(s.get("segment.all.current", 0)),
+         "largest_free_block": None}
+    if torch.cuda.get_allocator_backend() == "native":
+        snap = torch.cuda.memory._snapshot()
+        m["largest_free_block"] = max([b["size"] for seg in snap.get("segments", [])
+                                       for b in seg.get("blocks", []) if b.get("state") == "inactive"] or [0])
+    return m
+
+
+def gpt2_info(st):
+    torch = st["torch"]
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__,
+            "backend": torch.cuda.get_allocator_backend() if st["device"] == "cuda" else None,
+            "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+            "history": os.environ.get("TENSORLEAK_TORCH_HISTORY", "") == "1"}
+
+
+def gpt2_settle(st):
+    if st["device"] == "cuda":
+        st["torch"].cuda.synchronize()
+        st["torch"].cuda.empty_cache()
+
+
+# ------------------------------------------------------------------------- JAX
+def jax_setup(args):
+    import jax
+    import jax.numpy as jnp
+
+    dev = jax.devices()[0]
+    if dev.platform != ("gpu" if args.device == "cuda" else args.device):
+        raise RuntimeError("jax's first device is %s, not %s" % (dev.platform, args.device))
+    f = jax.jit(lambda x: jnp.tanh(x @ x.T / 2048.0))
+    return {"jax": jax, "jnp": jnp, "dev": dev, "f": f}
+
+
+def jax_request(st, args, kept):
+    st["r"] = st.get("r", 0) + 1
+    x = st["jnp"].full((2048, 2048), float(st["r"] % 7), st["jnp"].float32)
+    y = st["f"](x)  # TL_USER_LINE
+    y.block_until_ready()
+    del x
+    if args.leak:
+        kept.append(y)  # the leak: every result stays referenced
+    return 0
+
+
+def jax_moment(st):
+    s = st["dev"].memory_stats()
+    if not s:  # a CPU device keeps no statistics
+        return {"reserved": None, "allocated": None, "largest_free_block": None}
+    return {"reserved": int(s.get("pool_bytes", s.get("bytes_reserved", 0))),
+            "allocated": int(s.get("bytes_in_use", 0)),
+            "largest_free_block": s.get("largest_free_block_bytes"),
+            "bytes_limit": s.get("bytes_limit"), "raw": s}
+
+
+def jax_info(st):
+    return {"jax": st["jax"].__version__,
+            "preallocate": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true") != "false"}
+
+
+def jax_settle(st):
+    pass
+
+
+# ------------------------------------------------------------------------ CuPy
+def cupy_setup(args):
+    import cupy
+
+    if args.device != "cuda":
+        raise SkipLoop("CuPy has no CPU device")
+    cupy.cuda.runtime.getDeviceCount()
+    return {"cupy": cupy, "pool": cupy.get_default_memory_pool()}
+
+
+def cupy_request(st, args, kept):
+    cp = st["cupy"]
+    st["r"] = st.get("r", 0) + 1
+    a = cp.full((8 << 20) // 4, st["r"] % 7, dtype=cp.float32)  # TL_USER_LINE
+    b = (a * 2).sum()
+    if args.leak:
+        kept.append(a)  # the leak: every request's array stays referenced
+    del a
+    return int(b.get())
+
+
+def cupy_moment(st):
+    st["cupy"].cuda.Device().synchronize()
+    p = st["pool"]
+    return {"reserved": int(p.total_bytes()), "allocated": int(p.used_bytes()),
+            "largest_free_block": None, "free_blocks": int(p.n_free_blocks())}
+
+
+def cupy_info(st):
+    return {"cupy": st["cupy"].__version__}
+
+
+def cupy_settle(st):
+    st["cupy"].cuda.Device().synchronize()
+
+
+LOOPS = {
+    "gpt2": (gpt2_setup, gpt2_request, gpt2_moment, gpt2_info, gpt2_settle, ("torch", "transformers")),
+    "jax": (jax_setup, jax_request, jax_moment, jax_info, jax_settle, ("jax",)),
+    "cupy": (cupy_setup, cupy_request, cupy_moment, cupy_info, cupy_settle, ("cupy",)),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("loop", choices=sorted(LOOPS) + ["lines"])
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--leak", action="store_true")
+    g.add_argument("--clean", action="store_true")
+    ap.add_argument("--requests", type=int, default=8)
+    ap.add_argument("--check-at", type=int, default=6, help="request after which growth must be flagged")
+    ap.add_argument("--decode", type=int, default=16, help="GPT-2 decode steps per request")
+    ap.add_argument("--prompt", type=int, default=256, help="GPT-2 prompt tokens per sequence")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                    help="cpu: a smoke test of the loop where the framework has no GPU (figures null)")
+    args = ap.parse_args()
+    if args.loop == "lines":
+        print(" ".join(str(n) for n in user_lines()))
+        return 0
+    if not (args.leak or args.clean):
+        ap.error("one of --leak or --clean")
+    setup, request, moment, info, settle, modules = LOOPS[args.loop]
+    for mod in modules:
+        try:
+            __import__(mod)
+        except Exception as e:  # absent or broken: the row is skipped, not failed
+            return skip("%s does not import: %s: %s" % (mod, type(e).__name__, e))
+    # The framework imports: from here on an error is a failure of the row (a traceback
+    # and a non-zero exit status), not a skip.
+    try:
+        st = setup(args)
+    except SkipLoop as e:
+        return skip(str(e))
+    tl = Tensorleak()
+    warm = []
+    request(st, argparse.Namespace(**dict(vars(args), leak=False)), warm)  # kernels, handles, the pool
+    settle(st)
+
+    kept, moments, snaps, times = [], {}, {}, []
+    marks = 0
+    check = 0
+    for r in range(1, args.requests + 1):
+        t0 = time.perf_counter()
+        check += request(st, args, kept)
+        marks += tl.mark("request")
+        times.append(time.perf_counter() - t0)
+        if r == args.check_at or r == args.requests:
+            label = "end" if r == args.requests else "req%d" % r
+            moments[label] = dict(moment(st), request=r)
+            snaps[label] = tl.snapshot(label)
+    truth = {
+        "sample": args.loop, "mode": "leak" if args.leak else "clean", "pid": os.getpid(),
+        "requests": args.requests, "check_at": args.check_at, "marks": marks, "api": tl.how,
+        "package_error": getattr(tl, "package_error", None), "expect_growth": bool(args.leak),
+        "moments": moments, "snapshot_rc": snaps, "kept": len(kept),
+        "request_s": statistics.median(times) if times else None, "checksum": check,
+        "user_file": os.path.basename(__file__), "user_lines": user_lines(), "info": info(st),
+    }
+    print("TL_GROUND_TRUTH " + json.dumps(truth, sort_keys=True), flush=True)
+    if args.leak:
+        # The leak outlives the interpreter (one reference nobody drops), so the kept
+        # memory is still allocated when tensorleak writes its exit report.
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(kept))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
