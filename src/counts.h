@@ -41,6 +41,16 @@ static inline bool tl_holds_memory(uint8_t kind)
            kind == TL_KIND_VMM_HANDLE || kind == TL_KIND_ASYNC || kind == TL_KIND_POOL_BLOCK;
 }
 
+/* Kinds that are address space, not memory: a VA reservation
+ * (cuMemAddressReserve) and a mapping (cuMemMap) of a handle into one.  Their
+ * rows are tracked (a forgotten one is a leak of its kind) but their bytes
+ * are never added to a byte figure: PyTorch reserves ~1.1x the GPU per
+ * expandable segment, and a mapping's memory is its handle's. */
+static inline bool tl_is_address_space(uint8_t kind)
+{
+    return kind == TL_KIND_VMM_RESERVATION || kind == TL_KIND_VMM_MAPPING;
+}
+
 /* Adds (sign +1) or drops (-1) a row to/from the totals; the caller holds
  * the lock of the shard that owns `c`, or owns the table (`exclusive`: no
  * other thread changes any total, so plain adds do). */
@@ -57,7 +67,9 @@ static inline __attribute__((always_inline)) void tl_count_row(struct tl_shard_c
                 tl_flush_site(s);
             s->id = rec->callsite;
         }
-        s->bytes += bytes;
+        /* A call site's live bytes are what growth compares at each mark
+         * (growth.c): address space adds none. */
+        s->bytes += tl_is_address_space(rec->kind) ? 0 : bytes;
         s->count += sign;
         s->allocs += fresh;
     }

@@ -248,6 +248,14 @@ static int owner_of(struct tl_report_model *m, struct tl_callsite *cs, demangle_
     return 0;
 }
 
+/* A VA reservation or a mapping: held or leaked as what it is, but its
+ * bytes are address space, never added to an owner's or the held memory
+ * (the handle mapped there is what holds memory). */
+static bool is_address_space(const struct tl_callsite *cs)
+{
+    return cs->kind == TL_KIND_VMM_RESERVATION || cs->kind == TL_KIND_VMM_MAPPING;
+}
+
 static bool holds(enum owner_class c)
 {
     return c == CLASS_CACHE || c == CLASS_LIBRARY || c == CLASS_WORKSPACE;
@@ -272,8 +280,7 @@ void tl_owners_collect(struct tl_report_model *m)
         int o = nrules ? owner_of(m, s.cs, demangle) : 0;
         s.owner = owners[o].name;
         s.owner_class = class_names[owners[o].cls];
-        uint8_t k = s.cs->kind;
-        if (k != TL_KIND_VMM_MAPPING && k != TL_KIND_VMM_RESERVATION)
+        if (!is_address_space(s.cs))
             bytes[o] += s.bytes;
         count[o] += s.count;
         if (holds(owners[o].cls) && moved)
@@ -295,7 +302,8 @@ void tl_owners_collect(struct tl_report_model *m)
         if (held) {
             memcpy(held + m->nheld, moved, nmoved * sizeof *moved);
             for (size_t i = 0; i < nmoved; i++)
-                m->held_bytes += moved[i].bytes;
+                if (!is_address_space(moved[i].cs))
+                    m->held_bytes += moved[i].bytes;
             m->held = held;
             m->nheld += nmoved;
         }

@@ -126,6 +126,7 @@ struct gather {
     long long *held_count;
     size_t n;
     long long live_bytes, live_count;
+    long long address_space_bytes, address_space_count; /* issue 14 (B): VA reservations apart */
 };
 
 static bool gather_row(const struct tl_live *rec, void *arg)
@@ -135,6 +136,10 @@ static bool gather_row(const struct tl_live *rec, void *arg)
     if (rec->kind != TL_KIND_VMM_RESERVATION && rec->kind != TL_KIND_VMM_MAPPING && rec->kind != TL_KIND_POOL_BLOCK) {
         g->live_bytes += (long long)rec->size;
         g->live_count++;
+    }
+    if (rec->kind == TL_KIND_VMM_RESERVATION) { /* issue 14 (B): address space, shown apart */
+        g->address_space_bytes += (long long)rec->size;
+        g->address_space_count++;
     }
     if (rec->callsite < g->n) {
         if (held) {
@@ -151,6 +156,12 @@ static bool gather_row(const struct tl_live *rec, void *arg)
 static int by_bytes_desc(const void *a, const void *b)
 {
     const struct tl_site *x = a, *y = b;
+    /* issue 14 (B): memory first; address space (reservations, mappings)
+     * after it, however large its ranges. */
+    bool xa = x->cs->kind == TL_KIND_VMM_RESERVATION || x->cs->kind == TL_KIND_VMM_MAPPING;
+    bool ya = y->cs->kind == TL_KIND_VMM_RESERVATION || y->cs->kind == TL_KIND_VMM_MAPPING;
+    if (xa != ya)
+        return xa ? 1 : -1;
     if (x->bytes != y->bytes)
         return x->bytes < y->bytes ? 1 : -1;
     if (x->count != y->count)
@@ -178,6 +189,8 @@ static bool gather(struct tl_report_model *m)
 
     m->live_bytes = g.live_bytes;
     m->live_count = g.live_count;
+    m->address_space_bytes = g.address_space_bytes;
+    m->address_space_count = g.address_space_count;
     m->peak_live_bytes = atomic_load(&tl_stats.peak_live_bytes);
     size_t nsites = 0, nheld = 0;
     for (size_t id = 1; id < g.n; id++) {
@@ -526,6 +539,8 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
         } else if (reason == TL_REASON_EXIT) {
             m.leaked_bytes += bytes;
             m.leaked_count += m.sites[i].count;
+            if (kind == TL_KIND_VMM_RESERVATION) /* issue 14 (B) */
+                m.leaked_address_space_bytes += m.sites[i].bytes;
         }
     }
     m.invalid = calloc(TL_MAX_INVALID, sizeof *m.invalid);

@@ -115,6 +115,12 @@ struct tl_report_model {
 
     unsigned gate_failed; /* tl_fail_kind bits */
     void *symbolizer;
+
+    /* Address space, never added to a byte figure above: live VA
+     * reservations (cuMemAddressReserve), and at exit the reservations among
+     * the unsuppressed leaks. */
+    long long address_space_bytes, address_space_count;
+    long long leaked_address_space_bytes;
     json_t *bridge; /* bridge.c: the "bridge" object (framework state used), or NULL */
 };
 

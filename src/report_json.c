@@ -160,6 +160,10 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     json_object_set_new(sum, "released_by_teardown_allocations", json_integer((json_int_t)atomic_load(&tl_stats.teardown_allocs)));
     json_object_set_new(sum, "dropped_events", json_integer((json_int_t)atomic_load(&tl_dropped_events)));
     json_object_set_new(sum, "call_sites", json_integer((json_int_t)tl_callsite_count()));
+    /* issue 14 (B): VA reservations are address space, apart from memory. */
+    json_object_set_new(sum, "address_space_bytes", json_integer(m->address_space_bytes));
+    json_object_set_new(sum, "address_space_reservations", json_integer(m->address_space_count));
+    json_object_set_new(sum, "leaked_address_space_bytes", json_integer(m->leaked_address_space_bytes));
     json_object_set_new(sum, "budget_crossings", json_integer((json_int_t)tl_budget_crossings()));
     json_object_set_new(sum, "budget_refusals", json_integer((json_int_t)tl_budget_refusals()));
     json_object_set_new(root, "summary", sum);

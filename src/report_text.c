@@ -68,7 +68,7 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         fprintf(out, "==%d== tensorleak: no leaked device allocations\n", pid);
     } else {
         tl_format_size((uint64_t)m->leaked_bytes, a, sizeof a);
-        fprintf(out, "==%d== tensorleak: %lld leaked device allocations (%s) from %zu call sites\n", pid, m->leaked_count, a,
+        fprintf(out, "==%d== tensorleak: %lld leaked device allocations (%s) from %zu call sites", pid, m->leaked_count, a,
                 nleak_sites);
     }
     for (size_t i = 0; i < m->nsites; i++) {
@@ -76,7 +76,11 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         if (s->suppressed)
             continue;
         tl_format_size((uint64_t)s->bytes, a, sizeof a);
-        fprintf(out, "Leak of %s in %lld allocation(s) [%s] allocated from:\n", a, s->count, tl_kind_name(s->cs->kind));
+        /* issue 14 (B): a range is address space, a mapping's memory is its handle's. */
+        const char *what = s->cs->kind == TL_KIND_VMM_RESERVATION ? " of address space (not memory)"
+                           : s->cs->kind == TL_KIND_VMM_MAPPING   ? " mapped range (memory counted at its handle)"
+                                                                  : "";
+        fprintf(out, "Leak of %s%s in %lld allocation(s) [%s] allocated from:\n", a, what, s->count, tl_kind_name(s->cs->kind));
         print_stack(m, out, s->cs->frames, s->cs->nframes);
         fputc('\n', out);
     }
@@ -100,6 +104,11 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         fprintf(out, "Invalid free of 0x%llx [%s] from:\n", (unsigned long long)m->invalid[i].addr,
                 tl_kind_name(m->invalid[i].kind));
         if (cs)
+        if (m->leaked_address_space_bytes > 0) { /* issue 14 (B): apart from memory */
+            tl_format_size((uint64_t)m->leaked_address_space_bytes, b, sizeof b);
+            fprintf(out, "; %s of address space left reserved", b);
+        }
+        fputc('\n', out);
             print_stack(m, out, cs->frames, cs->nframes);
         fputc('\n', out);
     }
@@ -147,3 +156,8 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
             path);
     fflush(out);
 }
+    if (m->address_space_bytes > 0) { /* issue 14 (B) */
+        tl_format_size((uint64_t)m->address_space_bytes, a, sizeof a);
+        fprintf(out, "==%d== address space reserved (VMM ranges, not memory): %s in %lld range(s)\n", pid, a,
+                m->address_space_count);
+    }

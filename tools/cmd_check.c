@@ -91,7 +91,8 @@ int cmd_check(int argc, char **argv)
     if (report.has_leaks_array) {
         for (size_t i = 0; i < report.leak_count; i++) {
             const struct tl_leak *l = &report.leaks[i];
-            if (l->suppressed || suppressions_match_stack(&supp, TL_SUPP_LEAK, &l->stack) >= 0)
+            if (l->suppressed || report_kind_is_address_space(l->kind) || /* issue 14 (B): not memory */
+                suppressions_match_stack(&supp, TL_SUPP_LEAK, &l->stack) >= 0)
                 continue;
             leaked = saturating_add(leaked, l->bytes);
         }
@@ -100,7 +101,8 @@ int cmd_check(int argc, char **argv)
     }
     for (size_t i = 0; i < report.growth_count; i++) {
         const struct tl_growth *g = &report.growth[i];
-        if (g->suppressed || suppressions_match_stack(&supp, TL_SUPP_GROWTH, &g->stack) >= 0)
+        if (g->suppressed || report_kind_is_address_space(g->kind) || /* issue 14 (B): not memory */
+            suppressions_match_stack(&supp, TL_SUPP_GROWTH, &g->stack) >= 0)
             continue;
         growth = saturating_add(growth, saturating_mul(g->bytes_per_mark, g->marks));
     }

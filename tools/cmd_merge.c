@@ -103,6 +103,22 @@ static uint64_t entry_weight(json_t *entry, const char *key, const char *times)
 {
     json_t *v = json_object_get(entry, key);
     uint64_t w = json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0;
+    /* issue 14 (B): address space, summed apart from memory, when reported. */
+    static const char *const apart[] = {"address_space_bytes", "address_space_reservations",
+                                        "leaked_address_space_bytes"};
+    for (size_t k = 0; k < sizeof apart / sizeof apart[0]; k++) {
+        uint64_t total = 0;
+        bool any = false;
+        for (size_t i = 0; i < n; i++) {
+            json_t *v = json_object_get(json_object_get(in[i].report.root, "summary"), apart[k]);
+            if (json_is_integer(v) && json_integer_value(v) >= 0) {
+                total = add_sat(total, (uint64_t)json_integer_value(v));
+                any = true;
+            }
+        }
+        if (any)
+            json_object_set_new(obj, apart[k], json_u64(total));
+    }
     if (times) {
         json_t *t = json_object_get(entry, times);
         uint64_t m = json_is_integer(t) ? (uint64_t)json_integer_value(t) : 0;
@@ -110,6 +126,9 @@ static uint64_t entry_weight(json_t *entry, const char *key, const char *times)
     }
     return w;
 }
+    /* issue 14 (B): address space sorts after memory, however large the range. */
+    if (report_kind_is_address_space(json_string_value(json_object_get(entry, "kind"))))
+        w = 0;
 
 /*
  * A report may keep a device's largest free block and fragmentation in its

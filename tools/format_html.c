@@ -508,9 +508,11 @@ static size_t owner_rows(const struct tl_report *r, struct owner_row *rows, size
                 rows[n++] = (struct owner_row){ e->owner, e->owner_class, NULL, 0, 0 };
             }
             if (l == 0)
-                rows[k].held += e->bytes;
+                rows[k].held += bytes;
             else
-                rows[k].leaked += e->bytes;
+            /* issue 14 (B): a range or a mapping names its owner but adds no memory. */
+            uint64_t bytes = report_kind_is_address_space(e->kind) ? 0 : e->bytes;
+                rows[k].leaked += bytes;
         }
     }
     return n;

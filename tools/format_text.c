@@ -88,8 +88,12 @@ static void header(FILE *out, const struct tl_report *r)
     size_t sites = 0;
     for (size_t i = 0; i < r->leak_count; i++)
         sites += !r->leaks[i].suppressed;
-    fprintf(out, "%s tensorleak: %" PRIu64 " leaked device allocations (%s) from %zu call sites\n",
+    fprintf(out, "%s tensorleak: %" PRIu64 " leaked device allocations (%s) from %zu call sites",
             pfx.text, s->leaked_allocations, size_human(s->leaked_bytes, human), sites);
+    json_t *as = json_object_get(json_object_get(r->root, "summary"), "leaked_address_space_bytes");
+    if (json_is_integer(as) && json_integer_value(as) > 0) /* issue 14 (B), as the library prints it */
+        fprintf(out, "; %s of address space left reserved", size_human((uint64_t)json_integer_value(as), human));
+    fputc('\n', out);
 }
 
 /* Per-rank totals of a merged report. */
@@ -114,8 +118,12 @@ static void leaks(FILE *out, const struct tl_report *r)
         const struct tl_leak *l = &r->leaks[i];
         if (l->suppressed)
             continue;
-        fprintf(out, "Leak of %s in %" PRIu64 " allocation(s) [%s%s] allocated from:\n",
-                size_human(l->bytes, human), l->count, or_unknown(l->kind),
+        /* issue 14 (B): as the library prints it: address space is not memory. */
+        const char *what = !report_kind_is_address_space(l->kind) ? ""
+                           : strcmp(l->kind, "vmm_reservation") == 0 ? " of address space (not memory)"
+                                                                     : " mapped range (memory counted at its handle)";
+        fprintf(out, "Leak of %s%s in %" PRIu64 " allocation(s) [%s%s] allocated from:\n",
+                size_human(l->bytes, human), what, l->count, or_unknown(l->kind),
                 rank_tag(l->has_rank, l->rank, ", ").text);
         format_stack(out, &l->stack);
         fputc('\n', out);
@@ -246,6 +254,11 @@ void format_text(FILE *out, const struct tl_report *r, const char *report_name)
     oom(out, r);
     pools(out, r);
     devices(out, r);
+    json_t *sum = json_object_get(r->root, "summary"); /* issue 14 (B): address space, apart */
+    json_t *as = json_object_get(sum, "address_space_bytes"), *asn = json_object_get(sum, "address_space_reservations");
+    if (json_is_integer(as) && json_integer_value(as) > 0 && json_is_integer(asn))
+        fprintf(out, "%s address space reserved (VMM ranges, not memory): %s in %lld range(s)\n", pfx.text,
+                size_human((uint64_t)json_integer_value(as), human), (long long)json_integer_value(asn));
     owners(out, r);
     totals(out, r);
     fprintf(out, "SUMMARY: tensorleak: %" PRIu64 " byte(s) leaked in %" PRIu64

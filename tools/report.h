@@ -230,3 +230,8 @@ void report_free(struct tl_report *report);
 const char *report_basename(const char *path);
 
 #endif
+/* issue 14 (helper B): a VA reservation or a mapping is address space, not
+ * memory: listed as what it is, never added to a byte figure (the handle
+ * mapped there holds the memory). */
+bool report_kind_is_address_space(const char *kind);
+

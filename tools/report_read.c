@@ -41,6 +41,11 @@ static void fail(struct loader *ld, const char *fmt, ...)
     ld->failed = true;
 }
 
+bool report_kind_is_address_space(const char *kind) /* issue 14 (helper B) */
+{
+    return kind && (strcmp(kind, "vmm_reservation") == 0 || strcmp(kind, "vmm_mapping") == 0);
+}
+
 const char *report_basename(const char *path)
 {
     if (!path)

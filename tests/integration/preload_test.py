@@ -672,6 +672,214 @@ def snapshot_to_writes_exactly_the_given_path():
     check("snapshot_to -1\n" in plain.stdout and not os.path.exists(os.path.join(tmp, "never.json")), plain.stdout)
 
 
+# ---- issue 14, helper B: memory counted once; owners by what holds memory ----
+
+GiB = 1 << 30
+
+
+def by_kind(sites):
+    out = {}
+    for x in sites:
+        b, c = out.get(x["kind"], (0, 0))
+        out[x["kind"]] = (b + x["bytes"], c + x["count"])
+    return out
+
+
+def expandable_segments_count_memory_once_and_address_space_apart():
+    # PyTorch with expandable_segments:True (the fake libc10_cuda): two
+    # 18 GiB ranges reserved, five handles (4 x 4 MiB tensors, one 2 MiB raw
+    # block) mapped into them.  Memory is the handles: 18 MiB, once.
+    env = {"LD_LIBRARY_PATH": PROGS + ":" + SIM, "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    r = run(prog("owner_torch"), env=env)
+    eq((r.rc, r.out.strip()), (0, "owner_torch: 3 tensors kept"), "program ran: " + r.err)
+    rep = r.report
+    s = rep["summary"]
+    eq((s["held_bytes"], s["live_bytes"], s["reserved_bytes"], s["leaked_bytes"], s["leaked_allocations"]),
+       (18 * MiB, 18 * MiB, 18 * MiB, 0, 0), "held, live, reserved, leaked")
+    eq((s["address_space_bytes"], s["address_space_reservations"], s["leaked_address_space_bytes"]),
+       (36 * GiB, 2, 0), "address space, apart")
+    eq(by_kind(rep["held"]), {"vmm_reservation": (36 * GiB, 2), "vmm_handle": (18 * MiB, 5),
+                              "vmm_mapping": (18 * MiB, 5)}, "held entries keep their kind and range")
+    eq({h["owner"] for h in rep["held"]}, {"PyTorch caching allocator"}, "one owner")
+    eq(owner_table(rep), sorted([("PyTorch caching allocator", "cache", 18 * MiB, 12), ("user", "user", 0, 0)]),
+       "owner's bytes are its handles")
+    eq([o["peak_bytes"] for o in rep["owners"] if o["name"] == "PyTorch caching allocator"], [18 * MiB], "owner peak")
+    check("held by pools at exit (not leaks): 18.0 MiB\n" in r.err, r.err)
+    check("address space reserved (VMM ranges, not memory): 36.0 GiB in 2 range(s)\n" in r.err, r.err)
+
+    # Budgets count memory only: 16 MiB of cache is crossed by the fifth
+    # handle (18 MiB), not by the first 18 GiB reservation.
+    r = run(prog("owner_torch"), env=dict(env, TENSORLEAK_BUDGET="cache:16M"))
+    lines = [l for l in r.err.splitlines() if "budget of" in l]
+    eq(len(lines), 1, "one crossing: " + r.err)
+    check(lines[0].startswith("tensorleak: cache budget of 16.0 MiB on device 0 crossed at ") and
+          "ExpandableSegment" in lines[0] and lines[0].endswith("(18.0 MiB held)"), lines[0])
+
+    # Growth: a mark after each tensor.  The handles' call site grows 4 MiB a
+    # mark; the mappings' (same ranges) and the reservation's are no bytes.
+    r = run(prog("owner_torch"), "marks", env=env)
+    grown = [(g["kind"], g["bytes_per_mark"], g["marks"]) for g in r.report["growth"] if g.get("scope", "call_site") == "call_site"]
+    eq(grown, [("vmm_handle", 4 * MiB, 4)], "only memory grows")
+
+
+def leaked_vmm_range_and_mapping_are_reported_as_address_space():
+    r = run(sample("vmm_expandable"))
+    s = r.report["summary"]
+    eq((s["leaked_bytes"], s["leaked_allocations"], s["held_bytes"]), (6 * MiB, 7, 0), "memory leaked: the handles")
+    eq((s["address_space_bytes"], s["address_space_reservations"], s["leaked_address_space_bytes"]),
+       (GiB, 1, GiB), "address space")
+    eq([l["kind"] for l in r.report["leaks"]], ["vmm_handle", "vmm_reservation", "vmm_mapping"],
+       "memory first, then address space")
+    check("tensorleak: 7 leaked device allocations (6.0 MiB) from 3 call sites; 1.0 GiB of address space left reserved\n"
+          in r.err, r.err)
+    check("Leak of 1.0 GiB of address space (not memory) in 1 allocation(s) [vmm_reservation]" in r.err, r.err)
+    check("Leak of 6.0 MiB mapped range (memory counted at its handle) in 3 allocation(s) [vmm_mapping]" in r.err, r.err)
+    check("Leak of 6.0 MiB in 3 allocation(s) [vmm_handle]" in r.err, r.err)
+    # A budget below the reservation but above the memory is never crossed.
+    r = run(sample("vmm_expandable"), env={"TENSORLEAK_BUDGET": "512M", "TENSORLEAK_BUDGET_ENFORCE": "1"})
+    eq((r.rc, r.report["summary"]["budget_crossings"], r.report["summary"]["budget_refusals"]), (0, 0, 0),
+       "1 GiB of address space is not 1 GiB against a budget")
+
+
+def uncached_pytorch_tensors_are_leaks_and_cached_segments_are_held():
+    env = {"LD_LIBRARY_PATH": PROGS + ":" + SIM}
+    # Caching: each tensor got a segment (cudaMalloc in alloc_block), kept
+    # as cache after the tensor died: held, nothing leaked.
+    r = run(prog("owner_torch"), env=env)
+    s = r.report["summary"]
+    eq((s["held_bytes"], s["leaked_bytes"], s["leaked_allocations"]), (13 * MiB, 0, 0), "caching: held")
+    eq(owner_table(r.report), sorted([("PyTorch caching allocator", "cache", 13 * MiB, 5), ("user", "user", 0, 0)]),
+       "caching: owners")
+    # PYTORCH_NO_CUDA_MEMORY_CACHING=1: one cudaMalloc per tensor from
+    # uncached_allocate (and from raw_alloc, where it is inlined); the dead
+    # tensor was freed, the three kept ones and the raw block are leaks.
+    r = run(prog("owner_torch"), env=dict(env, PYTORCH_NO_CUDA_MEMORY_CACHING="1"))
+    rep = r.report
+    s = rep["summary"]
+    eq((s["held_bytes"], s["leaked_bytes"], s["leaked_allocations"]), (0, 10 * MiB, 4), "uncached: leaks")
+    eq(owner_table(rep), sorted([("PyTorch tensors (uncached)", "user", 10 * MiB, 4), ("user", "user", 0, 0)]),
+       "uncached: the program's tensors")
+    src = "tests/integration/progs/owner_c10.c"
+    got = sorted((l["bytes"], l["count"], l["owner"], frames(l)[0][2]) for l in rep["leaks"])
+    eq(got, [(MiB, 1, "PyTorch tensors (uncached)", marker_line(src, "RAW-UNCACHED-SITE")),
+             (9 * MiB, 3, "PyTorch tensors (uncached)", marker_line(src, "UNCACHED-SITE"))], "leak sites")
+    names = sorted(frames(l)[0][0] for l in rep["leaks"])
+    check("uncached_allocate" in names[1] and "raw_alloc" in names[0], names)
+
+
+def nvidia_library_memory_is_held_by_its_owner():
+    r = run(prog("owner_nvlibs"), env={"LD_LIBRARY_PATH": PROGS + ":" + SIM})
+    eq((r.rc, r.out.strip()), (0, "owner_nvlibs: done"), "program ran: " + r.err)
+    rep = r.report
+    eq(owner_table(rep), sorted([
+        ("cuRAND generator state", "library", 256 << 10, 1), ("cuFFT plans", "workspace", 8 * MiB, 1),
+        ("cuSPARSE", "library", MiB, 1), ("cuSOLVER", "library", 2 * MiB + (512 << 10), 2),
+        ("cuDNN", "library", 4 * MiB, 1), ("cuDNN frontend", "library", 3 * MiB, 1),
+        ("user", "user", 5 * MiB, 1)]), "owners")
+    s = rep["summary"]
+    eq((s["leaked_bytes"], s["leaked_allocations"], s["held_bytes"]), (5 * MiB, 1, 18 * MiB + (768 << 10)),
+       "only the program's own buffer leaks")
+    eq([(l["owner"], frames(l)[0][2]) for l in rep["leaks"]],
+       [("user", marker_line("tests/integration/progs/owner_nvlibs.c", "USER-LEAK-SITE"))], "the leak")
+    mods = sorted(os.path.basename(frames_mod) for h in rep["held"] for frames_mod in [h["stack"][0]["module"] or ""])
+    eq(mods, sorted(["libcurand.so.10", "libcufft.so.11", "libcusparse.so.12", "libcusolver.so.11",
+                     "libcudnn_engines_precompiled.so.9", "it_owner_nvlibs", "it_owner_nvlibs"]),
+       "held through each library's module (cuSOLVER static and the frontend in the program)")
+
+
+def owner_rule_globs_match_mangled_and_demangled_names():
+    # Reports match a frame's mangled symbol and, where __cxa_demangle is
+    # loaded, its demangled name: every C++ owner is given both ways.  The
+    # names are those of the real libraries (a torch 2.11 run, g++ for the
+    # same declarations); c++filt demangles as libstdc++ does.
+    import fnmatch
+    rules = []
+    with open(os.path.join(SOURCE, "data", "owners.rules")) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                _, name, cls, kinds, pattern = line.split(":", 4)
+                rules.append((name, kinds, pattern))
+
+    def owner(sym, kind):
+        for name, kinds, pattern in rules:
+            if (kinds == "*" or kind in kinds.split(",")) and fnmatch.fnmatchcase(sym, pattern):
+                return name
+        return None
+
+    native = "_ZN3c104cuda20CUDACachingAllocator6Native"
+    cases = [
+        (native + "22DeviceCachingAllocator11alloc_blockERNS2_12_GLOBAL__N_111AllocParamsEbRKSt10shared_ptrINS_15"
+         "GatheredContextEERSt11unique_lockISt15recursive_mutexE", "device", "PyTorch caching allocator"),
+        (native + "12_GLOBAL__N_117ExpandableSegment3mapENS3_12SegmentRangeE", "vmm_handle", "PyTorch caching allocator"),
+        (native + "12_GLOBAL__N_117ExpandableSegment15mapAndSetAccessEmm", "vmm_mapping", "PyTorch caching allocator"),
+        (native + "L17uncached_allocateEm", "device", "PyTorch tensors (uncached)"),
+        (native + "22NativeCachingAllocator8allocateEm", "device", "PyTorch tensors (uncached)"),
+        (native + "22NativeCachingAllocator9raw_allocEm", "device", "PyTorch tensors (uncached)"),
+        (native + "22NativeCachingAllocator21raw_alloc_with_streamEmP11CUstream_st", "device", "PyTorch tensors (uncached)"),
+        ("_ZN14cudnn_frontend6detail11cuda_mallocEPPvm", "device", "cuDNN frontend"),
+        ("_ZN14cudnn_frontend5graph5Graph8autotuneEv", "device", "cuDNN frontend"),
+    ]
+    demangled = subprocess.run(["c++filt"], input="\n".join(c[0] for c in cases) + "\n", capture_output=True,
+                               text=True, check=True).stdout.splitlines()
+    eq(len(demangled), len(cases), "c++filt answered each name")
+    for (sym, kind, want), dem in zip(cases, demangled):
+        check(dem != sym, f"c++filt demangled {sym}")
+        eq(owner(sym, kind), want, f"mangled {sym}")
+        eq(owner(dem, kind), want, f"demangled {dem}")
+    # C entry points of statically linked libraries, and the modules.
+    for sym, want in [("curandCreateGenerator", "cuRAND generator state"), ("cufftPlanMany", "cuFFT plans"),
+                      ("cusparseCreate", "cuSPARSE"), ("cusolverDnCreate", "cuSOLVER"),
+                      ("libcurand.so.10.3.10.19", "cuRAND generator state"), ("libcufft.so.12", "cuFFT plans"),
+                      ("libcufftw.so.11", "cuFFT plans"), ("libcusparse.so.12", "cuSPARSE"),
+                      ("libcusolverMg.so.11", "cuSOLVER"), ("libcudnn_engines_runtime_compiled.so.9", "cuDNN")]:
+        eq(owner(sym, "device"), want, sym)
+
+
+def cli_counts_address_space_apart_in_check_text_merge_and_html():
+    cli = os.path.join(BUILD, "tools", "tensorleak")
+    tmp = tempfile.mkdtemp(prefix="tl-it-cli-")
+
+    def saved(r, name):
+        path = os.path.join(tmp, name)
+        with open(path, "w") as f:
+            json.dump(r.report, f)
+        return path
+
+    vmm = saved(run(sample("vmm_expandable")), "vmm.json")
+    # The gate counts memory: 6 MiB of handles, not the 1 GiB range and the
+    # 6 MiB of mappings of the same handles.
+    c = subprocess.run([cli, "check", vmm, "--max-leaked-bytes", "6M"], capture_output=True, text=True)
+    eq((c.returncode, c.stdout.split(":")[1].strip()), (0, "PASS"), "check within 6 MiB: " + c.stdout)
+    c = subprocess.run([cli, "check", vmm], capture_output=True, text=True)
+    check(c.returncode == 1 and "6291456 byte(s) leaked" in c.stdout, c.stdout)
+    t = subprocess.run([cli, "report", vmm], capture_output=True, text=True).stdout
+    check("leaked device allocations (6.0 MiB) from 3 call sites; 1.0 GiB of address space left reserved\n" in t, t)
+    check("Leak of 1.0 GiB of address space (not memory) in 1 allocation(s) [vmm_reservation]" in t, t)
+    check("address space reserved (VMM ranges, not memory): 1.0 GiB in 1 range(s)\n" in t, t)
+
+    # Two ranks of the PyTorch expandable-segments program, merged.
+    env = {"LD_LIBRARY_PATH": PROGS + ":" + SIM, "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    ranks = [saved(run(prog("owner_torch"), env=dict(env, RANK=str(i))), f"rank{i}.json") for i in (0, 1)]
+    out = os.path.join(tmp, "merged.json")
+    m = subprocess.run([cli, "merge", *ranks, "-o", out], capture_output=True, text=True)
+    eq(m.returncode, 0, "merge: " + m.stderr)
+    merged = json.load(open(out))
+    s = merged["summary"]
+    eq((s["held_bytes"], s["address_space_bytes"], s["address_space_reservations"]), (36 * MiB, 72 * GiB, 4),
+       "merged: memory once, address space apart")
+    eq([h["kind"] for h in merged["held"]][:4], ["vmm_handle"] * 4, "merged held: memory first")
+
+    # The first H200 run's PyTorch expandable-segments report (unedited, tree
+    # 482c62f): its summary says held 314.7 GiB; the HTML owner table must
+    # count the caching allocator's handles only, 62 MiB.
+    real = os.path.join(SOURCE, "tests", "integration", "data", "h200-torch-expandable.json")
+    h = subprocess.run([cli, "report", "--format", "html", real], capture_output=True, text=True)
+    eq(h.returncode, 0, "html: " + h.stderr)
+    rows = dict(re.findall(r'<tr class="owner" data-owner="([^"]+)" data-held="(\d+)"', h.stdout))
+    eq(rows.get("PyTorch caching allocator"), str(65011712), "real report: held by the caching allocator")
+
+
 if __name__ == "__main__":
     name = sys.argv[1]
     fn = globals().get(name)
