@@ -87,7 +87,11 @@ def main():
     for var in ("LD_PRELOAD", "LD_LIBRARY_PATH", "TENSORLEAK_LIBRARY", "PYTHONPATH", "PYTEST_ADDOPTS"):
         env.pop(var, None)
 
-    probe = run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", os.path.join(work, "probe"),
+    # A fresh venv (Debian: python3-venv); its pip probes PyPI first.
+    venv = os.path.join(work, "venv")
+    run([sys.executable, "-m", "venv", venv], env=env, check=True)
+    py = os.path.join(venv, "bin", "python")
+    probe = run([py, "-m", "pip", "download", "-q", "--no-deps", "-d", os.path.join(work, "probe"),
                  "meson-python"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if probe.returncode != 0:
         print("SKIP: PyPI cannot be reached (the wheel build and the venv need meson-python, auditwheel, pytest)")
@@ -106,9 +110,6 @@ def main():
     check(re.search(r"tensorleak-[\d.]+-py3-none-manylinux_2_\d+_x86_64\.whl$", wheel) is not None,
           "the wheel is tagged py3-none-manylinux_2_N (%s)" % os.path.basename(wheel))
 
-    venv = os.path.join(work, "venv")
-    run([sys.executable, "-m", "venv", venv], env=env, check=True)
-    py = os.path.join(venv, "bin", "python")
     if run([py, "-m", "pip", "install", "-q", wheel, "pytest"], env=env).returncode != 0:
         return check(False, "pip install of the wheel and pytest") or 1
     site = subprocess.run([py, "-c", "import tensorleak, os; print(os.path.dirname(tensorleak.__file__))"],
