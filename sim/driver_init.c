@@ -146,8 +146,10 @@ static void init_devices(void)
     for (int d = 0; d < sim.ndevices && sim.init_result == CUDA_SUCCESS; d++)
         sim.init_result = sim_pool_create_default_locked(d);
     sim_unlock();
-    if (sim.init_result == CUDA_SUCCESS)
+    if (sim.init_result == CUDA_SUCCESS) {
+        sim_pool_arm_exit_failure();
         __atomic_store_n(&sim.initialized, 1, __ATOMIC_RELEASE);
+    }
 }
 
 SIM_EXPORT CUresult cuInit(unsigned int flags)

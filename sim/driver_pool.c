@@ -23,7 +23,9 @@
  * cuMemFreeAsync is reusable at once, and stream ordering is not modelled.
  * Pool memory is not owned by a context: context teardown leaves it alone.
  */
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <uthash.h>
 
 #include "simcuda.h"
@@ -392,10 +394,34 @@ SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute
     return rc;
 }
 
+/* SIMCUDA_POOL_QUERY=fail-at-exit: once the exit handler registered at
+ * cuInit has run, pool queries answer CUDA_ERROR_DEINITIALIZED, as NVIDIA's
+ * driver does after the runtime tore its context down at exit (seen with
+ * PyTorch's cudaMallocAsync backend and cuda.bindings on an H200).  Handlers
+ * registered later (after the first pool use) still see answers.
+ * SIMCUDA_POOL_QUERY=fail: pool queries never answer. */
+static bool pool_queries_dead;
+
+static void pool_queries_die(void)
+{
+    __atomic_store_n(&pool_queries_dead, true, __ATOMIC_RELEASE);
+}
+
+void sim_pool_arm_exit_failure(void)
+{
+    const char *s = getenv("SIMCUDA_POOL_QUERY");
+    if (s && !strcmp(s, "fail-at-exit"))
+        atexit(pool_queries_die);
+    else if (s && !strcmp(s, "fail"))
+        pool_queries_die();
+}
+
 SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
     if (!sim_is_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
+    if (__atomic_load_n(&pool_queries_dead, __ATOMIC_ACQUIRE))
+        return CUDA_ERROR_DEINITIALIZED;
     CUresult rc = CUDA_SUCCESS;
     sim_lock();
     if (!pool_known(pool) || !value) {

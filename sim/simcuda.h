@@ -163,6 +163,7 @@ void sim_alloc_release_ctx_locked(struct CUctx_st *ctx);
 CUresult sim_pool_create_default_locked(int device);
 int sim_pool_free_block_locked(uint64_t addr); /* 1 when addr was a pool block */
 void sim_pool_trim_device_locked(int device);  /* synchronisation point */
+void sim_pool_arm_exit_failure(void);           /* SIMCUDA_POOL_QUERY */
 
 /* ---- driver_procaddr.c ---- */
 void sim_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -16,13 +16,19 @@
  *
  * Stream-ordered pools don't tell us their layout, so we report what the
  * driver states truthfully (RESERVED/USED_MEM_CURRENT and _HIGH) next to the
- * allocations we tracked, and flag a disagreement.
+ * allocations we tracked, and flag a disagreement; their largest free block
+ * and fragmentation are unknown, not zero.  At exit the driver may no longer
+ * answer (the runtime tore its context down first): each pool keeps the last
+ * reading the driver gave, taken at every report, every mark and once more
+ * from an atexit handler that runs before the runtime's, and a report says
+ * when it shows that reading instead of a current one.
  */
 #include "report.h"
 #include "hooks.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define TL_SPACE_POOL 4
 #define MAX_POOLS 256
@@ -34,6 +40,13 @@ struct segment {
     uint64_t base, size;
 };
 
+/* The driver's four figures of a stream-ordered pool, read together. */
+struct driver_reading {
+    bool ok;
+    cuuint64_t reserved, reserved_high, used_high, used;
+    double time; /* CLOCK_REALTIME seconds */
+};
+
 struct pool {
     char name[64];
     bool annotated;
@@ -41,6 +54,7 @@ struct pool {
     int device;
     void *driver_pool; /* CUmemoryPool for stream-ordered pools */
     bool is_default;
+    struct driver_reading last; /* stream-ordered: the last complete answer */
     /* annotated pools: */
     struct segment *segs;
     size_t nsegs, capsegs;
@@ -85,6 +99,52 @@ static struct pool *find_driver_pool_locked(void *driver_pool)
     return NULL;
 }
 
+typedef CUresult (*getattr_fn)(CUmemoryPool, CUmemPool_attribute, void *);
+
+/* Asks the driver for the pool's figures (pools_lock held).  A complete
+ * answer becomes the pool's last good reading; a partial one is dropped. */
+static bool read_driver_pool_locked(struct pool *p, struct driver_reading *out)
+{
+    getattr_fn getattr = (getattr_fn)tl_driver_symbol("cuMemPoolGetAttribute");
+    struct driver_reading r = {0};
+    if (!getattr || getattr(p->driver_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r.reserved) != CUDA_SUCCESS ||
+        getattr(p->driver_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &r.reserved_high) != CUDA_SUCCESS ||
+        getattr(p->driver_pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &r.used_high) != CUDA_SUCCESS ||
+        getattr(p->driver_pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &r.used) != CUDA_SUCCESS)
+        return false;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    r.time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    r.ok = true;
+    p->last = r;
+    if (out)
+        *out = r;
+    return true;
+}
+
+/* Runs before the runtime's own exit handler (registered after it, see
+ * note_driver_pool_locked): the last moment the driver surely answers. */
+static void read_pools_at_exit(void)
+{
+    pthread_mutex_lock(&pools_lock);
+    for (int i = 1; i <= npools; i++)
+        if (pools[i].alive && !pools[i].annotated)
+            read_driver_pool_locked(&pools[i], NULL);
+    pthread_mutex_unlock(&pools_lock);
+}
+
+/* A stream-ordered pool was first seen: by then the runtime (if any) has
+ * registered its exit handler, so ours, registered now, runs before it. */
+static void note_driver_pool_locked(void)
+{
+    static bool registered;
+    if (registered)
+        return;
+    registered = true;
+    if (atexit(read_pools_at_exit) != 0)
+        tl_warn(NULL, "cannot register the exit-time pool reading; stream-ordered pools may show their last report's figures");
+}
+
 void tl_pool_note_created(CUmemoryPool pool, const CUmemPoolProps *props);
 void tl_pool_note_created(CUmemoryPool pool, const CUmemPoolProps *props)
 {
@@ -93,8 +153,10 @@ void tl_pool_note_created(CUmemoryPool pool, const CUmemPoolProps *props)
         char name[64];
         snprintf(name, sizeof name, "mempool %p", (void *)pool);
         struct pool *p = new_pool_locked(name, props ? props->location.id : 0);
-        if (p)
+        if (p) {
             p->driver_pool = pool;
+            note_driver_pool_locked();
+        }
     }
     pthread_mutex_unlock(&pools_lock);
 }
@@ -161,6 +223,7 @@ uint32_t tl_pool_index_for_async(CUmemoryPool pool, bool from_current_device)
         if (p) {
             p->driver_pool = pool;
             p->is_default = is_default;
+            note_driver_pool_locked();
         }
     }
     uint32_t idx = p ? index_of(p) : 0;
@@ -439,14 +502,12 @@ void tl_pools_collect(struct tl_report_model *m)
         return;
     tl_live_foreach(collect_row, c);
 
-    typedef CUresult (*getattr_fn)(CUmemoryPool, CUmemPool_attribute, void *);
-    getattr_fn getattr = (getattr_fn)tl_driver_symbol("cuMemPoolGetAttribute");
-
     pthread_mutex_lock(&pools_lock);
     m->pools = calloc((size_t)npools + 1, sizeof *m->pools);
     uint64_t dev_reserved[TL_MAX_DEVICES] = {0}, dev_allocated[TL_MAX_DEVICES] = {0};
     uint64_t dev_free[TL_MAX_DEVICES] = {0}, dev_largest[TL_MAX_DEVICES] = {0};
     uint64_t all_free = 0;
+    bool dev_unknown[TL_MAX_DEVICES] = {false};
     struct block *scratch = c->n ? malloc(c->n * sizeof *scratch) : NULL;
     for (int i = 1; m->pools && i <= npools; i++) {
         struct pool *p = &pools[i];
@@ -467,25 +528,34 @@ void tl_pools_collect(struct tl_report_model *m)
         } else {
             row->kind = "stream_ordered";
             row->allocated = (uint64_t)c->async_bytes[i];
-            cuuint64_t v = 0;
-            if (getattr && getattr(p->driver_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS)
-                row->reserved = v;
-            if (getattr && getattr(p->driver_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &v) == CUDA_SUCCESS)
-                row->reserved_high = row->peak_reserved = v;
-            if (getattr && getattr(p->driver_pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &v) == CUDA_SUCCESS)
-                row->used_high = row->peak_allocated = v;
-            if (getattr && getattr(p->driver_pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v) == CUDA_SUCCESS) {
-                row->driver_used = v;
-                row->driver_mismatch = v != row->allocated;
+            struct driver_reading r;
+            if (read_driver_pool_locked(p, &r)) {
+                row->reading = "current";
+            } else if (p->last.ok) {
+                r = p->last; /* the driver stopped answering (at exit) */
+                row->reading = "last_good";
+            } else {
+                r = (struct driver_reading){0};
+                row->reading = "none";
             }
+            row->reading_time = r.time;
+            row->reserved = r.reserved;
+            row->reserved_high = row->peak_reserved = r.reserved_high;
+            row->used_high = row->peak_allocated = r.used_high;
+            row->driver_used = r.used;
+            row->driver_mismatch = r.ok && r.used != row->allocated;
             row->free = row->reserved > row->allocated ? row->reserved - row->allocated : 0;
-            /* No layout from the driver: the largest free block is unknown
-             * and stays 0, fragmentation likewise, rather than invented. */
+            /* No layout from the driver: with free bytes in the pool (or a
+             * reserve never read), its largest free block and fragmentation
+             * are unknown. */
+            row->layout_unknown = row->free > 0 || !r.ok;
         }
         row->utilization = row->peak_reserved ? (double)row->peak_allocated / (double)row->peak_reserved : 0.0;
         int d = p->device >= 0 && p->device < TL_MAX_DEVICES ? p->device : 0;
         dev_reserved[d] += row->reserved;
         dev_allocated[d] += row->allocated;
+        if (row->layout_unknown)
+            dev_unknown[d] = true;
         if (p->annotated) {
             dev_free[d] += row->free;
             all_free += row->free;
@@ -506,6 +576,8 @@ void tl_pools_collect(struct tl_report_model *m)
         r->allocated = dev_allocated[d] + (uint64_t)c->direct_reserved[d] + (uint64_t)c->async_unpooled[d];
         r->largest_free = dev_largest[d];
         r->fragmentation = dev_free[d] ? 1.0 - (double)dev_largest[d] / (double)dev_free[d] : 0.0;
+        r->layout_unknown = dev_unknown[d];
+        m->layout_unknown |= dev_unknown[d];
         if (r->reserved || atomic_load(&tl_device_used[d]))
             r->present = true;
         m->reserved += r->reserved;
@@ -525,16 +597,16 @@ uint64_t tl_pools_reserved_now(void)
     long long direct = 0;
     for (int d = 0; d < TL_MAX_DEVICES; d++)
         direct += tl_live_sum_device_bytes(d); /* folded: no shared atomic */
-    typedef CUresult (*getattr_fn)(CUmemoryPool, CUmemPool_attribute, void *);
-    getattr_fn getattr = (getattr_fn)tl_driver_symbol("cuMemPoolGetAttribute");
     uint64_t pooled = 0;
     pthread_mutex_lock(&pools_lock);
     for (int i = 1; i <= npools; i++) {
-        if (!pools[i].alive || pools[i].annotated || !getattr)
+        if (!pools[i].alive || pools[i].annotated)
             continue;
-        cuuint64_t v = 0;
-        if (getattr(pools[i].driver_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS)
-            pooled += v;
+        struct driver_reading r;
+        if (read_driver_pool_locked(&pools[i], &r))
+            pooled += r.reserved;
+        else if (pools[i].last.ok)
+            pooled += pools[i].last.reserved;
     }
     pthread_mutex_unlock(&pools_lock);
     /* Async allocations sit inside their pool's reserve: counted once. */

@@ -257,6 +257,155 @@ static void device_info(struct tl_report_model *m)
     setcur(saved);
 }
 
+/* ---- figures: unknown is not zero, impossible is never printed ---------- */
+
+/* Memory a cache holds without telling us its layout (owner rules, not an
+ * annotated pool) has free space inside it that we cannot see: the largest
+ * free block and fragmentation of its device are unknown.  `nheld_pools`:
+ * the held sites before owners.c appended its own (annotated segments). */
+static void mark_unseen_caches(struct tl_report_model *m, size_t nheld_pools)
+{
+    bool cache = false;
+    for (size_t i = nheld_pools; i < m->nheld && !cache; i++)
+        cache = m->held[i].owner_class && !strcmp(m->held[i].owner_class, "cache");
+    if (!cache)
+        return;
+    /* A site carries no device: every device with memory outside the
+     * pools we see may hold it. */
+    uint64_t pooled[TL_MAX_DEVICES] = {0};
+    for (size_t i = 0; i < m->npools; i++)
+        if (m->pools[i].device >= 0 && m->pools[i].device < TL_MAX_DEVICES)
+            pooled[m->pools[i].device] += m->pools[i].reserved;
+    for (int d = 0; d < TL_MAX_DEVICES; d++) {
+        struct tl_device_row *r = &m->devices[d];
+        if (r->present && r->reserved > pooled[d]) {
+            r->layout_unknown = true;
+            m->layout_unknown = true;
+        }
+    }
+}
+
+static void note_repair(struct tl_report_model *m, const char *invariant, const char *where, const char *figure,
+                        long long was, long long now)
+{
+    m->repairs_total++;
+    if (m->nrepairs == sizeof m->repairs / sizeof m->repairs[0])
+        return;
+    struct tl_repair *r = &m->repairs[m->nrepairs++];
+    r->invariant = invariant;
+    snprintf(r->where, sizeof r->where, "%s", where);
+    r->figure = figure;
+    r->was = was;
+    r->now = now;
+}
+
+static void fix_at_most(struct tl_report_model *m, uint64_t *fig, uint64_t limit, const char *invariant, const char *where,
+                        const char *figure)
+{
+    if (*fig <= limit)
+        return;
+    /* A figure past 2^63 is a negative number that wrapped: shown as such. */
+    note_repair(m, invariant, where, figure, (long long)*fig, (long long)limit);
+    *fig = limit;
+}
+
+static void fix_fraction(struct tl_report_model *m, double *f, bool unknown, const char *where)
+{
+    if (unknown || (*f >= 0.0 && *f <= 1.0))
+        return;
+    double now = *f > 1.0 ? 1.0 : 0.0; /* NaN and negatives become 0 */
+    note_repair(m, "0 <= fragmentation <= 1", where, "fragmentation", (long long)(*f * 1000.0), (long long)(now * 1000.0));
+    *f = now;
+}
+
+/* One device's memory bounds every figure on it (when the driver said). */
+static uint64_t device_limit(const struct tl_report_model *m, int d)
+{
+    if (d < 0 || d >= TL_MAX_DEVICES || !m->devices[d].have_info || m->devices[d].total == 0)
+        return UINT64_MAX >> 1;
+    return m->devices[d].total;
+}
+
+/* The report's invariants (SPEC "Figures: unknown is not zero"): gap >= 0,
+ * allocated <= reserved per pool and device, largest free block <= free,
+ * 0 <= fragmentation <= 1, no figure above the device's memory, no byte
+ * figure negative.  A figure that breaks one is repaired here, before
+ * anything is written, and each repair is listed in the report. */
+void tl_report_check_invariants(struct tl_report_model *m)
+{
+    char where[80];
+    /* The summary's bound: all devices' memory, when every device said. */
+    uint64_t all_total = 0;
+    for (int d = 0; d < TL_MAX_DEVICES; d++)
+        if (m->devices[d].present)
+            all_total = all_total == UINT64_MAX || device_limit(m, d) == UINT64_MAX >> 1 ? UINT64_MAX
+                                                                                        : all_total + device_limit(m, d);
+    for (size_t i = 0; i < m->npools; i++) {
+        struct tl_pool_row *p = &m->pools[i];
+        uint64_t limit = device_limit(m, p->device);
+        const char *bound = limit == UINT64_MAX >> 1 ? "bytes >= 0" : "figure <= device memory";
+        snprintf(where, sizeof where, "pool '%s'", p->name);
+        fix_at_most(m, &p->reserved, limit, bound, where, "reserved_bytes");
+        fix_at_most(m, &p->allocated, limit, bound, where, "allocated_bytes");
+        if (p->allocated > p->reserved) {
+            /* What the program holds is real; a reserve below it is a stale
+             * or missing driver reading. */
+            note_repair(m, "allocated <= reserved", where, "reserved_bytes", (long long)p->reserved, (long long)p->allocated);
+            p->reserved = p->allocated;
+        }
+        fix_at_most(m, &p->free, p->reserved - p->allocated, "free <= reserved - allocated", where, "free_bytes");
+        if (!p->layout_unknown)
+            fix_at_most(m, &p->largest_free, p->free, "largest free block <= free", where, "largest_free_block");
+        fix_fraction(m, &p->fragmentation, p->layout_unknown, where);
+    }
+    for (int d = 0; d < TL_MAX_DEVICES; d++) {
+        struct tl_device_row *r = &m->devices[d];
+        if (!r->present)
+            continue;
+        uint64_t limit = device_limit(m, d);
+        const char *bound = limit == UINT64_MAX >> 1 ? "bytes >= 0" : "figure <= device memory";
+        snprintf(where, sizeof where, "device %d", d);
+        fix_at_most(m, &r->reserved, limit, bound, where, "reserved_bytes");
+        fix_at_most(m, &r->allocated, limit, bound, where, "allocated_bytes");
+        if (r->allocated > r->reserved) {
+            note_repair(m, "allocated <= reserved", where, "reserved_bytes", (long long)r->reserved, (long long)r->allocated);
+            r->reserved = r->allocated;
+        }
+        if (!r->layout_unknown)
+            fix_at_most(m, &r->largest_free, r->reserved - r->allocated, "largest free block <= free", where,
+                        "largest_free_block");
+        fix_fraction(m, &r->fragmentation, r->layout_unknown, where);
+    }
+    if (all_total && all_total != UINT64_MAX) {
+        fix_at_most(m, &m->reserved, all_total, "figure <= device memory", "summary", "reserved_bytes");
+        fix_at_most(m, &m->allocated, all_total, "figure <= device memory", "summary", "allocated_bytes");
+    } else {
+        fix_at_most(m, &m->reserved, UINT64_MAX >> 1, "bytes >= 0", "summary", "reserved_bytes");
+        fix_at_most(m, &m->allocated, UINT64_MAX >> 1, "bytes >= 0", "summary", "allocated_bytes");
+    }
+    if (m->allocated > m->reserved) {
+        note_repair(m, "allocated <= reserved", "summary", "reserved_bytes", (long long)m->reserved, (long long)m->allocated);
+        m->reserved = m->allocated;
+    }
+    if (!m->layout_unknown)
+        fix_at_most(m, &m->largest_free, m->reserved - m->allocated, "largest free block <= free", "summary",
+                    "largest_free_block");
+    fix_fraction(m, &m->fragmentation, m->layout_unknown, "summary");
+    static const char *const byte_names[] = {"live_bytes", "peak_live_bytes", "leaked_bytes", "suppressed_bytes", "held_bytes"};
+    long long *const bytes[] = {&m->live_bytes, &m->peak_live_bytes, &m->leaked_bytes, &m->suppressed_bytes, &m->held_bytes};
+    for (size_t i = 0; i < sizeof bytes / sizeof bytes[0]; i++)
+        if (*bytes[i] < 0) {
+            note_repair(m, "bytes >= 0", "summary", byte_names[i], *bytes[i], 0);
+            *bytes[i] = 0;
+        }
+    if (m->repairs_total) {
+        const struct tl_repair *r = &m->repairs[0];
+        tl_warn(NULL, "%zu impossible figure(s) in this report repaired (first: %s at %s, %s %lld -> %lld); listed under "
+                      "\"repairs\" in the report",
+                m->repairs_total, r->invariant, r->where, r->figure, r->was, r->now);
+    }
+}
+
 static void apply_suppressions(struct tl_report_model *m)
 {
     for (size_t i = 0; i < m->nsites; i++) {
@@ -524,7 +673,9 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
     device_info(&m);
     tl_bridge_apply(&m); /* issue 13 (D): framework pools, the caches' gap */
     tl_growth_collect(&m);
+    size_t nheld_pools = m.nheld;
     tl_owners_collect(&m);
+    mark_unseen_caches(&m, nheld_pools);
     tl_growth_name_owners(&m); /* issue 13 (D) */
     apply_suppressions(&m);
     for (size_t i = 0; i < m.nsites; i++) {
@@ -552,6 +703,7 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
             m.ninvalid_suppressed++;
     }
     decide_gate(&m);
+    tl_report_check_invariants(&m);
 
     char path[PATH_MAX];
     const char *shown = path;
@@ -590,7 +742,10 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
         else if (reason == TL_REASON_OOM && oom) {
             char want[32], largest[32];
             tl_format_size(oom->bytes, want, sizeof want);
-            tl_format_size(m.largest_free, largest, sizeof largest);
+            if (m.layout_unknown)
+                snprintf(largest, sizeof largest, "unknown");
+            else
+                tl_format_size(m.largest_free, largest, sizeof largest);
             tl_warn(NULL, "out of memory allocating %s on device %d; reserved-but-free largest block %s; report: %s", want,
                     oom->device, largest, shown);
         } else {

@@ -33,6 +33,10 @@ struct tl_device_row {
     uint64_t reserved, allocated;
     uint64_t largest_free;
     double fragmentation;
+    /* issue 14 (A): some free space lies where tensorleak sees no layout (a
+     * driver pool, a cache nobody annotated): largest_free and
+     * fragmentation are unknown. */
+    bool layout_unknown;
 };
 
 struct tl_layout_block {
@@ -60,6 +64,14 @@ struct tl_pool_row {
     size_t nlayout;
     bool layout_truncated;
     json_t *extra; /* bridge.c: fields merged into this row's JSON (framework pools) */
+    /* issue 14 (A): no layout (stream-ordered pool with free bytes):
+     * largest_free and fragmentation are unknown.  Stream-ordered pools:
+     * which driver reading the figures are ("current", "last_good" when the
+     * driver stopped answering, "none" when it never answered) and when it
+     * was taken (CLOCK_REALTIME seconds). */
+    bool layout_unknown;
+    const char *reading;
+    double reading_time;
 };
 #define TL_LAYOUT_MAX 8192
 
@@ -115,14 +127,31 @@ struct tl_report_model {
 
     unsigned gate_failed; /* tl_fail_kind bits */
     void *symbolizer;
+    json_t *bridge; /* bridge.c: the "bridge" object (framework state used), or NULL */
 
     /* Address space, never added to a byte figure above: live VA
      * reservations (cuMemAddressReserve), and at exit the reservations among
      * the unsuppressed leaks. */
     long long address_space_bytes, address_space_count;
     long long leaked_address_space_bytes;
-    json_t *bridge; /* bridge.c: the "bridge" object (framework state used), or NULL */
+
+    /* issue 14 (A): the summary's largest_free/fragmentation are unknown;
+     * figures repaired to keep the report's invariants (report.c). */
+    bool layout_unknown;
+    struct tl_repair {
+        const char *invariant; /* e.g. "allocated <= reserved" */
+        char where[80];        /* "pool 'mempool 0x...'", "device 0", "summary" */
+        const char *figure;    /* the field changed */
+        long long was, now;
+    } repairs[16];
+    size_t nrepairs, repairs_total;
 };
+
+/* report.c (issue 14, A): repairs figures that break the report's
+ * invariants (gap >= 0, allocated <= reserved, largest free <= free,
+ * fragmentation in [0, 1], nothing above the device's memory), listing each
+ * repair in m->repairs and warning once. */
+void tl_report_check_invariants(struct tl_report_model *m);
 
 /* report_json.c */
 json_t *tl_report_to_json(struct tl_report_model *m);
@@ -130,6 +159,8 @@ json_t *tl_stack_to_json(struct tl_report_model *m, const uintptr_t *frames, int
 /* report_text.c */
 void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path);
 void tl_format_size(uint64_t bytes, char *buf, size_t len);
+/* issue 14 (A): CLOCK_REALTIME seconds as ISO-8601 UTC with milliseconds. */
+void tl_format_realtime(double t, char *buf, size_t len);
 
 /* Symbolizes with a per-report cache. */
 const struct tl_frame_info *tl_report_frame(struct tl_report_model *m, uintptr_t address);

@@ -104,6 +104,14 @@ static json_t *site_json(struct tl_report_model *m, const struct tl_site *s)
     return o;
 }
 
+/* CLOCK_REALTIME seconds as ISO-8601 UTC with milliseconds. */
+static json_t *iso_time(double t)
+{
+    char when[48];
+    tl_format_realtime(t, when, sizeof when);
+    return json_string(when);
+}
+
 json_t *tl_report_to_json(struct tl_report_model *m)
 {
     json_t *root = json_object();
@@ -147,9 +155,15 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     json_object_set_new(sum, "reserved_bytes", json_integer((json_int_t)m->reserved));
     json_object_set_new(sum, "allocated_bytes", json_integer((json_int_t)m->allocated));
     json_object_set_new(sum, "gap_bytes", json_integer((json_int_t)(m->reserved - m->allocated)));
-    json_object_set_new(sum, "largest_free_block", json_integer((json_int_t)m->largest_free));
-    json_object_set_new(sum, "fragmentation", json_real(m->fragmentation));
+    /* Unknown is null, never 0 (issue 14, A). */
+    json_object_set_new(sum, "largest_free_block", m->layout_unknown ? json_null() : json_integer((json_int_t)m->largest_free));
+    json_object_set_new(sum, "fragmentation", m->layout_unknown ? json_null() : json_real(m->fragmentation));
+    json_object_set_new(sum, "invariants_repaired", json_integer((json_int_t)m->repairs_total));
     json_object_set_new(sum, "held_bytes", json_integer(m->held_bytes));
+    /* issue 14 (B): VA reservations are address space, apart from memory. */
+    json_object_set_new(sum, "address_space_bytes", json_integer(m->address_space_bytes));
+    json_object_set_new(sum, "address_space_reservations", json_integer(m->address_space_count));
+    json_object_set_new(sum, "leaked_address_space_bytes", json_integer(m->leaked_address_space_bytes));
     json_object_set_new(sum, "invalid_frees", json_integer((json_int_t)atomic_load(&tl_stats.invalid_frees)));
     json_object_set_new(sum, "suppressed_allocations", json_integer(m->suppressed_count));
     json_object_set_new(sum, "suppressed_bytes", json_integer(m->suppressed_bytes));
@@ -160,10 +174,6 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     json_object_set_new(sum, "released_by_teardown_allocations", json_integer((json_int_t)atomic_load(&tl_stats.teardown_allocs)));
     json_object_set_new(sum, "dropped_events", json_integer((json_int_t)atomic_load(&tl_dropped_events)));
     json_object_set_new(sum, "call_sites", json_integer((json_int_t)tl_callsite_count()));
-    /* issue 14 (B): VA reservations are address space, apart from memory. */
-    json_object_set_new(sum, "address_space_bytes", json_integer(m->address_space_bytes));
-    json_object_set_new(sum, "address_space_reservations", json_integer(m->address_space_count));
-    json_object_set_new(sum, "leaked_address_space_bytes", json_integer(m->leaked_address_space_bytes));
     json_object_set_new(sum, "budget_crossings", json_integer((json_int_t)tl_budget_crossings()));
     json_object_set_new(sum, "budget_refusals", json_integer((json_int_t)tl_budget_refusals()));
     json_object_set_new(root, "summary", sum);
@@ -213,8 +223,8 @@ json_t *tl_report_to_json(struct tl_report_model *m)
         json_object_set_new(o, "reserved_bytes", json_integer((json_int_t)p->reserved));
         json_object_set_new(o, "allocated_bytes", json_integer((json_int_t)p->allocated));
         json_object_set_new(o, "free_bytes", json_integer((json_int_t)p->free));
-        json_object_set_new(o, "largest_free_block", json_integer((json_int_t)p->largest_free));
-        json_object_set_new(o, "fragmentation", json_real(p->fragmentation));
+        json_object_set_new(o, "largest_free_block", p->layout_unknown ? json_null() : json_integer((json_int_t)p->largest_free));
+        json_object_set_new(o, "fragmentation", p->layout_unknown ? json_null() : json_real(p->fragmentation));
         json_object_set_new(o, "utilization", json_real(p->utilization));
         json_object_set_new(o, "peak_allocated_bytes", json_integer((json_int_t)p->peak_allocated));
         json_object_set_new(o, "peak_reserved_bytes", json_integer((json_int_t)p->peak_reserved));
@@ -243,6 +253,10 @@ json_t *tl_report_to_json(struct tl_report_model *m)
             json_object_set_new(o, "used_high_bytes", json_integer((json_int_t)p->used_high));
             json_object_set_new(o, "driver_used_bytes", json_integer((json_int_t)p->driver_used));
             json_object_set_new(o, "driver_mismatch", json_boolean(p->driver_mismatch));
+            /* Which driver answer these figures are: "last_good" when the
+             * driver stopped answering (at exit) and an earlier one is shown. */
+            json_object_set_new(o, "reading", json_string(p->reading ? p->reading : "none"));
+            json_object_set_new(o, "reading_time", p->reading_time > 0 ? iso_time(p->reading_time) : json_null());
         }
         if (p->extra) /* issue 13 (D): a framework pool's own fields (bridge.c) */
             json_object_update(o, p->extra);
@@ -262,11 +276,25 @@ json_t *tl_report_to_json(struct tl_report_model *m)
         json_object_set_new(o, "reserved_bytes", json_integer((json_int_t)dr->reserved));
         json_object_set_new(o, "allocated_bytes", json_integer((json_int_t)dr->allocated));
         json_object_set_new(o, "gap_bytes", json_integer((json_int_t)(dr->reserved - dr->allocated)));
-        json_object_set_new(o, "largest_free_block", json_integer((json_int_t)dr->largest_free));
-        json_object_set_new(o, "fragmentation", json_real(dr->fragmentation));
+        json_object_set_new(o, "largest_free_block", dr->layout_unknown ? json_null() : json_integer((json_int_t)dr->largest_free));
+        json_object_set_new(o, "fragmentation", dr->layout_unknown ? json_null() : json_real(dr->fragmentation));
         json_array_append_new(devices, o);
     }
     json_object_set_new(root, "devices", devices);
+
+    /* Figures that broke an invariant and were repaired (report.c). */
+    json_t *repairs = json_array();
+    for (size_t i = 0; i < m->nrepairs; i++) {
+        const struct tl_repair *r = &m->repairs[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "invariant", json_string(r->invariant));
+        json_object_set_new(o, "where", json_string(r->where));
+        json_object_set_new(o, "figure", json_string(r->figure));
+        json_object_set_new(o, "was", json_integer(r->was));
+        json_object_set_new(o, "now", json_integer(r->now));
+        json_array_append_new(repairs, o);
+    }
+    json_object_set_new(root, "repairs", repairs);
 
     json_t *growth = json_array();
     for (size_t i = 0; i < m->ngrowth; i++) {

@@ -5,11 +5,18 @@
 #include "report.h"
 
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 void tl_format_size(uint64_t bytes, char *buf, size_t len)
 {
     static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
+    if (bytes > (uint64_t)INT64_MAX) {
+        /* A negative byte count cast to unsigned: never a size to print
+         * (it showed as "16777216.0 TiB"). */
+        snprintf(buf, len, "unknown");
+        return;
+    }
     if (bytes < 1024) {
         snprintf(buf, len, "%llu B", (unsigned long long)bytes);
         return;
@@ -57,10 +64,33 @@ static void print_stack(struct tl_report_model *m, FILE *out, const uintptr_t *f
     }
 }
 
+void tl_format_realtime(double t, char *buf, size_t len)
+{
+    time_t secs = (time_t)t;
+    struct tm tm;
+    char when[40];
+    gmtime_r(&secs, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, len, "%s.%03dZ", when, (int)((t - (double)secs) * 1000.0) % 1000);
+}
+
+/* "largest free block 6.0 MiB (fragmentation 0.75)", or its unknown form
+ * when the free space has no layout tensorleak can see. */
+static void free_space_words(bool unknown, uint64_t largest, double fragmentation, char *buf, size_t len)
+{
+    if (unknown) {
+        snprintf(buf, len, "largest free block unknown (fragmentation unknown)");
+        return;
+    }
+    char size[32];
+    tl_format_size(largest, size, sizeof size);
+    snprintf(buf, len, "largest free block %s (fragmentation %.2f)", size, fragmentation);
+}
+
 void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path)
 {
     int pid = (int)getpid();
-    char a[32], b[32], c[32], d[32];
+    char a[32], b[32], c[96], d[96];
     size_t nleak_sites = 0;
     for (size_t i = 0; i < m->nsites; i++)
         nleak_sites += !m->sites[i].suppressed;
@@ -70,6 +100,11 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         tl_format_size((uint64_t)m->leaked_bytes, a, sizeof a);
         fprintf(out, "==%d== tensorleak: %lld leaked device allocations (%s) from %zu call sites", pid, m->leaked_count, a,
                 nleak_sites);
+        if (m->leaked_address_space_bytes > 0) { /* issue 14 (B): apart from memory */
+            tl_format_size((uint64_t)m->leaked_address_space_bytes, b, sizeof b);
+            fprintf(out, "; %s of address space left reserved", b);
+        }
+        fputc('\n', out);
     }
     for (size_t i = 0; i < m->nsites; i++) {
         const struct tl_site *s = &m->sites[i];
@@ -104,11 +139,6 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         fprintf(out, "Invalid free of 0x%llx [%s] from:\n", (unsigned long long)m->invalid[i].addr,
                 tl_kind_name(m->invalid[i].kind));
         if (cs)
-        if (m->leaked_address_space_bytes > 0) { /* issue 14 (B): apart from memory */
-            tl_format_size((uint64_t)m->leaked_address_space_bytes, b, sizeof b);
-            fprintf(out, "; %s of address space left reserved", b);
-        }
-        fputc('\n', out);
             print_stack(m, out, cs->frames, cs->nframes);
         fputc('\n', out);
     }
@@ -116,9 +146,17 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         const struct tl_pool_row *p = &m->pools[i];
         tl_format_size(p->reserved, a, sizeof a);
         tl_format_size(p->allocated, b, sizeof b);
-        tl_format_size(p->largest_free, c, sizeof c);
-        fprintf(out, "==%d== pool '%s' (%s, device %d): reserved %s, allocated %s; largest free block %s (fragmentation %.2f)\n",
-                pid, p->name, p->kind, p->device, a, b, c, p->fragmentation);
+        free_space_words(p->layout_unknown, p->largest_free, p->fragmentation, c, sizeof c);
+        fprintf(out, "==%d== pool '%s' (%s, device %d): reserved %s, allocated %s; %s", pid, p->name, p->kind, p->device, a, b, c);
+        /* The driver stopped answering (at exit): its last answer. */
+        if (p->reading && !strcmp(p->reading, "last_good")) {
+            char when[48];
+            tl_format_realtime(p->reading_time, when, sizeof when);
+            fprintf(out, " [driver reading of %s]", when);
+        } else if (p->reading && !strcmp(p->reading, "none")) {
+            fprintf(out, " [the driver never answered]");
+        }
+        fputc('\n', out);
     }
     for (int dev = 0; dev < TL_MAX_DEVICES; dev++) {
         const struct tl_device_row *r = &m->devices[dev];
@@ -126,10 +164,9 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
             continue;
         tl_format_size(r->reserved, a, sizeof a);
         tl_format_size(r->allocated, b, sizeof b);
-        tl_format_size(r->reserved - r->allocated, c, sizeof c);
-        tl_format_size(r->largest_free, d, sizeof d);
-        fprintf(out, "==%d== device %d: reserved %s, allocated %s, gap %s; largest free block %s (fragmentation %.2f)\n", pid, dev,
-                a, b, c, d, r->fragmentation);
+        tl_format_size(r->reserved >= r->allocated ? r->reserved - r->allocated : 0, c, sizeof c);
+        free_space_words(r->layout_unknown, r->largest_free, r->fragmentation, d, sizeof d);
+        fprintf(out, "==%d== device %d: reserved %s, allocated %s, gap %s; %s\n", pid, dev, a, b, c, d);
     }
     if (m->nowners > 1 || (m->nowners == 1 && strcmp(m->owners[0].name, "user") != 0)) {
         fprintf(out, "==%d== owners:", pid);
@@ -142,6 +179,11 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
     if (m->held_bytes > 0) {
         tl_format_size((uint64_t)m->held_bytes, a, sizeof a);
         fprintf(out, "==%d== held by pools at exit (not leaks): %s\n", pid, a);
+    }
+    if (m->address_space_bytes > 0) { /* issue 14 (B) */
+        tl_format_size((uint64_t)m->address_space_bytes, a, sizeof a);
+        fprintf(out, "==%d== address space reserved (VMM ranges, not memory): %s in %lld range(s)\n", pid, a,
+                m->address_space_count);
     }
     if (m->suppressed_count > 0)
         fprintf(out, "==%d== suppressed: %lld byte(s) in %lld allocation(s)\n", pid, m->suppressed_bytes, m->suppressed_count);
@@ -156,8 +198,3 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
             path);
     fflush(out);
 }
-    if (m->address_space_bytes > 0) { /* issue 14 (B) */
-        tl_format_size((uint64_t)m->address_space_bytes, a, sizeof a);
-        fprintf(out, "==%d== address space reserved (VMM ranges, not memory): %s in %lld range(s)\n", pid, a,
-                m->address_space_count);
-    }

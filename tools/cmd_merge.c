@@ -88,21 +88,21 @@ static json_t *merged_summary(const struct input *in, size_t n)
         sum.fragmentation = MAX(sum.fragmentation, s->fragmentation);
 #undef MAX
     }
+    /* One rank that could not know its largest free block makes the
+     * largest over all ranks unknown too (issue 14: unknown is not zero). */
+    bool unknown = false;
+    for (size_t i = 0; i < n; i++)
+        unknown |= in[i].report.summary.layout_unknown;
     json_t *obj = json_object();
     /* In SPEC.md's order: fragmentation right after largest_free_block. */
-#define TL_EMIT_FIELD(name, merge)                                          \
-    json_object_set_new(obj, #name, json_u64(sum.name));                   \
-    if (strcmp(#name, "largest_free_block") == 0)                          \
-        json_object_set_new(obj, "fragmentation", json_real(sum.fragmentation));
+#define TL_EMIT_FIELD(name, merge)                                                        \
+    json_object_set_new(obj, #name,                                                      \
+                        unknown && strcmp(#name, "largest_free_block") == 0 ? json_null() \
+                                                                            : json_u64(sum.name)); \
+    if (strcmp(#name, "largest_free_block") == 0)                                        \
+        json_object_set_new(obj, "fragmentation", unknown ? json_null() : json_real(sum.fragmentation));
     TL_SUMMARY_U64_FIELDS(TL_EMIT_FIELD)
 #undef TL_EMIT_FIELD
-    return obj;
-}
-
-static uint64_t entry_weight(json_t *entry, const char *key, const char *times)
-{
-    json_t *v = json_object_get(entry, key);
-    uint64_t w = json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0;
     /* issue 14 (B): address space, summed apart from memory, when reported. */
     static const char *const apart[] = {"address_space_bytes", "address_space_reservations",
                                         "leaked_address_space_bytes"};
@@ -119,6 +119,16 @@ static uint64_t entry_weight(json_t *entry, const char *key, const char *times)
         if (any)
             json_object_set_new(obj, apart[k], json_u64(total));
     }
+    return obj;
+}
+
+static uint64_t entry_weight(json_t *entry, const char *key, const char *times)
+{
+    json_t *v = json_object_get(entry, key);
+    uint64_t w = json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0;
+    /* issue 14 (B): address space sorts after memory, however large the range. */
+    if (report_kind_is_address_space(json_string_value(json_object_get(entry, "kind"))))
+        w = 0;
     if (times) {
         json_t *t = json_object_get(entry, times);
         uint64_t m = json_is_integer(t) ? (uint64_t)json_integer_value(t) : 0;
@@ -126,9 +136,6 @@ static uint64_t entry_weight(json_t *entry, const char *key, const char *times)
     }
     return w;
 }
-    /* issue 14 (B): address space sorts after memory, however large the range. */
-    if (report_kind_is_address_space(json_string_value(json_object_get(entry, "kind"))))
-        w = 0;
 
 /*
  * A report may keep a device's largest free block and fragmentation in its
@@ -137,11 +144,13 @@ static uint64_t entry_weight(json_t *entry, const char *key, const char *times)
  */
 static void keep_device_fragmentation(json_t *device, const struct tl_report *from)
 {
+    bool unknown = from->summary.layout_unknown; /* null stays null */
     if (!json_object_get(device, "largest_free_block"))
         json_object_set_new(device, "largest_free_block",
-                            json_u64(from->summary.largest_free_block));
+                            unknown ? json_null() : json_u64(from->summary.largest_free_block));
     if (!json_object_get(device, "fragmentation"))
-        json_object_set_new(device, "fragmentation", json_real(from->summary.fragmentation));
+        json_object_set_new(device, "fragmentation",
+                            unknown ? json_null() : json_real(from->summary.fragmentation));
 }
 
 /*

@@ -397,7 +397,11 @@ static void put_verdicts(FILE *out, const struct tl_report *r)
                 "other process.",
                 human(s->reserved_bytes, a), human(s->allocated_bytes, b), human(s->gap_bytes, c),
                 percent(s->gap_bytes, s->reserved_bytes));
-        if (s->gap_bytes > 0) {
+        if (s->gap_bytes > 0 && s->layout_unknown) {
+            verdict(out, "", "<b>Fragmentation unknown:</b> part of the %s free lies in pools "
+                    "whose layout tensorleak cannot see (driver mempools, caches nobody "
+                    "annotated), so its largest free block is unknown.", human(s->gap_bytes, a));
+        } else if (s->gap_bytes > 0) {
             const char *cls = s->fragmentation >= 0.6 ? "bad" : s->fragmentation >= 0.25 ? "warn" : "ok";
             if (s->fragmentation >= 0.25)
                 verdict(out, cls, "<b>Fragmented (%.2f):</b> the largest free block is %s of %s "
@@ -464,11 +468,17 @@ static void put_summary_table(FILE *out, const struct tl_report *r)
     ROW_BYTES("reserved", s->reserved_bytes);
     ROW_BYTES("allocated", s->allocated_bytes);
     ROW_BYTES("gap (reserved − allocated)", s->gap_bytes);
-    ROW_BYTES("largest free block", s->largest_free_block);
+    if (s->layout_unknown)
+        fputs("<tr><th>largest free block</th><td class=\"n\">unknown</td><td></td></tr>\n", out);
+    else
+        ROW_BYTES("largest free block", s->largest_free_block);
     ROW_BYTES(has_owners(r) ? "held by pools and owners" : "held by pools", s->held_bytes);
 #undef ROW_BYTES
-    fprintf(out, "<tr><th>fragmentation</th><td class=\"n\">%.2f</td><td></td></tr>\n",
-            s->fragmentation);
+    if (s->layout_unknown)
+        fputs("<tr><th>fragmentation</th><td class=\"n\">unknown</td><td></td></tr>\n", out);
+    else
+        fprintf(out, "<tr><th>fragmentation</th><td class=\"n\">%.2f</td><td></td></tr>\n",
+                s->fragmentation);
     fprintf(out, "<tr><th>allocations leaked / live</th><td class=\"n\">%" PRIu64 " / %" PRIu64
             "</td><td></td></tr>\n", s->leaked_allocations, s->live_allocations);
     fprintf(out, "<tr><th>failed allocations (out of memory)</th><td class=\"n\">%" PRIu64
@@ -500,6 +510,8 @@ static size_t owner_rows(const struct tl_report *r, struct owner_row *rows, size
             if (!e->owner || (l == 1 && e->suppressed))
                 continue;
             size_t k = 0;
+            /* issue 14 (B): a range or a mapping names its owner but adds no memory. */
+            uint64_t bytes = report_kind_is_address_space(e->kind) ? 0 : e->bytes;
             while (k < n && !same_owner(rows[k].name, e->owner))
                 k++;
             if (k == n) {
@@ -510,8 +522,6 @@ static size_t owner_rows(const struct tl_report *r, struct owner_row *rows, size
             if (l == 0)
                 rows[k].held += bytes;
             else
-            /* issue 14 (B): a range or a mapping names its owner but adds no memory. */
-            uint64_t bytes = report_kind_is_address_space(e->kind) ? 0 : e->bytes;
                 rows[k].leaked += bytes;
         }
     }
@@ -739,9 +749,19 @@ static void put_pool(FILE *out, const struct tl_pool *p)
     fprintf(out, ", device %lld", p->device);
     if (p->has_rank)
         fprintf(out, ", rank %lld", p->rank);
-    fprintf(out, "): reserved %s, allocated %s, free %s, largest free block %s, "
-            "fragmentation %.2f", human(p->reserved_bytes, a), human(p->allocated_bytes, b),
-            human(p->free_bytes, c), human(p->largest_free_block, d), p->fragmentation);
+    if (p->layout_unknown)
+        fprintf(out, "): reserved %s, allocated %s, free %s, largest free block unknown, "
+                "fragmentation unknown", human(p->reserved_bytes, a), human(p->allocated_bytes, b),
+                human(p->free_bytes, c));
+    else
+        fprintf(out, "): reserved %s, allocated %s, free %s, largest free block %s, "
+                "fragmentation %.2f", human(p->reserved_bytes, a), human(p->allocated_bytes, b),
+                human(p->free_bytes, c), human(p->largest_free_block, d), p->fragmentation);
+    if (p->reading && strcmp(p->reading, "last_good") == 0) {
+        fputs(" (the driver's reading of ", out);
+        put_text(out, p->reading_time ? p->reading_time : "an earlier time");
+        fputs(": it no longer answered)", out);
+    }
     if (p->segments)
         fprintf(out, ", %" PRIu64 " segment(s)", p->segments);
     fputs("</figcaption>\n", out);
@@ -1047,6 +1067,10 @@ static void put_oom(FILE *out, const struct tl_report *r)
             continue;
         fputs(" At that moment pool <b>", out);
         put_text(out, p->name ? p->name : "?");
+        if (p->layout_unknown) {
+            fprintf(out, "</b> had %s free, in pieces of unknown size.", human(p->free_bytes, b));
+            continue;
+        }
         fprintf(out, "</b> had %s free, in pieces of at most %s", human(p->free_bytes, b),
                 human(p->largest_free_block, c));
         if (p->largest_free_block < p->free_bytes)
@@ -1189,11 +1213,15 @@ static void put_sequence(FILE *out, const struct tl_report *reports, size_t coun
             put_text(out, r->label);
             fputs("”", out);
         }
+        char frag[16];
+        if (r->summary.layout_unknown)
+            snprintf(frag, sizeof frag, "unknown");
+        else
+            snprintf(frag, sizeof frag, "%.2f", r->summary.fragmentation);
         fprintf(out, "</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td>"
-                "<td class=\"n\">%s</td><td class=\"n\">%.2f</td></tr>\n",
+                "<td class=\"n\">%s</td><td class=\"n\">%s</td></tr>\n",
                 human(r->summary.leaked_bytes, a), human(r->summary.live_bytes, b),
-                human(r->summary.reserved_bytes, c), human(r->summary.allocated_bytes, d),
-                r->summary.fragmentation);
+                human(r->summary.reserved_bytes, c), human(r->summary.allocated_bytes, d), frag);
         if (v) {
             v[i] = r->summary.live_bytes;
             v[count + i] = r->summary.reserved_bytes;

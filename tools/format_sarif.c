@@ -277,6 +277,84 @@ static void add_report(json_t *results, const struct tl_report *rep, bool tag_re
     }
 }
 
+/* A largest free block or fragmentation as SARIF carries it: the number,
+ * or the string "unknown" where the report says null (issue 14). */
+static json_t *u64_or_unknown(bool unknown, uint64_t v)
+{
+    return unknown ? json_string("unknown") : json_integer((json_int_t)v);
+}
+
+static json_t *real_or_unknown(bool unknown, double v)
+{
+    return unknown ? json_string("unknown") : json_real(v);
+}
+
+/*
+ * The memory figures of each report's pools and devices, for the run's
+ * property bag: what a result cannot say (nothing leaked, yet a pool's free
+ * space is fragmented or unknown).
+ */
+static json_t *memory_properties(const struct tl_report *reports, size_t count)
+{
+    json_t *memory = json_array();
+    char text[256], a[SIZE_HUMAN_MAX], b[SIZE_HUMAN_MAX], c[SIZE_HUMAN_MAX];
+    for (size_t i = 0; i < count; i++) {
+        const struct tl_report *rep = &reports[i];
+        for (size_t k = 0; k < rep->device_count; k++) {
+            const struct tl_device *d = &rep->devices[k];
+            bool here = d->has_largest_free_block || d->layout_unknown;
+            bool unknown = here ? d->layout_unknown : rep->summary.layout_unknown;
+            uint64_t largest = d->has_largest_free_block ? d->largest_free_block : rep->summary.largest_free_block;
+            double frag = d->has_fragmentation ? d->fragmentation : rep->summary.fragmentation;
+            if (unknown)
+                snprintf(text, sizeof text, "device %lld: reserved %s, allocated %s; largest free block unknown "
+                         "(fragmentation unknown)", d->device, size_human(d->reserved_bytes, a),
+                         size_human(d->allocated_bytes, b));
+            else
+                snprintf(text, sizeof text, "device %lld: reserved %s, allocated %s; largest free block %s "
+                         "(fragmentation %.2f)", d->device, size_human(d->reserved_bytes, a),
+                         size_human(d->allocated_bytes, b), size_human(largest, c), frag);
+            json_t *o = json_pack("{sIsIsIsI}", "device", (json_int_t)d->device, "reserved_bytes",
+                                  (json_int_t)d->reserved_bytes, "allocated_bytes", (json_int_t)d->allocated_bytes,
+                                  "gap_bytes", (json_int_t)d->gap_bytes);
+            json_object_set_new(o, "largest_free_block", u64_or_unknown(unknown, largest));
+            json_object_set_new(o, "fragmentation", real_or_unknown(unknown, frag));
+            json_object_set_new(o, "text", json_string(text));
+            if (count > 1)
+                json_object_set_new(o, "report", json_string(rep->path));
+            if (d->has_rank)
+                json_object_set_new(o, "rank", json_integer(d->rank));
+            json_array_append_new(memory, o);
+        }
+        for (size_t k = 0; k < rep->pool_count; k++) {
+            const struct tl_pool *p = &rep->pools[k];
+            json_t *o = json_pack("{sssssIsIsIsI}", "pool", p->name ? p->name : "?", "kind",
+                                  p->kind ? p->kind : "?", "device", (json_int_t)p->device, "reserved_bytes",
+                                  (json_int_t)p->reserved_bytes, "allocated_bytes", (json_int_t)p->allocated_bytes,
+                                  "free_bytes", (json_int_t)p->free_bytes);
+            json_object_set_new(o, "largest_free_block", u64_or_unknown(p->layout_unknown, p->largest_free_block));
+            json_object_set_new(o, "fragmentation", real_or_unknown(p->layout_unknown, p->fragmentation));
+            if (p->layout_unknown)
+                snprintf(text, sizeof text, "pool '%s': reserved %s, allocated %s; largest free block unknown "
+                         "(fragmentation unknown)", p->name ? p->name : "?", size_human(p->reserved_bytes, a),
+                         size_human(p->allocated_bytes, b));
+            else
+                snprintf(text, sizeof text, "pool '%s': reserved %s, allocated %s; largest free block %s "
+                         "(fragmentation %.2f)", p->name ? p->name : "?", size_human(p->reserved_bytes, a),
+                         size_human(p->allocated_bytes, b), size_human(p->largest_free_block, c), p->fragmentation);
+            json_object_set_new(o, "text", json_string(text));
+            if (p->reading)
+                json_object_set_new(o, "reading", json_string(p->reading));
+            if (count > 1)
+                json_object_set_new(o, "report", json_string(rep->path));
+            if (p->has_rank)
+                json_object_set_new(o, "rank", json_integer(p->rank));
+            json_array_append_new(memory, o);
+        }
+    }
+    return memory;
+}
+
 bool format_sarif(FILE *out, const struct tl_report *reports, size_t count)
 {
     json_t *rule_list = json_array();
@@ -291,10 +369,11 @@ bool format_sarif(FILE *out, const struct tl_report *reports, size_t count)
         add_report(results, &reports[i], count > 1);
     json_t *driver = json_pack("{ss,ss,ss,so}", "name", "tensorleak", "version", TL_VERSION,
                                "semanticVersion", TL_VERSION, "rules", rule_list);
-    json_t *log = json_pack("{ss,ss,s[{s{so},so}]}",
+    json_t *log = json_pack("{ss,ss,s[{s{so},so,s{so}}]}",
                             "$schema", "https://json.schemastore.org/sarif-2.1.0.json",
                             "version", "2.1.0", "runs", "tool", "driver", driver,
-                            "results", results);
+                            "results", results, "properties", "memory",
+                            memory_properties(reports, count));
     if (!log)
         return false;
     json_dumpf(log, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

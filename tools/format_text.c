@@ -169,36 +169,58 @@ static void oom(FILE *out, const struct tl_report *r)
     fputc('\n', out);
 }
 
+/* "largest free block 6.0 MiB (fragmentation 0.75)", or "unknown" for
+ * both when the report says it could not know (null). */
+static const char *free_space_words(bool unknown, uint64_t largest, double fragmentation, char *buf,
+                                    size_t len)
+{
+    char size[SIZE_HUMAN_MAX];
+    if (unknown)
+        snprintf(buf, len, "largest free block unknown (fragmentation unknown)");
+    else
+        snprintf(buf, len, "largest free block %s (fragmentation %.2f)", size_human(largest, size),
+                 fragmentation);
+    return buf;
+}
+
 static void devices(FILE *out, const struct tl_report *r)
 {
     char reserved[SIZE_HUMAN_MAX], allocated[SIZE_HUMAN_MAX], gap[SIZE_HUMAN_MAX];
-    char largest[SIZE_HUMAN_MAX];
+    char free_space[96];
     for (size_t i = 0; i < r->device_count; i++) {
         const struct tl_device *d = &r->devices[i];
         /* Reports of one device may keep these in the summary only. */
+        bool known_here = d->has_largest_free_block || d->layout_unknown;
         uint64_t block = d->has_largest_free_block ? d->largest_free_block
                                                    : r->summary.largest_free_block;
         double frag = d->has_fragmentation ? d->fragmentation : r->summary.fragmentation;
-        fprintf(out, "%s%s device %lld: reserved %s, allocated %s, gap %s; "
-                     "largest free block %s (fragmentation %.2f)\n",
+        bool unknown = known_here ? d->layout_unknown : r->summary.layout_unknown;
+        fprintf(out, "%s%s device %lld: reserved %s, allocated %s, gap %s; %s\n",
                 prefix_of(r).text, rank_tag(d->has_rank, d->rank, " ").text, d->device,
                 size_human(d->reserved_bytes, reserved),
                 size_human(d->allocated_bytes, allocated), size_human(d->gap_bytes, gap),
-                size_human(block, largest), frag);
+                free_space_words(unknown, block, frag, free_space, sizeof free_space));
     }
 }
 
 static void pools(FILE *out, const struct tl_report *r)
 {
-    char reserved[SIZE_HUMAN_MAX], allocated[SIZE_HUMAN_MAX], largest[SIZE_HUMAN_MAX];
+    char reserved[SIZE_HUMAN_MAX], allocated[SIZE_HUMAN_MAX], free_space[96];
     for (size_t i = 0; i < r->pool_count; i++) {
         const struct tl_pool *p = &r->pools[i];
-        fprintf(out, "%s%s pool '%s' (%s, device %lld): reserved %s, allocated %s; "
-                     "largest free block %s (fragmentation %.2f)\n",
+        fprintf(out, "%s%s pool '%s' (%s, device %lld): reserved %s, allocated %s; %s",
                 prefix_of(r).text, rank_tag(p->has_rank, p->rank, " ").text, or_unknown(p->name),
                 or_unknown(p->kind), p->device, size_human(p->reserved_bytes, reserved),
                 size_human(p->allocated_bytes, allocated),
-                size_human(p->largest_free_block, largest), p->fragmentation);
+                free_space_words(p->layout_unknown, p->largest_free_block, p->fragmentation,
+                                 free_space, sizeof free_space));
+        /* The driver stopped answering (at exit): the figures are its last
+         * answer, from the time given. */
+        if (p->reading && strcmp(p->reading, "last_good") == 0)
+            fprintf(out, " [driver reading of %s]", or_unknown(p->reading_time));
+        else if (p->reading && strcmp(p->reading, "none") == 0)
+            fprintf(out, " [the driver never answered]");
+        fputc('\n', out);
     }
 }
 
@@ -232,6 +254,11 @@ static void totals(FILE *out, const struct tl_report *r)
     if (s->held_bytes > 0)
         fprintf(out, "%s held by pools at exit (not leaks): %s\n", pfx.text,
                 size_human(s->held_bytes, human));
+    json_t *sum = json_object_get(r->root, "summary"); /* issue 14 (B): address space, apart */
+    json_t *as = json_object_get(sum, "address_space_bytes"), *asn = json_object_get(sum, "address_space_reservations");
+    if (json_is_integer(as) && json_integer_value(as) > 0 && json_is_integer(asn))
+        fprintf(out, "%s address space reserved (VMM ranges, not memory): %s in %lld range(s)\n", pfx.text,
+                size_human((uint64_t)json_integer_value(as), human), (long long)json_integer_value(asn));
     if (s->suppressed_allocations > 0)
         fprintf(out, "%s suppressed: %" PRIu64 " byte(s) in %" PRIu64 " allocation(s)\n", pfx.text,
                 s->suppressed_bytes, s->suppressed_allocations);
@@ -254,11 +281,6 @@ void format_text(FILE *out, const struct tl_report *r, const char *report_name)
     oom(out, r);
     pools(out, r);
     devices(out, r);
-    json_t *sum = json_object_get(r->root, "summary"); /* issue 14 (B): address space, apart */
-    json_t *as = json_object_get(sum, "address_space_bytes"), *asn = json_object_get(sum, "address_space_reservations");
-    if (json_is_integer(as) && json_integer_value(as) > 0 && json_is_integer(asn))
-        fprintf(out, "%s address space reserved (VMM ranges, not memory): %s in %lld range(s)\n", pfx.text,
-                size_human((uint64_t)json_integer_value(as), human), (long long)json_integer_value(asn));
     owners(out, r);
     totals(out, r);
     fprintf(out, "SUMMARY: tensorleak: %" PRIu64 " byte(s) leaked in %" PRIu64

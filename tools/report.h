@@ -46,6 +46,9 @@ struct tl_summary {
     TL_SUMMARY_U64_FIELDS(TL_DECLARE_FIELD)
 #undef TL_DECLARE_FIELD
     double fragmentation;
+    /* largest_free_block or fragmentation was null: unknown, not 0 (some
+     * free space has no layout tensorleak can see). */
+    bool layout_unknown;
 };
 
 struct tl_frame {
@@ -126,6 +129,9 @@ struct tl_pool {
     bool has_utilization;
     double utilization;
     uint64_t segments;          /* "segments": how many, 0 when absent */
+    bool layout_unknown;        /* largest_free_block/fragmentation null */
+    const char *reading;        /* stream-ordered: "current", "last_good", "none" */
+    const char *reading_time;   /* ISO-8601, when the driver gave that reading */
     bool has_layout;            /* "layout" present (possibly empty) */
     bool layout_truncated;      /* the writer left segments or blocks out */
     struct tl_segment *layout;
@@ -152,6 +158,7 @@ struct tl_device {
     uint64_t largest_free_block;
     bool has_fragmentation;
     double fragmentation;
+    bool layout_unknown;           /* largest_free_block/fragmentation null */
     bool has_rank;
     long long rank;
 };
@@ -229,9 +236,9 @@ void report_free(struct tl_report *report);
 /* Last path component of a module path ("leaky_inference"). */
 const char *report_basename(const char *path);
 
-#endif
 /* issue 14 (helper B): a VA reservation or a mapping is address space, not
  * memory: listed as what it is, never added to a byte figure (the handle
  * mapped there holds the memory). */
 bool report_kind_is_address_space(const char *kind);
 
+#endif

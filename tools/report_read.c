@@ -110,6 +110,30 @@ static uint64_t get_u64(struct loader *ld, json_t *obj, const char *where, const
     return v ? (uint64_t)json_integer_value(v) : 0;
 }
 
+/*
+ * A byte figure that may be unknown (issue 14): null means "tensorleak could
+ * not know" (largest free block, fragmentation of a pool without a layout);
+ * absent (reports before null was written) means 0, as before.
+ */
+static bool is_unknown(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    return v && json_is_null(v);
+}
+
+/*
+ * gap_bytes: reports written before tensorleak checked its invariants may
+ * hold a negative gap (a driver pool read as 0 B at exit): read as 0, never
+ * refused, never shown as a wrapped 16777216.0 TiB.
+ */
+static uint64_t get_gap_or_u64(struct loader *ld, json_t *obj, const char *where, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    if (strcmp(key, "gap_bytes") == 0 && v && json_is_integer(v) && json_integer_value(v) < 0)
+        return 0;
+    return get_u64(ld, obj, where, key);
+}
+
 static long long get_int(struct loader *ld, json_t *obj, const char *where, const char *key)
 {
     json_t *v = get(ld, obj, where, key, WANT_INT, false);
@@ -414,6 +438,9 @@ static void read_pools(struct loader *ld, json_t *root, struct tl_report *r)
         p->free_bytes = get_u64(ld, e, where, "free_bytes");
         p->largest_free_block = get_u64(ld, e, where, "largest_free_block");
         p->fragmentation = get_real(ld, e, where, "fragmentation");
+        p->layout_unknown = is_unknown(e, "largest_free_block") || is_unknown(e, "fragmentation");
+        p->reading = get_str(ld, e, where, "reading");
+        p->reading_time = get_str(ld, e, where, "reading_time");
         p->has_utilization = get(ld, e, where, "utilization", WANT_REAL, false) != NULL;
         p->utilization = get_real(ld, e, where, "utilization");
         p->segments = get_u64(ld, e, where, "segments");
@@ -440,7 +467,8 @@ static void read_devices(struct loader *ld, json_t *root, struct tl_report *r)
         d->total = get_u64(ld, e, where, "total");
         d->reserved_bytes = get_u64(ld, e, where, "reserved_bytes");
         d->allocated_bytes = get_u64(ld, e, where, "allocated_bytes");
-        d->gap_bytes = get_u64(ld, e, where, "gap_bytes");
+        d->gap_bytes = get_gap_or_u64(ld, e, where, "gap_bytes");
+        d->layout_unknown = is_unknown(e, "largest_free_block") || is_unknown(e, "fragmentation");
         d->has_largest_free_block =
             get(ld, e, where, "largest_free_block", WANT_U64, false) != NULL;
         d->largest_free_block = get_u64(ld, e, where, "largest_free_block");
@@ -498,10 +526,11 @@ static void read_summary(struct loader *ld, json_t *root, struct tl_report *r)
     json_t *s = get(ld, root, "", "summary", WANT_OBJECT, true);
     if (!s)
         return;
-#define TL_READ_FIELD(name, merge) r->summary.name = get_u64(ld, s, "summary", #name);
+#define TL_READ_FIELD(name, merge) r->summary.name = get_gap_or_u64(ld, s, "summary", #name);
     TL_SUMMARY_U64_FIELDS(TL_READ_FIELD)
 #undef TL_READ_FIELD
     r->summary.fragmentation = get_real(ld, s, "summary", "fragmentation");
+    r->summary.layout_unknown = is_unknown(s, "largest_free_block") || is_unknown(s, "fragmentation");
 }
 
 /* jansson's messages may quote raw input bytes: keep stderr printable ASCII. */

@@ -636,6 +636,76 @@ import html_sarif_cases  # noqa: E402
 html_sarif_cases.register(case, Failure, check_eq, SKIP)
 
 
+# ---- issue 14 items 3 and 4 (helper A): unknown is not zero, no impossible figures
+# async_exit.json: a real exit report of samples/async_pool on the simulated
+# driver with SIMCUDA_POOL_QUERY=fail-at-exit (the driver pool's figures are
+# its last good reading; its layout, hence largest free block and
+# fragmentation, unknown).  h200_async_exit.json: the same sample's exit
+# report from the first H200 run, written before the fix (gap_bytes negative).
+
+@case
+def report_text_says_unknown_for_a_pool_without_layout(c):
+    out, _ = c.expect(["report", "async_exit.json"], 0, stderr="", stdout_file="async_exit.txt")
+    for line in ("==3114== pool 'default mempool (device 0)' (stream_ordered, device 0): reserved 32.0 MiB, "
+                 "allocated 1.0 MiB; largest free block unknown (fragmentation unknown) "
+                 "[driver reading of 2026-11-30T21:35:08.246Z]\n",
+                 "==3114== device 0: reserved 32.0 MiB, allocated 1.0 MiB, gap 31.0 MiB; "
+                 "largest free block unknown (fragmentation unknown)\n"):
+        if line not in out:
+            raise Failure(f"missing line {line!r} in:\n{out}")
+
+
+@case
+def report_html_and_sarif_say_unknown_not_zero(c):
+    out, _ = c.expect(["report", "--format", "html", "async_exit.json"], 0, stderr="")
+    for want in ('<th>largest free block</th><td class="n">unknown</td>',
+                 '<th>fragmentation</th><td class="n">unknown</td>',
+                 "free 31.0 MiB, largest free block unknown, fragmentation unknown",
+                 "<b>Fragmentation unknown:</b>"):
+        if want not in out:
+            raise Failure(f"HTML lacks {want!r}")
+    if "fragmentation 0.00" in out or "Little fragmentation" in out:
+        raise Failure("HTML calls an unknown fragmentation zero")
+    out, _ = c.expect(["report", "--format", "sarif", "async_exit.json"], 0, stderr="")
+    memory = json.loads(out)["runs"][0]["properties"]["memory"]
+    check_eq([(m.get("pool"), m["reserved_bytes"], m["allocated_bytes"], m["largest_free_block"], m["fragmentation"])
+              for m in memory],
+             [(None, 32 * 1024 * 1024, 1024 * 1024, "unknown", "unknown"),
+              ("default mempool (device 0)", 32 * 1024 * 1024, 1024 * 1024, "unknown", "unknown")],
+             "SARIF memory properties")
+    check_eq(memory[1]["reading"], "last_good", "the driver reading shown")
+
+
+@case
+def an_old_report_with_a_negative_gap_is_read_and_never_prints_a_wrapped_size(c):
+    out, _ = c.expect(["report", "h200_async_exit.json"], 0, stderr="")
+    if "==1082== device 0: reserved 0 B, allocated 16.0 MiB, gap 0 B; " not in out or "TiB" in out:
+        raise Failure(out)
+    # Old numbers (0, not null) still read as numbers.
+    if "largest free block 0 B (fragmentation 0.00)" not in out:
+        raise Failure(out)
+    c.expect(["check", "h200_async_exit.json"], 1, stderr="", stdout=verdict("FAIL", 16777216, 0, 0, 0))
+
+
+@case
+def merge_and_json_keep_unknown_as_null(c):
+    out, _ = c.expect(["report", "--format", "json", "async_exit.json"], 0, stderr="")
+    r = json.loads(out)
+    check_eq((r["summary"]["largest_free_block"], r["summary"]["fragmentation"],
+              r["pools"][0]["largest_free_block"], r["devices"][0]["fragmentation"]),
+             (None, None, None, None), "re-emitted nulls")
+    out, _ = c.expect(["merge", "async_exit.json", "leaky.json"], 0, stderr="")
+    merged = json.loads(out)
+    check_eq((merged["summary"]["largest_free_block"], merged["summary"]["fragmentation"]), (None, None),
+             "one rank unknown: the largest over all ranks is unknown")
+    dest = os.path.join(c.tmp, "m.json")
+    with open(dest, "w") as f:
+        f.write(out)
+    out, _ = c.expect(["report", dest], 0, stderr="")
+    if "device 0: reserved 32.0 MiB, allocated 1.0 MiB, gap 31.0 MiB; largest free block unknown" not in out:
+        raise Failure(out)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--tensorleak", required=True)

@@ -880,6 +880,84 @@ def cli_counts_address_space_apart_in_check_text_merge_and_html():
     eq(rows.get("PyTorch caching allocator"), str(65011712), "real report: held by the caching allocator")
 
 
+
+# ---- issue 14 items 3 and 4 (helper A): no impossible figures; unknown is not zero
+
+ISO_MS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
+
+
+def async_pool_at_exit_shows_the_last_good_driver_reading():
+    # The driver stops answering pool queries at exit, as NVIDIA's did on the
+    # H200 (reserved 0 B, allocated 16.0 MiB, gap 16777216.0 TiB).
+    r = run(sample("async_pool"), "10", env={"SIMCUDA_POOL_QUERY": "fail-at-exit"})
+    eq(r.rc, 0, "exit status: " + r.err)
+    rep = r.report
+    p = rep["pools"][0]
+    eq((p["reserved_bytes"], p["allocated_bytes"], p["free_bytes"], p["driver_used_bytes"], p["reading"]),
+       (32 * MiB, MiB, 31 * MiB, MiB, "last_good"), "the pool's last good reading")
+    check(re.fullmatch(ISO_MS, p["reading_time"]), "reading time: " + repr(p["reading_time"]))
+    s = rep["summary"]
+    eq((s["reserved_bytes"], s["allocated_bytes"], s["gap_bytes"], s["invariants_repaired"], rep["repairs"]),
+       (32 * MiB, MiB, 31 * MiB, 0, []), "summary: nothing to repair")
+    eq((rep["devices"][0]["reserved_bytes"], rep["devices"][0]["gap_bytes"]), (32 * MiB, 31 * MiB), "device")
+    pid = rep["pid"]
+    lines = [l for l in r.err.splitlines() if l.startswith(f"=={pid}== pool") or l.startswith(f"=={pid}== device")]
+    eq(len(lines), 2, "pool and device lines: " + r.err)
+    check(re.fullmatch(re.escape(f"=={pid}== pool 'default mempool (device 0)' (stream_ordered, device 0): reserved 32.0 MiB, "
+                                 "allocated 1.0 MiB; largest free block unknown (fragmentation unknown) [driver reading of ")
+                       + ISO_MS + r"\]", lines[0]), lines[0])
+    eq(lines[1], f"=={pid}== device 0: reserved 32.0 MiB, allocated 1.0 MiB, gap 31.0 MiB; "
+                 "largest free block unknown (fragmentation unknown)", "device line")
+    check("TiB" not in r.err and not [l for l in r.err.splitlines() if l.startswith("tensorleak: ")],
+          "no warning, no wrapped size: " + r.err)
+    # While the driver answers, the reading is current.
+    r = run(sample("async_pool"), "10")
+    eq(r.report["pools"][0]["reading"], "current", "reading while the driver answers")
+
+
+def a_pool_the_driver_never_answered_for_is_repaired_and_said_so():
+    r = run(sample("async_pool"), "10", env={"SIMCUDA_POOL_QUERY": "fail"})
+    eq(r.rc, 0, "exit status: " + r.err)
+    rep = r.report
+    p = rep["pools"][0]
+    eq((p["reserved_bytes"], p["allocated_bytes"], p["reading"], p["reading_time"], p["largest_free_block"],
+        p["fragmentation"]), (MiB, MiB, "none", None, None, None), "reserve raised to what is allocated; layout unknown")
+    eq(rep["repairs"], [
+        {"invariant": "allocated <= reserved", "where": "pool 'default mempool (device 0)'", "figure": "reserved_bytes",
+         "was": 0, "now": MiB},
+        {"invariant": "allocated <= reserved", "where": "device 0", "figure": "reserved_bytes", "was": 0, "now": MiB},
+        {"invariant": "allocated <= reserved", "where": "summary", "figure": "reserved_bytes", "was": 0, "now": MiB},
+    ], "repairs")
+    s = rep["summary"]
+    eq((s["gap_bytes"], s["invariants_repaired"]), (0, 3), "gap and count")
+    warnings = [l for l in r.err.splitlines() if l.startswith("tensorleak: ")]
+    eq(warnings, ["tensorleak: 3 impossible figure(s) in this report repaired (first: allocated <= reserved at pool "
+                  "'default mempool (device 0)', reserved_bytes 0 -> 1048576); listed under \"repairs\" in the report"],
+       "one warning")
+    check("[the driver never answered]" in r.err, r.err)
+
+
+def unknown_free_space_is_null_in_json_and_unknown_on_stderr():
+    # A driver pool: no layout.
+    rep = run(sample("async_pool"), "10").report
+    nulls = (None, None)
+    eq((rep["pools"][0]["largest_free_block"], rep["pools"][0]["fragmentation"]), nulls, "driver pool")
+    eq((rep["devices"][0]["largest_free_block"], rep["devices"][0]["fragmentation"]), nulls, "its device")
+    eq((rep["summary"]["largest_free_block"], rep["summary"]["fragmentation"]), nulls, "summary")
+    # A cache nobody annotated (PyTorch's, recognised by the owner rules).
+    r = run(prog("owners_demo"), env={"LD_LIBRARY_PATH": PROGS + ":" + SIM})
+    rep = r.report
+    eq((rep["devices"][0]["largest_free_block"], rep["devices"][0]["fragmentation"]), nulls, "cache device")
+    eq((rep["summary"]["largest_free_block"], rep["summary"]["fragmentation"]), nulls, "cache summary")
+    check(re.search(r"==\d+== device 0: reserved [^;]+; largest free block unknown \(fragmentation unknown\)\n", r.err),
+          r.err)
+    # An annotated pool: its layout is known, numbers stay numbers.
+    rep = run(sample("caching_allocator"), env={"SIMCUDA_MEMORY": "48M"}).report
+    p = rep["pools"][0]
+    check(isinstance(p["largest_free_block"], int) and isinstance(p["fragmentation"], float), repr(p))
+    check(isinstance(rep["summary"]["largest_free_block"], int), repr(rep["summary"]))
+
+
 if __name__ == "__main__":
     name = sys.argv[1]
     fn = globals().get(name)
