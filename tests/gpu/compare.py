@@ -463,8 +463,8 @@ def check_invariants(row, reports):
 
 
 # ----------------------------------------------------------- framework loops
-FW_POOL_KIND = {"gpt2": "pytorch", "jax": "jax", "cupy": "cupy"}
-FW_LABEL = {"gpt2": "GPT-2 (PyTorch)", "jax": "JAX", "cupy": "CuPy"}
+FW_POOL_KIND = {"gpt2": "pytorch", "kv": "pytorch", "jax": "jax", "cupy": "cupy"}
+FW_LABEL = {"gpt2": "GPT-2 (PyTorch)", "kv": "KV blocks (PyTorch)", "jax": "JAX", "cupy": "CuPy"}
 
 
 def pick_label(reports, pid, label):
@@ -535,6 +535,10 @@ def eval_framework(rec):
     if exit_r is None:
         row.add("exit report", BAD, "no exit report for pid %s (%d report(s))" % (pid, len(reports)))
     check_invariants(row, [r for r in reports if r.get("pid") == pid])
+    trk = (exit_r or {}).get("tracker")
+    if isinstance(trk, dict) and "python_stacks" in trk:
+        row.add("python stacks", INFO, "stacks with Python frames %s, chains unreadable %s"
+                % (trk.get("python_stacks"), trk.get("python_stacks_unreadable")))
     moments = gt.get("moments") or {}
     req_label = "req%d" % gt.get("check_at", 0)
     by_label = {}
@@ -574,7 +578,7 @@ def eval_framework(rec):
             fg = p.get("fragmentation")
             row.add("%s fragmentation" % label, OK if num(fg) is not None and abs(fg - fw) <= 1e-6 else BAD,
                     "tensorleak %s, from %s's figures %.4f" % (fg, rec["name"], fw))
-        if rec["name"] == "gpt2":
+        if FW_POOL_KIND.get(rec["name"]) == "pytorch":
             mode = (p.get("framework") or {}).get("mode")
             expect = torch_mode(gt.get("info") or {})
             row.add("torch mode", OK if mode == expect else BAD, "pool says %s, the run is %s" % (mode, expect))
@@ -591,11 +595,15 @@ def eval_framework(rec):
         if req_r is None:
             row.cells["growth"] = "**no %s report**" % req_label
         elif g:
-            first = g[0]
-            row.add("growth by %s" % req_label, OK, "%d entr(y/ies); first: scope %s, %s/mark"
-                    % (len(g), first.get("scope", "call_site"), fmt_b(first.get("bytes_per_mark"))))
-            row.cells["growth"] = "flagged by request %s: %s %s/mark" % (
-                gt.get("check_at"), first.get("scope", "call_site"), fmt_b(first.get("bytes_per_mark")))
+            # One figure per scope, the pool's first: growth where the leak lives.
+            order = ("pool", "python_site", "owner", "call_site")
+            by_scope = {}
+            for e in g:
+                by_scope.setdefault(e.get("scope", "call_site"), e)
+            scopes = sorted(by_scope, key=lambda k: order.index(k) if k in order else len(order))
+            shown = ", ".join("%s %s/mark" % (k, fmt_b(by_scope[k].get("bytes_per_mark"))) for k in scopes)
+            row.add("growth by %s" % req_label, OK, "%d entr(y/ies): %s" % (len(g), shown))
+            row.cells["growth"] = "flagged by request %s: %s" % (gt.get("check_at"), shown)
         else:
             row.add("growth by %s" % req_label, BAD, "no growth entry after %s requests" % gt.get("check_at"))
             row.cells["growth"] = "**not flagged by request %s**" % gt.get("check_at")
@@ -1153,6 +1161,12 @@ def cmd_selftest(_a):
         assert p == [] and row.verdict() == "ok", p
         assert row.cells["growth"] == "flagged by request 6: pool 20 MiB/mark", row.cells
         assert row.cells["line"] == "serve_loop.py:108 (pool sites)" and row.cells["tl"] == "340 MiB / 290 MiB", row.cells
+        # growth of several scopes, the pool's shown first; native stacks only: no line
+        row, p = fw_case(11, "gpt2", "leak", gm, lambda lb: tpool(gm.get(lb, gm["end"])["reserved"],
+                                                                   gm.get(lb, gm["end"])["allocated"], 20 * MiB),
+                         lambda lb: growth + pool_growth, info={"backend": "native"})
+        assert row.cells["growth"] == "flagged by request 6: pool 20 MiB/mark, call_site 4 MiB/mark", row.cells
+        assert len(p) == 1 and "user's line: no stack names serve_loop.py" in p[0], p
         # what the first H200 run showed: no pool row, no growth, no Python line
         row, p = fw_case(2, "gpt2", "leak", gm, lambda lb: None, lambda lb: [], info={"backend": "native"})
         whats = " ".join(p)

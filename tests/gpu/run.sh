@@ -320,6 +320,32 @@ if [ "$DRY" = 1 ]; then
     else
         skp "simulated stack or libtensorleak.so not built: driver-API samples on the simulated driver"
     fi
+    # A framework row end to end: serve_loop.py's plain PyTorch loop on the stand-in torch
+    # of tests/bridge (a caching allocator over the simulated runtime, PyTorch's statistics
+    # and snapshot shapes) under `tensorleak run --sim`, the bridge on, evaluated by
+    # compare.py as on the GPU: pool figures, growth by request 6, the user's line.
+    FAKE=$SRC/tests/bridge/fake
+    if [ -f "$lib" ] && [ -x "$BUILD/tools/tensorleak" ] && [ -f "$SIMDIR/libcudart.so.13" ] && [ -d "$FAKE/torch" ]; then
+        TL_CLI=$BUILD/tools/tensorleak CLI_SIM=--sim
+        : >"$RECORDS"
+        for mode in leak clean; do
+            FAKE_CUDART=$SIMDIR/libcudart.so.13 PYTHONPATH=$FAKE:$SRC/python${PYTHONPATH:+:$PYTHONPATH} \
+                TENSORLEAK_TORCH_HISTORY=$([ $mode = leak ] && echo 1 || echo 0) \
+                rec fw kv "$mode" cli "" 60 required -- "$PY" "$KIT/serve_loop.py" kv "--$mode" --requests 8 \
+                --check-at 6 >/dev/null
+        done
+        if "$PY" "$KIT/compare.py" evaluate --records "$RECORDS" --env <(echo '{"tensorleak_lib": "x"}') \
+            >"$LOGS/kv-compare.md" 2>&1; then
+            ok "serve_loop.py kv on the stand-in torch under tensorleak run --sim: pool rows equal the allocator's figures, growth by request 6, the user's line"
+        else
+            bad "serve_loop.py kv on the stand-in torch under tensorleak run --sim:"
+            sed -n '/^## Mismatches/,/^## Samples/p' "$LOGS/kv-compare.md" | grep '^- ' | sed 's/^/      /'
+            tail -n 5 "$LOGS"/fw-kv-*.err | sed 's/^/      | /'
+        fi
+        sed -n '/^| loop | setting/,/^$/p' "$LOGS/kv-compare.md" | sed 's/^/      /'
+    else
+        skp "tensorleak, the simulated runtime or tests/bridge/fake not there: framework row on the simulated GPU"
+    fi
     skp "needs a GPU: running the samples under tensorleak (LD_PRELOAD and tensorleak run), PyTorch allocator modes, compute-sanitizer, overhead"
     say "gpu-kit dry run: $pass passed, $fail failed, $skip skipped ($(elapsed) s)"
     [ "$fail" = 0 ]

@@ -9,6 +9,9 @@
     serve_loop.py jax --leak|--clean    a 2048x2048 f32 matmul per request; --leak keeps
                                         every result (16 MiB)
     serve_loop.py cupy --leak|--clean   an 8 MiB CuPy array per request; --leak keeps it
+    serve_loop.py kv --leak|--clean     PyTorch alone: temporaries and a KV block per
+                                        request; --leak keeps the blocks (the dry run's
+                                        end-to-end check, on tests/bridge's stand-in torch)
     serve_loop.py lines                 the workload lines the kit expects in leak stacks
 
 Each request ends with tensorleak.mark("request").  After request --check-at and after
@@ -125,7 +128,7 @@ def gpt2_moment(st):
     torch = st["torch"]
     if st["device"] != "cuda":
         return {"reserved": None, "allocated": None, "largest_free_block": None}
-    torch.cuda.synchronize()
+    kv_settle(st)
     s = torch.cuda.memory_stats()
     m = {"reserved": int(s.get("reserved_bytes.all.current", 0)),
          "allocated": int(s.get("allocated_bytes.all.current", 0)),
@@ -152,6 +155,42 @@ def gpt2_settle(st):
     if st["device"] == "cuda":
         st["torch"].cuda.synchronize()
         st["torch"].cuda.empty_cache()
+
+
+# ------------------------------------------------------------- plain PyTorch KV
+def kv_setup(args):
+    """PyTorch without transformers: the dry run drives this loop with the stand-in
+    torch of tests/bridge/fake on the simulated GPU (only torch.empty and the
+    allocator's statistics), so the kit's chain runs end to end in CI."""
+    import torch
+
+    avail = getattr(torch.cuda, "is_available", None)
+    if avail is not None and not avail():
+        raise RuntimeError("torch.cuda is not available")
+    return {"torch": torch, "device": "cuda"}
+
+
+def kv_request(st, args, kept):
+    torch = st["torch"]
+    scratch = [torch.empty(3 << 20, device="cuda") for _ in range(3)]
+    kv = torch.empty(21 << 20, device="cuda")  # TL_USER_LINE
+    del scratch
+    if args.leak:
+        kept.append(kv)  # the leak: every request's KV block stays referenced
+    return 0
+
+
+def kv_info(st):
+    torch = st["torch"]
+    return {"torch": torch.__version__, "backend": torch.cuda.get_allocator_backend(),
+            "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+            "history": os.environ.get("TENSORLEAK_TORCH_HISTORY", "") == "1"}
+
+
+def kv_settle(st):
+    sync = getattr(st["torch"].cuda, "synchronize", None)
+    if sync is not None:
+        sync()
 
 
 # ------------------------------------------------------------------------- JAX
@@ -236,6 +275,7 @@ LOOPS = {
     "gpt2": (gpt2_setup, gpt2_request, gpt2_moment, gpt2_info, gpt2_settle, ("torch", "transformers")),
     "jax": (jax_setup, jax_request, jax_moment, jax_info, jax_settle, ("jax",)),
     "cupy": (cupy_setup, cupy_request, cupy_moment, cupy_info, cupy_settle, ("cupy",)),
+    "kv": (kv_setup, kv_request, gpt2_moment, kv_info, kv_settle, ("torch",)),
 }
 
 
