@@ -52,6 +52,15 @@ def _reader(name):
     return importlib.import_module("tensorleak.frameworks." + name)
 
 
+def _maybe_enable_history(modules):
+    """TENSORLEAK_TORCH_HISTORY=1: PyTorch records the Python stack of each
+    allocation from now on (live blocks then name their line)."""
+    mod = modules.get("torch")
+    if mod is None or _state["history"] or os.environ.get("TENSORLEAK_TORCH_HISTORY") != "1":
+        return
+    _state["history"] = _reader("torch").enable_history(mod)
+
+
 def read_state(modules=None):
     """{"time", "pools", "errors"} for the frameworks in `modules` (default
     sys.modules): only those the program imported itself."""
@@ -63,8 +72,8 @@ def read_state(modules=None):
         if mod is None:
             continue
         try:
-            if name == "torch" and not _state["history"] and os.environ.get("TENSORLEAK_TORCH_HISTORY") == "1":
-                _state["history"] = _reader("torch").enable_history(mod)
+            if name == "torch" and modules is sys.modules:
+                _maybe_enable_history(modules)
             pools.extend(_reader(name).read(mod))
         except Exception as e:  # a framework's failure is reported, never raised
             errors.append("%s: %s: %s" % (name, type(e).__name__, e))
@@ -114,6 +123,10 @@ def activate():
         if lib is None:
             return False
         _state["lib"] = lib
+        try:
+            _maybe_enable_history(sys.modules)  # before the program's next allocation
+        except Exception:
+            pass
         t = threading.Thread(target=_serve, name="tensorleak-bridge", daemon=True)
         _state["thread"] = t
         t.start()

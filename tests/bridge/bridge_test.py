@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the Python bridge on the simulated CUDA stack.
+
+Programs run under `tensorleak run --sim` with a stand-in torch (fake/torch:
+a caching allocator whose segments come from the simulated runtime, answering
+memory_stats()/_snapshot() in the shapes recorded on the H200).  Each test is
+a function; meson runs one per process (`bridge_test.py NAME`).  Assertions
+are exact where the input is deterministic: the fake allocator's own figures
+are printed by the program and must be the report's.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = os.environ["TL_BUILD"]
+SOURCE = os.environ["TL_SOURCE"]
+SIM = os.environ["TL_SIM"]
+CLI = os.path.join(BUILD, "tools", "tensorleak")
+HERE = os.path.dirname(os.path.abspath(__file__))
+FAKE = os.path.join(HERE, "fake")
+KV = os.path.join(HERE, "progs", "kv_loop.py")
+MiB = 1 << 20
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def eq(actual, expected, what):
+    if actual != expected:
+        fail(f"{what}: expected {expected!r}, got {actual!r}")
+
+
+def line_of(path, marker):
+    with open(path) as f:
+        for n, text in enumerate(f, 1):
+            if marker in text:
+                return n
+    raise AssertionError(marker)
+
+
+class Run:
+    def __init__(self, rc, out, err, reports, seconds):
+        self.rc, self.out, self.err, self.reports, self.seconds = rc, out, err, reports, seconds
+
+    def by_reason(self, reason):
+        return [r for r in self.reports if r["reason"] == reason]
+
+    @property
+    def exit(self):
+        exits = self.by_reason("exit")
+        eq(len(exits), 1, "number of exit reports")
+        return exits[0]
+
+    @property
+    def printed(self):
+        return json.loads(self.out.strip().splitlines()[-1])
+
+
+def clean_env(extra=None):
+    e = dict(os.environ)
+    for k in list(e):
+        if k.startswith("TENSORLEAK_") or k.startswith("SIMCUDA_") or k in ("LD_PRELOAD", "PYTHONPATH"):
+            del e[k]
+    e["PYTHONPATH"] = FAKE
+    e.update(extra or {})
+    return e
+
+
+def run(args, env=None, under=True, timeout=50):
+    tmp = tempfile.mkdtemp(prefix="tl-bridge-")
+    e = clean_env(env)
+    if under:
+        cmd = [CLI, "run", "--sim", "-o", os.path.join(tmp, "tl.%p.%n.json"), "--", sys.executable, *args]
+    else:
+        e["LD_LIBRARY_PATH"] = SIM
+        cmd = [sys.executable, *args]
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout)
+    seconds = time.monotonic() - t0
+    reports = []
+    for name in sorted(os.listdir(tmp)):
+        with open(os.path.join(tmp, name)) as f:
+            reports.append(json.load(f))
+    return Run(p.returncode, p.stdout, p.stderr, reports, seconds)
+
+
+def torch_pool(report):
+    rows = [p for p in report["pools"] if p["kind"] == "pytorch"]
+    eq(len(rows), 1, "pytorch pool rows")
+    return rows[0]
+
+
+def growth(report, scope):
+    return [g for g in report["growth"] if g.get("scope") == scope]
+
+
+# ---- tests -----------------------------------------------------------------
+
+def leaking_loop_is_flagged_per_pool_within_six_requests():
+    r = run([KV, "leak", "6", "ctypes"])
+    eq(r.rc, 3, "exit status (the program's own)")
+    plain = run([KV, "leak", "6", "ctypes"], under=False)
+    eq(r.out, plain.out, "the program's output under tensorleak")
+    rep = r.exit
+    stats = r.printed["stats"]
+    pool = torch_pool(rep)
+    eq(pool["reserved_bytes"], stats["reserved_bytes.all.current"], "pool reserved = the allocator's")
+    eq(pool["allocated_bytes"], stats["allocated_bytes.all.current"], "pool allocated = the allocator's")
+    eq(pool["allocated_bytes"], 6 * 21 * MiB, "six kept KV blocks")
+    eq(pool["free_bytes"], stats["reserved_bytes.all.current"] - stats["allocated_bytes.all.current"], "pool free")
+    eq(pool["source"], "bridge", "pool source")
+    eq(pool["framework"], {"name": "torch", "version": "0.0.0+tensorleak.fake", "mode": "native"}, "framework")
+    # Layout: every segment, the live blocks inside them; the largest hole.
+    eq(len(pool["layout"]), stats["segment.all.current"], "layout segments")
+    eq(sum(b["bytes"] for s in pool["layout"] for b in s["blocks"]), pool["allocated_bytes"], "blocks placed")
+    holes = []
+    for s in pool["layout"]:
+        cursor = 0
+        for b in sorted(s["blocks"], key=lambda b: b["offset"]):
+            if b["offset"] > cursor:
+                holes.append(b["offset"] - cursor)
+            cursor = b["offset"] + b["bytes"]
+        if s["bytes"] > cursor:
+            holes.append(s["bytes"] - cursor)
+    eq(pool["largest_free_block"], max(holes), "largest free block = the largest hole of the layout")
+    eq(round(pool["fragmentation"], 9), round(1 - max(holes) / pool["free_bytes"], 9), "fragmentation")
+    # Device summary: reserved from the driver, allocated what the cache hands out.
+    dev = [d for d in rep["devices"] if d["device"] == 0][0]
+    eq(dev["reserved_bytes"], stats["reserved_bytes.all.current"], "device reserved (driver)")
+    eq(dev["allocated_bytes"], stats["allocated_bytes.all.current"], "device allocated (the cache's blocks)")
+    eq(dev["gap_bytes"], pool["free_bytes"], "device gap = the cache's")
+    pools = growth(rep, "pool")
+    eq(len(pools), 1, "pool growth rows")
+    g = pools[0]
+    eq((g["pool"], g["kind"], g["bytes_per_mark"], g["marks"]), ("torch cuda:0", "pytorch", 21 * MiB, 5), "pool growth")
+    eq(rep["bridge"]["state"], "final", "exit report's state")
+    check(rep["bridge"]["read_at"] <= time.time(), "read_at is a time")
+    check("finalized" in rep["bridge"]["note"], "the exit report says when its state was read")
+    check("in pool 'torch cuda:0' (pytorch, allocated bytes)" in r.err, "text report names the pool's growth")
+
+
+def growth_appears_by_the_sixth_request_and_not_before_the_fourth():
+    # Snapshot reports after each request (SIGUSR1 from the program itself is
+    # not needed: tensorleak.snapshot via ctypes after each mark).
+    for n, flagged in ((3, False), (4, True), (6, True)):
+        rep = run([KV, "leak", str(n), "ctypes"]).exit
+        eq(bool(growth(rep, "pool")), flagged, f"pool growth after {n} requests")
+
+
+def history_names_the_python_line_that_leaks():
+    r = run([KV, "leak", "6", "ctypes"], env={"TENSORLEAK_TORCH_HISTORY": "1"})
+    rep = r.exit
+    kv_line = line_of(KV, "KV_ALLOC")
+    g = growth(rep, "pool")[0]
+    top = g["stack"][0]
+    eq((top["function"], os.path.basename(top["file"]), top["line"], top["python"]), ("serve", "kv_loop.py", kv_line, True),
+       "pool growth named by its Python line")
+    sites = growth(rep, "python_site")
+    eq(len(sites), 1, "growing Python sites")
+    eq((sites[0]["stack"][0]["line"], sites[0]["bytes_per_mark"], sites[0]["pool"]), (kv_line, 21 * MiB, "torch cuda:0"),
+       "python site growth")
+    pool = torch_pool(rep)
+    eq([(s["stack"][0]["line"], s["bytes"], s["count"]) for s in pool["sites"]], [(kv_line, 6 * 21 * MiB, 6)],
+       "live Python sites of the pool")
+    check(f"kv_loop.py:{kv_line} (python)" in r.err, "text report shows the Python line")
+
+
+def clean_twin_over_fifty_requests_never_grows():
+    r = run([KV, "clean", "50", "ctypes"], timeout=120)
+    eq(r.rc, 3, "exit status")
+    rep = r.exit
+    eq(rep["growth"], [], "growth rows of the clean loop")
+    eq(len(rep["marks"]), 50, "marks")
+    pool = torch_pool(rep)
+    eq(pool["allocated_bytes"], r.printed["stats"]["allocated_bytes.all.current"], "pool allocated")
+
+
+def marks_through_the_python_api_use_the_callers_state():
+    r = run([KV, "leak", "6", "tensorleak"], env={"PYTHONPATH": FAKE + os.pathsep + os.path.join(SOURCE, "python")})
+    eq(r.rc, 3, "exit status")
+    eq(len(growth(r.exit, "pool")), 1, "pool growth with tensorleak.mark()")
+
+
+def sigusr1_snapshot_has_fresh_framework_state():
+    r = run([KV, "leak", "3", "ctypes"], env={"KV_SIGNAL_SELF": "1"})
+    snaps = r.by_reason("signal")
+    eq(len(snaps), 1, "signal reports")
+    rep = snaps[0]
+    eq(rep["bridge"]["state"], "fresh", "state at a signal")
+    eq(rep["bridge"]["note"], None, "note of a fresh state")
+    pool = torch_pool(rep)
+    eq(pool["allocated_bytes"], 3 * 21 * MiB, "pool allocated at the signal")
+    eq(pool["stale"], False, "pool row is fresh")
+
+
+def a_program_holding_the_gil_gets_its_report_without_waiting_forever():
+    r = run([KV, "leak", "2", "held"])
+    eq(r.rc, 3, "exit status")
+    api = r.by_reason("api")
+    eq(len(api), 2, "api reports (one per request)")
+    # No state was ever read (the bridge thread never got the GIL before).
+    eq(api[0]["bridge"]["state"], "none", "first report: no framework state")
+    eq(api[0]["bridge"]["note"], "the Python bridge did not answer within 2000 ms (GIL held?): last state used",
+       "the first report says why")
+    # The second: either the first request is still unanswered (no wait at
+    # all) or it was answered in between and this one waited its 2 s.
+    check(api[1]["bridge"]["note"] in ("the Python bridge did not answer (GIL held): last state used",
+                                       "the Python bridge did not answer within 2000 ms (GIL held?): last state used"),
+          "second report's note: " + str(api[1]["bridge"]["note"]))
+    eq(r.exit["bridge"]["state"], "final", "the exit report has the state read at exit")
+    # Each wait is bounded: two reports, at most two 2 s waits.
+    check(r.seconds < 4.0 + 3.0, f"run took {r.seconds:.1f}s")
+
+
+def report_inside_an_allocation_never_waits():
+    # A budget crossing writes its report from inside cudaMalloc, where
+    # PyTorch would hold its allocator lock: last state, no wait.
+    r = run([KV, "leak", "6", "ctypes"], env={"TENSORLEAK_BUDGET": "100M"})
+    eq(r.rc, 3, "exit status")
+    budget = r.by_reason("budget")
+    check(len(budget) >= 1, "a budget report")
+    b = budget[0]["bridge"]
+    eq(b["state"], "stale", "state inside an allocation")
+    check("inside an allocation" in b["note"], "note: " + str(b["note"]))
+
+
+def no_framework_is_ever_imported_by_the_bridge():
+    r = run([os.path.join(HERE, "progs", "no_framework.py")])
+    eq(r.rc, 0, "exit status")
+    eq(json.loads(r.out), [], "frameworks in sys.modules")
+    rep = r.exit
+    eq([p for p in rep["pools"] if p.get("source") == "bridge"], [], "framework pools")
+    eq(rep["bridge"]["state"], "final", "bridge ran")
+
+
+def bare_preload_leaves_the_bridge_off():
+    tmp = tempfile.mkdtemp(prefix="tl-bridge-")
+    e = clean_env({"LD_PRELOAD": os.environ["TL_LIB"], "LD_LIBRARY_PATH": SIM,
+                   "TENSORLEAK_OUTPUT": os.path.join(tmp, "tl.json"), "TENSORLEAK_QUIET": "1"})
+    p = subprocess.run([sys.executable, KV, "leak", "2", "ctypes"], env=e, capture_output=True, text=True, timeout=50)
+    eq(p.returncode, 3, "exit status")
+    with open(os.path.join(tmp, "tl.json")) as f:
+        rep = json.load(f)
+    eq(rep["bridge"], None, "bridge object without TENSORLEAK_PYTHON")
+    eq([x for x in rep["pools"] if x["kind"] == "pytorch"], [], "no framework pool")
+
+
+if __name__ == "__main__":
+    globals()[sys.argv[1]]()
+    print("ok")

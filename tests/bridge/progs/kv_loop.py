@@ -1,0 +1,51 @@
+"""kv_loop.py MODE REQUESTS HOW -- a serving loop on the fake torch: each request allocates temporaries and a
+KV block; `leak` keeps every request's KV block (the classic KV-cache leak),
+`clean` drops it.  Marks each request the way the README says for Python
+(ctypes.CDLL(None).tensorleak_mark), or through tensorleak.mark().  Prints
+the allocator's own final figures as JSON, then exits with status 3."""
+import ctypes
+import json
+import os
+import sys
+
+import torch
+
+MiB = 1 << 20
+mode, requests, how = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+kept = []
+
+
+def serve(i):
+    scratch = [torch.empty(3 * MiB) for _ in range(3)]
+    kv = torch.empty(21 * MiB)  # KV_ALLOC
+    if mode == "leak":
+        kept.append(kv)
+    del scratch
+
+
+def mark(label):
+    if how == "ctypes":
+        fn = getattr(ctypes.CDLL(None), "tensorleak_mark", None)  # absent without tensorleak
+        if fn is not None:
+            fn(label.encode())
+    elif how == "tensorleak":
+        import tensorleak
+        tensorleak.mark(label)
+    elif how == "held":
+        # A C call that keeps the GIL (PyDLL): the report cannot get fresh
+        # framework state and must not wait for it forever.
+        fn = getattr(ctypes.PyDLL(None), "tensorleak_snapshot", None)
+        if fn is not None:
+            fn(label.encode())
+
+
+for i in range(requests):
+    serve(i)
+    mark("request %d" % i)
+if os.environ.get("KV_SIGNAL_SELF"):
+    import signal, time
+    os.kill(os.getpid(), signal.SIGUSR1)
+    time.sleep(1.0)
+print(json.dumps({"stats": torch.cuda.memory_stats(0), "modules": sorted(m for m in ("jax", "cupy", "rmm") if m in sys.modules)}))
+sys.stdout.flush()
+sys.exit(3)
