@@ -20,6 +20,7 @@
 #include "report.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <stdlib.h>
@@ -237,7 +238,8 @@ static int owner_of(struct tl_report_model *m, struct tl_callsite *cs, demangle_
                 if (!(rules[r].kinds & (1u << cs->kind)))
                     continue;
                 const char *pat = rules[r].pattern;
-                if (glob(pat, f->module) || glob(pat, fn) || glob(pat, dem) || glob(pat, shown[j].file)) {
+                if (glob(pat, f->module) || glob(pat, fn) || glob(pat, dem) || glob(pat, shown[j].symbol) ||
+                    glob(pat, shown[j].file)) {
                     free(dem);
                     return rules[r].owner;
                 }
@@ -329,36 +331,82 @@ void tl_owners_collect(struct tl_report_model *m)
  * Reports symbolize with libdwfl; the hot path cannot.  Budgets need a call
  * site's class when it allocates, so it is computed once per call site from
  * dladdr (module path, exported symbol name), which is what the default
- * rules match, and cached by call-site id.  A rule on a static function or a
- * source file applies in reports but not to budgets. */
+ * rules match, and cached by call-site id; a static function's name comes
+ * from the symbol table where a module rule would otherwise decide (below).
+ * A rule on a source file applies in reports but not to budgets. */
 static _Atomic(int8_t *) class_cache; /* class + 1; 0 = not computed */
 static size_t class_cache_len;
+
+/* The first rule for `kind` matching a module path or a function name
+ * (raw, demangled), or -1; *by_module tells whether only the module matched. */
+static long first_rule(uint8_t kind, const char *module, const char *fn, demangle_fn demangle, bool *by_module)
+{
+    char *dem = NULL;
+    if (demangle && fn && fn[0] == '_' && fn[1] == 'Z') {
+        int status = -1;
+        dem = demangle(fn, NULL, NULL, &status);
+        if (status != 0) {
+            free(dem);
+            dem = NULL;
+        }
+    }
+    long found = -1;
+    for (size_t r = 0; r < nrules && found < 0; r++) {
+        if (!(rules[r].kinds & (1u << kind)))
+            continue;
+        const char *pat = rules[r].pattern;
+        bool by_name = glob(pat, fn) || glob(pat, dem);
+        if (by_name || glob(pat, module)) {
+            found = (long)r;
+            *by_module = !by_name;
+        }
+    }
+    free(dem);
+    return found;
+}
+
+/* A frame's raw name from the symbol table (static functions are not in
+ * the dynamic one that dladdr reads), copied into `buf`: a symbolizer
+ * session, opened only for such a frame (see below). */
+static const char *static_name(uintptr_t frame, char *buf, size_t len)
+{
+    void *session = tl_symbolizer_open();
+    if (!session)
+        return NULL;
+    struct tl_frame_info f;
+    tl_symbolize(session, frame, &f);
+    const char *raw = f.symbol ? f.symbol : f.function;
+    bool ok = raw && snprintf(buf, len, "%s", raw) < (int)len;
+    tl_symbolizer_close(session);
+    return ok ? buf : NULL;
+}
 
 static int class_by_dladdr(struct tl_callsite *cs, demangle_fn demangle)
 {
     for (int i = 0; i < cs->nframes; i++) {
         Dl_info info;
-        if (!dladdr((void *)(cs->frames[i] - 1), &info))
+        const ElfW(Sym) *sym = NULL;
+        uintptr_t pc = cs->frames[i] - 1;
+        if (!dladdr1((void *)pc, &info, (void **)&sym, RTLD_DL_SYMENT))
             continue;
-        char *dem = NULL;
-        if (demangle && info.dli_sname && info.dli_sname[0] == '_' && info.dli_sname[1] == 'Z') {
-            int status = -1;
-            dem = demangle(info.dli_sname, NULL, NULL, &status);
-            if (status != 0) {
-                free(dem);
-                dem = NULL;
-            }
+        /* dladdr names the nearest exported symbol below the address; it is
+         * this frame's function only if the address lies inside it. */
+        const char *fn = sym && sym->st_size && pc - (uintptr_t)info.dli_saddr < sym->st_size ? info.dli_sname : NULL;
+        bool by_module = false;
+        long r = first_rule(cs->kind, info.dli_fname, fn, demangle, &by_module);
+        /* A module rule decided a frame whose function dladdr cannot name,
+         * while an earlier rule might name it otherwise (PyTorch: the static
+         * uncached_allocate in libc10_cuda is user memory, before the module
+         * rule that makes libc10_cuda's segments cache): ask the symbol
+         * table, once per call site. */
+        if (r > 0 && by_module && !fn) {
+            char name[1024];
+            const char *real = static_name(cs->frames[i], name, sizeof name);
+            if (real)
+                r = first_rule(cs->kind, info.dli_fname, real, demangle, &by_module);
         }
-        for (size_t r = 0; r < nrules; r++) {
-            if (!(rules[r].kinds & (1u << cs->kind)))
-                continue;
-            const char *pat = rules[r].pattern;
-            if (glob(pat, info.dli_fname) || glob(pat, info.dli_sname) || glob(pat, dem)) {
-                free(dem);
-                return (int)owners[rules[r].owner].cls;
-            }
-        }
-        free(dem);
+        if (r >= 0)
+            return (int)owners[rules[r].owner].cls;
     }
     return CLASS_USER;
 }

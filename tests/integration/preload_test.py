@@ -765,6 +765,12 @@ def uncached_pytorch_tensors_are_leaks_and_cached_segments_are_held():
              (9 * MiB, 3, "PyTorch tensors (uncached)", marker_line(src, "UNCACHED-SITE"))], "leak sites")
     names = sorted(frames(l)[0][0] for l in rep["leaks"])
     check("uncached_allocate" in names[1] and "raw_alloc" in names[0], names)
+    # Budgets attribute as reports do, although uncached_allocate is a static
+    # function that dladdr cannot name: its tensors count against the user's
+    # budget, the caching path's segments against the cache's.
+    for extra, want in [({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}, ["user"]), ({}, ["cache"])]:
+        r = run(prog("owner_torch"), env=dict(env, TENSORLEAK_BUDGET="user:8M,cache:8M", **extra))
+        eq([x["label"] for x in r.reports if x["reason"] == "budget"], want, f"budget crossed with {extra}")
 
 
 def nvidia_library_memory_is_held_by_its_owner():
