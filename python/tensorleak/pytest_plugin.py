@@ -202,19 +202,16 @@ def _sites(report, section):
     return sites
 
 
-def format_stack(stack, indent="    ", up_to_file=None):
-    """A report stack as the library's text report prints it; when a Python
-    frame of `up_to_file` (the test's file) is on it, it ends there (what
-    lies beyond is pytest running the test)."""
+def format_stack(stack, indent="    ", end=None):
+    """A report stack as the library's text report prints it, up to frame
+    index `end` (the test's own frame: what lies beyond is pytest running
+    the test), then "..."."""
     lines = []
     stack = stack or ()
     for i, f in enumerate(stack):
-        if up_to_file and f.get("python") and f.get("file") and _same_file(f["file"], up_to_file):
-            lines.append("%s#%d in %s %s:%d [python]" % (indent, i, f.get("function") or "??", f["file"],
-                                                        f.get("line") or 0))
-            if i + 1 < len(stack):
-                lines.append("%s..." % indent)
-            return lines
+        if end is not None and i > end:
+            lines.append("%s..." % indent)
+            break
         function = f.get("function") or "??"
         if f.get("python"):
             lines.append("%s#%d in %s %s:%d [python]" % (indent, i, function, f.get("file") or "??",
@@ -238,14 +235,17 @@ def _same_file(a, b):
         return os.path.abspath(a) == os.path.abspath(b)
 
 
-def frame_in_file(stack, test_path):
-    """The innermost frame of `stack` in the test's own file: (function, file,
-    line), or None (no Python frames in stacks, or the allocation was made
-    elsewhere)."""
-    for f in stack or ():
-        if f.get("python") and f.get("file") and _same_file(f["file"], test_path):
-            return f.get("function"), f["file"], f.get("line") or 0
-    return None
+def own_frame_index(stack, test_path, test_function):
+    """Index in `stack` of the test's own frame: the Python frame of the test
+    function in the test's file, else the innermost frame in that file (a
+    helper defined there), else None (no Python frames in stacks, or the
+    allocation was made elsewhere)."""
+    in_file = [i for i, f in enumerate(stack or ())
+               if f.get("python") and f.get("file") and _same_file(f["file"], test_path)]
+    for i in in_file:
+        if stack[i].get("function") == test_function:
+            return i
+    return in_file[0] if in_file else None
 
 
 class _Finding:
@@ -278,26 +278,29 @@ class _Finding:
         where = self.where()
         return "%s%s" % (", ".join(parts), " at %s:%d" % (where[1], where[2]) if where else "")
 
+    def own_frame(self, stack):
+        return own_frame_index(stack, str(self.item.path),
+                                getattr(self.item, "originalname", None) or self.item.name)
+
     def where(self):
-        for _, _, site in self.leaks:
-            found = frame_in_file(site.get("stack"), str(self.item.path))
-            if found:
-                return found
-        for _, _, site, _ in self.growth:
-            found = frame_in_file(site.get("stack") if site else None, str(self.item.path))
-            if found:
-                return found
+        """(function, file, line) of the test's own frame in the first leak or
+        growth whose stack has one, or None."""
+        stacks = [site.get("stack") for _, _, site in self.leaks]
+        stacks += [site.get("stack") for _, _, site, _ in self.growth if site]
+        for stack in stacks:
+            i = self.own_frame(stack)
+            if i is not None:
+                return stack[i].get("function"), stack[i]["file"], stack[i].get("line") or 0
         return None
 
     def text(self):
         # The first line is what pytest's short summary shows.
         lines = ["tensorleak: %s (allowance %s)" % (self.headline(), format_size(self.allowance))]
-        path = str(self.item.path)
         if self.leak_failed():
             for nbytes, count, site in self.leaks:
                 lines.append("Leak of %s in %d allocation(s) [%s] allocated from:" % (
                     format_size(nbytes), count, site.get("kind")))
-                lines.extend(format_stack(site.get("stack"), up_to_file=path))
+                lines.extend(format_stack(site.get("stack"), end=self.own_frame(site.get("stack"))))
         if self.growth_failed():
             for per_run, runs, site, pool in self.growth:
                 if pool is not None:
@@ -306,7 +309,7 @@ class _Finding:
                     continue
                 lines.append("Growth of %s per run over %d runs [%s] held by %s, allocated from:" % (
                     format_size(per_run), runs, site.get("kind"), site.get("owner") or "?"))
-                lines.extend(format_stack(site.get("stack"), up_to_file=path))
+                lines.extend(format_stack(site.get("stack"), end=self.own_frame(site.get("stack"))))
         return "\n".join(lines)
 
 
