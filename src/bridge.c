@@ -341,6 +341,7 @@ void tl_bridge_apply(struct tl_report_model *m)
     if (grown)
         m->pools = grown;
     uint64_t gap_by_dev[TL_MAX_DEVICES] = {0};
+    bool unknown_by_dev[TL_MAX_DEVICES] = {false};
     size_t i;
     json_t *p;
     json_array_foreach(pools, i, p) {
@@ -364,6 +365,7 @@ void tl_bridge_apply(struct tl_report_model *m)
                                      row->reserved > row->allocated ? (long long)(row->reserved - row->allocated) : 0);
         long long largest = int_or(p, "largest_free_block", -1);
         row->largest_free = largest > 0 ? (uint64_t)largest : 0;
+        row->layout_unknown = largest < 0; /* CuPy, cudaMallocAsync: the framework does not say */
         json_t *frag = json_object_get(p, "fragmentation");
         row->fragmentation = json_is_number(frag) ? json_number_value(frag) : 0.0;
         row->peak_allocated = (uint64_t)int_or(p, "peak_allocated_bytes", 0);
@@ -396,6 +398,8 @@ void tl_bridge_apply(struct tl_report_model *m)
         if (row->device >= 0 && row->device < TL_MAX_DEVICES && inside_tracked_device_memory(p)) {
             gap_by_dev[row->device] += row->reserved > row->allocated ? row->reserved - row->allocated : 0;
             m->devices[row->device].present = true;
+            if (row->layout_unknown)
+                unknown_by_dev[row->device] = true;
         }
     }
     pthread_mutex_unlock(&br_lock);
@@ -413,8 +417,7 @@ void tl_bridge_apply(struct tl_report_model *m)
         uint64_t dev_free = 0, largest = 0;
         for (size_t k = 0; k < m->npools; k++) {
             const struct tl_pool_row *pr = &m->pools[k];
-            bool knows = !strcmp(pr->kind, "annotated") || (pr->extra && !json_is_null(json_object_get(pr->extra, "largest_free_block")) &&
-                                                            strcmp(pr->kind, "annotated") != 0);
+            bool knows = !strcmp(pr->kind, "annotated") || (pr->extra && !pr->layout_unknown);
             if (pr->device != d || !knows)
                 continue;
             dev_free += pr->free;
@@ -423,6 +426,8 @@ void tl_bridge_apply(struct tl_report_model *m)
         }
         r->largest_free = largest;
         r->fragmentation = dev_free ? 1.0 - (double)largest / (double)dev_free : 0.0;
+        r->layout_unknown |= unknown_by_dev[d];
+        m->layout_unknown |= r->layout_unknown;
         all_free += dev_free;
         if (largest > m->largest_free)
             m->largest_free = largest;
