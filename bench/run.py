@@ -17,6 +17,10 @@ Rows:
     linked in and called directly, no driver call, D = 40): CPU ns per pair
     and T = 2 over T = 1 at depth 0 and 32, i.e. tensorleak's own scaling
     without the simulated driver's global lock in the way.
+  * Python (bench/py_churn.py): CPU ns per cudaMalloc+cudaFree pair called
+    through ctypes from a Python loop 30 Python frames deep, with no tool and
+    under tensorleak depth 0 and 32 (Python frames merged into the stacks),
+    next to the native depth-32 overhead at D = 40.
   * Tracker bytes per live allocation: RSS growth over L live allocations
     from one call site under tensorleak minus the same without it (so the
     simulated driver's own bookkeeping cancels and stacks are negligible).
@@ -86,7 +90,10 @@ class Bench:
         """Runs churn under `tool` (bare, tl0, tl32, heaptrack); returns its
         JSON line plus 'total_cpu_ns' (every process, heaptrack's interpreter
         included) and 'end_mono_ns' (when the process was reaped)."""
-        cmd = [self.tracker_churn if tool.startswith('trk') else self.churn] + [str(a) for a in argv]
+        if argv and argv[0] == 'python':
+            cmd = [sys.executable, os.path.join(HERE, 'py_churn.py')] + [str(a) for a in argv[1:]]
+        else:
+            cmd = [self.tracker_churn if tool.startswith('trk') else self.churn] + [str(a) for a in argv]
         if tool == 'heaptrack':
             cmd = [self.heaptrack, '-o', os.path.join(self.tmp, 'ht')] + cmd
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -127,7 +134,11 @@ def main():
     exit_t = {'bare': [], 'tl32': []}
     ht_quarter = {'host': [], 'heaptrack': []}  # D=40 T=1 at pairs/4: the slope cancels startup
     trk = {}  # (tool, t) -> results: the tracker alone, D=40
+    py = {}  # tool -> results: the Python loop, 30 Python frames
+    py_pairs = pairs // 2
     for rep in range(reps):
+        for tool in tools:
+            py.setdefault(tool, []).append(b.run(tool, ['python', 'pairs', py_pairs, 'depth', 30]))
         for t in (1, 2):
             for tool in ('trk0', 'trk32'):
                 trk.setdefault((tool, t), []).append(
@@ -211,6 +222,19 @@ def main():
         sc = med([r['pairs_per_s'] for r in trk[(tool, 2)]]) / med([r['pairs_per_s'] for r in trk[(tool, 1)]])
         table[tool] = [c1, c2, sc]
         print(f'  {name:24} CPU ns/pair T=1 {c1:7.1f}   T=2 {c2:7.1f}   throughput T=2/T=1 {sc:5.2f}x')
+    print()
+    pyv = sys.version_info
+    print(f'Python loop, 30 Python frames, ctypes.CDLL (CPython {pyv.major}.{pyv.minor}; '
+          f'{py_pairs} pairs): CPU ns per pair')
+    py_bare = med([r['cpu_ns_per_pair'] for r in py['bare']])
+    py_over = {}
+    for tool in ('tl0', 'tl32'):
+        py_over[tool] = med([x['cpu_ns_per_pair'] - y['cpu_ns_per_pair'] for x, y in zip(py[tool], py['bare'])])
+    print(f'  no tool {py_bare:7.1f}   overhead depth 0 {py_over["tl0"]:7.1f}   overhead depth 32 {py_over["tl32"]:7.1f}')
+    nat32 = overhead('tl32', 'bare', 40, 1)
+    print(f'  depth-32 overhead / native depth-32 overhead at D=40 ({nat32:.1f}): '
+          f'{py_over["tl32"] / max(nat32, 1e-9):5.1f}x   (target <= 2x; and < 1000 ns per pair)')
+    table['py'] = [py_bare, py_over['tl0'], py_over['tl32']]
     print()
     bpl = med([x - y for x, y in zip(mem['tl32'], mem['bare'])]) / live
     ext = med([x - y for x, y in zip(exit_t['tl32'], exit_t['bare'])]) / 1e9

@@ -75,7 +75,8 @@ static const struct py_layout layouts[] = {
 #define MAX_CHAIN 4096          /* a longer chain is a loop: unreadable */
 
 enum { PY_UNKNOWN = 0, PY_NONE, PY_READY };
-static atomic_int py_state;
+atomic_int tl_py_state; /* PY_UNKNOWN, PY_NONE (= 1, tl_py_maybe), PY_READY */
+#define py_state tl_py_state
 static pthread_mutex_t detect_lock = PTHREAD_MUTEX_INITIALIZER;
 static const struct py_layout *L;
 static void *(*current_tstate)(void);   /* 3.12+: this thread's, while it holds the GIL */
@@ -399,18 +400,29 @@ out:
 
 /* ---- capture ------------------------------------------------------------ */
 #define PY_CACHE_SLOTS 512
+#define PY_MEMO 64
 struct py_cache_slot {
     uintptr_t code, name;
     int offset;
     uint32_t id;
 };
-static __thread struct py_cache_slot py_cache[PY_CACHE_SLOTS];
+/* One TLS block, so one TLS lookup per capture.  memo: the frames of the
+ * thread's last capture, step by step from the innermost; a frame at the
+ * same address, running the same code object (same name) at the same
+ * instruction, is the same location, found without the code object's
+ * checks and the cache's hash.  In a loop all but the innermost frames
+ * match. */
+struct py_tls {
+    struct py_cache_slot cache[PY_CACHE_SLOTS];
+    uintptr_t memo_frame[PY_MEMO], memo_code[PY_MEMO], memo_name[PY_MEMO], memo_ip[PY_MEMO];
+    uint32_t memo_id[PY_MEMO];
+};
+static __thread struct py_tls py_tls;
 
-static inline uint32_t location_id(uintptr_t code, int offset)
+static inline uint32_t location_id(struct py_cache_slot *cache, uintptr_t code, uintptr_t name, int offset)
 {
-    uintptr_t name = rd(code, L->co_qualname ? L->co_qualname : L->co_name);
     size_t i = (size_t)((code >> 4) ^ (code >> 13) ^ ((uintptr_t)offset * 0x9E3779B1u)) & (PY_CACHE_SLOTS - 1);
-    struct py_cache_slot *s = &py_cache[i];
+    struct py_cache_slot *s = &cache[i];
     if (TL_LIKELY(s->code == code && s->offset == offset && s->name == name && s->id))
         return s->id;
     uint32_t id = resolve_slow(code, name, rd(code, L->co_filename), offset);
@@ -418,12 +430,14 @@ static inline uint32_t location_id(uintptr_t code, int offset)
     return id;
 }
 
-/* This thread's Python frames, innermost first, as tagged values; run_end[k]
- * marks the last frame run by one native evaluation-loop frame.  Returns the
- * count, or -1 when the chain could not be read safely. */
-static int read_chain(uintptr_t *out, bool *run_end, int max)
+int tl_py_read(uintptr_t *out, bool *run_end, int max)
 {
-    if (!is_initialized())
+    int st = atomic_load_explicit(&py_state, memory_order_relaxed);
+    if (st == PY_UNKNOWN) {
+        detect();
+        st = atomic_load(&py_state);
+    }
+    if (st != PY_READY || max <= 0 || !is_initialized())
         return 0;
     uintptr_t ts = current_tstate ? (uintptr_t)current_tstate() : 0;
     if (!ts)
@@ -431,24 +445,26 @@ static int read_chain(uintptr_t *out, bool *run_end, int max)
     if (!ts)
         return 0; /* a thread the interpreter does not know */
     if (!plausible(ts))
-        return -1;
+        goto unreadable;
     uintptr_t f;
     if (L->ts_cframe) {
         uintptr_t cf = rd(ts, L->ts_cframe);
         if (!cf)
             return 0;
         if (!plausible(cf))
-            return -1;
+            goto unreadable;
         f = rd(cf, L->cf_current);
     } else {
         f = rd(ts, L->ts_frame);
     }
-    bool legacy = L->version < 0x30b;
+    struct py_tls *t = &py_tls;
+    const bool legacy = L->version < 0x30b, shims = L->version >= 0x30c;
+    const int name_at = L->co_qualname ? L->co_qualname : L->co_name;
     int n = 0;
     for (int steps = 0; f && n < max; steps++) {
         if (!plausible(f) || steps >= MAX_CHAIN)
-            return -1;
-        if (L->fr_owner >= 0 && L->version >= 0x30c && *(const uint8_t *)(f + (uintptr_t)L->fr_owner) == FRAME_OWNED_BY_CSTACK) {
+            goto unreadable;
+        if (shims && *(const uint8_t *)(f + (uintptr_t)L->fr_owner) == FRAME_OWNED_BY_CSTACK) {
             /* The shim an evaluation-loop entry pushes: the run above it is done. */
             if (n)
                 run_end[n - 1] = true;
@@ -456,65 +472,64 @@ static int read_chain(uintptr_t *out, bool *run_end, int max)
             continue;
         }
         uintptr_t code = rd(f, L->fr_code);
-        if (!plausible(code) || rd(code, 8) != code_type)
-            return -1;
-        long offset;
-        if (legacy) {
-            int lasti = *(const int *)(f + (uintptr_t)L->fr_instr);
-            offset = L->version == 0x30a ? (long)lasti * 2 : lasti;
-        } else {
-            offset = (long)(rd(f, L->fr_instr) - (code + (uintptr_t)L->co_code));
-        }
+        uintptr_t ip = legacy ? (uintptr_t)*(const int *)(f + (uintptr_t)L->fr_instr) : rd(f, L->fr_instr);
         bool entry = legacy || (L->fr_entry >= 0 && *(const uint8_t *)(f + (uintptr_t)L->fr_entry));
-        /* A frame pushed but not started yet (offset before the first
-         * instruction) has no line: left out. */
-        if (offset >= 0 && offset < (1l << 30)) {
-            uint32_t id = location_id(code, (int)offset);
-            if (id) {
-                out[n] = TL_PYFRAME_TAG | id;
-                run_end[n] = false;
-                n++;
+        uint32_t id;
+        if (steps < PY_MEMO && t->memo_frame[steps] == f && t->memo_code[steps] == code && t->memo_ip[steps] == ip &&
+            t->memo_name[steps] == rd(code, name_at)) {
+            id = t->memo_id[steps];
+        } else {
+            if (!plausible(code) || rd(code, 8) != code_type)
+                goto unreadable;
+            long offset = legacy ? (L->version == 0x30a ? (long)(int)ip * 2 : (long)(int)ip)
+                                 : (long)(ip - (code + (uintptr_t)L->co_code));
+            uintptr_t name = rd(code, name_at);
+            /* A frame pushed but not started yet (offset before the first
+             * instruction) has no line: left out. */
+            id = offset >= 0 && offset < (1l << 30) ? location_id(t->cache, code, name, (int)offset) : 0;
+            if (steps < PY_MEMO) {
+                t->memo_frame[steps] = f;
+                t->memo_code[steps] = code;
+                t->memo_ip[steps] = ip;
+                t->memo_name[steps] = name;
+                t->memo_id[steps] = id;
             }
+        }
+        if (id) {
+            out[n] = TL_PYFRAME_TAG | id;
+            run_end[n] = false;
+            n++;
         }
         if (entry && n)
             run_end[n - 1] = true;
         f = rd(f, L->fr_back);
     }
-    if (n)
+    if (n) {
         run_end[n - 1] = true;
+        atomic_fetch_add_explicit(&chains_read, 1, memory_order_relaxed);
+    }
     return n;
+unreadable:
+    atomic_fetch_add_explicit(&chains_unreadable, 1, memory_order_relaxed);
+    return 0;
 }
 
-static inline bool in_eval(uintptr_t ret)
+int tl_py_first_eval(const uintptr_t *native, int n)
 {
-    return ret > eval_lo && ret <= eval_hi;
+    if (TL_UNLIKELY(atomic_load_explicit(&py_state, memory_order_relaxed) == PY_UNKNOWN))
+        detect(); /* the evaluation loop's range, before the first use */
+    int i = 0;
+    while (i < n && !(native[i] > eval_lo && native[i] <= eval_hi))
+        i++;
+    return i;
 }
 
-int tl_py_merge(uintptr_t *frames, int n, int max)
+int tl_py_merge(uintptr_t *frames, int max, const uintptr_t *native, int n, const uintptr_t *py, const bool *run_end,
+                int np, int *used)
 {
-    int st = atomic_load_explicit(&py_state, memory_order_relaxed);
-    if (TL_LIKELY(st == PY_NONE))
-        return n;
-    if (st == PY_UNKNOWN) {
-        detect();
-        if (atomic_load(&py_state) != PY_READY)
-            return n;
-    }
-    uintptr_t py[TL_MAX_DEPTH];
-    bool run_end[TL_MAX_DEPTH];
-    int np = read_chain(py, run_end, max);
-    if (np < 0) {
-        atomic_fetch_add_explicit(&chains_unreadable, 1, memory_order_relaxed);
-        return n;
-    }
-    if (np == 0)
-        return n;
-    atomic_fetch_add_explicit(&chains_read, 1, memory_order_relaxed);
-    uintptr_t native[TL_MAX_DEPTH];
-    memcpy(native, frames, (size_t)n * sizeof *frames);
-    int o = 0, p = 0;
-    for (int i = 0; i < n && o < max; i++) {
-        if (p < np && in_eval(native[i])) {
+    int o = 0, p = 0, i = 0;
+    for (; i < n && o < max; i++) {
+        if (p < np && native[i] > eval_lo && native[i] <= eval_hi) {
             /* This evaluation-loop frame's run of Python frames. */
             do
                 frames[o++] = py[p];
@@ -523,6 +538,7 @@ int tl_py_merge(uintptr_t *frames, int n, int max)
         }
         frames[o++] = native[i];
     }
+    *used = i;
     /* Runs whose evaluation frame the native walk did not reach. */
     while (p < np && o < max)
         frames[o++] = py[p++];

@@ -344,11 +344,46 @@ static inline int capture_native(uintptr_t *frames, int max)
 
 #endif
 
+/* How many native frames this thread's last Python-merged capture needed to
+ * fill the stack (0: not known yet). */
+static __thread TL_TLS_IE int native_needed;
+
 /* The native stack, with the thread's Python frames merged in where the
- * interpreter runs them (pyframes.c; nothing without an interpreter). */
+ * interpreter runs them (pyframes.c; nothing more without an interpreter).
+ *
+ * With Python frames, native frames are walked only as far as the stack can
+ * hold them: since 3.11 one evaluation-loop frame runs a whole run of Python
+ * calls, so the stack usually fills at the first one, and the native frames
+ * beyond it (the interpreter's own, unwound from DWARF tables: the costly
+ * part) would be cut anyway.  The count is the thread's last capture's; a
+ * shorter walk that leaves room is redone in full.  All inline here, so the
+ * native walk starts no deeper than without Python. */
 int tl_stack_capture(uintptr_t *frames, int max)
 {
     if (max <= 0)
         return 0;
-    return tl_py_merge(frames, capture_native(frames, max), max);
+    if (TL_LIKELY(!tl_py_maybe()))
+        return capture_native(frames, max);
+    uintptr_t nat[TL_MAX_DEPTH], py[TL_MAX_DEPTH];
+    bool run_end[TL_MAX_DEPTH];
+    int guess = native_needed > 0 && native_needed < max ? native_needed : max;
+    int n = capture_native(nat, guess);
+    int np = tl_py_read(py, run_end, max - tl_py_first_eval(nat, n));
+    if (np == 0) {
+        if (n == guess && guess < max)
+            return capture_native(frames, max);
+        memcpy(frames, nat, (size_t)n * sizeof *frames);
+        return n;
+    }
+    int used;
+    int o = tl_py_merge(frames, max, nat, n, py, run_end, np, &used);
+    /* The walk was cut at the guess before the stack filled (every native
+     * frame consumed, Python runs possibly appended out of place): redo. */
+    if (n == guess && guess < max && used == n) {
+        n = capture_native(nat, max);
+        o = tl_py_merge(frames, max, nat, n, py, run_end, np, &used);
+    }
+    /* Two frames of slack: the same path a few frames deeper still fits. */
+    native_needed = o == max ? used + 2 : max;
+    return o;
 }

@@ -113,10 +113,24 @@ static inline bool tl_is_pyframe(uintptr_t v)
 {
     return (v >> 48) == 0x8000;
 }
-/* Merges the calling thread's Python frames into its native stack (each
- * evaluation-loop frame replaced by the Python frames it runs); returns the
- * new count, at most `max`.  No interpreter in the process: returns n. */
-int tl_py_merge(uintptr_t *frames, int n, int max);
+/* The calling thread's Python frames, innermost first, as tagged values;
+ * run_end[k]: frame k is the last one a native evaluation-loop frame runs.
+ * 0 without an interpreter, without Python frames on this thread, or when
+ * the chain failed a check (counted). */
+int tl_py_read(uintptr_t *py, bool *run_end, int max);
+/* Index of the first evaluation-loop frame in a native stack (n if none). */
+int tl_py_first_eval(const uintptr_t *native, int n);
+/* Writes the native frames with each evaluation-loop frame replaced by its
+ * run of Python frames (runs left over go last); returns the count, at most
+ * max; *used: native frames consumed. */
+int tl_py_merge(uintptr_t *frames, int max, const uintptr_t *native, int n, const uintptr_t *py, const bool *run_end,
+                int np, int *used);
+/* An interpreter may be in the process (not ruled out yet). */
+extern atomic_int tl_py_state;
+static inline bool tl_py_maybe(void)
+{
+    return atomic_load_explicit(&tl_py_state, memory_order_relaxed) != 1;
+}
 /* A Python frame value for (function, file, line), e.g. from a framework's
  * own recorded history; 0 when out of memory.  Strings are copied. */
 uintptr_t tl_pyloc_intern_strings(const char *function, const char *file, int line);
