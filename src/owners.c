@@ -213,6 +213,20 @@ static bool glob(const char *pattern, const char *s)
     return base && fnmatch(pattern, base + 1, 0) == 0;
 }
 
+/* A mangled C++ name demangled (malloc'd, the caller frees), or NULL. */
+static char *demangled(demangle_fn demangle, const char *fn)
+{
+    if (!demangle || !fn || fn[0] != '_' || fn[1] != 'Z')
+        return NULL;
+    int status = -1;
+    char *dem = demangle(fn, NULL, NULL, &status);
+    if (status != 0) {
+        free(dem);
+        return NULL;
+    }
+    return dem;
+}
+
 /* Owner index of a call site: first frame (innermost first) any rule
  * matches, rules in order; 0 (user) when none does. */
 static int owner_of(struct tl_report_model *m, struct tl_callsite *cs, demangle_fn demangle)
@@ -225,15 +239,7 @@ static int owner_of(struct tl_report_model *m, struct tl_callsite *cs, demangle_
         int k = tl_frame_expand(f, shown);
         for (int j = 0; j < k; j++) {
             const char *fn = shown[j].function;
-            char *dem = NULL;
-            if (demangle && fn && fn[0] == '_' && fn[1] == 'Z') {
-                int status = -1;
-                dem = demangle(fn, NULL, NULL, &status);
-                if (status != 0) {
-                    free(dem);
-                    dem = NULL;
-                }
-            }
+            char *dem = demangled(demangle, fn);
             for (size_t r = 0; r < nrules; r++) {
                 if (!(rules[r].kinds & (1u << cs->kind)))
                     continue;
@@ -341,15 +347,7 @@ static size_t class_cache_len;
  * (raw, demangled), or -1; *by_module tells whether only the module matched. */
 static long first_rule(uint8_t kind, const char *module, const char *fn, demangle_fn demangle, bool *by_module)
 {
-    char *dem = NULL;
-    if (demangle && fn && fn[0] == '_' && fn[1] == 'Z') {
-        int status = -1;
-        dem = demangle(fn, NULL, NULL, &status);
-        if (status != 0) {
-            free(dem);
-            dem = NULL;
-        }
-    }
+    char *dem = demangled(demangle, fn);
     long found = -1;
     for (size_t r = 0; r < nrules && found < 0; r++) {
         if (!(rules[r].kinds & (1u << kind)))
