@@ -111,6 +111,44 @@ static unsigned running_version(void)
     return major << 8 | minor;
 }
 
+/* 3.13 publishes its own offsets for debuggers at the start of _PyRuntime
+ * (_Py_DebugOffsets, Include/internal/pycore_runtime.h: cookie "xdebugpy",
+ * version, free_threaded, then sections of uint64 offsets).  Those of the
+ * running build are used over the table's; the layout of the struct itself
+ * is 3.13's (3.14 reorders it).  False (with a note) when they rule the
+ * chain out: a free-threaded build or a cookie that is not there. */
+static struct py_layout debug_layout;
+
+static bool layout_from_debug_offsets(unsigned v)
+{
+    const uint64_t *d = tl_real_dlsym(RTLD_DEFAULT, "_PyRuntime");
+    if (!d || memcmp(d, "xdebugpy", 8) != 0 || (d[1] >> 16) != v) {
+        tl_warn(NULL, "Python 3.13 without its debug offsets (_PyRuntime): stacks show native frames only");
+        return false;
+    }
+    if (d[2]) {
+        tl_warn(NULL, "free-threaded Python: its frames are not read; stacks show native frames only");
+        return false;
+    }
+    /* Word indices of 3.13's _Py_DebugOffsets: thread_state at 19,
+     * interpreter_frame at 28, code_object at 34 (each section starts with
+     * its struct's size). */
+    debug_layout = *L;
+    debug_layout.ts_interp = (int)d[22];
+    debug_layout.ts_frame = (int)d[23];
+    debug_layout.fr_back = (int)d[29];
+    debug_layout.fr_code = (int)d[30];
+    debug_layout.fr_instr = (int)d[31];
+    debug_layout.fr_owner = (int)d[33];
+    debug_layout.co_filename = (int)d[35];
+    debug_layout.co_name = (int)d[36];
+    debug_layout.co_qualname = (int)d[37];
+    debug_layout.co_firstlineno = (int)d[39];
+    debug_layout.co_code = (int)d[43];
+    L = &debug_layout;
+    return true;
+}
+
 static void detect(void)
 {
     pthread_mutex_lock(&detect_lock);
@@ -129,6 +167,10 @@ static void detect(void)
     if (!L) {
         tl_warn(NULL, "Python %u.%u: frame layout unknown (3.9-3.13 are read); stacks show native frames only",
                 v >> 8, v & 0xff);
+        goto out;
+    }
+    if (v == 0x30d && !layout_from_debug_offsets(v)) {
+        L = NULL;
         goto out;
     }
     if (tl_real_dlsym(RTLD_DEFAULT, "_Py_DecRefShared")) {
