@@ -73,12 +73,92 @@ def line_of(path, text):
     raise AssertionError("%r not in %s" % (text, path))
 
 
+def check_pytest_gate(py, env, work, tensorleak, extra_args=()):
+    """Runs suite/ under `pytest --tensorleak` (python `py`, plus
+    `extra_args`) and checks the verdicts, the messages, the summary and the
+    kept reports (read back with the CLI `tensorleak`)."""
+    report_dir = os.path.join(work, "pytest-reports")
+    junit = os.path.join(work, "junit.xml")
+    r = run([py, "-m", "pytest", "--tensorleak", "--tensorleak-report", report_dir, "-p", "no:cacheprovider",
+             "--junitxml", junit, "-q"] + list(extra_args) + [SUITE],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=work)
+    print(r.stdout)
+    check(r.returncode == 1, "pytest --tensorleak exits 1 (tests failed), got %d" % r.returncode)
+    check("tensorleak: re-running pytest with libtensorleak.so preloaded" in r.stdout,
+          "the plugin says it re-runs pytest under the preload")
+    outcomes, messages = {}, {}
+    if check(os.path.exists(junit), "the junit report exists"):
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            failure = case.find("failure")
+            name = case.get("name")
+            outcomes[name] = "failed" if failure is not None else ("skipped" if case.find("skipped") is not None
+                                                                    else "passed")
+            messages[name] = (failure.text or "") if failure is not None else ""
+    expected = {
+        "test_leaks_one_mib": "failed",
+        "test_frees_what_it_allocates": "passed",
+        "test_leak_under_allowance": "passed",
+        "test_leak_over_allowance": "failed",
+        "test_segment_held_by_annotated_pool": "passed",
+        "test_pool_grows_every_run[0]": "passed",
+        "test_pool_grows_every_run[1]": "passed",
+        "test_pool_grows_every_run[2]": "failed",
+        "test_pool_grows_every_run[3]": "failed",
+    }
+    check(outcomes == expected, "outcomes %s" % outcomes)
+
+    test_file = os.path.join(SUITE, "test_gpu.py")
+    at = lambda text: " at %s:%d" % (test_file, line_of(test_file, text))
+    want = {
+        "test_leaks_one_mib": "tensorleak: leaked 1.0 MiB in 1 allocation(s)%s (allowance 0 B)"
+                              % at("kept.append(cuda_malloc(1 << 20))"),
+        "test_leak_over_allowance": "tensorleak: leaked 1.5 MiB in 1 allocation(s)%s (allowance 1.0 MiB)"
+                                    % at("kept.append(cuda_malloc(3 << 19))"),
+        "test_pool_grows_every_run[2]": "tensorleak: grew 2.0 MiB per run%s (allowance 0 B)"
+                                        % at("segment = cuda_malloc(2 << 20)"),
+    }
+    for name, headline in want.items():
+        check(messages.get(name, "").startswith(headline),
+              "%s fails with %r (got %r)" % (name, headline, messages.get(name, "").splitlines()[:1]))
+    leak_text = messages.get("test_leaks_one_mib", "")
+    check("Leak of 1.0 MiB in 1 allocation(s) [device] allocated from:" in leak_text,
+          "the leak's report names its size and kind")
+    check(re.search(r"#\d+ in test_leaks_one_mib %s:%d \[python\]" % (
+        re.escape(test_file), line_of(test_file, "kept.append(cuda_malloc(1 << 20))")), leak_text) is not None,
+        "the leak's stack shows the test's own Python line")
+    grow_text = messages.get("test_pool_grows_every_run[2]", "")
+    check("Growth of 2.0 MiB per run over 3 runs: pool 'growing-pool' reserved" in grow_text,
+          "the growth names the annotated pool")
+    check("tensorleak: 4 test(s) left device memory allocated" in r.stdout, "the session summary counts 4 tests")
+    for name in ("test_leaks_one_mib", "test_leak_over_allowance"):
+        check(re.search(r"test_gpu\.py::%s: leaked" % name, r.stdout) is not None, "the summary lists %s" % name)
+
+    kept = sorted(os.listdir(report_dir)) if os.path.isdir(report_dir) else []
+    stems = sorted({os.path.splitext(f)[0] for f in kept if f.endswith((".json", ".txt"))
+                    and not f.startswith("tensorleak.")})
+    check(len(stems) == 4 and all(os.path.exists(os.path.join(report_dir, s + ".txt")) for s in stems),
+          "--tensorleak-report keeps a JSON and a text report per failing test: %s" % kept)
+    leak_json = [s for s in stems if s.endswith("test_leaks_one_mib")]
+    if check(len(leak_json) == 1, "the leaking test's report is kept"):
+        path = os.path.join(report_dir, leak_json[0] + ".json")
+        r = run([tensorleak, "report", path], env=env, stdout=subprocess.PIPE, text=True)
+        check(r.returncode == 0 and "Leak of 1.0 MiB in 1 allocation(s) [device]" in r.stdout,
+              "`tensorleak report` reads the kept report")
+        r = run([tensorleak, "check", path, "--max-leaked-bytes", "0"], env=env, stdout=subprocess.PIPE, text=True)
+        check(r.returncode == 1, "`tensorleak check` fails the kept report (exit %d)" % r.returncode)
+
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--source", required=True, help="the source tree (holds pyproject.toml)")
     parser.add_argument("--cli", required=True, help="the meson build's tensorleak CLI, for the comparison")
     parser.add_argument("--work", required=True, help="scratch directory (emptied)")
     parser.add_argument("--wheel", help="a wheel built before (skips the build)")
+    parser.add_argument("--in-tree", metavar="LIBRARY",
+                        help="only the pytest gate, with the package of the source tree, this library and "
+                             "the simulated CUDA stack next to --cli (no wheel, no venv, no network: needs "
+                             "pytest importable by this Python)")
     args = parser.parse_args()
     work = os.path.abspath(args.work)
     shutil.rmtree(work, ignore_errors=True)
@@ -86,6 +166,17 @@ def main():
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
     for var in ("LD_PRELOAD", "LD_LIBRARY_PATH", "TENSORLEAK_LIBRARY", "PYTHONPATH", "PYTEST_ADDOPTS"):
         env.pop(var, None)
+
+    if args.in_tree:
+        if subprocess.run([sys.executable, "-c", "import pytest"], stderr=subprocess.DEVNULL).returncode != 0:
+            print("SKIP: pytest is not installed for %s (Debian: python3-pytest)" % sys.executable)
+            return 77
+        sim = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(args.cli))), "sim")
+        env.update(PYTHONPATH=os.path.join(args.source, "python"), TENSORLEAK_LIBRARY=os.path.abspath(args.in_tree),
+                   LD_LIBRARY_PATH=sim)
+        check_pytest_gate(sys.executable, env, work, args.cli, ["-p", "tensorleak.pytest_plugin"])
+        print("%d check(s) failed" % len(failures) if failures else "all checks passed")
+        return 1 if failures else 0
 
     # A fresh venv (Debian: python3-venv); its pip probes PyPI first.
     venv = os.path.join(work, "venv")
@@ -159,76 +250,7 @@ def main():
     check(r.returncode == 0 and "Leak of 4.0 MiB in 4 allocation(s) [device]" in r.stdout,
           "the wheel's `tensorleak report` reads the report")
 
-    # The pytest gate.
-    report_dir = os.path.join(work, "pytest-reports")
-    junit = os.path.join(work, "junit.xml")
-    r = run([py, "-m", "pytest", "--tensorleak", "--tensorleak-sim", "--tensorleak-report", report_dir,
-             "-p", "no:cacheprovider", "--junitxml", junit, "-q", SUITE],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=work)
-    print(r.stdout)
-    check(r.returncode == 1, "pytest --tensorleak exits 1 (tests failed), got %d" % r.returncode)
-    check("tensorleak: re-running pytest with libtensorleak.so preloaded" in r.stdout,
-          "the plugin says it re-runs pytest under the preload")
-    outcomes, messages = {}, {}
-    if check(os.path.exists(junit), "the junit report exists"):
-        for case in ET.parse(junit).getroot().iter("testcase"):
-            failure = case.find("failure")
-            name = case.get("name")
-            outcomes[name] = "failed" if failure is not None else ("skipped" if case.find("skipped") is not None
-                                                                    else "passed")
-            messages[name] = (failure.text or "") if failure is not None else ""
-    expected = {
-        "test_leaks_one_mib": "failed",
-        "test_frees_what_it_allocates": "passed",
-        "test_leak_under_allowance": "passed",
-        "test_leak_over_allowance": "failed",
-        "test_segment_held_by_annotated_pool": "passed",
-        "test_pool_grows_every_run[0]": "passed",
-        "test_pool_grows_every_run[1]": "passed",
-        "test_pool_grows_every_run[2]": "failed",
-        "test_pool_grows_every_run[3]": "failed",
-    }
-    check(outcomes == expected, "outcomes %s" % outcomes)
-
-    test_file = os.path.join(SUITE, "test_gpu.py")
-    at = lambda text: " at %s:%d" % (test_file, line_of(test_file, text))
-    want = {
-        "test_leaks_one_mib": "tensorleak: leaked 1.0 MiB in 1 allocation(s)%s (allowance 0 B)"
-                              % at("kept.append(cuda_malloc(1 << 20))"),
-        "test_leak_over_allowance": "tensorleak: leaked 1.5 MiB in 1 allocation(s)%s (allowance 1.0 MiB)"
-                                    % at("kept.append(cuda_malloc(3 << 19))"),
-        "test_pool_grows_every_run[2]": "tensorleak: grew 2.0 MiB per run%s (allowance 0 B)"
-                                        % at("segment = cuda_malloc(2 << 20)"),
-    }
-    for name, headline in want.items():
-        check(messages.get(name, "").startswith(headline),
-              "%s fails with %r (got %r)" % (name, headline, messages.get(name, "").splitlines()[:1]))
-    leak_text = messages.get("test_leaks_one_mib", "")
-    check("Leak of 1.0 MiB in 1 allocation(s) [device] allocated from:" in leak_text,
-          "the leak's report names its size and kind")
-    check(re.search(r"#\d+ in test_leaks_one_mib %s:%d \[python\]" % (
-        re.escape(test_file), line_of(test_file, "kept.append(cuda_malloc(1 << 20))")), leak_text) is not None,
-        "the leak's stack shows the test's own Python line")
-    grow_text = messages.get("test_pool_grows_every_run[2]", "")
-    check("Growth of 2.0 MiB per run over 3 runs: pool 'growing-pool' reserved" in grow_text,
-          "the growth names the annotated pool")
-    check("tensorleak: 4 test(s) left device memory allocated" in r.stdout, "the session summary counts 4 tests")
-    for name in ("test_leaks_one_mib", "test_leak_over_allowance"):
-        check(re.search(r"test_gpu\.py::%s: leaked" % name, r.stdout) is not None, "the summary lists %s" % name)
-
-    kept = sorted(os.listdir(report_dir)) if os.path.isdir(report_dir) else []
-    stems = sorted({os.path.splitext(f)[0] for f in kept if f.endswith((".json", ".txt"))
-                    and not f.startswith("tensorleak.")})
-    check(len(stems) == 4 and all(os.path.exists(os.path.join(report_dir, s + ".txt")) for s in stems),
-          "--tensorleak-report keeps a JSON and a text report per failing test: %s" % kept)
-    leak_json = [s for s in stems if s.endswith("test_leaks_one_mib")]
-    if check(len(leak_json) == 1, "the leaking test's report is kept"):
-        path = os.path.join(report_dir, leak_json[0] + ".json")
-        r = run([tensorleak, "report", path], env=env, stdout=subprocess.PIPE, text=True)
-        check(r.returncode == 0 and "Leak of 1.0 MiB in 1 allocation(s) [device]" in r.stdout,
-              "`tensorleak report` reads the kept report")
-        r = run([tensorleak, "check", path, "--max-leaked-bytes", "0"], env=env, stdout=subprocess.PIPE, text=True)
-        check(r.returncode == 1, "`tensorleak check` fails the kept report (exit %d)" % r.returncode)
+    check_pytest_gate(py, env, work, tensorleak, ["--tensorleak-sim"])
 
     print("%d check(s) failed" % len(failures) if failures else "all checks passed")
     return 1 if failures else 0
