@@ -350,6 +350,31 @@ def _held_values(report):
     return values
 
 
+def _silenced_stderr(call):
+    """call() with file descriptor 2 on /dev/null: the library prints one line
+    per snapshot ("tensorleak: snapshot ...: report: PATH") unless
+    TENSORLEAK_QUIET, two per test here; the plugin reads the file and reports
+    a failed snapshot itself.  Output of other threads in that moment is lost
+    with it; without a /dev/null the line stays."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        return call()
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        os.close(saved)
+        return call()
+    try:
+        os.dup2(devnull, 2)
+        return call()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 def _safe_name(nodeid):
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid).strip("_")[:180] or "test"
 
@@ -372,7 +397,7 @@ class LeakGate:
     def _snapshot(self, label):
         self.snapshots += 1
         path = os.path.join(self.scratch, "%d.json" % self.snapshots)
-        if tensorleak.snapshot_to(path, label) != 0:
+        if _silenced_stderr(lambda: tensorleak.snapshot_to(path, label)) != 0:
             self.snapshot_failed = True
             return None
         try:
