@@ -219,6 +219,10 @@ void tl_series_observe(struct tl_series *s, unsigned seq, long long value, long 
 bool tl_series_growing(const struct tl_series *s, unsigned now, int k, struct tl_series_verdict *v);
 /* growth.c: names the owner of owner-class growth rows (after owners.c). */
 void tl_growth_name_owners(struct tl_report_model *m);
+/* bridge.c, for report_text.c: a framework pool's " [torch 2.5 native; state
+ * of 21:50:01.123 UTC, stale]" and a host (pinned) pool's line. */
+void tl_bridge_print_pool_note(FILE *out, const struct tl_pool_row *p);
+void tl_bridge_print_host_pool(FILE *out, int pid, const struct tl_pool_row *p);
 /* report_text.c: one growth row without a call site (pool, owner, Python site). */
 void tl_growth_print_scoped(struct tl_report_model *m, FILE *out, const struct tl_growth_row *g);
 

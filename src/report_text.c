@@ -144,6 +144,10 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
     }
     for (size_t i = 0; i < m->npools; i++) {
         const struct tl_pool_row *p = &m->pools[i];
+        if (p->extra && p->device < 0) { /* issue 13 (D): a framework's host pool */
+            tl_bridge_print_host_pool(out, pid, p);
+            continue;
+        }
         tl_format_size(p->reserved, a, sizeof a);
         tl_format_size(p->allocated, b, sizeof b);
         free_space_words(p->layout_unknown, p->largest_free, p->fragmentation, c, sizeof c);
@@ -156,6 +160,8 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         } else if (p->reading && !strcmp(p->reading, "none")) {
             fprintf(out, " [the driver never answered]");
         }
+        if (p->extra) /* issue 13 (D): which framework, state of when */
+            tl_bridge_print_pool_note(out, p);
         fputc('\n', out);
     }
     for (int dev = 0; dev < TL_MAX_DEVICES; dev++) {

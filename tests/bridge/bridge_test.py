@@ -244,6 +244,57 @@ def no_framework_is_ever_imported_by_the_bridge():
     eq(rep["bridge"]["state"], "final", "bridge ran")
 
 
+JC = os.path.join(HERE, "progs", "jax_cupy_loop.py")
+
+
+def framework_pool(report, kind):
+    rows = [p for p in report["pools"] if p["kind"] == kind]
+    eq(len(rows), 1, f"{kind} pool rows")
+    return rows[0]
+
+
+def jax_preallocated_pool_is_reserved_not_allocated():
+    r = run([JC, "jax", "leak", "6"])
+    eq(r.rc, 0, "exit status")
+    stats = json.loads(r.out)
+    rep = r.exit
+    pool = framework_pool(rep, "jax")
+    eq((pool["name"], pool["reserved_bytes"], pool["allocated_bytes"], pool["largest_free_block"]),
+       ("jax cuda:0", stats["pool_bytes"], stats["bytes_in_use"], stats["largest_free_block_bytes"]), "jax pool")
+    eq(pool["reserved_bytes"], 12 << 30, "75 % of the simulated 16 GiB")
+    eq(pool["framework"]["mode"], "preallocated", "jax mode")
+    dev = rep["devices"][0]
+    eq((dev["reserved_bytes"], dev["allocated_bytes"]), (12 << 30, 6 * 16 * MiB), "device: the cache's gap")
+    eq([(g["pool"], g["bytes_per_mark"]) for g in growth(rep, "pool")], [("jax cuda:0", 16 * MiB)], "jax growth")
+
+
+def jax_without_preallocation_grows_per_pool():
+    r = run([JC, "jax", "leak", "6"], env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"})
+    stats = json.loads(r.out)
+    pool = framework_pool(r.exit, "jax")
+    eq((pool["reserved_bytes"], pool["allocated_bytes"]), (stats["pool_bytes"], stats["bytes_in_use"]), "jax pool")
+    eq(pool["framework"]["mode"], "growing", "jax mode")
+    eq([g["bytes_per_mark"] for g in growth(r.exit, "pool")], [16 * MiB], "jax growth")
+    clean = run([JC, "jax", "clean", "50"], env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}, timeout=120)
+    eq(clean.exit["growth"], [], "clean jax loop")
+
+
+def cupy_pools_with_unknown_largest_block():
+    r = run([JC, "cupy", "leak", "6"])
+    stats = json.loads(r.out)
+    rep = r.exit
+    pool = framework_pool(rep, "cupy")
+    eq((pool["reserved_bytes"], pool["allocated_bytes"], pool["free_blocks"]),
+       (stats["total"], stats["used"], stats["free_blocks"]), "cupy pool")
+    eq((pool["largest_free_block"], pool["fragmentation"]), (None, None), "unknown, not zero")
+    pinned = framework_pool(rep, "cupy_pinned")
+    eq((pinned["device"], pinned["reserved_bytes"], pinned["allocated_bytes"], pinned["host"]), (-1, None, None, True),
+       "pinned pool: no byte counts published")
+    eq(rep["devices"][0]["largest_free_block"], None, "device largest free block unknown")
+    eq([(g["pool"], g["bytes_per_mark"]) for g in growth(rep, "pool")], [("cupy device 0", 8 * MiB)], "cupy growth")
+    check("pool 'cupy pinned' (cupy_pinned, host): 0 free block(s); no byte counts published" in r.err, "pinned text")
+
+
 def bare_preload_leaves_the_bridge_off():
     tmp = tempfile.mkdtemp(prefix="tl-bridge-")
     e = clean_env({"LD_PRELOAD": os.environ["TL_LIB"], "LD_LIBRARY_PATH": SIM,

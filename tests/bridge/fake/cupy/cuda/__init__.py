@@ -1,0 +1,4 @@
+class runtime:
+    @staticmethod
+    def getDevice():
+        return 0
