@@ -7,9 +7,16 @@
  * after the locks are released.
  *
  * Files are written to a temporary name (O_EXCL|O_NOFOLLOW, mode 0600) and
- * renamed into place: a reader never sees half a report, and a planted
- * symlink is never followed.  When the file cannot be written the JSON goes
- * to stderr instead, after one clear error line.
+ * renamed into place without replacing anything (RENAME_NOREPLACE): a
+ * reader never sees half a report, a planted symlink is never followed, and
+ * no report replaces another file — the exit report takes the plain name of
+ * TENSORLEAK_OUTPUT, every other report a numbered one, and a taken name
+ * the next number.  When the file cannot be written the JSON goes to stderr
+ * instead, after one clear error line.
+ *
+ * Before anything is written the figures are checked against the report's
+ * invariants (tl_report_check_invariants); what cannot be known (the free
+ * space of a pool without a layout) is marked unknown, never zero.
  */
 #include "report.h"
 #include "tl_version.h"
