@@ -9,7 +9,11 @@ holds (the report's "held": PyTorch's caching allocator, cuBLAS workspaces,
 annotated pools, see data/owners.rules) is not a leak; neither is what fixtures
 set up, so a module- or session-scoped fixture's buffers are not charged to the
 first test that uses them.  Snapshots are the library's JSON reports
-(tensorleak_snapshot_to), compared call site by call site.
+(tensorleak_snapshot_to), compared call site by call site.  A framework's
+caching allocator (PyTorch, JAX, CuPy, read by the bridge: bridge.py) keeps its
+segments as the cache's, so a tensor the test keeps alive is the rise of that
+pool's allocated bytes, reported with the blocks' sites when the framework
+records them (TENSORLEAK_TORCH_HISTORY=1).
 
 A test run several times (parametrized, or @pytest.mark.repeat) whose held
 memory or pool reserve rises at one site in each of its last
@@ -254,12 +258,13 @@ class _Finding:
     def __init__(self, item, allowance):
         self.item = item
         self.allowance = allowance
-        self.leaks = []    # (bytes, count, site) not freed by the test
-        self.growth = []   # (bytes per run, runs, site or None, pool name or None)
+        self.leaks = []       # (bytes, count, site) not freed by the test
+        self.pool_leaks = []  # (bytes, pool row, [(bytes, count, site)]) a framework's pool still hands out
+        self.growth = []      # (bytes per run, runs, site or None, pool name or None)
 
     @property
     def leaked_bytes(self):
-        return sum(b for b, _, _ in self.leaks)
+        return sum(b for b, _, _ in self.leaks) + sum(b for b, _, _ in self.pool_leaks)
 
     def leak_failed(self):
         return self.leaked_bytes > self.allowance
@@ -269,9 +274,12 @@ class _Finding:
 
     def headline(self):
         parts = []
-        if self.leak_failed():
+        if self.leak_failed() and self.leaks:
             count = sum(c for _, c, _ in self.leaks)
-            parts.append("leaked %s in %d allocation(s)" % (format_size(self.leaked_bytes), count))
+            parts.append("leaked %s in %d allocation(s)" % (format_size(sum(b for b, _, _ in self.leaks)), count))
+        if self.leak_failed():
+            for nbytes, pool, _ in self.pool_leaks:
+                parts.append("left %s allocated in pool '%s'" % (format_size(nbytes), pool.get("name")))
         if self.growth_failed():
             per_run = max(g for g, _, _, _ in self.growth)
             parts.append("grew %s per run" % format_size(per_run))
@@ -286,6 +294,7 @@ class _Finding:
         """(function, file, line) of the test's own frame in the first leak or
         growth whose stack has one, or None."""
         stacks = [site.get("stack") for _, _, site in self.leaks]
+        stacks += [site.get("stack") for _, _, sites in self.pool_leaks for _, _, site in sites]
         stacks += [site.get("stack") for _, _, site, _ in self.growth if site]
         for stack in stacks:
             i = self.own_frame(stack)
@@ -301,6 +310,14 @@ class _Finding:
                 lines.append("Leak of %s in %d allocation(s) [%s] allocated from:" % (
                     format_size(nbytes), count, site.get("kind")))
                 lines.extend(format_stack(site.get("stack"), end=self.own_frame(site.get("stack"))))
+            for nbytes, pool, sites in self.pool_leaks:
+                lines.append("Leak of %s in pool '%s' [%s]: allocated by the framework during the test and still "
+                             "in use (what the test keeps alive; the pool's segments are the cache's)" % (
+                                 format_size(nbytes), pool.get("name"), pool.get("kind")))
+                for site_bytes, count, site in sites:
+                    lines.append("  %s in %d block(s) allocated from:" % (format_size(site_bytes), count))
+                    lines.extend(format_stack(site.get("stack"), indent="      ",
+                                              end=self.own_frame(site.get("stack"))))
         if self.growth_failed():
             for per_run, runs, site, pool in self.growth:
                 if pool is not None:
@@ -319,7 +336,6 @@ class _Series:
 
     def __init__(self, baseline):
         self.values = [baseline]   # {key: bytes}, the first before the first run
-        self.sites = {}            # key: site (or pool name) for the message
 
     def add(self, values):
         self.values.append(values)
@@ -336,6 +352,11 @@ class _Series:
             if all(b > a for a, b in zip(series, series[1:])):
                 found.append(((series[-1] - series[0]) // runs, key))
         return found
+
+
+def _bridge_pools(report):
+    """{(name, device): pool} of the pools a framework bridge reported."""
+    return {(p.get("name"), p.get("device")): p for p in report.get("pools") or () if p.get("source") == "bridge"}
 
 
 def _held_values(report):
@@ -463,6 +484,24 @@ class LeakGate:
             if grown > 0:
                 finding.leaks.append((grown, max(site.get("count", 0) - old.get("count", 0), 0), site))
         finding.leaks.sort(key=lambda leak: -leak[0])
+
+        # Framework pools (the bridge's PyTorch, JAX, CuPy rows): their
+        # segments are held by the cache, so a tensor the test keeps shows
+        # only as the pool's allocated bytes (and its blocks' sites, when the
+        # framework records them).
+        before_pools = _bridge_pools(start)
+        for key, pool in _bridge_pools(end).items():
+            old = before_pools.get(key, {})
+            grown = (pool.get("allocated_bytes") or 0) - (old.get("allocated_bytes") or 0)
+            if grown > 0:
+                old_sites = _sites(old, "sites")
+                sites = []
+                for site_key, site in _sites(pool, "sites").items():
+                    more = site.get("bytes", 0) - old_sites.get(site_key, {}).get("bytes", 0)
+                    if more > 0:
+                        sites.append((more, max(site.get("count", 0) - old_sites.get(site_key, {}).get("count", 0), 0),
+                                      site))
+                finding.pool_leaks.append((grown, pool, sorted(sites, key=lambda x: -x[0])))
 
         group = item.nodeid.split("[", 1)[0]
         series = self.series.get(group)

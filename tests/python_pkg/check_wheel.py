@@ -79,6 +79,8 @@ def check_pytest_gate(py, env, work, tensorleak, extra_args=()):
     kept reports (read back with the CLI `tensorleak`)."""
     report_dir = os.path.join(work, "pytest-reports")
     junit = os.path.join(work, "junit.xml")
+    # The stand-in torch's segments are the cache's (suite/fake_torch.rules).
+    env = dict(env, TENSORLEAK_OWNERS=os.path.join(SUITE, "fake_torch.rules"))
     r = run([py, "-m", "pytest", "--tensorleak", "--tensorleak-report", report_dir, "-p", "no:cacheprovider",
              "--junitxml", junit, "-q"] + list(extra_args) + [SUITE],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=work)
@@ -104,6 +106,8 @@ def check_pytest_gate(py, env, work, tensorleak, extra_args=()):
         "test_pool_grows_every_run[1]": "passed",
         "test_pool_grows_every_run[2]": "failed",
         "test_pool_grows_every_run[3]": "failed",
+        "test_keeps_a_tensor": "failed",
+        "test_drops_its_tensors": "passed",
     }
     check(outcomes == expected, "outcomes %s" % outcomes)
 
@@ -117,6 +121,7 @@ def check_pytest_gate(py, env, work, tensorleak, extra_args=()):
         "test_pool_grows_every_run[2]": "tensorleak: grew 2.0 MiB per run%s (allowance 0 B)"
                                         % at("segment = cuda_malloc(2 << 20)"),
     }
+    want["test_keeps_a_tensor"] = "tensorleak: left 1.0 MiB allocated in pool 'torch cuda:0' (allowance 0 B)"
     for name, headline in want.items():
         check(messages.get(name, "").startswith(headline),
               "%s fails with %r (got %r)" % (name, headline, messages.get(name, "").splitlines()[:1]))
@@ -129,14 +134,16 @@ def check_pytest_gate(py, env, work, tensorleak, extra_args=()):
     grow_text = messages.get("test_pool_grows_every_run[2]", "")
     check("Growth of 2.0 MiB per run over 3 runs: pool 'growing-pool' reserved" in grow_text,
           "the growth names the annotated pool")
-    check("tensorleak: 4 test(s) left device memory allocated" in r.stdout, "the session summary counts 4 tests")
+    check("Leak of 1.0 MiB in pool 'torch cuda:0' [pytorch]: allocated by the framework during the test" in
+          messages.get("test_keeps_a_tensor", ""), "the framework pool's leak names the pool")
+    check("tensorleak: 5 test(s) left device memory allocated" in r.stdout, "the session summary counts 5 tests")
     for name in ("test_leaks_one_mib", "test_leak_over_allowance"):
         check(re.search(r"test_gpu\.py::%s: leaked" % name, r.stdout) is not None, "the summary lists %s" % name)
 
     kept = sorted(os.listdir(report_dir)) if os.path.isdir(report_dir) else []
     stems = sorted({os.path.splitext(f)[0] for f in kept if f.endswith((".json", ".txt"))
                     and not f.startswith("tensorleak.")})
-    check(len(stems) == 4 and all(os.path.exists(os.path.join(report_dir, s + ".txt")) for s in stems),
+    check(len(stems) == 5 and all(os.path.exists(os.path.join(report_dir, s + ".txt")) for s in stems),
           "--tensorleak-report keeps a JSON and a text report per failing test: %s" % kept)
     leak_json = [s for s in stems if s.endswith("test_leaks_one_mib")]
     if check(len(leak_json) == 1, "the leaking test's report is kept"):
