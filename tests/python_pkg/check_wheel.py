@@ -80,7 +80,7 @@ def check_pytest_gate(py, env, work, tensorleak, extra_args=()):
     report_dir = os.path.join(work, "pytest-reports")
     junit = os.path.join(work, "junit.xml")
     # The stand-in torch's segments are the cache's (suite/fake_torch.rules).
-    env = dict(env, TENSORLEAK_OWNERS=os.path.join(SUITE, "fake_torch.rules"))
+    env = dict(env, TENSORLEAK_OWNERS=os.path.join(SUITE, "fake_torch.rules"), TENSORLEAK_TORCH_HISTORY="1")
     r = run([py, "-m", "pytest", "--tensorleak", "--tensorleak-report", report_dir, "-p", "no:cacheprovider",
              "--junitxml", junit, "-q"] + list(extra_args) + [SUITE],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=work)
@@ -121,7 +121,9 @@ def check_pytest_gate(py, env, work, tensorleak, extra_args=()):
         "test_pool_grows_every_run[2]": "tensorleak: grew 2.0 MiB per run%s (allowance 0 B)"
                                         % at("segment = cuda_malloc(2 << 20)"),
     }
-    want["test_keeps_a_tensor"] = "tensorleak: left 1.0 MiB allocated in pool 'torch cuda:0' (allowance 0 B)"
+    framework_file = os.path.join(SUITE, "test_framework.py")
+    want["test_keeps_a_tensor"] = "tensorleak: left 1.0 MiB allocated in pool 'torch cuda:0' at %s:%d (allowance 0 B)" % (
+        framework_file, line_of(framework_file, "tensors.append(torch.empty(1 << 20))"))
     for name, headline in want.items():
         check(messages.get(name, "").startswith(headline),
               "%s fails with %r (got %r)" % (name, headline, messages.get(name, "").splitlines()[:1]))
