@@ -244,6 +244,27 @@ def no_framework_is_ever_imported_by_the_bridge():
     eq(rep["bridge"]["state"], "final", "bridge ran")
 
 
+def segments_from_a_different_stack_each_request_grow_per_owner_and_pool():
+    # The case: no single call stack grows mark after mark, so the
+    # call-site test is silent; the cache owner's reserve and the pool's
+    # allocated bytes grow.  (libffi stands in for libc10_cuda: the owner
+    # rule makes the stand-in's segments a cache's.)
+    rules = os.path.join(tempfile.mkdtemp(prefix="tl-bridge-"), "owners.rules")
+    with open(rules, "w") as f:
+        f.write("owner:fake-torch:cache:device:libffi.so*\n")
+    r = run([KV, "rotate", "9", "ctypes"], env={"TENSORLEAK_OWNERS": rules})
+    rep = r.exit
+    eq(growth(rep, "call_site"), [], "call-site growth")
+    owners = growth(rep, "owner")
+    eq([(g["owner"], g["owner_class"], g["kind"], g["bytes_per_mark"], g["marks"]) for g in owners],
+       [("fake-torch", "cache", "device", 22 * MiB, 8)], "owner growth (one 22 MiB segment per request)")
+    eq([(g["pool"], g["bytes_per_mark"]) for g in growth(rep, "pool")], [("torch cuda:0", 21 * MiB)], "pool growth")
+    check("in the reserve of owner fake-torch (cache)" in r.err, "text names the owner")
+    # Without the bridge the owner's growth is still found.
+    r = run([KV, "rotate", "9", "ctypes"], env={"TENSORLEAK_OWNERS": rules, "TENSORLEAK_PYTHON": "0"})
+    eq([g["scope"] for g in r.exit["growth"]], ["owner"], "growth rows without the bridge")
+
+
 JC = os.path.join(HERE, "progs", "jax_cupy_loop.py")
 
 

@@ -15,10 +15,27 @@ mode, requests, how = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 kept = []
 
 
+def kv_from_attention():
+    return torch.empty(21 * MiB)
+
+
+def kv_from_mlp():
+    return torch.empty(21 * MiB)
+
+
+def kv_from_norm():
+    return torch.empty(21 * MiB)
+
+
 def serve(i):
     scratch = [torch.empty(3 * MiB) for _ in range(3)]
-    kv = torch.empty(21 * MiB)  # KV_ALLOC
-    if mode == "leak":
+    if mode == "rotate":
+        # The cache's next segment is taken by whichever operation runs out
+        # first: a different call stack each request, none growing alone.
+        kv = (kv_from_attention, kv_from_mlp, kv_from_norm)[i % 3]()
+    else:
+        kv = torch.empty(21 * MiB)  # KV_ALLOC
+    if mode in ("leak", "rotate"):
         kept.append(kv)
     del scratch
 
