@@ -218,9 +218,13 @@ static void add_report(json_t *results, const struct tl_report *rep, bool tag_re
     bool snapshot = rep->reason && strcmp(rep->reason, "exit") != 0;
     for (size_t i = 0; i < rep->leak_count; i++) {
         const struct tl_leak *l = &rep->leaks[i];
+        /* issue 14 (B): a range or a mapping is address space, not memory. */
+        const char *what = !report_kind_is_address_space(l->kind) ? ""
+                           : strcmp(l->kind, "vmm_reservation") == 0 ? " of address space (not memory)"
+                                                                     : " mapped range (memory counted at its handle)";
         snprintf(text, sizeof(text),
-                 "%s of %s (%" PRIu64 " bytes) in %" PRIu64 " allocation(s) [%s] allocated in %s",
-                 snapshot ? "Live" : "Leak", size_human(l->bytes, a), l->bytes, l->count,
+                 "%s of %s%s (%" PRIu64 " bytes) in %" PRIu64 " allocation(s) [%s] allocated in %s",
+                 snapshot ? "Live" : "Leak", size_human(l->bytes, a), what, l->bytes, l->count,
                  l->kind ? l->kind : "device", where_text(&l->stack));
         json_t *props = json_pack("{sIsIss}", "bytes", (json_int_t)l->bytes, "count",
                                   (json_int_t)l->count, "kind", l->kind ? l->kind : "device");

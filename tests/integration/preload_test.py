@@ -863,6 +863,11 @@ def cli_counts_address_space_apart_in_check_text_merge_and_html():
     check("leaked device allocations (6.0 MiB) from 3 call sites; 1.0 GiB of address space left reserved\n" in t, t)
     check("Leak of 1.0 GiB of address space (not memory) in 1 allocation(s) [vmm_reservation]" in t, t)
     check("address space reserved (VMM ranges, not memory): 1.0 GiB in 1 range(s)\n" in t, t)
+    sarif = subprocess.run([cli, "report", "--format", "sarif", vmm], capture_output=True, text=True).stdout
+    check("Leak of 1.0 GiB of address space (not memory) (1073741824 bytes)" in sarif, sarif[:2000])
+    clean = saved(run(sample("vmm_expandable"), "--clean"), "clean.json")
+    d = subprocess.run([cli, "diff", clean, vmm], capture_output=True, text=True).stdout
+    check(d.splitlines()[0].endswith("): +6291456 byte(s) (+6.0 MiB), +7 allocation(s) in 3 changed call site(s)"), d)
 
     # Two ranks of the PyTorch expandable-segments program, merged.
     env = {"LD_LIBRARY_PATH": PROGS + ":" + SIM, "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
