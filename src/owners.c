@@ -28,6 +28,8 @@
 
 #include "owners_default.h"
 
+#include <uthash.h>
+
 enum owner_class { CLASS_CACHE, CLASS_WORKSPACE, CLASS_LIBRARY, CLASS_USER };
 static const char *const class_names[] = {"cache", "workspace", "library", "user"};
 
@@ -364,19 +366,38 @@ static long first_rule(uint8_t kind, const char *module, const char *fn, demangl
 }
 
 /* A frame's raw name from the symbol table (static functions are not in
- * the dynamic one that dladdr reads), copied into `buf`: a symbolizer
- * session, opened only for such a frame (see below). */
-static const char *static_name(uintptr_t frame, char *buf, size_t len)
+ * the dynamic one that dladdr reads): a symbolizer session, opened only for
+ * such a frame (see below), and remembered by return address, since the same
+ * frame recurs in many call sites.  NULL when the table has none.  Called
+ * under owners_lock. */
+struct static_frame {
+    UT_hash_handle hh;
+    uintptr_t frame;
+    char *name;
+};
+static struct static_frame *static_frames;
+
+static const char *static_name(uintptr_t frame)
 {
+    struct static_frame *e;
+    HASH_FIND(hh, static_frames, &frame, sizeof frame, e);
+    if (e)
+        return e->name;
     void *session = tl_symbolizer_open();
     if (!session)
         return NULL;
     struct tl_frame_info f;
     tl_symbolize(session, frame, &f);
     const char *raw = f.symbol ? f.symbol : f.function;
-    bool ok = raw && snprintf(buf, len, "%s", raw) < (int)len;
+    char *name = raw ? strdup(raw) : NULL;
     tl_symbolizer_close(session);
-    return ok ? buf : NULL;
+    e = calloc(1, sizeof *e);
+    if (e) {
+        e->frame = frame;
+        e->name = name;
+        HASH_ADD(hh, static_frames, frame, sizeof frame, e);
+    }
+    return name; /* kept by the table (leaked only if the entry could not be) */
 }
 
 static int class_by_dladdr(struct tl_callsite *cs, demangle_fn demangle)
@@ -398,8 +419,7 @@ static int class_by_dladdr(struct tl_callsite *cs, demangle_fn demangle)
          * rule that makes libc10_cuda's segments cache): ask the symbol
          * table, once per call site. */
         if (r > 0 && by_module && !fn) {
-            char name[1024];
-            const char *real = static_name(cs->frames[i], name, sizeof name);
+            const char *real = static_name(cs->frames[i]);
             if (real)
                 r = first_rule(cs->kind, info.dli_fname, real, demangle, &by_module);
         }
