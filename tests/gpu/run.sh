@@ -2,23 +2,29 @@
 # tests/gpu/run.sh [--dry-run]: tensorleak's real-GPU verification kit (issue 7).
 #
 # On a machine with an NVIDIA GPU (the device tool's H200: CUDA toolkit, PyTorch,
-# compute-sanitizer, no internet), in at most TL_GPU_BUDGET seconds (390):
+# transformers, JAX, CuPy, compute-sanitizer, no internet), in at most TL_GPU_BUDGET
+# seconds (390; with the machine's start that is one device call of about 8 minutes):
 #   1. takes tensorleak from .gpu-carry/ (tests/gpu/prepare-carry.sh) or builds it
 #      (meson+ninja, else a plain cc line), and reports missing shared libraries first;
 #   2. builds the CUDA samples of tests/gpu, each .cu with static and shared cudart;
-#   3. runs each sample plain, under LD_PRELOAD and under `tensorleak run`, and the
-#      PyTorch loops under three allocator modes, compute-sanitizer --leak-check full,
-#      and an overhead benchmark with and without the preload;
+#   3. runs, in this order (step names for TL_GPU_STEPS in brackets): each sample plain,
+#      under LD_PRELOAD and under `tensorleak run` [samples]; the PyTorch loops under
+#      three allocator modes [torch]; GPT-2, JAX and CuPy request loops under
+#      `tensorleak run` with the framework bridges [frameworks]; compute-sanitizer
+#      --leak-check full [sanitizer]; the overhead benchmark, ABBA [bench];
 #   4. holds every report against the ground truth the programs print (compare.py),
 #      writes $OUT/gpu-results.md (+ .json, run.log, env.json, logs.tar.gz), prints
 #      the table last and exits 1 on any mismatch.
-# --dry-run (CI, no GPU): checks its own syntax, runs compare.py's self-test, compiles
-# and links the samples with nvcc when nvcc exists, and skips what needs a GPU.
+# --dry-run (CI, no GPU): checks its own syntax, runs compare.py's self-test and the
+# loops' skip path, compiles and links the samples with nvcc when nvcc exists, runs the
+# driver-API samples and a framework loop on the simulated GPU, skips what needs a GPU.
 #
 # Environment: TL_SOURCE_ROOT, TL_BUILD_ROOT (meson dirs; default: this checkout and
 # its build/), OUT (results; default a new /tmp folder), TL_GPU_BUDGET (seconds),
-# NVCC_ARCH (default sm_90), PYTHON (default python3), TL_GPU_FORCE=1 (run the full kit
-# although no GPU was seen), TL_GPU_KEEP=1 (keep the work folder).
+# TL_GPU_STEPS (steps to run, default "samples torch frameworks sanitizer bench"; the
+# others are recorded as skipped on request), TL_BENCH_PAIRS (ABBA pairs per overhead
+# row, 2), NVCC_ARCH (default sm_90), PYTHON (default python3), TL_GPU_FORCE=1 (run the
+# full kit although no GPU was seen), TL_GPU_KEEP=1 (keep the work folder).
 set -u -o pipefail
 
 DRY=0
@@ -26,7 +32,7 @@ case "${1:-}" in
 --dry-run) DRY=1 ;;
 "") ;;
 -h | --help)
-    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
 *)
@@ -55,6 +61,8 @@ export PYTHONPYCACHEPREFIX=$WORK/pycache # never write __pycache__ into the chec
 cleanup() { [ "${TL_GPU_KEEP:-0}" = 1 ] || rm -rf "$WORK"; }
 trap cleanup EXIT
 
+STEPS=" ${TL_GPU_STEPS:-samples torch frameworks sanitizer bench} "
+want() { case $STEPS in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 say() { printf '%s\n' "$*"; }
 elapsed() { echo $(($(date +%s) - START)); }
 left() { echo $((BUDGET - $(date +%s) + START)); }
@@ -485,16 +493,22 @@ say "== samples under: $TOOLS"
 BINS=""
 for name in $CU_SAMPLES; do for mode in static shared; do BINS="$BINS $name.$mode"; done; done
 for name in $C_SAMPLES; do BINS="$BINS $name.none"; done
-for b in $BINS; do
-    [ -x "$BIN/$b" ] || continue
-    for tool in $TOOLS; do rec sample "${b%.*}" "${b##*.}" "$tool" "" 60 required -- "$BIN/$b"; done
-done
-# leaky snapshots ("end") and exits: under the default pattern both reports must stay
-[ -x "$BIN/leaky.static" ] && [ -n "$TL_CLI" ] && rec sample leaky static cli-default "" 60 required -- "$BIN/leaky.static"
+if ! want samples; then
+    skip_rec samples - - "not in TL_GPU_STEPS" optional
+else
+    for b in $BINS; do
+        [ -x "$BIN/$b" ] || continue
+        for tool in $TOOLS; do rec sample "${b%.*}" "${b##*.}" "$tool" "" 60 required -- "$BIN/$b"; done
+    done
+    # leaky snapshots ("end") and exits: under the default pattern both reports must stay
+    [ -x "$BIN/leaky.static" ] && [ -n "$TL_CLI" ] && rec sample leaky static cli-default "" 60 required -- "$BIN/leaky.static"
+fi
 
 # 2. PyTorch allocator modes
 export TENSORLEAK_DEPTH=${TENSORLEAK_DEPTH:-32}
-if [ -z "$TORCH_V" ]; then
+if ! want torch; then
+    skip_rec torch - - "not in TL_GPU_STEPS" optional
+elif [ -z "$TORCH_V" ]; then
     skip_rec torch - - "PyTorch does not import: $(tail -n 1 "$LOGS/torch-import.err")" required
 elif [ -z "$TL_LIB" ]; then
     skip_rec torch - - "no libtensorleak.so" required
@@ -519,7 +533,9 @@ gpt2|leak|expandable_segments:True gpt2|clean|expandable_segments:True
 gpt2|leak|backend:cudaMallocAsync gpt2|clean|backend:cudaMallocAsync
 jax|leak| jax|clean| jax|leak|XLA_PYTHON_CLIENT_PREALLOCATE=false jax|clean|XLA_PYTHON_CLIENT_PREALLOCATE=false
 cupy|leak| cupy|clean|"
-if [ -z "$TL_CLI" ]; then
+if ! want frameworks; then
+    skip_rec frameworks - - "not in TL_GPU_STEPS" optional
+elif [ -z "$TL_CLI" ]; then
     skip_rec frameworks - - "no tensorleak CLI (the bridges are turned on by tensorleak run)" required
 else
     say "== framework loops (GPT-2 on PyTorch, JAX, CuPy) under tensorleak run"
@@ -534,7 +550,9 @@ else
 fi
 
 # 4. compute-sanitizer on the same binaries
-if [ -z "$SAN" ]; then
+if ! want sanitizer; then
+    skip_rec compute-sanitizer - - "not in TL_GPU_STEPS" optional
+elif [ -z "$SAN" ]; then
     skip_rec compute-sanitizer - - "not installed" optional
 else
     say "== compute-sanitizer --leak-check full"
@@ -542,7 +560,7 @@ else
     for b in $BINS; do
         [ -x "$BIN/$b" ] || continue
         if [ "$refused" = 1 ]; then continue; fi
-        if [ "$(left)" -lt 150 ]; then # leave the overhead runs their time
+        if [ "$(left)" -lt 100 ]; then # leave the overhead runs some time
             skip_rec "${b%.*}" "${b##*.}" sanitizer "out of time" optional
             continue
         fi
@@ -564,7 +582,9 @@ fi
 # allocation-bound loop with caching off (every tensor a real cudaMalloc + cudaFree).
 BENCH_ROWS="infer| infer|backend:cudaMallocAsync alloc|PYTORCH_NO_CUDA_MEMORY_CACHING=1"
 BENCH_PAIRS=${TL_BENCH_PAIRS:-2}
-if [ -n "$TORCH_V" ] && [ -n "$TL_LIB" ]; then
+if ! want bench; then
+    skip_rec bench - - "not in TL_GPU_STEPS" optional
+elif [ -n "$TORCH_V" ] && [ -n "$TL_LIB" ]; then
     say "== overhead (ABBA, $BENCH_PAIRS pairs per row)"
     for row in $BENCH_ROWS; do
         work=${row%%|*} conf=${row#*|}
