@@ -259,6 +259,12 @@ def main():
     check(r.returncode == 0 and "Leak of 4.0 MiB in 4 allocation(s) [device]" in r.stdout,
           "the wheel's `tensorleak report` reads the report")
 
+    # Installed, the plugin is there for every pytest run, inert without --tensorleak.
+    r = run([py, "-m", "pytest", "--markers"], env=env, stdout=subprocess.PIPE, text=True, cwd=work)
+    check("@pytest.mark.limit_gpu_leaks(size)" in r.stdout, "the pytest11 entry point registers the marker")
+    r = run([py, "-m", "pytest", "--help"], env=env, stdout=subprocess.PIPE, text=True, cwd=work)
+    check(all(o in r.stdout for o in ("--tensorleak ", "--tensorleak-limit=SIZE", "--tensorleak-report=DIR",
+                                      "--tensorleak-sim")), "pytest --help lists the plugin's options")
     check_pytest_gate(py, env, work, tensorleak, ["--tensorleak-sim"])
 
     print("%d check(s) failed" % len(failures) if failures else "all checks passed")
