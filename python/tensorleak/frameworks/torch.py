@@ -114,6 +114,20 @@ def pools_from(stats_by_device, snapshot_or_error, backend="native", version=Non
     return rows
 
 
+def _segments_only(cuda):
+    """The allocator's segments and blocks without the trace of past events
+    (the costly part of a snapshot with history on): memory_snapshot(
+    include_traces=False) where PyTorch has it, else _snapshot()."""
+    memory = cuda.memory
+    fn = getattr(memory, "memory_snapshot", None)
+    if fn is not None:
+        try:
+            return {"segments": fn(include_traces=False)}
+        except TypeError:  # an older PyTorch: no include_traces
+            pass
+    return memory._snapshot()
+
+
 def read(torch):
     """Reads the live allocator of the program's own torch module.  Nothing
     when CUDA was never initialized by the program (reading would do it)."""
@@ -127,19 +141,26 @@ def read(torch):
     snapshot = None
     if backend != "cudaMallocAsync":
         try:
-            snapshot = cuda.memory._snapshot()
+            snapshot = _segments_only(cuda)
         except Exception as e:  # the backend says a snapshot is not meaningful
             snapshot = e
     stats = {d: cuda.memory_stats(d) for d in range(cuda.device_count())}
     return pools_from(stats, snapshot, backend, getattr(torch, "__version__", None))
 
 
-def enable_history(torch, max_entries=100000):
-    """TENSORLEAK_TORCH_HISTORY=1: record Python stacks of allocations so live
-    blocks name their line (PyTorch's own cost: 0.063 -> 0.071 s per request
-    on the H200 GPT-2 loop).  Only when the program initialized CUDA."""
+def enable_history(torch):
+    """TENSORLEAK_TORCH_HISTORY=1: PyTorch records the Python stack of each
+    allocation, so live blocks name their line.  Its cost, measured on the
+    H200 GPT-2 loop with the full history (enabled="all", context="alloc"):
+    0.063 -> 0.071 s per request; "state" keeps no event history.  Only when
+    the program initialized CUDA (turning it on would do it otherwise)."""
     cuda = getattr(torch, "cuda", None)
     if cuda is None or not cuda.is_initialized():
         return False
-    cuda.memory._record_memory_history(max_entries=max_entries, context="alloc", stacks="python")
+    record = cuda.memory._record_memory_history
+    try:
+        # Stacks of the blocks alive now, no history of past events.
+        record(enabled="state", context="state", stacks="python")
+    except TypeError:  # PyTorch before 2.1: (enabled, record_context, ...)
+        record(True)
     return True

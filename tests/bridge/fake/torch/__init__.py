@@ -118,8 +118,12 @@ class _Memory:
                 "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "", "expandable_segments": False}}
 
     @staticmethod
-    def _record_memory_history(max_entries=None, context=None, stacks=None):
-        _alloc.history = True
+    def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=None):
+        _alloc.history = enabled in ("all", "state", True)
+
+    @staticmethod
+    def memory_snapshot(include_traces=True):
+        return _Memory._snapshot()["segments"]
 
 
 class cuda:
