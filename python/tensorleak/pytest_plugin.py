@@ -132,10 +132,13 @@ def _rerun_under_preload(config, sim):
     place (execve) when pytest runs from the command line, as a child whose
     status becomes this session's otherwise.  Does not return."""
     library = tensorleak.library_path()
-    if os.environ.get(_RERUN_GUARD):
+    if os.environ.get(_RERUN_GUARD) and not tensorleak.loaded():
         raise pytest.UsageError(
             "--tensorleak: libtensorleak.so is still not loaded after re-running pytest with "
             "LD_PRELOAD=%s (is it the library of this platform?)" % os.environ.get("LD_PRELOAD", ""))
+    if os.environ.get(_RERUN_GUARD):
+        raise pytest.UsageError("--tensorleak-sim: the simulated CUDA stack is still not first on "
+                                "LD_LIBRARY_PATH after re-running pytest")
     if not library:
         raise pytest.UsageError(
             "--tensorleak: libtensorleak.so is not loaded and this tensorleak package has no copy of it "
@@ -175,8 +178,11 @@ def _rerun_under_preload(config, sim):
     sys.stdout.flush()
     sys.stderr.flush()
     if list(config.invocation_params.args) == sys.argv[1:]:
+        # The command as typed (`pytest ...` or `python -m pytest ...`, with
+        # the interpreter's own options), so that sys.path is the same.
+        orig = getattr(sys, "orig_argv", None)
         os.chdir(str(config.invocation_params.dir))
-        os.execve(sys.executable, args, env)
+        os.execve(sys.executable, [sys.executable] + list(orig[1:]) if orig else args, env)
     # pytest.main() from a program: do not replace that program.
     status = subprocess.call(args, env=env, cwd=str(config.invocation_params.dir))
     pytest.exit("tensorleak: the re-run under the preload exited with %d" % status, returncode=status)
