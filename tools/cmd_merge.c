@@ -144,6 +144,11 @@ static uint64_t entry_weight(json_t *entry, const char *key, const char *times)
  */
 static void keep_device_fragmentation(json_t *device, const struct tl_report *from)
 {
+    /* A negative gap (reports written before tensorleak checked its
+     * invariants) is never written again: 0, as report_load reads it. */
+    json_t *gap = json_object_get(device, "gap_bytes");
+    if (json_is_integer(gap) && json_integer_value(gap) < 0)
+        json_object_set_new(device, "gap_bytes", json_integer(0));
     bool unknown = from->summary.layout_unknown; /* null stays null */
     if (!json_object_get(device, "largest_free_block"))
         json_object_set_new(device, "largest_free_block",

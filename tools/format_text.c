@@ -271,6 +271,23 @@ static void totals(FILE *out, const struct tl_report *r)
                 s->dropped_events);
 }
 
+/*
+ * Reports written before tensorleak checked its invariants may say that a
+ * pool or device has more allocated than reserved (a driver pool read as
+ * 0 B at exit): shown as written, with one line saying they cannot be right.
+ */
+static void impossible_figures(FILE *out, const struct tl_report *r)
+{
+    bool bad = r->summary.allocated_bytes > r->summary.reserved_bytes;
+    for (size_t i = 0; i < r->pool_count; i++)
+        bad |= r->pools[i].allocated_bytes > r->pools[i].reserved_bytes;
+    for (size_t i = 0; i < r->device_count; i++)
+        bad |= r->devices[i].allocated_bytes > r->devices[i].reserved_bytes;
+    if (bad)
+        fprintf(out, "%s warning: this report has more allocated than reserved: its figures were written "
+                     "before tensorleak checked them and cannot all be right\n", prefix_of(r).text);
+}
+
 void format_text(FILE *out, const struct tl_report *r, const char *report_name)
 {
     header(out, r);
@@ -281,6 +298,7 @@ void format_text(FILE *out, const struct tl_report *r, const char *report_name)
     oom(out, r);
     pools(out, r);
     devices(out, r);
+    impossible_figures(out, r);
     owners(out, r);
     totals(out, r);
     fprintf(out, "SUMMARY: tensorleak: %" PRIu64 " byte(s) leaked in %" PRIu64
