@@ -77,6 +77,11 @@ def check_pytest_gate(py, env, work, tensorleak, extra_args=()):
     """Runs suite/ under `pytest --tensorleak` (python `py`, plus
     `extra_args`) and checks the verdicts, the messages, the summary and the
     kept reports (read back with the CLI `tensorleak`)."""
+    r = run([py, "-m", "pytest", "--tensorleak", "--tensorleak-limit", "12 XB", "-p", "no:cacheprovider"]
+            + list(extra_args) + [SUITE], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=work)
+    check(r.returncode == 4 and "--tensorleak-limit: not a size: '12 XB'" in r.stdout,
+          "a bad --tensorleak-limit is a usage error (exit %d)" % r.returncode)
+
     report_dir = os.path.join(work, "pytest-reports")
     junit = os.path.join(work, "junit.xml")
     # The stand-in torch's segments are the cache's (suite/fake_torch.rules).
