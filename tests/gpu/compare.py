@@ -351,6 +351,12 @@ def eval_torch(rec):
             else:
                 row.add("growth", OK if not growth else BAD, "%d growth entr(y/ies), expected none" % len(growth))
                 row.cells["growth"] = "none" if not growth else "**flagged**"
+    # Issue 16: a leaking loop's stacks name torch_loop.py (a leak there under
+    # cudaMallocAsync, where each kept tensor is a driver allocation; elsewhere the
+    # caching allocator's segments, held, are what can name it).
+    if gt.get("expect_growth") and (end_r is not None or exit_r is not None):
+        check_user_line(row, [end_r, exit_r], "torch_loop.py", gt.get("user_lines") or [],
+                        "cudaMallocAsync" in conf)
     # Issue 8 §4: owners at exit.  Native and expandable_segments: >= 99 % of the held
     # plus leaked device memory is held by PyTorch's caching allocator (the kept tensors
     # of the leaking loop lie inside its segments) and nothing is leaked.  Under
@@ -518,6 +524,27 @@ def python_frames_in(report, user_file):
     return found
 
 
+def check_user_line(row, reports, user_file, user_lines, strict):
+    """Issue 16: some stack of the reports names user_file in a Python frame.  strict:
+    in a leak, growth entry or pool site (held segments do not count)."""
+    found = []
+    for r in reports:
+        if r is not None:
+            found += python_frames_in(r, user_file)
+    named = [f for f in found if f[0] != "held"] if strict else found
+    tagged = [f for f in named if f[1] in user_lines]
+    best = (tagged or named or found or [None])[0]
+    if best is None:
+        row.add("user's line", BAD, "no stack names %s" % user_file)
+        row.cells["line"] = "**none**"
+        return
+    good = bool(named)
+    row.add("user's line", OK if good else BAD, "%s:%s in %s%s" % (
+        user_file, best[1], best[0], "" if good else " only (no leak, growth or pool site names it)"))
+    row.cells["line"] = ("%s:%s (%s)" % (user_file, best[1], best[0])) if good else \
+        "**%s:%s in held only**" % (user_file, best[1])
+
+
 def eval_framework(rec):
     setting = rec["extra"] or "defaults"
     row = Row("frameworks", (rec["name"], setting, rec["build"]))
@@ -629,24 +656,10 @@ def eval_framework(rec):
     # the cache took, held by its owner, are all there is to name it.
     if gt.get("expect_growth"):
         info = gt.get("info") or {}
-        strict = FW_POOL_KIND.get(rec["name"]) == "pytorch" and (
+        strict = FW_POOL_KIND.get(rec["name"]) == "pytorch" and bool(
             info.get("history") or info.get("backend") == "cudaMallocAsync")
-        found = []
-        for r in [by_label.get(k) for k in sorted(by_label)] + [exit_r]:
-            if r is not None:
-                found += python_frames_in(r, gt.get("user_file", ""))
-        named = [f for f in found if f[0] != "held"] if strict else found
-        tagged = [f for f in named if f[1] in (gt.get("user_lines") or [])]
-        best = (tagged or named or found or [None])[0]
-        if best is None:
-            row.add("user's line", BAD, "no stack names %s" % gt.get("user_file"))
-            row.cells["line"] = "**none**"
-        else:
-            good = bool(named)
-            row.add("user's line", OK if good else BAD, "%s:%s in %s%s" % (
-                gt.get("user_file"), best[1], best[0], "" if good else " only (no leak, growth or pool site names it)"))
-            row.cells["line"] = ("%s:%s (%s)" % (gt.get("user_file"), best[1], best[0])) if good else \
-                "**%s:%s in held only**" % (gt.get("user_file"), best[1])
+        check_user_line(row, [by_label.get(k) for k in sorted(by_label)] + [exit_r], gt.get("user_file", ""),
+                        gt.get("user_lines") or [], strict)
     return row
 
 
@@ -870,9 +883,9 @@ def evaluate(records, env):
     if trows:
         sections.append(("PyTorch allocator modes: tensorleak vs torch.cuda.memory_stats() and cuMemGetInfo", md_table(
             ["loop", "PYTORCH_CUDA_ALLOC_CONF", "run", "torch reserved", "tensorleak reserved", "torch allocated",
-             "tensorleak allocated", "Δfree", "growth", "owners (exit)", "verdict"],
+             "tensorleak allocated", "Δfree", "growth", "owners (exit)", "user's line", "verdict"],
             [[row.cells.get(k, "") for k in ("loop", "conf", "tool", "torch_res", "tl_res", "torch_alloc", "tl_alloc",
-                                     "delta", "growth", "owners")] + [row.verdict()] for row in trows])))
+                                     "delta", "growth", "owners", "line")] + [row.verdict()] for row in trows])))
 
     # Framework loops (issue 13 §7, issue 16)
     frows = [eval_framework(r) for r in records if r["kind"] == "fw"]
@@ -971,6 +984,8 @@ def cmd_selftest(_a):
                 "total": 2000 * MiB}) + "\n")
 
         stack = [{"function": "cudaMalloc"}, {"function": "_Z15kv_cache_appendi"}, {"function": "main"}]
+        tl_stack = [{"function": "cudaMallocAsync"},
+                    {"function": "serve_request", "file": "/k/tests/gpu/torch_loop.py", "line": 52, "python": True}]
         good_leaks = [{"kind": "device", "bytes": 16 * MiB, "count": 4, "stack": stack}]
         growth = [{"bytes_per_mark": 4 * MiB, "marks": 4, "stack": stack}]
         # 1: a correct run
@@ -1015,7 +1030,8 @@ def cmd_selftest(_a):
                 "allocated": 160 * MiB, "free_start": 1200 * MiB, "free_end": 1000 * MiB,
                 "total": 2000 * MiB}) + "\n"
         out = put("t1.out", torch_gt(21, "leak", "backend:cudaMallocAsync"))
-        report("t1", 21, "api", reserved_bytes=200 * MiB, allocated_bytes=160 * MiB, growth=growth)
+        report("t1", 21, "api", reserved_bytes=200 * MiB, allocated_bytes=160 * MiB, growth=growth,
+               leaks=[{"kind": "async", "bytes": 32 * MiB, "count": 5, "stack": tl_stack}])
         report("t1", 21, "exit")
         out2 = put("t2.out", torch_gt(22, "clean", ""))
         report("t2", 22, "api", reserved_bytes=200 * MiB, allocated_bytes=200 * MiB, growth=growth)
@@ -1037,25 +1053,27 @@ def cmd_selftest(_a):
             report("t3%d" % n, 23, "api", reserved_bytes=200 * MiB, allocated_bytes=200 * MiB, growth=growth,
                    pools=[{"name": "torch cuda:0", "kind": "pytorch", "device": 0, "reserved_bytes": 200 * MiB,
                            "allocated_bytes": alloc, "free_bytes": 200 * MiB - alloc}])
-            report("t3%d" % n, 23, "exit")
+            report("t3%d" % n, 23, "exit", held=[{"kind": "device", "bytes": 200 * MiB, "count": 10,
+                                                  "owner": "PyTorch caching allocator", "stack": tl_stack}])
             p = evaluate([dict(trecs[0], stdout=out3, stderr=out3, reports_dir=os.path.join(d, "t3%d" % n),
                                extra="", tool="cli")], {"tensorleak_lib": "x"})[2]
             assert p == [] if n == 0 else (len(p) == 1 and "bridge pool allocated" in p[0]), p
         # 7 (issue 8): owners at exit, per allocator mode
         def site(kind, nbytes, owner, cls):
-            return {"kind": kind, "bytes": nbytes, "count": 1, "owner": owner, "owner_class": cls}
+            return {"kind": kind, "bytes": nbytes, "count": 1, "owner": owner, "owner_class": cls,
+                    "stack": tl_stack}
         CA = ("PyTorch caching allocator", "cache")
         WS = ("PyTorch cuBLAS workspace", "workspace")
         USER = ("user", "user")
 
-        def owners_case(n, mode, conf, held, leaks, kept=0):
+        def owners_case(n, mode, conf, held, leaks, kept=0, leak_stack=None):
             gt = json.loads(torch_gt(30 + n, mode, conf).split(" ", 1)[1])
             gt["kept_bytes"] = kept
             out = put("o%d.out" % n, "TL_GROUND_TRUTH " + json.dumps(gt) + "\n")
             report("o%d" % n, 30 + n, "api", reserved_bytes=200 * MiB,
                    allocated_bytes=160 * MiB if "Async" in conf else 200 * MiB,
                    growth=growth if mode == "leak" else [])
-            lk = [site(k, b, *o) for k, b, o in leaks]
+            lk = [dict(site(k, b, *o), stack=leak_stack or tl_stack) for k, b, o in leaks]
             report("o%d" % n, 30 + n, "exit", owners=[{"name": CA[0], "class": CA[1], "live_bytes": 1}],
                    held=[site(k, b, *o) for k, b, o in held], leaks=lk,
                    leaked_bytes=sum(x["bytes"] for x in lk), leaked_allocations=len(lk))
@@ -1083,7 +1101,11 @@ def cmd_selftest(_a):
                            [("async", 32 * MiB, USER)] * 5, kept=160 * MiB) == []
         # ... and the kept tensors missing (freed before the report) is a mismatch
         p = owners_case(7, "leak", "backend:cudaMallocAsync", [], [], kept=160 * MiB)
-        assert len(p) == 1 and "owners: user leaks" in p[0], p
+        assert len(p) == 2 and "user's line: no stack names torch_loop.py" in p[0] and "owners: user leaks" in p[1], p
+        # the kept tensors leaked, but with native frames only: no line is named
+        p = owners_case(9, "leak", "backend:cudaMallocAsync", [], [("async", 32 * MiB, USER)] * 5,
+                        kept=160 * MiB, leak_stack=stack)
+        assert len(p) == 1 and "user's line" in p[0], p
         # async clean with a user leak is a mismatch
         p = owners_case(8, "clean", "backend:cudaMallocAsync", [], [("async", 8 * MiB, USER)])
         assert len(p) == 1 and "owners: user leaks" in p[0], p

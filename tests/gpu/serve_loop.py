@@ -40,10 +40,15 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 USER_TAG = "# TL_USER_LINE"
 
 
-def user_lines():
-    """Lines of this file tagged USER_TAG: where the kept memory is allocated."""
-    with open(os.path.abspath(__file__)) as f:
+def tagged_lines(path):
+    """Lines of a workload tagged USER_TAG: where its kept memory is allocated, the
+    lines a leak's stack should name (issue 16)."""
+    with open(os.path.abspath(path)) as f:
         return [i for i, line in enumerate(f, 1) if line.rstrip().endswith(USER_TAG)]
+
+
+def user_lines():
+    return tagged_lines(__file__)
 
 
 class Tensorleak:

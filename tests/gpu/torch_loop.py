@@ -19,6 +19,8 @@ import json
 import os
 import sys
 
+from serve_loop import tagged_lines  # the kit's folder is sys.path[0]
+
 
 def tensorleak_api():
     """tensorleak_mark / tensorleak_snapshot when the preload library is loaded."""
@@ -40,7 +42,7 @@ def tensorleak_api():
 def serve_request(torch, r, kv_elems, act_shape, kept, leak):
     x = torch.full(act_shape, float(r % 7), device="cuda", dtype=torch.float32)
     h = (x * 2.0 + 1.0).relu()
-    kv = torch.empty(kv_elems, device="cuda", dtype=torch.uint8)
+    kv = torch.empty(kv_elems, device="cuda", dtype=torch.uint8)  # TL_USER_LINE
     kv.fill_(r % 251)
     s = h.sum()
     if leak:
@@ -111,6 +113,7 @@ def main():
         "torch": torch.__version__,
         "torch_cuda": torch.version.cuda,
         "device_name": torch.cuda.get_device_name(0),
+        "user_lines": tagged_lines(__file__),
     }
     print("TL_GROUND_TRUTH " + json.dumps(truth, sort_keys=True), flush=True)
     if args.leak:
