@@ -299,8 +299,26 @@ static int by_rate_desc(const void *a, const void *b)
 
 static const char *const scope_name[] = {"", "pool", "owner", "python_site"};
 
+/* The fastest-growing Python site of a pool: it names the pool's growth
+ * (nseries when none grows). */
+static size_t first_growing_site(const char *pool)
+{
+    size_t best = nseries;
+    long long best_rate = 0;
+    for (size_t j = 0; j < nseries; j++) {
+        struct tl_series_verdict v;
+        if (series[j].scope == TL_SERIES_PYSITE && !strcmp(series[j].kind, pool) && series[j].stack &&
+            tl_series_growing(&series[j], nmarks, tl_opt.growth_marks, &v) && (best == nseries || v.bytes_per_mark > best_rate)) {
+            best = j;
+            best_rate = v.bytes_per_mark;
+        }
+    }
+    return best;
+}
+
 /* Rows for the series that grow; an owner class whose growth a call-site
- * row already shows is left to that row. */
+ * row already shows is left to that row, and a Python site that names its
+ * pool's growth row is not repeated. */
 static void collect_series(struct tl_report_model *m, size_t *cap, unsigned class_flagged)
 {
     for (size_t i = 0; i < nseries; i++) {
@@ -313,6 +331,11 @@ static void collect_series(struct tl_report_model *m, size_t *cap, unsigned clas
             while (c < 3 && strcmp(class_name[c], s->key) != 0)
                 c++;
             if (c < 3 && (class_flagged & (1u << c)))
+                continue;
+        }
+        if (s->scope == TL_SERIES_PYSITE && first_growing_site(s->kind) == i) {
+            struct tl_series *pool = series_find_existing(TL_SERIES_POOL, s->kind);
+            if (pool && tl_series_growing(pool, nmarks, tl_opt.growth_marks, NULL))
                 continue;
         }
         if (m->ngrowth == *cap) {
@@ -336,15 +359,8 @@ static void collect_series(struct tl_report_model *m, size_t *cap, unsigned clas
             json_object_set_new(o, "pool", json_string(s->key));
             /* Named by the Python line that grows inside it, when the
              * framework gives one (the first growing site of this pool). */
-            json_t *stack = json_array();
-            for (size_t j = 0; j < nseries; j++)
-                if (series[j].scope == TL_SERIES_PYSITE && !strcmp(series[j].kind, s->key) && series[j].stack &&
-                    tl_series_growing(&series[j], nmarks, tl_opt.growth_marks, NULL)) {
-                    json_decref(stack);
-                    stack = tl_bridge_stack_json(series[j].stack);
-                    break;
-                }
-            json_object_set_new(o, "stack", stack);
+            size_t j = first_growing_site(s->key);
+            json_object_set_new(o, "stack", j < nseries ? tl_bridge_stack_json(series[j].stack) : json_array());
         } else if (s->scope == TL_SERIES_OWNER) {
             json_object_set_new(o, "kind", json_string("device"));
             json_object_set_new(o, "owner_class", json_string(s->key));
@@ -437,7 +453,7 @@ void tl_growth_print_scoped(struct tl_report_model *m, FILE *out, const struct t
     json_array_foreach(stack, i, f) {
         const char *fn = json_string_value(json_object_get(f, "function"));
         const char *file = json_string_value(json_object_get(f, "file"));
-        fprintf(out, "    #%zu in %s %s:%lld (python)\n", i, fn ? fn : "??", file ? file : "??",
+        fprintf(out, "    #%zu in %s %s:%lld [python]\n", i, fn ? fn : "??", file ? file : "??",
                 (long long)json_integer_value(json_object_get(f, "line")));
     }
     fputc('\n', out);

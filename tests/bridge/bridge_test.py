@@ -166,14 +166,23 @@ def history_names_the_python_line_that_leaks():
     top = g["stack"][0]
     eq((top["function"], os.path.basename(top["file"]), top["line"], top["python"]), ("serve", "kv_loop.py", kv_line, True),
        "pool growth named by its Python line")
-    sites = growth(rep, "python_site")
-    eq(len(sites), 1, "growing Python sites")
-    eq((sites[0]["stack"][0]["line"], sites[0]["bytes_per_mark"], sites[0]["pool"]), (kv_line, 21 * MiB, "torch cuda:0"),
-       "python site growth")
+    # The growing Python site names its pool's growth row; no second row.
+    eq(growth(rep, "python_site"), [], "python-site rows repeating the pool's")
     pool = torch_pool(rep)
     eq([(s["stack"][0]["line"], s["bytes"], s["count"]) for s in pool["sites"]], [(kv_line, 6 * 21 * MiB, 6)],
        "live Python sites of the pool")
-    check(f"kv_loop.py:{kv_line} (python)" in r.err, "text report shows the Python line")
+    check(f"#0 in serve {KV}:{kv_line} [python]" in r.err, "text report shows the Python line")
+
+
+def two_growing_python_lines_name_the_pool_and_a_row_of_their_own():
+    r = run([KV, "kv2", "6", "ctypes"], env={"TENSORLEAK_TORCH_HISTORY": "1"})
+    rep = r.exit
+    keys, values = line_of(KV, "KEYS_ALLOC"), line_of(KV, "VALUES_ALLOC")
+    pool = growth(rep, "pool")
+    eq([(g["stack"][0]["line"], g["bytes_per_mark"]) for g in pool], [(keys, 21 * MiB)],
+       "pool growth named by the faster line")
+    eq([(g["stack"][0]["line"], g["bytes_per_mark"], g["pool"]) for g in growth(rep, "python_site")],
+       [(values, 10 * MiB, "torch cuda:0")], "the other growing line")
 
 
 def clean_twin_over_fifty_requests_never_grows():

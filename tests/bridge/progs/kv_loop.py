@@ -29,6 +29,13 @@ def kv_from_norm():
 
 def serve(i):
     scratch = [torch.empty(3 * MiB) for _ in range(3)]
+    if mode == "kv2":
+        # Keys and values cached apart, as transformers' DynamicLayer.update
+        # does (cache_utils.py:146 and :147 in the H200 recording).
+        kept.append(torch.empty(11 * MiB))  # KEYS_ALLOC
+        kept.append(torch.empty(10 * MiB))  # VALUES_ALLOC
+        del scratch
+        return
     if mode == "rotate":
         # The cache's next segment is taken by whichever operation runs out
         # first: a different call stack each request, none growing alone.
