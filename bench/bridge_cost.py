@@ -91,7 +91,7 @@ def main():
     print("| --- | --- | --- |")
     print("| translation of the H200 native snapshot (16 segments, 72 blocks with frames; %d bytes of JSON) | | %s |"
           % (size, ms(tr)))
-    print("| tensorleak_mark from Python (stand-in torch, 7 segments) | %s | %s |" % (ms(off["mark"]), ms(on["mark"])))
+    print("| tensorleak_mark from Python (stand-in torch, 11 segments) | %s | %s |" % (ms(off["mark"]), ms(on["mark"])))
     print("| tensorleak_snapshot: one report | %s | %s |" % (ms(off["snapshot"]), ms(on["snapshot"])))
 
 
