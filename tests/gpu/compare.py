@@ -914,14 +914,16 @@ def evaluate(records, env):
     return rows, sections, problems
 
 
-def render(env, sections, problems):
+def render(env, sections, problems, skipped=0):
     head = ["# tensorleak on a real GPU", ""]
     for k, label in (("date", "date"), ("gpu", "GPU"), ("driver", "driver"), ("cuda", "CUDA (nvcc)"),
                      ("torch", "PyTorch"), ("sanitizer", "compute-sanitizer"),
                      ("tensorleak_source", "tensorleak"), ("commit", "commit"), ("elapsed", "kit wall time")):
         if env.get(k):
             head.append("- %s: %s" % (label, env[k]))
-    head += ["", "**Verdict: %s**" % ("PASS" if not problems else "FAIL, %d mismatch(es)" % len(problems)), ""]
+    head += ["", "**Verdict: %s**%s" % ("PASS" if not problems else "FAIL, %d mismatch(es)" % len(problems),
+                                         " (%d row(s) skipped: their framework is not installed)" % skipped
+                                         if skipped else ""), ""]
     if problems:
         head += ["## Mismatches", ""] + ["- " + p for p in problems] + [""]
     body = []
@@ -936,7 +938,7 @@ def cmd_evaluate(a):
         with open(a.env) as f:
             env = json.load(f)
     rows, sections, problems = evaluate(read_records(a.records), env)
-    md = render(env, sections, problems)
+    md = render(env, sections, problems, sum(1 for r in rows if r.verdict() == "skipped"))
     if a.md:
         with open(a.md, "w") as f:
             f.write(md)

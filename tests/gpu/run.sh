@@ -479,7 +479,9 @@ COMMIT=$(tree_commit)
 say "nvcc: ${NVCC_V:-none}; PyTorch: ${TORCH_V:-none}; compute-sanitizer: ${SAN_V:-none}; budget ${BUDGET}s"
 
 # 1. samples
-if [ -n "$NVCC" ]; then
+if ! want samples && ! want sanitizer; then
+    :
+elif [ -n "$NVCC" ]; then
     say "== building samples ($NVCC_ARCH)"
     build_samples
     report_builds
@@ -489,7 +491,7 @@ fi
 TOOLS="none"
 [ -n "$TL_LIB" ] && TOOLS="$TOOLS preload"
 [ -n "$TL_LIB" ] && [ -n "$TL_CLI" ] && TOOLS="$TOOLS cli"
-say "== samples under: $TOOLS"
+want samples && say "== samples under: $TOOLS"
 BINS=""
 for name in $CU_SAMPLES; do for mode in static shared; do BINS="$BINS $name.$mode"; done; done
 for name in $C_SAMPLES; do BINS="$BINS $name.none"; done
