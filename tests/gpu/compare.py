@@ -479,8 +479,11 @@ def check_invariants(row, reports):
 
 
 # ----------------------------------------------------------- framework loops
-FW_POOL_KIND = {"gpt2": "pytorch", "kv": "pytorch", "jax": "jax", "cupy": "cupy"}
-FW_LABEL = {"gpt2": "GPT-2 (PyTorch)", "kv": "KV blocks (PyTorch)", "jax": "JAX", "cupy": "CuPy"}
+# The framework pool each loop's figures are held against; the cuda.bindings and
+# numba-cuda loops allocate from the driver directly and have none.
+FW_POOL_KIND = {"gpt2": "pytorch", "kv": "pytorch", "jax": "jax", "cupy": "cupy", "driver": None, "numba": None}
+FW_LABEL = {"gpt2": "GPT-2 (PyTorch)", "kv": "KV blocks (PyTorch)", "jax": "JAX", "cupy": "CuPy",
+            "driver": "cuda.bindings", "numba": "numba-cuda"}
 
 
 def pick_label(reports, pid, label):
@@ -557,7 +560,9 @@ def eval_framework(rec):
     gt = tagged_json(rec["stdout"], "TL_GROUND_TRUTH")
     if not check_run_basics(row, rec, gt):
         return row
-    kind = FW_POOL_KIND.get(rec["name"], rec["name"])
+    kind = FW_POOL_KIND.get(rec["name"], rec["name"])  # None: no framework pool to check
+    if kind is None:
+        row.cells["fw"] = row.cells["tl"] = "no pool (driver allocations)"
     row.cells["requests"] = str(gt.get("requests"))
     if gt.get("request_s") is not None:
         row.cells["request_s"] = "%.3f" % gt["request_s"]
@@ -586,6 +591,8 @@ def eval_framework(rec):
         if r is None:
             row.add("report %s" % label, BAD, "no report labelled %s (snapshot returned %s)"
                     % (label, (gt.get("snapshot_rc") or {}).get(label)))
+            continue
+        if kind is None:
             continue
         br = r.get("bridge") or {}
         p = fw_pool(r, kind)
@@ -656,8 +663,8 @@ def eval_framework(rec):
     # the cache took, held by its owner, are all there is to name it.
     if gt.get("expect_growth"):
         info = gt.get("info") or {}
-        strict = FW_POOL_KIND.get(rec["name"]) == "pytorch" and bool(
-            info.get("history") or info.get("backend") == "cudaMallocAsync")
+        strict = kind is None or (kind == "pytorch" and bool(
+            info.get("history") or info.get("backend") == "cudaMallocAsync"))
         check_user_line(row, [by_label.get(k) for k in sorted(by_label)] + [exit_r], gt.get("user_file", ""),
                         gt.get("user_lines") or [], strict)
     return row

@@ -244,7 +244,7 @@ if [ "$DRY" = 1 ]; then
     # print TL_SKIP and exit 0, and compare.py must call its row skipped, not failed;
     # one whose framework imports runs a few small requests on the CPU (figures null).
     : >"$WORK/fw-records.tsv"
-    for loop in gpt2 jax cupy; do
+    for loop in gpt2 jax cupy driver numba; do
         rec fw "$loop" leak none "" 240 required -- "$PY" "$KIT/serve_loop.py" "$loop" --leak --device cpu \
             --requests 2 --check-at 1 --prompt 8 --decode 1 >/dev/null
         f=$LOGS/fw-$loop-leak-none
@@ -341,12 +341,16 @@ if [ "$DRY" = 1 ]; then
                 TENSORLEAK_TORCH_HISTORY=$([ $mode = leak ] && echo 1 || echo 0) \
                 rec fw kv "$mode" cli "" 60 required -- "$PY" "$KIT/serve_loop.py" kv "--$mode" --requests 8 \
                 --check-at 6 >/dev/null
+            # cuda.bindings (where installed) reaches the simulated libcuda.so.1 itself
+            LD_LIBRARY_PATH=$SIMDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} PYTHONPATH=$SRC/python${PYTHONPATH:+:$PYTHONPATH} \
+                rec fw driver "$mode" cli "" 60 required -- "$PY" "$KIT/serve_loop.py" driver "--$mode" \
+                --requests 8 --check-at 6 >/dev/null
         done
         if "$PY" "$KIT/compare.py" evaluate --records "$RECORDS" --env <(echo '{"tensorleak_lib": "x"}') \
             >"$LOGS/kv-compare.md" 2>&1; then
-            ok "serve_loop.py kv on the stand-in torch under tensorleak run --sim: pool rows equal the allocator's figures, growth by request 6, the user's line"
+            ok "serve_loop.py kv (stand-in torch) and driver (cuda.bindings$(grep -q 'cuda.bindings .*| skipped |' "$LOGS/kv-compare.md" && echo ': not installed, skipped')) under tensorleak run --sim: pool rows equal the allocator's figures, growth by request 6, the user's line"
         else
-            bad "serve_loop.py kv on the stand-in torch under tensorleak run --sim:"
+            bad "serve_loop.py kv and driver under tensorleak run --sim:"
             sed -n '/^## Mismatches/,/^## Samples/p' "$LOGS/kv-compare.md" | grep '^- ' | sed 's/^/      /'
             tail -n 5 "$LOGS"/fw-kv-*.err | sed 's/^/      | /'
         fi
@@ -527,20 +531,22 @@ fi
 # 3. the frameworks' own allocators (issue 13 §7, issue 16), under `tensorleak run`, which
 # turns the framework bridges on: GPT-2 on PyTorch's three allocator modes (the native
 # leak also with PyTorch's allocation history, which names the leak's Python line), JAX
-# with and without preallocation, CuPy's default pool.  Each loop prints TL_SKIP when its
+# with and without preallocation, CuPy's default pool; NVIDIA's cuda.bindings and
+# numba-cuda (driver allocations from Python, no pool: growth and the user's line
+# only, the first H200 run's native-only stacks).  Each loop prints TL_SKIP when its
 # framework does not import: the row is skipped, not failed.  The package's tensorleak.mark
 # comes from this tree (python/).
 FW_ROWS="gpt2|leak| gpt2|leak|TENSORLEAK_TORCH_HISTORY=1 gpt2|clean|
 gpt2|leak|expandable_segments:True gpt2|clean|expandable_segments:True
 gpt2|leak|backend:cudaMallocAsync gpt2|clean|backend:cudaMallocAsync
 jax|leak| jax|clean| jax|leak|XLA_PYTHON_CLIENT_PREALLOCATE=false jax|clean|XLA_PYTHON_CLIENT_PREALLOCATE=false
-cupy|leak| cupy|clean|"
+cupy|leak| cupy|clean| driver|leak| driver|clean| numba|leak| numba|clean|"
 if ! want frameworks; then
     skip_rec frameworks - - "not in TL_GPU_STEPS" optional
 elif [ -z "$TL_CLI" ]; then
     skip_rec frameworks - - "no tensorleak CLI (the bridges are turned on by tensorleak run)" required
 else
-    say "== framework loops (GPT-2 on PyTorch, JAX, CuPy) under tensorleak run"
+    say "== framework loops (GPT-2 on PyTorch, JAX, CuPy, cuda.bindings, numba-cuda) under tensorleak run"
     for row in $FW_ROWS; do
         IFS='|' read -r loop mode setting <<<"$row"
         n=8

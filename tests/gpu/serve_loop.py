@@ -9,6 +9,9 @@
     serve_loop.py jax --leak|--clean    a 2048x2048 f32 matmul per request; --leak keeps
                                         every result (16 MiB)
     serve_loop.py cupy --leak|--clean   an 8 MiB CuPy array per request; --leak keeps it
+    serve_loop.py driver --leak|--clean NVIDIA's cuda.bindings: cuMemAlloc 4 MiB per
+                                        request (no GIL around the call); --leak never frees
+    serve_loop.py numba --leak|--clean  numba-cuda: a 4 MiB device array per request
     serve_loop.py kv --leak|--clean     PyTorch alone: temporaries and a KV block per
                                         request; --leak keeps the blocks (the dry run's
                                         end-to-end check, on tests/bridge's stand-in torch)
@@ -276,11 +279,95 @@ def cupy_settle(st):
     st["cupy"].cuda.Device().synchronize()
 
 
+# ------------------------------------------------- cuda.bindings and numba-cuda
+def driver_check(result):
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if int(err) != 0:
+        raise RuntimeError("CUDA driver error %s" % err)
+    return rest[0] if len(rest) == 1 else rest
+
+
+def driver_setup(args):
+    """NVIDIA's cuda.bindings: Cython bindings that call the driver without the GIL
+    (issue 16's case for Python frames read from a thread that released it)."""
+    from cuda.bindings import driver
+
+    if args.device != "cuda":
+        raise SkipLoop("cuda.bindings has no CPU device")
+    driver_check(driver.cuInit(0))
+    dev = driver_check(driver.cuDeviceGet(0))
+    ctx = driver_check(driver.cuDevicePrimaryCtxRetain(dev))
+    driver_check(driver.cuCtxSetCurrent(ctx))
+    return {"driver": driver}
+
+
+def driver_request(st, args, kept):
+    drv = st["driver"]
+    scratch = driver_check(drv.cuMemAlloc(1 << 20))
+    buf = driver_check(drv.cuMemAlloc(4 << 20))  # TL_USER_LINE
+    driver_check(drv.cuMemFree(scratch))
+    if args.leak:
+        kept.append(buf)  # the leak: every request's buffer, never freed
+    else:
+        driver_check(drv.cuMemFree(buf))
+    return 0
+
+
+def driver_info(st):
+    import cuda.bindings
+
+    return {"cuda-bindings": getattr(cuda.bindings, "__version__", None)}
+
+
+def numba_setup(args):
+    """numba-cuda: device arrays are driver allocations (no pool by default); its
+    frees are deferred and flushed in batches, which the clean loop forces."""
+    from numba import cuda
+
+    if args.device != "cuda":
+        raise SkipLoop("numba-cuda has no CPU device")
+    if not cuda.is_available():
+        raise RuntimeError("numba.cuda is not available")
+    return {"cuda": cuda, "np": __import__("numpy")}
+
+
+def numba_request(st, args, kept):
+    cuda, np = st["cuda"], st["np"]
+    a = cuda.device_array((4 << 20) // 4, dtype=np.float32)  # TL_USER_LINE
+    if args.leak:
+        kept.append(a)  # the leak: every request's array stays referenced
+    del a
+    if not args.leak:
+        numba_settle(st)
+    return 0
+
+
+def numba_settle(st):
+    st["cuda"].synchronize()
+    pending = getattr(st["cuda"].current_context(), "deallocations", None)
+    if pending is not None:
+        pending.clear()  # the deferred frees, now
+
+
+def numba_info(st):
+    import numba
+
+    return {"numba": numba.__version__}
+
+
+def no_moment(st):
+    """These loops have no framework pool: tensorleak's figures are checked against
+    nothing but growth and the user's line."""
+    return {"reserved": None, "allocated": None, "largest_free_block": None}
+
+
 LOOPS = {
     "gpt2": (gpt2_setup, gpt2_request, gpt2_moment, gpt2_info, gpt2_settle, ("torch", "transformers")),
     "jax": (jax_setup, jax_request, jax_moment, jax_info, jax_settle, ("jax",)),
     "cupy": (cupy_setup, cupy_request, cupy_moment, cupy_info, cupy_settle, ("cupy",)),
     "kv": (kv_setup, kv_request, gpt2_moment, kv_info, kv_settle, ("torch",)),
+    "driver": (driver_setup, driver_request, no_moment, driver_info, lambda st: None, ("cuda.bindings.driver",)),
+    "numba": (numba_setup, numba_request, no_moment, numba_info, numba_settle, ("numba.cuda",)),
 }
 
 
