@@ -5,11 +5,13 @@ run.sh runs every sample and writes one tab-separated record per run:
 
     kind  name  build  tool  rc  seconds  stdout  stderr  reports_dir  extra
 
-kind is build | sample | torch | bench | skip; tool is none | preload | cli |
-sanitizer; extra is the PYTORCH_CUDA_ALLOC_CONF of a torch or bench run, or for a
-skip whether the skipped step was required.  The programs print their ground truth
-themselves ("TL_GROUND_TRUTH {json}" on stdout, "TL_BENCH {json}" for the benchmark);
-tensorleak's JSON reports lie in reports_dir.
+kind is build | sample | torch | fw | bench | skip; tool is none | preload | cli |
+cli-default | sanitizer; extra is the setting of a torch, fw or bench run (a
+PYTORCH_CUDA_ALLOC_CONF, or VAR=VALUE settings), or for a skip whether the skipped
+step was required.  The programs print their ground truth themselves
+("TL_GROUND_TRUTH {json}" on stdout, "TL_BENCH {json}" for the benchmark, "TL_SKIP
+{json}" for a framework loop whose framework is not installed); tensorleak's JSON
+reports lie in reports_dir.
 
     compare.py evaluate --records FILE --env ENV.json --md OUT.md --json OUT.json
     compare.py selftest
