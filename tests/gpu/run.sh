@@ -550,7 +550,8 @@ else
     for row in $FW_ROWS; do
         IFS='|' read -r loop mode setting <<<"$row"
         n=8
-        [ "$mode" = clean ] && [ "$loop" = gpt2 ] && n=20 # a longer clean twin: a plateau never flags
+        # issue 13: the GPT-2 leak flagged within 6 requests, its clean twin over 50 never
+        [ "$mode" = clean ] && [ "$loop" = gpt2 ] && n=50
         PYTHONPATH=$SRC/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 \
             rec fw "$loop" "$mode" cli "$setting" 120 required -- \
             "$PY" "$KIT/serve_loop.py" "$loop" "--$mode" --requests "$n" --check-at 6
