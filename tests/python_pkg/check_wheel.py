@@ -113,6 +113,10 @@ def check_pytest_gate(py, env, work, tensorleak, extra_args=()):
         "test_pool_grows_every_run[3]": "failed",
         "test_keeps_a_tensor": "failed",
         "test_drops_its_tensors": "passed",
+        "test_cache_grows_on_every_repeat[1-4]": "passed",
+        "test_cache_grows_on_every_repeat[2-4]": "passed",
+        "test_cache_grows_on_every_repeat[3-4]": "failed",
+        "test_cache_grows_on_every_repeat[4-4]": "failed",
     }
     check(outcomes == expected, "outcomes %s" % outcomes)
 
@@ -129,6 +133,9 @@ def check_pytest_gate(py, env, work, tensorleak, extra_args=()):
     framework_file = os.path.join(SUITE, "test_framework.py")
     want["test_keeps_a_tensor"] = "tensorleak: left 1.0 MiB allocated in pool 'torch cuda:0' at %s:%d (allowance 0 B)" % (
         framework_file, line_of(framework_file, "tensors.append(torch.empty(1 << 20))"))
+    repeat_file = os.path.join(SUITE, "test_repeat.py")
+    want["test_cache_grows_on_every_repeat[3-4]"] = "tensorleak: grew 1.0 MiB per run at %s:%d (allowance 0 B)" % (
+        repeat_file, line_of(repeat_file, "segment = cuda_malloc(1 << 20)"))
     for name, headline in want.items():
         check(messages.get(name, "").startswith(headline),
               "%s fails with %r (got %r)" % (name, headline, messages.get(name, "").splitlines()[:1]))
@@ -143,14 +150,14 @@ def check_pytest_gate(py, env, work, tensorleak, extra_args=()):
           "the growth names the annotated pool")
     check("Leak of 1.0 MiB in pool 'torch cuda:0' [pytorch]: allocated by the framework during the test" in
           messages.get("test_keeps_a_tensor", ""), "the framework pool's leak names the pool")
-    check("tensorleak: 5 test(s) left device memory allocated" in r.stdout, "the session summary counts 5 tests")
+    check("tensorleak: 7 test(s) left device memory allocated" in r.stdout, "the session summary counts 7 tests")
     for name in ("test_leaks_one_mib", "test_leak_over_allowance"):
         check(re.search(r"test_gpu\.py::%s: leaked" % name, r.stdout) is not None, "the summary lists %s" % name)
 
     kept = sorted(os.listdir(report_dir)) if os.path.isdir(report_dir) else []
     stems = sorted({os.path.splitext(f)[0] for f in kept if f.endswith((".json", ".txt"))
                     and not f.startswith("tensorleak.")})
-    check(len(stems) == 5 and all(os.path.exists(os.path.join(report_dir, s + ".txt")) for s in stems),
+    check(len(stems) == 7 and all(os.path.exists(os.path.join(report_dir, s + ".txt")) for s in stems),
           "--tensorleak-report keeps a JSON and a text report per failing test: %s" % kept)
     leak_json = [s for s in stems if s.endswith("test_leaks_one_mib")]
     if check(len(leak_json) == 1, "the leaking test's report is kept"):
@@ -182,8 +189,10 @@ def main():
         env.pop(var, None)
 
     if args.in_tree:
-        if subprocess.run([sys.executable, "-c", "import pytest"], stderr=subprocess.DEVNULL).returncode != 0:
-            print("SKIP: pytest is not installed for %s (Debian: python3-pytest)" % sys.executable)
+        if subprocess.run([sys.executable, "-c", "import pytest, pytest_repeat"],
+                          stderr=subprocess.DEVNULL).returncode != 0:
+            print("SKIP: pytest and pytest-repeat are not installed for %s (Debian: python3-pytest, "
+                  "python3-pytest-repeat)" % sys.executable)
             return 77
         sim = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(args.cli))), "sim")
         env.update(PYTHONPATH=os.path.join(args.source, "python"), TENSORLEAK_LIBRARY=os.path.abspath(args.in_tree),
@@ -215,8 +224,8 @@ def main():
     check(re.search(r"tensorleak-[\d.]+-py3-none-manylinux_2_\d+_x86_64\.whl$", wheel) is not None,
           "the wheel is tagged py3-none-manylinux_2_N (%s)" % os.path.basename(wheel))
 
-    if run([py, "-m", "pip", "install", "-q", wheel, "pytest"], env=env).returncode != 0:
-        return check(False, "pip install of the wheel and pytest") or 1
+    if run([py, "-m", "pip", "install", "-q", wheel, "pytest", "pytest-repeat"], env=env).returncode != 0:
+        return check(False, "pip install of the wheel, pytest and pytest-repeat") or 1
     site = subprocess.run([py, "-c", "import tensorleak, os; print(os.path.dirname(tensorleak.__file__))"],
                           env=env, stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
     check(site.startswith(venv), "tensorleak is imported from the venv (%s)" % site)
