@@ -650,6 +650,17 @@ def eval_framework(rec):
             shown = ", ".join("%s %s/mark" % (k, fmt_b(by_scope[k].get("bytes_per_mark"))) for k in scopes)
             row.add("growth by %s" % req_label, OK, "%d entr(y/ies): %s" % (len(g), shown))
             row.cells["growth"] = "flagged by request %s: %s" % (gt.get("check_at"), shown)
+            # The pool's rate against the framework's own allocated bytes per request
+            # between the two moments (within 25 %, at least 1 MiB).
+            a, b = moments.get(req_label) or {}, moments.get("end") or {}
+            if "pool" in by_scope and num(a.get("allocated")) is not None and num(b.get("allocated")) is not None \
+                    and b.get("request", 0) > a.get("request", 0):
+                want_rate = (b["allocated"] - a["allocated"]) / float(b["request"] - a["request"])
+                got_rate = num(by_scope["pool"].get("bytes_per_mark")) or 0
+                good = abs(got_rate - want_rate) <= max(MiB, 0.25 * abs(want_rate))
+                row.add("pool growth rate", OK if good else BAD, "%s/mark, the framework's allocated bytes grew %s "
+                        "per request from request %s to %s" % (fmt_b(got_rate), fmt_b(want_rate), a["request"],
+                                                                 b["request"]))
         else:
             row.add("growth by %s" % req_label, BAD, "no growth entry after %s requests" % gt.get("check_at"))
             row.cells["growth"] = "**not flagged by request %s**" % gt.get("check_at")
@@ -1227,6 +1238,12 @@ def cmd_selftest(_a):
                          lambda lb: growth + pool_growth, info={"backend": "native"})
         assert row.cells["growth"] == "flagged by request 6: pool 20 MiB/mark, call_site 4 MiB/mark", row.cells
         assert len(p) == 1 and "user's line: no stack names serve_loop.py" in p[0], p
+        # a pool growth rate far from the framework's own per-request growth is wrong
+        row, p = fw_case(14, "gpt2", "leak", gm,
+                         lambda lb: tpool(gm.get(lb, gm["end"])["reserved"], gm.get(lb, gm["end"])["allocated"],
+                                          20 * MiB, sites=[{"bytes": 160 * MiB, "count": 48, "stack": py_stack}]),
+                         lambda lb: [dict(pool_growth[0], bytes_per_mark=8 * MiB)], info={"backend": "native"})
+        assert len(p) == 1 and "pool growth rate: 8 MiB/mark, the framework's allocated bytes grew 20 MiB" in p[0], p
         # what the first H200 run showed: no pool row, no growth, no Python line
         row, p = fw_case(2, "gpt2", "leak", gm, lambda lb: None, lambda lb: [], info={"backend": "native"})
         whats = " ".join(p)
