@@ -44,10 +44,12 @@ static pthread_mutex_t br_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t br_cond;
 static pthread_once_t br_cond_once = PTHREAD_ONCE_INIT;
 static unsigned long want_seq, served_seq;
+static bool want_full; /* a report waits: it wants the layouts, not only figures */
 static bool waiting_seen; /* a bridge thread has called tensorleak_bridge_wait */
 static bool closed;       /* the interpreter is finalizing: no more answers */
 static json_t *state;     /* last submitted state (parsed), or NULL */
 static double state_time; /* CLOCK_REALTIME when it was submitted */
+static bool state_full;   /* it has the layouts (a report's), not only figures */
 static unsigned long state_seq; /* want_seq that the state answered */
 static char last_note[160];     /* why the last refresh had no fresh state */
 static bool last_fresh;
@@ -74,8 +76,9 @@ static double now_realtime(void)
 
 /* ---- exports for the Python side ---------------------------------------- */
 
-/* Blocks until a report wants framework state (1), `timeout_ms` passed (0)
- * or the bridge was closed (-1). */
+/* Blocks until a report wants the full framework state (1: figures and
+ * layouts) or a mark wants its figures (2: statistics only, cheap), until
+ * `timeout_ms` passed (0) or the bridge was closed (-1). */
 TL_EXPORT int tensorleak_bridge_wait(int timeout_ms);
 int tensorleak_bridge_wait(int timeout_ms)
 {
@@ -99,7 +102,7 @@ int tensorleak_bridge_wait(int timeout_ms)
             break;
         }
         if (want_seq != served_seq) {
-            rc = 1;
+            rc = want_full ? 1 : 2;
             break;
         }
         if (pthread_cond_timedwait(&br_cond, &br_lock, &until) == ETIMEDOUT)
@@ -123,12 +126,17 @@ int tensorleak_bridge_submit(const char *text)
         return -1;
     }
     double t = now_realtime();
+    bool full = !json_is_false(json_object_get(j, "full"));
     pthread_mutex_lock(&br_lock);
     json_decref(state);
     state = j;
     state_time = t;
+    state_full = full;
     state_seq = want_seq;
-    served_seq = want_seq;
+    if (full || !want_full) { /* figures alone do not answer a report */
+        served_seq = want_seq;
+        want_full = false;
+    }
     pthread_cond_broadcast(&br_cond);
     pthread_mutex_unlock(&br_lock);
     submitted_here = true;
@@ -148,15 +156,39 @@ void tensorleak_bridge_close(void)
 
 /* ---- requests from reports and marks ------------------------------------ */
 
+/* Reports take the bridge's lock with a bound: the fatal-signal report may
+ * interrupt a thread that holds it (a submit in progress), itself included;
+ * it then goes without framework state rather than hang. */
+static bool lock_bounded(void)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    return pthread_mutex_timedlock(&br_lock, &until) == 0;
+}
+
+static void refresh(bool may_wait, bool full);
+
 void tl_bridge_refresh(bool may_wait)
+{
+    refresh(may_wait, true);
+}
+
+void tl_bridge_refresh_mark(bool may_wait)
+{
+    refresh(may_wait, false);
+}
+
+static void refresh(bool may_wait, bool full)
 {
     tl_bridge_kick();
     pthread_once(&br_cond_once, init_cond);
     bool mine = submitted_here;
     submitted_here = false;
-    pthread_mutex_lock(&br_lock);
+    if (!lock_bounded())
+        return;
     last_fresh = false;
-    if (mine && state && !closed) {
+    if (mine && state && !closed && (state_full || !full)) {
         /* tensorleak.mark()/snapshot() read the state in this thread just
          * before calling us: nothing to wait for. */
         last_fresh = true;
@@ -173,6 +205,7 @@ void tl_bridge_refresh(bool may_wait)
         snprintf(last_note, sizeof last_note, "the Python bridge did not answer (GIL held): last state used");
     } else {
         unsigned long mine_seq = ++want_seq;
+        want_full |= full;
         pthread_cond_broadcast(&br_cond);
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
@@ -325,7 +358,8 @@ static json_t *bridge_object(void)
 
 void tl_bridge_apply(struct tl_report_model *m)
 {
-    pthread_mutex_lock(&br_lock);
+    if (!lock_bounded())
+        return;
     if (!state && !waiting_seen && !atomic_load(&scheduled)) {
         pthread_mutex_unlock(&br_lock);
         return; /* not a Python program, or the bridge is off: nothing to say */
@@ -475,7 +509,8 @@ void tl_bridge_print_host_pool(FILE *out, int pid, const struct tl_pool_row *p)
 void tl_bridge_foreach_series(void (*pool)(const char *, const char *, long long, void *),
                               void (*site)(const char *, const char *, json_t *, long long, void *), void *arg)
 {
-    pthread_mutex_lock(&br_lock);
+    if (!lock_bounded())
+        return;
     json_t *pools = state ? json_object_get(state, "pools") : NULL;
     size_t i;
     json_t *p;
@@ -490,10 +525,19 @@ void tl_bridge_foreach_series(void (*pool)(const char *, const char *, long long
         json_t *s;
         json_array_foreach(sites, k, s) {
             json_t *frames = json_object_get(s, "frames");
-            char *key = json_dumps(frames, JSON_COMPACT);
-            if (key)
-                site(key, name, frames, int_or(s, "bytes", 0), arg);
-            free(key);
+            char *text = json_dumps(frames, JSON_COMPACT);
+            if (!text)
+                continue;
+            /* A site is its stack; 32 frames of site-packages paths run to
+             * kilobytes, so it is keyed by a hash of them (FNV-1a, 64 bits),
+             * with its pool's name. */
+            uint64_t h = 0xcbf29ce484222325ull;
+            for (const char *c = text; *c; c++)
+                h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+            free(text);
+            char key[96];
+            snprintf(key, sizeof key, "%016llx %.60s", (unsigned long long)h, name);
+            site(key, name, frames, int_or(s, "bytes", 0), arg);
         }
     }
     pthread_mutex_unlock(&br_lock);

@@ -145,11 +145,35 @@ static void observe_pool(const char *name, const char *kind, long long allocated
     tl_series_observe(s, o->seq, allocated, TL_SERIES_MIN_STEP);
 }
 
+/* Python sites come and go with the program's stacks: past TL_MAX_SERIES
+ * series, those not seen for TL_SERIES_KEEP marks make room (pools and
+ * owner classes are few and stay). */
+#define TL_MAX_SERIES 4096
+
+static void forget_old_sites(unsigned now)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < nseries; i++) {
+        struct tl_series *s = &series[i];
+        if (s->scope == TL_SERIES_PYSITE && s->last_mark + TL_SERIES_KEEP < now) {
+            json_decref(s->stack);
+            continue;
+        }
+        if (kept != i)
+            series[kept] = *s;
+        kept++;
+    }
+    nseries = kept;
+}
+
 static void observe_site(const char *key, const char *pool, json_t *stack, long long bytes, void *arg)
 {
     struct observe_ctx *o = arg;
-    if (strlen(key) >= sizeof series->key)
-        return; /* a stack this deep is matched by nothing; skip it */
+    if (!series_find_existing(TL_SERIES_PYSITE, key) && nseries >= TL_MAX_SERIES) {
+        forget_old_sites(o->seq);
+        if (nseries >= TL_MAX_SERIES)
+            return;
+    }
     struct tl_series *s = series_find(TL_SERIES_PYSITE, key);
     if (!s)
         return;
@@ -217,7 +241,7 @@ void tl_mark(const char *label)
     if (!atomic_load(&tl_active))
         return;
     /* Framework state for this mark (a bounded wait; none inside a hook). */
-    tl_bridge_refresh(tl_hook_depth == 0);
+    tl_bridge_refresh_mark(tl_hook_depth == 0);
     uint64_t reserved = tl_pools_reserved_now();
     uint64_t dfree = device_free_now();
     struct timespec ts;

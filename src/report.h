@@ -182,6 +182,8 @@ const char *tl_suppressed(struct tl_report_model *m, const char *kind, struct tl
  * and waits a bounded time when `may_wait` (never inside a hook, at exit or
  * after a timed-out request that is still unanswered). */
 void tl_bridge_refresh(bool may_wait);
+/* The same for a mark: the frameworks' figures only (no layouts). */
+void tl_bridge_refresh_mark(bool may_wait);
 /* Adds the last framework state to the model: pool rows, the device
  * summary's allocated (the cache's gap), the "bridge" object. */
 void tl_bridge_apply(struct tl_report_model *m);
@@ -202,7 +204,7 @@ json_t *tl_bridge_stack_json(json_t *frames);
 enum { TL_SERIES_POOL = 1, TL_SERIES_OWNER, TL_SERIES_PYSITE };
 struct tl_series {
     int scope;
-    char key[1024];  /* pool name, owner class, or the Python stack's JSON */
+    char key[96];    /* pool name, owner class, or a Python stack's hash and pool */
     char kind[64];   /* pool kind; for a Python site, its pool's name */
     json_t *stack;   /* Python site: its frames */
     unsigned first_mark, last_mark, observed;

@@ -83,12 +83,13 @@ def loaded():
     return _lib() is not None
 
 
-def _submit_framework_state():
+def _submit_framework_state(full=True):
     # The framework bridge (bridge.py) hands the allocators' state over from
     # this thread, so a mark or snapshot taken here never waits for its thread.
+    # A mark needs the figures only (full=False: no walk of every block).
     bridge = sys.modules.get(__name__ + ".bridge")
     if bridge is not None and bridge.active():
-        bridge.submit_now()
+        bridge.submit_now(full=full)
 
 
 def mark(label="mark"):
@@ -96,7 +97,7 @@ def mark(label="mark"):
     the live bytes of every call site from mark to mark."""
     fn = _export("tensorleak_mark")
     if fn is not None:
-        _submit_framework_state()
+        _submit_framework_state(full=False)
         fn(_bytes(label))
 
 

@@ -61,9 +61,12 @@ def _maybe_enable_history(modules):
     _state["history"] = _reader("torch").enable_history(mod)
 
 
-def read_state(modules=None):
-    """{"time", "pools", "errors"} for the frameworks in `modules` (default
-    sys.modules): only those the program imported itself."""
+def read_state(modules=None, full=True):
+    """{"time", "full", "pools", "errors"} for the frameworks in `modules`
+    (default sys.modules): only those the program imported itself.  `full`
+    (a report): with PyTorch's segments and blocks; otherwise (a mark) the
+    statistics only, which cost microseconds, unless history is on (the live
+    blocks' Python lines need the blocks)."""
     modules = sys.modules if modules is None else modules
     from .frameworks import READERS
     pools, errors = [], []
@@ -74,19 +77,24 @@ def read_state(modules=None):
         try:
             if name == "torch" and modules is sys.modules:
                 _maybe_enable_history(modules)
-            pools.extend(_reader(name).read(mod))
+            reader = _reader(name)
+            if name == "torch":
+                pools.extend(reader.read(mod, layout=full or _state["history"]))
+            else:
+                pools.extend(reader.read(mod))
         except Exception as e:  # a framework's failure is reported, never raised
             errors.append("%s: %s: %s" % (name, type(e).__name__, e))
-    return {"time": time.time(), "pools": pools, "errors": errors}
+    return {"time": time.time(), "full": full, "pools": pools, "errors": errors}
 
 
-def submit_now():
-    """Reads the state in this thread and hands it to the library."""
+def submit_now(full=True):
+    """Reads the state in this thread and hands it to the library: `full` for
+    a report, figures only for a mark."""
     lib = _state["lib"]
     if lib is None or _state["closed"]:
         return False
     try:
-        text = json.dumps(read_state(), separators=(",", ":"))
+        text = json.dumps(read_state(full=full), separators=(",", ":"))
     except Exception as e:
         text = json.dumps({"time": time.time(), "pools": [], "errors": ["bridge: %s: %s" % (type(e).__name__, e)]})
     return lib.tensorleak_bridge_submit(text.encode()) == 0
@@ -101,8 +109,8 @@ def _serve():
             return
         if r < 0:
             return
-        if r == 1:
-            submit_now()
+        if r > 0:
+            submit_now(full=r == 1)
 
 
 def _at_exit():

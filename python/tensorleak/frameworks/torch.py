@@ -128,9 +128,11 @@ def _segments_only(cuda):
     return memory._snapshot()
 
 
-def read(torch):
+def read(torch, layout=True):
     """Reads the live allocator of the program's own torch module.  Nothing
-    when CUDA was never initialized by the program (reading would do it)."""
+    when CUDA was never initialized by the program (reading would do it).
+    `layout`: also the segments and blocks (a walk of every block, for
+    reports); without it memory_stats() alone (for marks)."""
     cuda = getattr(torch, "cuda", None)
     if cuda is None or not cuda.is_initialized():
         return []
@@ -139,7 +141,7 @@ def read(torch):
     except AttributeError:
         backend = "native"
     snapshot = None
-    if backend != "cudaMallocAsync":
+    if backend != "cudaMallocAsync" and layout:
         try:
             snapshot = _segments_only(cuda)
         except Exception as e:  # the backend says a snapshot is not meaningful
