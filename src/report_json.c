@@ -187,6 +187,7 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     /* pyframes (helper C): stacks with Python frames merged / chains that failed a check. */
     json_object_set_new(trk, "python_stacks", json_integer((json_int_t)tl_py_chains_read()));
     json_object_set_new(trk, "python_stacks_unreadable", json_integer((json_int_t)tl_py_chains_unreadable()));
+    json_object_set_new(trk, "cfi_walks_contradicted", json_integer((json_int_t)tl_stack_cfi_mismatches()));
     json_object_set_new(trk, "table_owner_claims", json_integer((json_int_t)tl_live_claims()));
     json_object_set_new(root, "tracker", trk);
 

@@ -79,6 +79,12 @@ bool tl_addr_in_self(uintptr_t addr)
 #define SELF_SLACK 8
 
 static atomic_ulong unwinds, entries_learned; /* for the report's "tracker" */
+static atomic_ulong cfi_mismatches; /* call-frame-table walks libunwind contradicted */
+
+unsigned long tl_stack_cfi_mismatches(void)
+{
+    return atomic_load_explicit(&cfi_mismatches, memory_order_relaxed);
+}
 
 unsigned long tl_stack_unwinds(void)
 {
@@ -282,6 +288,54 @@ __attribute__((noinline)) static void learn_entry(struct stack_tls *t, int max)
     atomic_fetch_add_explicit(&entries_learned, 1, memory_order_relaxed);
 }
 
+/* The walk from the call-frame tables (cfi_walk.c), starting at the first
+ * frame outside libtensorleak: its return address, stack pointer and rbp
+ * come from our own frame records.  -1 when it cannot be done. */
+__attribute__((noinline)) static int walk_cfi(uintptr_t *frames, int max, uintptr_t hi)
+{
+    const uintptr_t *fp = __builtin_frame_address(0);
+    const uintptr_t top = hi - 2 * sizeof(uintptr_t);
+    for (int self = 0;; self++) {
+        uintptr_t f = (uintptr_t)fp;
+        if (f > top || (f & 7) || fp[1] == 0 || self > SELF_SLACK * 4)
+            return -1;
+        if (!tl_addr_in_self(fp[1]))
+            break;
+        const uintptr_t *next = (const uintptr_t *)fp[0];
+        if ((uintptr_t)next <= f)
+            return -1;
+        fp = next;
+    }
+    /* fp: the hook's frame record.  Its caller resumes with rsp just above
+     * it and with the rbp the hook saved. */
+    return tl_cfi_walk(fp[1], (uintptr_t)fp + 2 * sizeof(uintptr_t), fp[0], hi, frames, max);
+}
+
+/* A stack whose frame-pointer walk was not confirmed: the call-frame-table
+ * walk, trusted under the same rule (confirmed by libunwind once per
+ * distinct walk, by its own hash), else libunwind. */
+static int capture_cfi(struct stack_tls *t, uintptr_t *frames, int max)
+{
+    int m = walk_cfi(frames, max, t->stack_hi);
+    if (m <= 0)
+        return capture_unwind(frames, max);
+    uint64_t h = tl_hash_frames((uint64_t)max | 1ull << 32, frames, (size_t)m);
+    struct verified_slot *slot = &t->verified[h % VERIFIED_SLOTS];
+    if (TL_LIKELY(slot->hash == h)) {
+        if (slot->fp_ok)
+            return m;
+        return capture_unwind(frames, max);
+    }
+    uintptr_t walked[TL_MAX_DEPTH];
+    memcpy(walked, frames, (size_t)m * sizeof *frames);
+    int u = capture_unwind(frames, max);
+    slot->hash = h;
+    slot->fp_ok = u == m && memcmp(walked, frames, (size_t)m * sizeof *frames) == 0;
+    if (!slot->fp_ok)
+        atomic_fetch_add_explicit(&cfi_mismatches, 1, memory_order_relaxed);
+    return u;
+}
+
 /* The remembered frames below the entry, when the stack still holds them. */
 static inline int append_tail(const struct stack_tls *t, uintptr_t record, uintptr_t *frames, int n, int max)
 {
@@ -321,7 +375,7 @@ static inline int capture_native(uintptr_t *frames, int max)
     if (TL_LIKELY(slot->hash == h)) {
         if (slot->fp_ok)
             return n;
-        return capture_unwind(frames, max);
+        return capture_cfi(t, frames, max);
     }
     /* First time this walk is seen (or its slot was taken): ask libunwind
      * and remember whether the walk agreed. */

@@ -103,6 +103,15 @@ void tl_stack_init(void);
 unsigned long tl_stack_unwinds(void);
 unsigned long tl_stack_entries_learned(void);
 bool tl_addr_in_self(uintptr_t addr);
+/* Walks from the call-frame tables (cfi_walk.c): `ret` is the first return
+ * address, sp and bp the registers its frame resumes with, hi the stack's
+ * top.  Frames stored (at most max), or -1 where a rule is not one it
+ * decodes.  Walks libunwind contradicted (stack.c confirms each once). */
+int tl_cfi_walk(uintptr_t ret, uintptr_t sp, uintptr_t bp, uintptr_t hi, uintptr_t *frames, int max);
+unsigned long tl_stack_cfi_mismatches(void);
+/* Forgets every thread's decoded rules (a library was unloaded: its
+ * addresses may come back as another's). */
+void tl_cfi_flush(void);
 
 /* ---- pyframes.c (Python frames in stacks) -------------------------------- */
 /* A Python frame in a stack's frames array: this tag | a location id.  Bit 63

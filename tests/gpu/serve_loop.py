@@ -225,7 +225,19 @@ def jax_request(st, args, kept):
 
 
 def jax_moment(st):
+    # A deleted array's buffer may be released a moment later (when its last use on the
+    # stream is seen done): read until two readings agree, so that tensorleak's read that
+    # follows sees the same state.
+    barrier = getattr(st["jax"], "effects_barrier", None)
+    if barrier is not None:
+        barrier()
     s = st["dev"].memory_stats()
+    for _ in range(20):
+        time.sleep(0.01)
+        again = st["dev"].memory_stats()
+        if again == s:
+            break
+        s = again
     if not s:  # a CPU device keeps no statistics
         return {"reserved": None, "allocated": None, "largest_free_block": None}
     return {"reserved": int(s.get("pool_bytes", s.get("bytes_reserved", 0))),

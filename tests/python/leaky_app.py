@@ -3,7 +3,7 @@
 Run under libtensorleak.so with the simulated runtime on LD_LIBRARY_PATH;
 test_pyframes.py checks that each leak is reported at this file's lines.
 Usage: leaky_app.py MODE where MODE is cdll, pydll, thread, callback,
-suppressed or bench N DEPTH.
+suppressed, growth or loop.
 """
 import ctypes
 import os
@@ -41,17 +41,6 @@ def in_thread(rt):
     handle_batch(rt, 2, 2 << 20)  # THREAD-LINE
 
 
-def recurse(rt, depth, n):
-    if depth > 0:
-        return recurse(rt, depth - 1, n)  # RECURSE-LINE
-    free = rt.cudaFree
-    for _ in range(n):
-        p = ctypes.c_void_p()
-        rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(256))
-        free(p)
-    return 0
-
-
 def main():
     mode = sys.argv[1]
     if mode == "pydll":
@@ -66,10 +55,16 @@ def main():
         t.join()
     elif mode == "callback":
         via_c_library(rt, ctypes.CDLL(os.environ["TL_PYCB"]))  # MAIN-CB-LINE
-    elif mode == "bench":
-        # A loop 30 Python frames deep: recurse() adds depth-2 frames to
-        # main and the module's own frame.
-        recurse(rt, int(sys.argv[3]) - 3, int(sys.argv[2]))
+    elif mode == "loop":
+        # 200 allocations and frees from one line: one distinct stack.
+        for _ in range(200):
+            rt.cudaFree(allocate_block(rt, 4096))  # LOOP-LINE
+    elif mode == "growth":
+        # One block kept per request, a mark after each: growth at this file.
+        mark = ctypes.CDLL(None).tensorleak_mark
+        for _ in range(6):
+            serve_request(rt, 1 << 20)  # GROWTH-LINE
+            mark(b"request")
 
 
 if __name__ == "__main__":

@@ -172,6 +172,34 @@ def a_suppression_by_python_file_suppresses_the_leak():
     eq(rep["summary"]["leaked_bytes"], 4 * MiB, "another file's rule suppresses nothing")
 
 
+def a_python_loop_is_unwound_by_libunwind_twice_not_per_allocation():
+    # libpython, libffi and _ctypes have no frame pointers: the stack is
+    # walked from the call-frame tables, confirmed by libunwind once for
+    # the whole-depth walk and once for the walk cut where the stack fills.
+    p, rep = run([sys.executable, APP, "loop"])
+    t = rep["tracker"]
+    eq((t["python_stacks"], t["stacks_unwound"], t["cfi_walks_contradicted"], t["python_stacks_unreadable"]),
+       (200, 2, 0, 0), "tracker counters")
+    eq(rep["summary"]["leaked_bytes"], 0, "every block freed")
+
+
+def growth_and_owner_rules_see_python_frames():
+    p, rep = run([sys.executable, APP, "growth"])
+    growth = rep["growth"]
+    eq(len(growth), 1, "growth rows")
+    eq(growth[0]["bytes_per_mark"], 1 << 20, "growth per mark")
+    eq(app_frames(growth[0]["stack"])[:2],
+       [("allocate_block", "leaky_app.py", line_of("ALLOC-LINE")), ("serve_request", "leaky_app.py", line_of("SERVE-LINE"))],
+       "growth stack")
+    check(f"in serve_request {APP}:{line_of('SERVE-LINE')} [python]" in p.stderr, p.stderr)
+    # An owner rule on the Python file: the blocks are that owner's cache.
+    with tempfile.NamedTemporaryFile("w", suffix=".rules", delete=False) as f:
+        f.write("owner:app cache:cache:device:*/leaky_app.py\n")
+    p, rep = run([sys.executable, APP, "cdll"], env={"TENSORLEAK_OWNERS": f.name})
+    eq(rep["summary"]["leaked_bytes"], 0, "held, not leaked")
+    eq([(h["owner"], h["bytes"]) for h in rep["held"]], [("app cache", 4 * MiB)], "held by the rule's owner")
+
+
 def pythons():
     """Every CPython 3.9-3.13 on this machine: pyenv's, and the system's
     (Debian's links libpython into the executable)."""
