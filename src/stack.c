@@ -30,6 +30,17 @@
  * walk that meets the entry at the same frame record, with every one of those
  * slots unchanged, ends there and takes the remembered frames; the result
  * still goes through the same confirmation by libunwind as any other walk.
+ *
+ * Code without frame pointers (libpython, libffi, CPython extensions,
+ * libtorch, vendor libraries) fails that confirmation for good.  Such a
+ * stack is then walked from the modules' .eh_frame rules, decoded once per
+ * return address and cached (cfi_walk.c), and that walk is trusted under
+ * the same rule: its own hash, confirmed by libunwind once.  libunwind
+ * itself runs only on first sight of a walk, or for code whose rules are
+ * not the common shape.
+ *
+ * When the thread runs Python, its Python frames replace the interpreter's
+ * evaluation-loop frames (pyframes.c); see tl_stack_capture.
  */
 #define UNW_LOCAL_ONLY
 #include "tl_internal.h"
