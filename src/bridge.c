@@ -125,6 +125,13 @@ int tensorleak_bridge_submit(const char *text)
         tl_warn(&bad_json_once, "the Python bridge sent state that is not a JSON object; framework pools are left out");
         return -1;
     }
+    json_t *errors = json_object_get(j, "errors");
+    if (json_array_size(errors) > 0) {
+        /* Once on stderr; every report lists them under bridge.errors. */
+        static atomic_bool once;
+        tl_warn(&once, "the Python bridge could not read a framework: %s (reports list it under bridge.errors)",
+                json_string_value(json_array_get(errors, 0)) ? json_string_value(json_array_get(errors, 0)) : "?");
+    }
     double t = now_realtime();
     bool full = !json_is_false(json_object_get(j, "full"));
     pthread_mutex_lock(&br_lock);

@@ -381,6 +381,7 @@ static void collect_series(struct tl_report_model *m, size_t *cap, unsigned clas
         if (s->scope == TL_SERIES_POOL) {
             json_object_set_new(o, "kind", json_string(s->kind));
             json_object_set_new(o, "pool", json_string(s->key));
+            json_object_set_new(o, "pool_kind", json_string(s->kind));
             /* Named by the Python line that grows inside it, when the
              * framework gives one (the first growing site of this pool). */
             size_t j = first_growing_site(s->key);
@@ -391,8 +392,10 @@ static void collect_series(struct tl_report_model *m, size_t *cap, unsigned clas
             json_object_set_new(o, "owner", json_null());
             json_object_set_new(o, "stack", json_array());
         } else {
+            struct tl_series *pool = series_find_existing(TL_SERIES_POOL, s->kind);
             json_object_set_new(o, "kind", json_string("python"));
             json_object_set_new(o, "pool", json_string(s->kind));
+            json_object_set_new(o, "pool_kind", pool ? json_string(pool->kind) : json_null());
             json_object_set_new(o, "stack", tl_bridge_stack_json(s->stack));
         }
         row->extra = o;

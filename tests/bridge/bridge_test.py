@@ -143,7 +143,8 @@ def leaking_loop_is_flagged_per_pool_within_six_requests():
     pools = growth(rep, "pool")
     eq(len(pools), 1, "pool growth rows")
     g = pools[0]
-    eq((g["pool"], g["kind"], g["bytes_per_mark"], g["marks"]), ("torch cuda:0", "pytorch", 21 * MiB, 5), "pool growth")
+    eq((g["pool"], g["kind"], g["pool_kind"], g["bytes_per_mark"], g["marks"], g["from_bytes"], g["to_bytes"]),
+       ("torch cuda:0", "pytorch", "pytorch", 21 * MiB, 5, 21 * MiB, 6 * 21 * MiB), "pool growth")
     eq(rep["bridge"]["state"], "final", "exit report's state")
     check(rep["bridge"]["read_at"] <= time.time(), "read_at is a time")
     check("finalized" in rep["bridge"]["note"], "the exit report says when its state was read")
@@ -181,8 +182,8 @@ def two_growing_python_lines_name_the_pool_and_a_row_of_their_own():
     pool = growth(rep, "pool")
     eq([(g["stack"][0]["line"], g["bytes_per_mark"]) for g in pool], [(keys, 21 * MiB)],
        "pool growth named by the faster line")
-    eq([(g["stack"][0]["line"], g["bytes_per_mark"], g["pool"]) for g in growth(rep, "python_site")],
-       [(values, 10 * MiB, "torch cuda:0")], "the other growing line")
+    eq([(g["stack"][0]["line"], g["bytes_per_mark"], g["pool"], g["pool_kind"]) for g in growth(rep, "python_site")],
+       [(values, 10 * MiB, "torch cuda:0", "pytorch")], "the other growing line")
 
 
 def clean_twin_over_fifty_requests_never_grows():
@@ -242,6 +243,17 @@ def report_inside_an_allocation_never_waits():
     b = budget[0]["bridge"]
     eq(b["state"], "stale", "state inside an allocation")
     check("inside an allocation" in b["note"], "note: " + str(b["note"]))
+
+
+def a_framework_that_fails_is_reported_once_and_changes_nothing():
+    r = run([KV, "leak", "3", "ctypes"], env={"FAKE_TORCH_BROKEN": "1"})
+    plain = run([KV, "leak", "3", "ctypes"], env={"FAKE_TORCH_BROKEN": "1"}, under=False)
+    eq((r.rc, r.out), (plain.rc, plain.out), "the program's status and output")
+    eq((r.rc, r.printed["stats"]), (3, {"error": "memory_stats is broken in this stand-in"}), "the program ran to its end")
+    eq(r.err.count("the Python bridge could not read a framework"), 1, "one warning on stderr")
+    rep = r.exit
+    eq(rep["bridge"]["errors"], ["torch: RuntimeError: memory_stats is broken in this stand-in"], "bridge.errors")
+    eq([p for p in rep["pools"] if p["kind"] == "pytorch"], [], "no pool row from a failed read")
 
 
 def no_framework_is_ever_imported_by_the_bridge():

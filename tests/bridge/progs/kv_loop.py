@@ -70,6 +70,10 @@ if os.environ.get("KV_SIGNAL_SELF"):
     import signal, time
     os.kill(os.getpid(), signal.SIGUSR1)
     time.sleep(1.0)
-print(json.dumps({"stats": torch.cuda.memory_stats(0), "modules": sorted(m for m in ("jax", "cupy", "rmm") if m in sys.modules)}))
+try:
+    stats = torch.cuda.memory_stats(0)
+except RuntimeError as e:  # FAKE_TORCH_BROKEN
+    stats = {"error": str(e)}
+print(json.dumps({"stats": stats, "modules": sorted(m for m in ("jax", "cupy", "rmm") if m in sys.modules)}))
 sys.stdout.flush()
 sys.exit(3)

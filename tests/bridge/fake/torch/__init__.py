@@ -143,6 +143,8 @@ class cuda:
 
     @staticmethod
     def memory_stats(device=None):
+        if os.environ.get("FAKE_TORCH_BROKEN"):
+            raise RuntimeError("memory_stats is broken in this stand-in")
         if device not in (None, 0):
             return {}
         return {
