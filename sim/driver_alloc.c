@@ -143,6 +143,8 @@ SIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 {
     if (!sim_is_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
+    if (sim_torn_down())
+        return CUDA_ERROR_DEINITIALIZED;
     struct CUctx_st *ctx;
     sim_lock();
     CUresult rc = sim_ctx_current_locked(&ctx);

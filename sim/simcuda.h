@@ -32,6 +32,7 @@
 #define TL_SIMCUDA_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -164,6 +165,7 @@ CUresult sim_pool_create_default_locked(int device);
 int sim_pool_free_block_locked(uint64_t addr); /* 1 when addr was a pool block */
 void sim_pool_trim_device_locked(int device);  /* synchronisation point */
 void sim_pool_arm_exit_failure(void);           /* SIMCUDA_POOL_QUERY */
+bool sim_torn_down(void);                       /* SIMCUDA_POOL_QUERY=fail-at-exit, after exit */
 
 /* ---- driver_procaddr.c ---- */
 void sim_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

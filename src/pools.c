@@ -126,11 +126,16 @@ static bool read_driver_pool_locked(struct pool *p, struct driver_reading *out)
  * note_driver_pool_locked): the last moment the driver surely answers. */
 static void read_pools_at_exit(void)
 {
+    if (!atomic_load(&tl_active))
+        return;
     pthread_mutex_lock(&pools_lock);
     for (int i = 1; i <= npools; i++)
         if (pools[i].alive && !pools[i].annotated)
             read_driver_pool_locked(&pools[i], NULL);
     pthread_mutex_unlock(&pools_lock);
+    /* The devices' memory too, outside pools_lock (a report takes the
+     * report lock, then pools_lock). */
+    tl_report_read_devices_now();
 }
 
 /* A stream-ordered pool was first seen: by then the runtime (if any) has

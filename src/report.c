@@ -227,6 +227,14 @@ static bool gather(struct tl_report_model *m)
     return true;
 }
 
+/* The last answer cuMemGetInfo gave per device: at exit the driver may no
+ * longer answer, and the device's size still bounds every figure on it. */
+static struct {
+    bool ok;
+    uint64_t total;
+    double time;
+} last_info[TL_MAX_DEVICES];
+
 /* Driver view per device: cuMemGetInfo answers for the current context's
  * device, so visit each known context and put the caller's back. */
 static void device_info(struct tl_report_model *m)
@@ -259,9 +267,38 @@ static void device_info(struct tl_report_model *m)
             m->devices[dev].have_info = true;
             m->devices[dev].free = free_b;
             m->devices[dev].total = total_b;
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            last_info[dev].ok = true;
+            last_info[dev].total = total_b;
+            last_info[dev].time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
         }
     }
     setcur(saved);
+}
+
+/* Devices the driver did not answer for now: their total from its last
+ * answer (free changes; it stays unknown). */
+static void device_info_last_good(struct tl_report_model *m)
+{
+    for (int d = 0; d < TL_MAX_DEVICES; d++) {
+        struct tl_device_row *r = &m->devices[d];
+        if (r->present && !r->have_info && last_info[d].ok) {
+            r->total_last_good = true;
+            r->total = last_info[d].total;
+            r->total_time = last_info[d].time;
+        }
+    }
+}
+
+void tl_report_read_devices_now(void)
+{
+    pthread_mutex_lock(&tl_report_lock);
+    struct tl_report_model *m = calloc(1, sizeof *m);
+    if (m)
+        device_info(m);
+    free(m);
+    pthread_mutex_unlock(&tl_report_lock);
 }
 
 /* ---- figures: unknown is not zero, impossible is never printed ---------- */
@@ -328,7 +365,8 @@ static void fix_fraction(struct tl_report_model *m, double *f, bool unknown, con
 /* One device's memory bounds every figure on it (when the driver said). */
 static uint64_t device_limit(const struct tl_report_model *m, int d)
 {
-    if (d < 0 || d >= TL_MAX_DEVICES || !m->devices[d].have_info || m->devices[d].total == 0)
+    if (d < 0 || d >= TL_MAX_DEVICES || !(m->devices[d].have_info || m->devices[d].total_last_good) ||
+        m->devices[d].total == 0)
         return UINT64_MAX >> 1;
     return m->devices[d].total;
 }
@@ -678,6 +716,7 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
     }
     m.symbolizer = tl_symbolizer_open();
     device_info(&m);
+    device_info_last_good(&m);
     tl_bridge_apply(&m); /* issue 13 (D): framework pools, the caches' gap */
     tl_growth_collect(&m);
     size_t nheld_pools = m.nheld;

@@ -37,6 +37,10 @@ struct tl_device_row {
      * driver pool, a cache nobody annotated): largest_free and
      * fragmentation are unknown. */
     bool layout_unknown;
+    /* The driver did not answer cuMemGetInfo now (at exit): total is its
+     * last answer, read at total_time (CLOCK_REALTIME seconds). */
+    bool total_last_good;
+    double total_time;
 };
 
 struct tl_layout_block {
@@ -152,6 +156,9 @@ struct tl_report_model {
  * fragmentation in [0, 1], nothing above the device's memory), listing each
  * repair in m->repairs and warning once. */
 void tl_report_check_invariants(struct tl_report_model *m);
+/* report.c (A): asks the driver for each device's memory now and keeps the
+ * answer for reports the driver no longer answers for (pools.c at exit). */
+void tl_report_read_devices_now(void);
 
 /* report_json.c */
 json_t *tl_report_to_json(struct tl_report_model *m);

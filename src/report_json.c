@@ -273,7 +273,12 @@ json_t *tl_report_to_json(struct tl_report_model *m)
         json_t *o = json_object();
         json_object_set_new(o, "device", json_integer(d));
         json_object_set_new(o, "free", dr->have_info ? json_integer((json_int_t)dr->free) : json_null());
-        json_object_set_new(o, "total", dr->have_info ? json_integer((json_int_t)dr->total) : json_null());
+        json_object_set_new(o, "total", dr->have_info || dr->total_last_good ? json_integer((json_int_t)dr->total)
+                                                                             : json_null());
+        if (dr->total_last_good) { /* the driver stopped answering: its last total */
+            json_object_set_new(o, "reading", json_string("last_good"));
+            json_object_set_new(o, "reading_time", iso_time(dr->total_time));
+        }
         json_object_set_new(o, "reserved_bytes", json_integer((json_int_t)dr->reserved));
         json_object_set_new(o, "allocated_bytes", json_integer((json_int_t)dr->allocated));
         json_object_set_new(o, "gap_bytes", json_integer((json_int_t)(dr->reserved - dr->allocated)));

@@ -822,7 +822,9 @@ static size_t device_owner_parts(const struct tl_report *r, const struct tl_devi
 static void put_device(FILE *out, const struct tl_report *r, const struct tl_device *d)
 {
     char a[SIZE_HUMAN_MAX], b[SIZE_HUMAN_MAX], c[SIZE_HUMAN_MAX], e[SIZE_HUMAN_MAX];
-    if (d->total == 0)
+    /* Without the driver's free (at exit it may not answer) the others' and
+     * the free share are unknown: no map rather than a wrong one. */
+    if (d->total == 0 || !d->has_free)
         return;
     uint64_t used = d->total > d->free ? d->total - d->free : 0;
     uint64_t mine = d->reserved_bytes < used ? d->reserved_bytes : used;

@@ -159,6 +159,8 @@ struct tl_device {
     bool has_fragmentation;
     double fragmentation;
     bool layout_unknown;           /* largest_free_block/fragmentation null */
+    bool has_free;                 /* "free" known (null at exit when the driver
+                                      stopped answering; "total" may be its last) */
     bool has_rank;
     long long rank;
 };

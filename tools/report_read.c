@@ -463,6 +463,7 @@ static void read_devices(struct loader *ld, json_t *root, struct tl_report *r)
             return;
         struct tl_device *d = &r->devices[i];
         d->device = get_int(ld, e, where, "device");
+        d->has_free = get(ld, e, where, "free", WANT_U64, false) != NULL;
         d->free = get_u64(ld, e, where, "free");
         d->total = get_u64(ld, e, where, "total");
         d->reserved_bytes = get_u64(ld, e, where, "reserved_bytes");

@@ -910,7 +910,10 @@ def async_pool_at_exit_shows_the_last_good_driver_reading():
     s = rep["summary"]
     eq((s["reserved_bytes"], s["allocated_bytes"], s["gap_bytes"], s["invariants_repaired"], rep["repairs"]),
        (32 * MiB, MiB, 31 * MiB, 0, []), "summary: nothing to repair")
-    eq((rep["devices"][0]["reserved_bytes"], rep["devices"][0]["gap_bytes"]), (32 * MiB, 31 * MiB), "device")
+    d = rep["devices"][0]
+    eq((d["reserved_bytes"], d["gap_bytes"], d["free"], d["total"], d["reading"]),
+       (32 * MiB, 31 * MiB, None, 16 * 1024 * MiB, "last_good"), "device: its size from the driver's last answer")
+    check(re.fullmatch(ISO_MS, d["reading_time"]), "device reading time: " + repr(d["reading_time"]))
     pid = rep["pid"]
     lines = [l for l in r.err.splitlines() if l.startswith(f"=={pid}== pool") or l.startswith(f"=={pid}== device")]
     eq(len(lines), 2, "pool and device lines: " + r.err)

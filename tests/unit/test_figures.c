@@ -116,6 +116,23 @@ Test(invariants, no_figure_above_the_device_memory, .init = cr_redirect_stderr)
     cr_assert_str_eq(m.repairs[1].invariant, "free <= reserved - allocated");
 }
 
+Test(invariants, the_last_known_device_size_still_bounds_the_figures, .init = cr_redirect_stderr)
+{
+    struct tl_report_model m = model(0);
+    m.devices[0].have_info = false; /* cuMemGetInfo failed at exit */
+    m.devices[0].total_last_good = true;
+    m.devices[0].total = GiB;
+    m.devices[0].reserved = (uint64_t)-(long long)(33 * MiB); /* a wrapped negative */
+    m.devices[0].allocated = 33 * MiB;
+    m.reserved = 33 * MiB;
+    m.allocated = 33 * MiB;
+    tl_report_check_invariants(&m);
+    cr_assert_eq(m.devices[0].reserved, GiB, "clamped to the device, then allocated <= reserved holds");
+    cr_assert_eq(m.repairs_total, 1);
+    cr_assert_str_eq(m.repairs[0].invariant, "figure <= device memory");
+    cr_assert_eq(m.repairs[0].was, -(long long)(33 * MiB), "the wrapped figure is shown as the negative it was");
+}
+
 Test(invariants, a_consistent_report_is_left_alone_and_says_nothing, .init = cr_redirect_stderr)
 {
     struct tl_report_model m = model(0);
