@@ -107,6 +107,53 @@ class TorchAsync(unittest.TestCase):
         self.assertNotIn("layout", row)
 
 
+class TorchDevices(unittest.TestCase):
+    def test_one_row_per_device_that_holds_memory(self):
+        # The H200 snapshot's segments, half of them moved to device 1; a
+        # third device never allocated on gets no row.
+        d = fixture("torch_native_leak_snapshot.json")
+        snap = json.loads(json.dumps(d["snapshot"]))
+        for i, seg in enumerate(snap["segments"]):
+            seg["device"] = i % 2
+        by_dev = {k: [s for s in snap["segments"] if s["device"] == k] for k in (0, 1)}
+        stats = {k: {"reserved_bytes.all.current": sum(s["total_size"] for s in by_dev[k]),
+                     "allocated_bytes.all.current": sum(s["allocated_size"] for s in by_dev[k])} for k in (0, 1)}
+        stats[2] = {"reserved_bytes.all.current": 0, "allocated_bytes.all.current": 0}
+        rows = tl_torch.pools_from(stats, snap, "native")
+        self.assertEqual([(r["name"], r["device"], len(r["layout"])) for r in rows],
+                         [("torch cuda:0", 0, 8), ("torch cuda:1", 1, 8)])
+        self.assertEqual(sum(r["reserved_bytes"] for r in rows), 312475648)
+        self.assertEqual(sum(r["allocated_bytes"] for r in rows), 160598016)
+        for r, k in zip(rows, (0, 1)):
+            self.assertEqual(sum(b["bytes"] for l in r["layout"] for b in l["blocks"]), stats[k]["allocated_bytes.all.current"])
+
+
+class Rmm(unittest.TestCase):
+    def test_statistics_adaptor_over_a_pool(self):
+        class Pool:
+            def pool_size(self):
+                return 256 << 20
+
+        class Stats:
+            upstream_mr = Pool()
+
+            def get_allocation_counts(self):
+                return {"current_bytes": 48 << 20, "current_count": 3}
+
+        class rmm:
+            __version__ = "test"
+
+            class mr:
+                @staticmethod
+                def get_current_device_resource():
+                    return Stats()
+        from tensorleak.frameworks import rmm as tl_rmm
+        row = tl_rmm.read(rmm)[0]
+        self.assertEqual((row["kind"], row["reserved_bytes"], row["allocated_bytes"], row["free_bytes"]),
+                         ("rmm", 256 << 20, 48 << 20, 208 << 20))
+        self.assertIsNone(row["largest_free_block"])
+
+
 class Jax(unittest.TestCase):
     def test_preallocated_pool(self):
         d = fixture("jax_prealloc_stats.json")
