@@ -937,7 +937,7 @@ def evaluate(records, env):
 def render(env, sections, problems, skipped=0):
     head = ["# tensorleak on a real GPU", ""]
     for k, label in (("date", "date"), ("gpu", "GPU"), ("driver", "driver"), ("cuda", "CUDA (nvcc)"),
-                     ("torch", "PyTorch"), ("sanitizer", "compute-sanitizer"),
+                     ("torch", "PyTorch"), ("frameworks", "other frameworks"), ("sanitizer", "compute-sanitizer"),
                      ("tensorleak_source", "tensorleak"), ("commit", "commit"), ("elapsed", "kit wall time")):
         if env.get(k):
             head.append("- %s: %s" % (label, env[k]))

@@ -475,12 +475,23 @@ if [ -z "$GPU" ] && [ "${TL_GPU_FORCE:-0}" != 1 ]; then
     exit 2
 fi
 TORCH_V=$(timeout 90 "$PY" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)' 2>"$LOGS/torch-import.err")
+# The other frameworks' versions, from their package metadata (nothing imported).
+FW_V=$(timeout 30 "$PY" -c '
+import importlib.metadata as m
+out = []
+for name in ("transformers", "jax", "jaxlib", "cupy-cuda13x", "cupy-cuda12x", "cupy", "numba-cuda", "cuda-bindings"):
+    try:
+        out.append("%s %s" % (name, m.version(name)))
+    except Exception:
+        pass
+print(", ".join(out))' 2>/dev/null)
 SAN=$(command -v compute-sanitizer || true)
 [ -z "$SAN" ] && [ -x "$CUDA_HOME/bin/compute-sanitizer" ] && SAN=$CUDA_HOME/bin/compute-sanitizer
 SAN_V=$([ -n "$SAN" ] && "$SAN" --version 2>/dev/null | grep -i version | head -n 1)
 NVCC_V=$([ -n "$NVCC" ] && "$NVCC" --version | grep -o 'release [0-9.]*, V[0-9.]*' | head -n 1)
 COMMIT=$(tree_commit)
 say "nvcc: ${NVCC_V:-none}; PyTorch: ${TORCH_V:-none}; compute-sanitizer: ${SAN_V:-none}; budget ${BUDGET}s"
+say "other frameworks: ${FW_V:-none}"
 
 # 1. samples
 if ! want samples && ! want sanitizer; then
@@ -611,14 +622,14 @@ fi
 
 # 6. verdict
 say "== comparing ($(elapsed) s)"
-KIT_DATE=$(date -u +%FT%TZ) KIT_GPU=$GPU KIT_NVCC=$NVCC_V KIT_TORCH=$TORCH_V KIT_SAN=$SAN_V \
+KIT_DATE=$(date -u +%FT%TZ) KIT_GPU=$GPU KIT_NVCC=$NVCC_V KIT_TORCH=$TORCH_V KIT_FW=$FW_V KIT_SAN=$SAN_V \
     KIT_SOURCE=$TL_SOURCE KIT_LIB=$TL_LIB KIT_ERROR=$TL_ERROR KIT_COMMIT=$COMMIT KIT_MISSING=$MISSING \
     KIT_ELAPSED="$(elapsed) s of $BUDGET s" KIT_ARCH=$NVCC_ARCH "$PY" -c '
 import json, os, sys
 e = lambda k: os.environ.get("KIT_" + k, "")
 gpu = [x.strip() for x in e("GPU").split(",")]
 json.dump({"date": e("DATE"), "gpu": gpu[0], "driver": gpu[1] if len(gpu) > 1 else "",
-           "cuda": e("NVCC"), "torch": e("TORCH"), "sanitizer": e("SAN"),
+           "cuda": e("NVCC"), "torch": e("TORCH"), "frameworks": e("FW"), "sanitizer": e("SAN"),
            "tensorleak_source": e("SOURCE"), "tensorleak_lib": e("LIB"), "tensorleak_error": e("ERROR"),
            "commit": e("COMMIT"), "missing_libs": e("MISSING").split(), "elapsed": e("ELAPSED"),
            "nvcc_arch": e("ARCH")}, open(sys.argv[1], "w"), indent=1)
