@@ -51,8 +51,12 @@ static json_t *state;     /* last submitted state (parsed), or NULL */
 static double state_time; /* CLOCK_REALTIME when it was submitted */
 static bool state_full;   /* it has the layouts (a report's), not only figures */
 static unsigned long state_seq; /* want_seq that the state answered */
-static char last_note[160];     /* why the last refresh had no fresh state */
-static bool last_fresh;
+static unsigned long gave_up_seq; /* the request a waiter stopped waiting for */
+/* The verdict of this thread's last refresh, for the report it writes next
+ * (refresh and apply run in the same thread; marks and reports of other
+ * threads have their own). */
+static __thread char last_note[160]; /* why it had no fresh state, or "" */
+static __thread bool last_fresh;
 static __thread bool submitted_here; /* this thread submitted since its last refresh */
 static atomic_bool kicked;    /* an interpreter was seen and the switch read */
 static atomic_bool scheduled; /* the bridge's start was scheduled */
@@ -192,9 +196,10 @@ static void refresh(bool may_wait, bool full)
     pthread_once(&br_cond_once, init_cond);
     bool mine = submitted_here;
     submitted_here = false;
+    last_fresh = false;
+    snprintf(last_note, sizeof last_note, "the bridge's state was busy: last state used");
     if (!lock_bounded())
         return;
-    last_fresh = false;
     if (mine && state && !closed && (state_full || !full)) {
         /* tensorleak.mark()/snapshot() read the state in this thread just
          * before calling us: nothing to wait for. */
@@ -207,11 +212,13 @@ static void refresh(bool may_wait, bool full)
         snprintf(last_note, sizeof last_note, "last state, read at exit before the interpreter finalized");
     } else if (!may_wait) {
         snprintf(last_note, sizeof last_note, "report written inside an allocation or at exit: last state used");
-    } else if (want_seq != served_seq) {
-        /* An earlier request is still unanswered: the GIL is still held. */
+    } else if (want_seq != served_seq && gave_up_seq == want_seq) {
+        /* Someone already waited the whole bound for this request: the GIL
+         * is still held.  Waiting again would stall every report. */
         snprintf(last_note, sizeof last_note, "the Python bridge did not answer (GIL held): last state used");
     } else {
-        unsigned long mine_seq = ++want_seq;
+        /* Join a request in progress when its answer serves us too. */
+        unsigned long mine_seq = want_seq != served_seq && (want_full || !full) ? want_seq : ++want_seq;
         want_full |= full;
         pthread_cond_broadcast(&br_cond);
         struct timespec until;
@@ -229,6 +236,7 @@ static void refresh(bool may_wait, bool full)
             last_fresh = true;
             last_note[0] = 0;
         } else {
+            gave_up_seq = want_seq;
             snprintf(last_note, sizeof last_note,
                      "the Python bridge did not answer within %d ms (GIL held?): last state used", TL_BRIDGE_WAIT_MS);
         }
@@ -665,5 +673,5 @@ void tl_bridge_after_fork(void)
     pthread_mutex_init(&br_lock, NULL);
     init_cond();
     waiting_seen = false;
-    want_seq = served_seq = 0;
+    want_seq = served_seq = gave_up_seq = 0;
 }
