@@ -544,9 +544,11 @@ def check_user_line(row, reports, user_file, user_lines, strict):
         row.cells["line"] = "**none**"
         return
     good = bool(named)
+    where = ", ".join(sorted({f[0] for f in found if f[1] == best[1]},
+                             key=("leaks", "growth", "pool sites", "held").index))
     row.add("user's line", OK if good else BAD, "%s:%s in %s%s" % (
-        user_file, best[1], best[0], "" if good else " only (no leak, growth or pool site names it)"))
-    row.cells["line"] = ("%s:%s (%s)" % (user_file, best[1], best[0])) if good else \
+        user_file, best[1], where, "" if good else " only (no leak, growth or pool site names it)"))
+    row.cells["line"] = ("%s:%s (%s)" % (user_file, best[1], where)) if good else \
         "**%s:%s in held only**" % (user_file, best[1])
 
 
@@ -1258,6 +1260,11 @@ def cmd_selftest(_a):
         row, p = fw_case(12, "gpt2", "leak", gm, tpool_end, lambda lb: pool_growth,
                          info={"backend": "native"}, held=held_py)
         assert p == [] and row.cells["line"] == "serve_loop.py:108 (held)", (p, row.cells)
+        row, p = fw_case(15, "gpt2", "leak", gm, lambda lb: tpool(
+            gm.get(lb, gm["end"])["reserved"], gm.get(lb, gm["end"])["allocated"], 20 * MiB,
+            sites=[{"bytes": 160 * MiB, "count": 48, "stack": py_stack}]), lambda lb: pool_growth,
+            info={"backend": "native", "history": True}, held=held_py)
+        assert p == [] and row.cells["line"] == "serve_loop.py:108 (pool sites, held)", (p, row.cells)
         # ... with history on, a pool site or a leak must
         row, p = fw_case(13, "gpt2", "leak", gm, tpool_end, lambda lb: pool_growth,
                          info={"backend": "native", "history": True}, held=held_py)

@@ -337,17 +337,17 @@ if [ "$DRY" = 1 ]; then
         TL_CLI=$BUILD/tools/tensorleak CLI_SIM=--sim
         : >"$RECORDS"
         for mode in leak clean; do
+            # the leak with PyTorch's history on, set as the GPU rows set it (rec's VAR=VALUE)
             FAKE_CUDART=$SIMDIR/libcudart.so.13 PYTHONPATH=$FAKE:$SRC/python${PYTHONPATH:+:$PYTHONPATH} \
-                TENSORLEAK_TORCH_HISTORY=$([ $mode = leak ] && echo 1 || echo 0) \
-                rec fw kv "$mode" cli "" 60 required -- "$PY" "$KIT/serve_loop.py" kv "--$mode" --requests 8 \
-                --check-at 6 >/dev/null
+                rec fw kv "$mode" cli "$([ $mode = leak ] && echo TENSORLEAK_TORCH_HISTORY=1)" 60 required -- \
+                "$PY" "$KIT/serve_loop.py" kv "--$mode" --requests 8 --check-at 6 >/dev/null
             # cuda.bindings (where installed) reaches the simulated libcuda.so.1 itself
             LD_LIBRARY_PATH=$SIMDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} PYTHONPATH=$SRC/python${PYTHONPATH:+:$PYTHONPATH} \
                 rec fw driver "$mode" cli "" 60 required -- "$PY" "$KIT/serve_loop.py" driver "--$mode" \
                 --requests 8 --check-at 6 >/dev/null
         done
         if "$PY" "$KIT/compare.py" evaluate --records "$RECORDS" --env <(echo '{"tensorleak_lib": "x"}') \
-            >"$LOGS/kv-compare.md" 2>&1; then
+            >"$LOGS/kv-compare.md" 2>&1 && grep -q '"history": true' "$LOGS/fw-kv-leak-cli-TENSORLEAK_TORCH_HISTORY_1.out"; then
             ok "serve_loop.py kv (stand-in torch) and driver (cuda.bindings$(grep -q 'cuda.bindings .*| skipped |' "$LOGS/kv-compare.md" && echo ': not installed, skipped')) under tensorleak run --sim: pool rows equal the allocator's figures, growth by request 6, the user's line"
         else
             bad "serve_loop.py kv and driver under tensorleak run --sim:"
