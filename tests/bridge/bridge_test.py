@@ -50,8 +50,9 @@ def line_of(path, marker):
 
 
 class Run:
-    def __init__(self, rc, out, err, reports, seconds):
+    def __init__(self, rc, out, err, reports, seconds, files=()):
         self.rc, self.out, self.err, self.reports, self.seconds = rc, out, err, reports, seconds
+        self.files = list(files)  # report paths, in the order of `reports`
 
     def by_reason(self, reason):
         return [r for r in self.reports if r["reason"] == reason]
@@ -88,11 +89,12 @@ def run(args, env=None, under=True, timeout=50):
     t0 = time.monotonic()
     p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout)
     seconds = time.monotonic() - t0
-    reports = []
+    reports, files = [], []
     for name in sorted(os.listdir(tmp)):
-        with open(os.path.join(tmp, name)) as f:
+        files.append(os.path.join(tmp, name))
+        with open(files[-1]) as f:
             reports.append(json.load(f))
-    return Run(p.returncode, p.stdout, p.stderr, reports, seconds)
+    return Run(p.returncode, p.stdout, p.stderr, reports, seconds, files)
 
 
 def torch_pool(report):
@@ -149,6 +151,13 @@ def leaking_loop_is_flagged_per_pool_within_six_requests():
     check(rep["bridge"]["read_at"] <= time.time(), "read_at is a time")
     check("finalized" in rep["bridge"]["note"], "the exit report says when its state was read")
     check("in pool 'torch cuda:0' (pytorch, allocated bytes)" in r.err, "text report names the pool's growth")
+    # The HTML memory map draws PyTorch's segments, blocks and largest hole.
+    exit_file = r.files[r.reports.index(rep)]
+    html = subprocess.run([CLI, "report", exit_file, "--format", "html"], capture_output=True, text=True,
+                          check=True).stdout
+    eq(html.count('<svg class="map layout"'), 1, "memory maps drawn")
+    eq(html.count('<rect class="segment" '), len(pool["layout"]), "segments drawn")
+    check("largest hole 20.0 MiB" in html, "largest hole marked")
 
 
 def growth_appears_by_the_sixth_request_and_not_before_the_fourth():
@@ -212,6 +221,21 @@ def sigusr1_snapshot_has_fresh_framework_state():
     pool = torch_pool(rep)
     eq(pool["allocated_bytes"], 3 * 21 * MiB, "pool allocated at the signal")
     eq(pool["stale"], False, "pool row is fresh")
+
+
+def interval_reports_from_the_watcher_thread_have_fresh_state():
+    # The watcher thread (no Python thread state) asks; the bridge answers
+    # while the main thread runs Python code (the interpreter switches the
+    # GIL every few milliseconds).
+    r = run([KV, "leak", "4", "none"], env={"TENSORLEAK_INTERVAL": "0.3", "KV_SLEEP": "0.5"})
+    eq(r.rc, 3, "exit status")
+    iv = r.by_reason("interval")
+    check(len(iv) >= 3, f"interval reports: {len(iv)}")
+    for rep in iv:
+        eq(rep["bridge"]["state"], "fresh", "state of an interval report")
+        pool = torch_pool(rep)
+        check(pool["allocated_bytes"] % (21 * MiB) == 0 and pool["allocated_bytes"] > 0,
+              "pool allocated: %d" % pool["allocated_bytes"])
 
 
 def a_program_holding_the_gil_gets_its_report_without_waiting_forever():

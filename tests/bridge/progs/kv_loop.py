@@ -66,6 +66,11 @@ def mark(label):
 for i in range(requests):
     serve(i)
     mark("request %d" % i)
+    if os.environ.get("KV_SLEEP"):  # busy in Python, as a server between requests
+        import time
+        end = time.monotonic() + float(os.environ["KV_SLEEP"])
+        while time.monotonic() < end:
+            pass
 if os.environ.get("KV_SIGNAL_SELF"):
     import signal, time
     os.kill(os.getpid(), signal.SIGUSR1)
