@@ -26,27 +26,16 @@ KV = os.path.join(HERE, "progs", "kv_loop.py")
 MiB = 1 << 20
 
 
-def fail(msg):
-    print("FAIL:", msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-
-
-def eq(actual, expected, what):
-    if actual != expected:
-        fail(f"{what}: expected {expected!r}, got {actual!r}")
+# The integration suite's assertions (preload_test.py reads these paths at
+# import; the bridge's programs need none of them).
+os.environ.setdefault("TL_SAMPLES", "")
+os.environ.setdefault("TL_PROGS", "")
+sys.path.insert(0, os.path.join(SOURCE, "tests", "integration"))
+from preload_test import check, eq, fail, marker_line  # noqa: E402,F401
 
 
 def line_of(path, marker):
-    with open(path) as f:
-        for n, text in enumerate(f, 1):
-            if marker in text:
-                return n
-    raise AssertionError(marker)
+    return marker_line(os.path.relpath(path, SOURCE), marker)
 
 
 class Run:
