@@ -9,8 +9,8 @@
 #   2. builds the CUDA samples of tests/gpu, each .cu with static and shared cudart;
 #   3. runs, in this order (step names for TL_GPU_STEPS in brackets): each sample plain,
 #      under LD_PRELOAD and under `tensorleak run` [samples]; the PyTorch loops under
-#      three allocator modes [torch]; GPT-2, JAX and CuPy request loops under
-#      `tensorleak run` with the framework bridges [frameworks]; compute-sanitizer
+#      three allocator modes [torch]; GPT-2, JAX, CuPy, cuda.bindings and numba-cuda
+#      request loops under `tensorleak run`, the bridges on [frameworks]; compute-sanitizer
 #      --leak-check full [sanitizer]; the overhead benchmark, ABBA [bench];
 #   4. holds every report against the ground truth the programs print (compare.py),
 #      writes $OUT/gpu-results.md (+ .json, run.log, env.json, logs.tar.gz), prints
