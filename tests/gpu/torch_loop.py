@@ -19,7 +19,8 @@ import json
 import os
 import sys
 
-from serve_loop import tagged_lines  # the kit's folder is sys.path[0]
+sys.dont_write_bytecode = True  # no __pycache__ in the checkout for the import below
+from serve_loop import tagged_lines  # noqa: E402 (the kit's folder is sys.path[0])
 
 
 def tensorleak_api():
