@@ -27,16 +27,18 @@
 
 enum { REG_RBP = 6, REG_RSP = 7, REG_RA = 16 };
 
+/* 16 bytes, four to a cache line: the walk's cost is mostly these loads.
+ * The return address is always at CFA - 8 in the rules kept (x86-64's call
+ * pushes it there); any other rule is RULE_FAIL. */
 struct cfi_rule {
     uintptr_t pc;     /* the looked-up address (return address - 1); 0 = empty */
-    uint32_t gen;     /* flush generation it was decoded in */
     int32_t cfa_off;
     int16_t rbp_off;  /* rbp saved at CFA + rbp_off; 0 = unchanged */
-    int16_t ra_off;   /* return address at CFA + ra_off */
-    uint8_t cfa_reg;  /* REG_RSP or REG_RBP */
-    uint8_t state;    /* RULE_OK, RULE_END (outermost frame), RULE_FAIL */
+    uint8_t gen;      /* low bits of the flush generation it was decoded in */
+    uint8_t state;    /* RULE_OK_RSP / RULE_OK_RBP (the CFA's register), RULE_END (outermost frame), RULE_FAIL */
 };
-enum { RULE_OK = 1, RULE_END, RULE_FAIL };
+enum { RULE_OK_RSP = 1, RULE_OK_RBP, RULE_END, RULE_FAIL };
+_Static_assert(sizeof(struct cfi_rule) == 16, "four rules to a cache line");
 
 #define RULE_SLOTS 1024
 static __thread struct cfi_rule rules[RULE_SLOTS];
@@ -389,16 +391,14 @@ static void decode(uintptr_t pc, struct cfi_rule *out)
         return;
     }
     if ((s.cfa_reg != REG_RSP && s.cfa_reg != REG_RBP) || s.cfa_off < 0 || s.cfa_off > (1 << 20) ||
-        s.rbp_off < -32768 || s.rbp_off > 32767 || s.ra_off < -32768 || s.ra_off > 32767)
+        s.rbp_off < -32768 || s.rbp_off > 32767 || s.ra_off != -8)
         return;
-    out->cfa_reg = s.cfa_reg;
     out->cfa_off = (int32_t)s.cfa_off;
     out->rbp_off = (int16_t)s.rbp_off;
-    out->ra_off = (int16_t)s.ra_off;
-    out->state = RULE_OK;
+    out->state = s.cfa_reg == REG_RSP ? RULE_OK_RSP : RULE_OK_RBP;
 }
 
-static inline const struct cfi_rule *rule_for(struct cfi_rule *cache, uintptr_t pc, uint32_t gen)
+static inline const struct cfi_rule *rule_for(struct cfi_rule *cache, uintptr_t pc, uint8_t gen)
 {
     struct cfi_rule *r = &cache[(pc ^ (pc >> 10)) & (RULE_SLOTS - 1)];
     if (TL_UNLIKELY(r->pc != pc || r->gen != gen)) {
@@ -411,7 +411,7 @@ static inline const struct cfi_rule *rule_for(struct cfi_rule *cache, uintptr_t 
 int tl_cfi_walk(uintptr_t ret, uintptr_t sp, uintptr_t bp, uintptr_t hi, uintptr_t *frames, int max)
 {
     struct cfi_rule *cache = rules;
-    uint32_t gen = atomic_load_explicit(&generation, memory_order_acquire);
+    uint8_t gen = (uint8_t)atomic_load_explicit(&generation, memory_order_acquire);
     int n = 0;
     while (n < max) {
         if (ret == 0)
@@ -420,14 +420,14 @@ int tl_cfi_walk(uintptr_t ret, uintptr_t sp, uintptr_t bp, uintptr_t hi, uintptr
         const struct cfi_rule *r = rule_for(cache, ret - 1, gen);
         if (r->state == RULE_END)
             return n;
-        if (r->state != RULE_OK)
+        if (r->state != RULE_OK_RSP && r->state != RULE_OK_RBP)
             return -1;
-        uintptr_t cfa = (r->cfa_reg == REG_RSP ? sp : bp) + (uintptr_t)(intptr_t)r->cfa_off;
+        uintptr_t cfa = (r->state == RULE_OK_RSP ? sp : bp) + (uintptr_t)(intptr_t)r->cfa_off;
         /* The caller's frame lies above this one, inside the stack. */
         if (cfa <= sp || cfa > hi || (cfa & 7))
             return -1;
-        uintptr_t ra_at = cfa + (uintptr_t)(intptr_t)r->ra_off;
-        if (ra_at < sp || ra_at > hi - sizeof(uintptr_t))
+        uintptr_t ra_at = cfa - sizeof(uintptr_t);
+        if (ra_at < sp)
             return -1;
         if (r->rbp_off) {
             uintptr_t bp_at = cfa + (uintptr_t)(intptr_t)r->rbp_off;
