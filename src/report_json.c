@@ -94,6 +94,8 @@ static json_t *site_json(struct tl_report_model *m, const struct tl_site *s)
 {
     json_t *o = json_object();
     json_object_set_new(o, "kind", json_string(tl_kind_name(s->cs->kind)));
+    /* issue 15 (E): the call site's id, as tensorleak_site_bytes (epoch.c) gives it. */
+    json_object_set_new(o, "site", json_integer(s->cs->id));
     json_object_set_new(o, "bytes", json_integer(s->bytes));
     json_object_set_new(o, "count", json_integer(s->count));
     json_object_set_new(o, "suppressed", json_boolean(s->suppressed));

@@ -30,6 +30,7 @@ so; `--tensorleak-sim` also puts the simulated CUDA driver and runtime first on
 the library path (tests without a GPU).
 """
 
+import ctypes
 import gc
 import json
 import os
@@ -188,30 +189,6 @@ def _rerun_under_preload(config, sim):
     pytest.exit("tensorleak: the re-run under the preload exited with %d" % status, returncode=status)
 
 
-def _frame_key(frame):
-    return (frame.get("module"), frame.get("offset"), frame.get("function"), frame.get("file"),
-            frame.get("line"), bool(frame.get("python")))
-
-
-def _site_key(site):
-    return (site.get("kind"), tuple(_frame_key(f) for f in site.get("stack") or ()))
-
-
-def _sites(report, section):
-    """{site key: site} of one section ("leaks" or "held") of a report."""
-    sites = {}
-    for site in report.get(section) or ():
-        key = _site_key(site)
-        if key in sites:  # the same stack twice (e.g. of two owners): add up
-            merged = dict(sites[key])
-            merged["bytes"] = merged.get("bytes", 0) + site.get("bytes", 0)
-            merged["count"] = merged.get("count", 0) + site.get("count", 0)
-            sites[key] = merged
-        else:
-            sites[key] = site
-    return sites
-
-
 def format_stack(stack, indent="    ", end=None):
     """A report stack as the library's text report prints it, up to frame
     index `end` (the test's own frame: what lies beyond is pytest running
@@ -360,21 +337,64 @@ class _Series:
         return found
 
 
-def _bridge_pools(report):
-    """{(name, device): pool} of the pools a framework bridge reported."""
-    return {(p.get("name"), p.get("device")): p for p in report.get("pools") or () if p.get("source") == "bridge"}
+class _State:
+    """What the plugin reads at a test's start and end without writing a
+    report: live bytes and allocations per call site (the library's counters,
+    tensorleak_site_bytes) and the framework pools as the bridge reads them
+    (PyTorch, JAX, CuPy: figures, and the live blocks' sites when the
+    framework records them)."""
+
+    def __init__(self, sites, pools):
+        self.sites = sites  # {site id: (bytes, count)}
+        self.pools = pools  # {(name, device): pool row}
+
+    def growth_values(self):
+        """{key: bytes} per call site and framework pool reserve."""
+        values = {("site", i): b for i, (b, _) in self.sites.items()}
+        for key, pool in self.pools.items():
+            values[("pool",) + key] = pool.get("reserved_bytes") or 0
+        return values
 
 
-def _held_values(report):
-    """{key: bytes} of what caches and pools hold: held sites and the
-    reserve of each pool."""
-    values = {}
-    for key, site in _sites(report, "held").items():
-        values[("site",) + key] = site.get("bytes", 0)
-    for pool in report.get("pools") or ():
-        key = ("pool", pool.get("name"), pool.get("device"))
-        values[key] = values.get(key, 0) + (pool.get("reserved_bytes") or 0)
-    return values
+class _SiteCounters:
+    """tensorleak_site_bytes through ctypes, with a buffer that grows."""
+
+    def __init__(self, lib):
+        self.fn = getattr(lib, "tensorleak_site_bytes", None) if lib is not None else None
+        if self.fn is not None:
+            self.fn.restype = ctypes.c_long
+            self.fn.argtypes = (ctypes.POINTER(ctypes.c_uint64), ctypes.c_long)
+        self.rows = 1024
+        self.buf = (ctypes.c_uint64 * (3 * self.rows))()
+
+    def read(self):
+        """{site id: (live bytes, live allocations)}, or None when not tracking."""
+        while True:
+            n = self.fn(self.buf, self.rows)
+            if n < 0:
+                return None
+            if n <= self.rows:
+                b = self.buf
+                return {b[3 * i]: (b[3 * i + 1], b[3 * i + 2]) for i in range(n)}
+            self.rows = n + n // 2
+            self.buf = (ctypes.c_uint64 * (3 * self.rows))()
+
+
+def _framework_pools():
+    """{(name, device): pool} from the bridge's reading of the frameworks this
+    program imported; {} without any (or without the bridge)."""
+    bridge = sys.modules.get("tensorleak.bridge")
+    if bridge is None or not any(name in sys.modules for name in ("torch", "jax", "cupy", "rmm")):
+        return {}
+    try:
+        state = bridge.read_state(full=False)
+    except Exception:
+        return {}
+    return {(p.get("name"), p.get("device")): p for p in state.get("pools") or ()}
+
+
+def _pool_site_key(site):
+    return tuple((f.get("function"), f.get("file"), f.get("line")) for f in site.get("frames") or ())
 
 
 def _silenced_stderr(call):
@@ -408,18 +428,32 @@ def _safe_name(nodeid):
 
 class LeakGate:
     """The per-test leak check of one session (registered by pytest_configure
-    when --tensorleak is given and the library is loaded)."""
+    when --tensorleak is given and the library is loaded).
+
+    A test costs two readings of the call sites' counters (microseconds); a
+    report (a snapshot, which symbolizes every live stack) is written only
+    when a site or a framework pool rose during the test, to tell leaked from
+    held and to give the stacks."""
 
     def __init__(self, config, limit):
         self.config = config
         self.limit = limit
         self.report_dir = config.getoption("tensorleak_report")
         self.scratch = tempfile.mkdtemp(prefix="tensorleak-pytest-")
+        self.counters = _SiteCounters(tensorleak._lib())
+        if self.counters.fn is None or not hasattr(tensorleak._lib(), "tensorleak_snapshot_to"):
+            raise pytest.UsageError("--tensorleak: the loaded libtensorleak.so is older than this plugin "
+                                    "(no tensorleak_site_bytes / tensorleak_snapshot_to)")
+        self.checked = 0
         self.snapshots = 0
         self.start = None
         self.series = {}
         self.findings = []
         self.snapshot_failed = False
+
+    def _state(self):
+        sites = self.counters.read()
+        return None if sites is None else _State(sites, _framework_pools())
 
     def _snapshot(self, label):
         self.snapshots += 1
@@ -449,7 +483,7 @@ class LeakGate:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_call(self, item):
         # After fixture setup, right before the test body.
-        self.start = self._snapshot("start " + item.nodeid)
+        self.start = self._state()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item, nextitem):
@@ -466,15 +500,34 @@ class LeakGate:
         item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
         return True
 
+    @staticmethod
+    def _rose(start, end):
+        """Whether any call site's live bytes or framework pool's allocated
+        or reserved bytes are higher at `end` than at `start`."""
+        if any(b > start.sites.get(i, (0, 0))[0] for i, (b, _) in end.sites.items()):
+            return True
+        for key, pool in end.pools.items():
+            old = start.pools.get(key, {})
+            for figure in ("allocated_bytes", "reserved_bytes"):
+                if (pool.get(figure) or 0) > (old.get(figure) or 0):
+                    return True
+        return False
+
     def _check(self, item, reports):
         start, self.start = self.start, None
         call = next((r for r in reports if r.when == "call"), None)
         if start is None or call is None:
             return
-        gc.collect()
-        end = self._snapshot("end " + item.nodeid)
+        end = self._state()
+        if end is not None and self._rose(start, end):
+            # Garbage only lowers the counters, so a full collection (tens
+            # of milliseconds in a large pytest process) is worth it only
+            # when something rose: then it must not count as kept.
+            gc.collect()
+            end = self._state()
         if end is None:
             return
+        self.checked += 1
         try:
             allowance = self._allowance(item)
         except ValueError as err:
@@ -483,47 +536,60 @@ class LeakGate:
             return
         finding = _Finding(item, allowance)
 
-        before = _sites(start, "leaks")
-        for key, site in _sites(end, "leaks").items():
-            if site.get("suppressed"):
-                continue
-            old = before.get(key, {})
-            grown = site.get("bytes", 0) - old.get("bytes", 0)
-            if grown > 0:
-                finding.leaks.append((grown, max(site.get("count", 0) - old.get("count", 0), 0), site))
-        finding.leaks.sort(key=lambda leak: -leak[0])
+        # Call sites whose live bytes rose during the test.
+        rose = {}
+        for site_id, (nbytes, count) in end.sites.items():
+            old_bytes, old_count = start.sites.get(site_id, (0, 0))
+            if nbytes > old_bytes:
+                rose[site_id] = (nbytes - old_bytes, max(count - old_count, 0))
 
         # Framework pools (the bridge's PyTorch, JAX, CuPy rows): their
         # segments are held by the cache, so a tensor the test keeps shows
         # only as the pool's allocated bytes (and its blocks' sites, when the
         # framework records them).
-        before_pools = _bridge_pools(start)
-        for key, pool in _bridge_pools(end).items():
-            if pool.get("stale") or before_pools.get(key, {}).get("stale"):
-                continue  # the bridge could not read the framework at that moment
-            old = before_pools.get(key, {})
+        for key, pool in end.pools.items():
+            old = start.pools.get(key, {})
             grown = (pool.get("allocated_bytes") or 0) - (old.get("allocated_bytes") or 0)
-            if grown > 0:
-                old_sites = _sites(old, "sites")
-                sites = []
-                for site_key, site in _sites(pool, "sites").items():
-                    more = site.get("bytes", 0) - old_sites.get(site_key, {}).get("bytes", 0)
-                    if more > 0:
-                        sites.append((more, max(site.get("count", 0) - old_sites.get(site_key, {}).get("count", 0), 0),
-                                      site))
-                finding.pool_leaks.append((grown, pool, sorted(sites, key=lambda x: -x[0])))
+            if grown <= 0:
+                continue
+            old_sites = {_pool_site_key(x): x for x in old.get("sites") or ()}
+            sites = []
+            for site in pool.get("sites") or ():
+                before = old_sites.get(_pool_site_key(site), {})
+                more = site.get("bytes", 0) - before.get("bytes", 0)
+                if more > 0:
+                    sites.append((more, max(site.get("count", 0) - before.get("count", 0), 0),
+                                  {"stack": site.get("frames") or []}))
+            finding.pool_leaks.append((grown, pool, sorted(sites, key=lambda x: -x[0])))
 
         group = item.nodeid.split("[", 1)[0]
         series = self.series.get(group)
         if series is None:
-            series = self.series[group] = _Series(_held_values(start))
-        series.add(_held_values(end))
-        held = _sites(end, "held")
-        for per_run, key in series.growing(GROWTH_REPETITIONS):
+            series = self.series[group] = _Series(start.growth_values())
+        series.add(end.growth_values())
+        growing = series.growing(GROWTH_REPETITIONS)
+
+        if not rose and not finding.pool_leaks and not growing:
+            return
+        report = None
+        if rose or growing:
+            # Leaked or held, and the stacks: from one report.
+            report = self._snapshot("end " + item.nodeid)
+            if report is None:
+                return
+        leaks = {s.get("site"): s for s in report.get("leaks") or ()} if report else {}
+        held = {s.get("site"): s for s in report.get("held") or ()} if report else {}
+        for site_id, (nbytes, count) in rose.items():
+            site = leaks.get(site_id)
+            if site is None or site.get("suppressed"):
+                continue  # held by an owner or pool, or suppressed
+            finding.leaks.append((min(nbytes, site.get("bytes", 0)), min(count, site.get("count", 0)), site))
+        finding.leaks.sort(key=lambda leak: -leak[0])
+        for per_run, key in growing:
             if key[0] == "pool":
                 finding.growth.append((per_run, GROWTH_REPETITIONS, None, key[1]))
-            else:
-                finding.growth.append((per_run, GROWTH_REPETITIONS, held.get(key[1:]), None))
+            elif key[1] in held:  # a site that leaks is reported as a leak already
+                finding.growth.append((per_run, GROWTH_REPETITIONS, held[key[1]], None))
 
         if not (finding.leak_failed() or finding.growth_failed()):
             return
@@ -533,7 +599,7 @@ class LeakGate:
         call.longrepr = finding.text()
         self.findings.append(finding)
         if self.report_dir:
-            self._keep(finding, end)
+            self._keep(finding, report or self._snapshot("end " + item.nodeid) or {})
 
     def _keep(self, finding, end):
         """Writes the test's report to --tensorleak-report DIR: the end
@@ -563,6 +629,8 @@ class LeakGate:
         if self.snapshot_failed:
             tr.write_line("tensorleak: a snapshot could not be taken or read; the tests around it were not checked",
                           yellow=True)
+        tr.write_line("tensorleak: %d test(s) checked, %d report(s) written to tell leaked from held"
+                      % (self.checked, self.snapshots))
         if not self.findings:
             return
         tr.section("tensorleak: %d test(s) left device memory allocated" % len(self.findings), red=True)

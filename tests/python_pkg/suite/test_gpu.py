@@ -1,6 +1,8 @@
-"""The suite tests/python_pkg/test_plugin.py runs under pytest --tensorleak:
+"""The suite tests/python_pkg/check_wheel.py runs under pytest --tensorleak:
 which of these pass and fail, and what the failures say, is asserted there
 (line numbers included: keep the lines of the allocations where they are)."""
+import gc
+
 import pytest
 
 import tensorleak
@@ -44,3 +46,26 @@ growing = tensorleak.Pool("growing-pool")
 def test_pool_grows_every_run(run):
     segment = cuda_malloc(2 << 20)
     growing.segment(segment, 2 << 20)
+
+
+class _CyclicBuffer:
+    """Device memory freed by __del__, in a reference cycle: only a garbage
+    collection frees it."""
+
+    def __init__(self):
+        self.ptr = cuda_malloc(1 << 20)
+        self.cycle = self
+
+    def __del__(self):
+        cuda_free(self.ptr)
+
+
+@pytest.fixture
+def no_automatic_gc():
+    gc.disable()
+    yield
+    gc.enable()
+
+
+def test_garbage_in_a_cycle_is_not_a_leak(no_automatic_gc):
+    _CyclicBuffer()
