@@ -2,18 +2,19 @@
 epoch and fails a test that leaves device memory allocated.
 
 A test's leak is what its body allocated and still holds once its teardown ran:
-the call sites (stacks) whose live, not-held bytes rose between a snapshot
-taken when the test body starts (after fixture setup) and one taken after
-teardown (and a garbage collection).  Memory that a cache or library owner
-holds (the report's "held": PyTorch's caching allocator, cuBLAS workspaces,
-annotated pools, see data/owners.rules) is not a leak; neither is what fixtures
-set up, so a module- or session-scoped fixture's buffers are not charged to the
-first test that uses them.  Snapshots are the library's JSON reports
-(tensorleak_snapshot_to), compared call site by call site.  A framework's
-caching allocator (PyTorch, JAX, CuPy, read by the bridge: bridge.py) keeps its
-segments as the cache's, so a tensor the test keeps alive is the rise of that
-pool's allocated bytes, reported with the blocks' sites when the framework
-records them (TENSORLEAK_TORCH_HISTORY=1).
+the call sites (stacks) whose live bytes rose between the test body's start
+(after fixture setup) and the end of its teardown (after a garbage
+collection), and that a report then shows as leaked, not held.  The library's
+per-site counters (tensorleak_site_bytes) are read at both moments; a report
+(tensorleak_snapshot_to, which symbolizes every live stack) is written only
+when something rose.  Memory that a cache or library owner holds (the
+report's "held": PyTorch's caching allocator, cuBLAS workspaces, annotated
+pools, see data/owners.rules) is not a leak; neither is what fixtures set up,
+so a module- or session-scoped fixture's buffers are not charged to the first
+test that uses them.  A framework's caching allocator (PyTorch, JAX, CuPy,
+read by the bridge: bridge.py) keeps its segments as the cache's, so a tensor
+the test keeps alive is the rise of that pool's allocated bytes, reported with
+the blocks' sites when the framework records them (TENSORLEAK_TORCH_HISTORY=1).
 
 A test run several times (parametrized, or @pytest.mark.repeat) whose held
 memory or pool reserve rises at one site in each of its last
