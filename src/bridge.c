@@ -259,15 +259,13 @@ static json_t *hex_of(long long v)
     return json_string(buf);
 }
 
-/* A Python frame in the shape of a report's stack frame: no address,
- * module or offset (they are native notions), "python": true. */
+/* A Python frame in the shape pyframes.c gives Python frames of native
+ * stacks: module = file, no address or offset, "python": true. */
 static json_t *frame_json(json_t *f)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "address", json_null());
-    json_object_set_new(o, "module", json_null());
-    json_object_set_new(o, "offset", json_null());
     json_t *fn = json_object_get(f, "function"), *file = json_object_get(f, "file");
+    json_object_set(o, "module", json_is_string(file) ? file : json_null());
     json_object_set(o, "function", json_is_string(fn) ? fn : json_null());
     json_object_set(o, "file", json_is_string(file) ? file : json_null());
     json_object_set_new(o, "line", json_integer(int_or(f, "line", 0)));

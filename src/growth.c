@@ -323,6 +323,28 @@ static int by_rate_desc(const void *a, const void *b)
 
 static const char *const scope_name[] = {"", "pool", "owner", "python_site"};
 
+/* A Python stack as a call site of Python frames (pyframes.c), so that
+ * suppressions (growth:GLOB) apply to rows named by Python lines. */
+static struct tl_callsite *python_callsite(json_t *stack)
+{
+    uintptr_t frames[TL_MAX_DEPTH];
+    int n = 0;
+    size_t i;
+    json_t *f;
+    json_array_foreach(stack, i, f) {
+        if (n == TL_MAX_DEPTH)
+            break;
+        const char *fn = json_string_value(json_object_get(f, "function"));
+        const char *file = json_string_value(json_object_get(f, "file"));
+        uintptr_t v = tl_pyloc_intern_strings(fn ? fn : "??", file ? file : "??",
+                                              (int)json_integer_value(json_object_get(f, "line")));
+        if (!v)
+            return NULL;
+        frames[n++] = v;
+    }
+    return n ? tl_callsite_intern(TL_KIND_DEVICE, frames, n) : NULL;
+}
+
 /* The fastest-growing Python site of a pool: it names the pool's growth
  * (nseries when none grows). */
 static size_t first_growing_site(const char *pool)
@@ -386,6 +408,8 @@ static void collect_series(struct tl_report_model *m, size_t *cap, unsigned clas
              * framework gives one (the first growing site of this pool). */
             size_t j = first_growing_site(s->key);
             json_object_set_new(o, "stack", j < nseries ? tl_bridge_stack_json(series[j].stack) : json_array());
+            struct tl_callsite *cs = j < nseries ? python_callsite(series[j].stack) : NULL;
+            row->suppressed = cs && tl_suppressed(m, "growth", cs) != NULL;
         } else if (s->scope == TL_SERIES_OWNER) {
             json_object_set_new(o, "kind", json_string("device"));
             json_object_set_new(o, "owner_class", json_string(s->key));
@@ -397,6 +421,8 @@ static void collect_series(struct tl_report_model *m, size_t *cap, unsigned clas
             json_object_set_new(o, "pool", json_string(s->kind));
             json_object_set_new(o, "pool_kind", pool ? json_string(pool->kind) : json_null());
             json_object_set_new(o, "stack", tl_bridge_stack_json(s->stack));
+            struct tl_callsite *cs = python_callsite(s->stack);
+            row->suppressed = cs && tl_suppressed(m, "growth", cs) != NULL;
         }
         row->extra = o;
     }

@@ -313,7 +313,7 @@ json_t *tl_report_to_json(struct tl_report_model *m)
             json_object_set_new(o, "bytes_per_mark", json_integer(g->bytes_per_mark));
             json_object_set_new(o, "count_per_mark", json_null());
             json_object_set_new(o, "marks", json_integer(g->marks));
-            json_object_set_new(o, "suppressed", json_false());
+            json_object_set_new(o, "suppressed", json_boolean(g->suppressed));
             json_array_append_new(growth, o);
             continue;
         }

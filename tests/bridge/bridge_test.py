@@ -173,6 +173,20 @@ def history_names_the_python_line_that_leaks():
     check(f"#0 in serve {KV}:{kv_line} [python]" in r.err, "text report shows the Python line")
 
 
+def a_growth_suppression_on_the_python_line_covers_pool_and_site_rows():
+    supp = os.path.join(tempfile.mkdtemp(prefix="tl-bridge-"), "supp.txt")
+    with open(supp, "w") as f:
+        f.write("growth:serve\n")
+    env = {"TENSORLEAK_TORCH_HISTORY": "1"}
+    r = run([KV, "kv2", "6", "ctypes"], env=dict(env, TENSORLEAK_FAIL_ON="growth"))
+    eq(r.rc, 23, "the growth gate without the suppression")
+    r = run([KV, "kv2", "6", "ctypes"], env=dict(env, TENSORLEAK_FAIL_ON="growth", TENSORLEAK_SUPPRESSIONS=supp))
+    eq(r.rc, 3, "the program's own status: every growth row is suppressed")
+    rows = r.exit["growth"]
+    eq(sorted((g["scope"], g["suppressed"]) for g in rows),
+       [("call_site", True), ("pool", True), ("python_site", True)], "suppressed rows")
+
+
 def two_growing_python_lines_name_the_pool_and_a_row_of_their_own():
     r = run([KV, "kv2", "6", "ctypes"], env={"TENSORLEAK_TORCH_HISTORY": "1"})
     rep = r.exit
