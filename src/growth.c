@@ -131,6 +131,28 @@ static struct tl_series *series_find(int scope, const char *key)
     return s;
 }
 
+/* A Python stack as a call site of Python frames (pyframes.c), so that
+ * suppressions (growth:GLOB) apply to rows named by Python lines. */
+static struct tl_callsite *python_callsite(json_t *stack)
+{
+    uintptr_t frames[TL_MAX_DEPTH];
+    int n = 0;
+    size_t i;
+    json_t *f;
+    json_array_foreach(stack, i, f) {
+        if (n == TL_MAX_DEPTH)
+            break;
+        const char *fn = json_string_value(json_object_get(f, "function"));
+        const char *file = json_string_value(json_object_get(f, "file"));
+        uintptr_t v = tl_pyloc_intern_strings(fn ? fn : "??", file ? file : "??",
+                                              (int)json_integer_value(json_object_get(f, "line")));
+        if (!v)
+            return NULL;
+        frames[n++] = v;
+    }
+    return n ? tl_callsite_intern(TL_KIND_DEVICE, frames, n) : NULL;
+}
+
 struct observe_ctx {
     unsigned seq;
 };
@@ -178,8 +200,12 @@ static void observe_site(const char *key, const char *pool, json_t *stack, long 
     if (!s)
         return;
     snprintf(s->kind, sizeof s->kind, "%s", pool);
-    if (!s->stack)
+    if (!s->stack) {
         s->stack = json_deep_copy(stack);
+        /* Interned here, at a mark, never in a report: the fatal-signal
+         * report must not take pyframes.c's lock. */
+        s->cs = python_callsite(stack);
+    }
     tl_series_observe(s, o->seq, bytes, TL_SERIES_MIN_STEP);
 }
 
@@ -323,28 +349,6 @@ static int by_rate_desc(const void *a, const void *b)
 
 static const char *const scope_name[] = {"", "pool", "owner", "python_site"};
 
-/* A Python stack as a call site of Python frames (pyframes.c), so that
- * suppressions (growth:GLOB) apply to rows named by Python lines. */
-static struct tl_callsite *python_callsite(json_t *stack)
-{
-    uintptr_t frames[TL_MAX_DEPTH];
-    int n = 0;
-    size_t i;
-    json_t *f;
-    json_array_foreach(stack, i, f) {
-        if (n == TL_MAX_DEPTH)
-            break;
-        const char *fn = json_string_value(json_object_get(f, "function"));
-        const char *file = json_string_value(json_object_get(f, "file"));
-        uintptr_t v = tl_pyloc_intern_strings(fn ? fn : "??", file ? file : "??",
-                                              (int)json_integer_value(json_object_get(f, "line")));
-        if (!v)
-            return NULL;
-        frames[n++] = v;
-    }
-    return n ? tl_callsite_intern(TL_KIND_DEVICE, frames, n) : NULL;
-}
-
 /* The fastest-growing Python site of a pool: it names the pool's growth
  * (nseries when none grows). */
 static size_t first_growing_site(const char *pool)
@@ -408,7 +412,7 @@ static void collect_series(struct tl_report_model *m, size_t *cap, unsigned clas
              * framework gives one (the first growing site of this pool). */
             size_t j = first_growing_site(s->key);
             json_object_set_new(o, "stack", j < nseries ? tl_bridge_stack_json(series[j].stack) : json_array());
-            struct tl_callsite *cs = j < nseries ? python_callsite(series[j].stack) : NULL;
+            struct tl_callsite *cs = j < nseries ? series[j].cs : NULL;
             row->suppressed = cs && tl_suppressed(m, "growth", cs) != NULL;
         } else if (s->scope == TL_SERIES_OWNER) {
             json_object_set_new(o, "kind", json_string("device"));
@@ -421,7 +425,7 @@ static void collect_series(struct tl_report_model *m, size_t *cap, unsigned clas
             json_object_set_new(o, "pool", json_string(s->kind));
             json_object_set_new(o, "pool_kind", pool ? json_string(pool->kind) : json_null());
             json_object_set_new(o, "stack", tl_bridge_stack_json(s->stack));
-            struct tl_callsite *cs = python_callsite(s->stack);
+            struct tl_callsite *cs = s->cs;
             row->suppressed = cs && tl_suppressed(m, "growth", cs) != NULL;
         }
         row->extra = o;

@@ -214,6 +214,7 @@ struct tl_series {
     char key[96];    /* pool name, owner class, or a Python stack's hash and pool */
     char kind[64];   /* pool kind; for a Python site, its pool's name */
     json_t *stack;   /* Python site: its frames */
+    struct tl_callsite *cs; /* Python site: the frames interned, for suppressions */
     unsigned first_mark, last_mark, observed;
     long long first_value, last, max;
     unsigned nrec;   /* new highs so far; the last TL_SERIES_KEEP are kept */
