@@ -627,18 +627,18 @@ class LeakGate:
 
     def pytest_terminal_summary(self, terminalreporter):
         tr = terminalreporter
+        checked = "tensorleak: %d test(s) checked, %d report(s) written to tell leaked from held" % (
+            self.checked, self.snapshots)
+        if self.findings:
+            tr.section("tensorleak: %d test(s) left device memory allocated" % len(self.findings), red=True)
+            for finding in self.findings:
+                tr.write_line("%s: %s" % (finding.item.nodeid, finding.headline()))
+            if self.report_dir:
+                tr.write_line("reports: %s" % os.path.abspath(self.report_dir))
+        tr.write_line(checked)
         if self.snapshot_failed:
-            tr.write_line("tensorleak: a snapshot could not be taken or read; the tests around it were not checked",
+            tr.write_line("tensorleak: a report could not be written or read; the tests around it were not checked",
                           yellow=True)
-        tr.write_line("tensorleak: %d test(s) checked, %d report(s) written to tell leaked from held"
-                      % (self.checked, self.snapshots))
-        if not self.findings:
-            return
-        tr.section("tensorleak: %d test(s) left device memory allocated" % len(self.findings), red=True)
-        for finding in self.findings:
-            tr.write_line("%s: %s" % (finding.item.nodeid, finding.headline()))
-        if self.report_dir:
-            tr.write_line("reports: %s" % os.path.abspath(self.report_dir))
 
     def pytest_unconfigure(self, config):
         shutil.rmtree(self.scratch, ignore_errors=True)
