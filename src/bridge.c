@@ -192,7 +192,8 @@ void tl_bridge_refresh_mark(bool may_wait)
 
 static void refresh(bool may_wait, bool full)
 {
-    tl_bridge_kick();
+    if (may_wait) /* not from inside a hook or a fatal signal: kicking looks symbols up */
+        tl_bridge_kick();
     pthread_once(&br_cond_once, init_cond);
     bool mine = submitted_here;
     submitted_here = false;
@@ -647,14 +648,21 @@ static int boot(void *arg)
 
 void tl_bridge_kick(void)
 {
-    if (atomic_load_explicit(&kicked, memory_order_relaxed))
+    static atomic_bool not_python;
+    if (atomic_load_explicit(&kicked, memory_order_relaxed) || atomic_load_explicit(&not_python, memory_order_relaxed))
         return;
     typedef int (*initialized_fn)(void);
     typedef int (*pending_fn)(int (*)(void *), void *);
     initialized_fn initialized = (initialized_fn)tl_real_dlsym(RTLD_DEFAULT, "Py_IsInitialized");
     pending_fn pending = (pending_fn)tl_real_dlsym(RTLD_DEFAULT, "Py_AddPendingCall");
-    if (!initialized || !pending || !initialized())
-        return; /* not Python, or not yet: a later call tries again */
+    if (!initialized || !pending) {
+        /* No interpreter in the process at its first CUDA call: a C or C++
+         * program; never looked up again. */
+        atomic_store(&not_python, true);
+        return;
+    }
+    if (!initialized())
+        return; /* not yet: a later call tries again */
     if (atomic_exchange(&kicked, true))
         return;
     if (!python_enabled())
