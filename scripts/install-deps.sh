@@ -10,6 +10,12 @@ apt-get install -y -qq --no-install-recommends \
   gcc clang pkg-config meson ninja-build python3 python3-venv python3-pytest python3-pytest-repeat \
   libunwind-dev uthash-dev libcriterion-dev libjansson-dev libdw-dev libelf-dev \
   heaptrack binutils scdoc >/dev/null
+# The python suites run on the python3 first on PATH, which meson finds; where
+# that is not Debian's (pyenv, a venv), Debian's pytest does not serve it.
+if ! python3 -c 'import pytest, pytest_repeat' 2>/dev/null; then
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check pytest pytest-repeat \
+    || echo "install-deps: pytest not installed for $(command -v python3); the in-tree pytest gate test will be skipped"
+fi
 # Optional: headless Chromium renders the HTML report in a test (skipped
 # without it).  Pass --no-browser to leave it out.
 if [ "${1:-}" != "--no-browser" ]; then
