@@ -313,6 +313,21 @@ def segments_from_a_different_stack_each_request_grow_per_owner_and_pool():
     eq([g["scope"] for g in r.exit["growth"]], ["owner"], "growth rows without the bridge")
 
 
+def import_tensorleak_starts_the_bridge_under_a_bare_preload():
+    tmp = tempfile.mkdtemp(prefix="tl-bridge-")
+    e = clean_env({"LD_PRELOAD": os.environ["TL_LIB"], "LD_LIBRARY_PATH": SIM, "TENSORLEAK_QUIET": "1",
+                   "TENSORLEAK_OUTPUT": os.path.join(tmp, "tl.json"),
+                   "PYTHONPATH": FAKE + os.pathsep + os.path.join(SOURCE, "python")})
+    p = subprocess.run([sys.executable, KV, "leak", "6", "tensorleak"], env=e, capture_output=True, text=True,
+                       timeout=50)
+    eq(p.returncode, 3, "exit status")
+    with open(os.path.join(tmp, "tl.json")) as f:
+        rep = json.load(f)
+    eq(rep["bridge"]["state"], "final", "bridge started by import tensorleak")
+    eq(torch_pool(rep)["allocated_bytes"], 6 * 21 * MiB, "pool allocated")
+    eq([g["bytes_per_mark"] for g in growth(rep, "pool")], [21 * MiB], "pool growth")
+
+
 JC = os.path.join(HERE, "progs", "jax_cupy_loop.py")
 
 
