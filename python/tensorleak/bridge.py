@@ -72,8 +72,8 @@ def read_state(modules=None, full=True):
     pools, errors = [], []
     for name in READERS:
         mod = modules.get(name)
-        if mod is None:
-            continue
+        if mod is None or getattr(getattr(mod, "__spec__", None), "_initializing", False):
+            continue  # not imported, or still being imported by the program
         try:
             if name == "torch" and modules is sys.modules:
                 _maybe_enable_history(modules)

@@ -202,6 +202,13 @@ class NeverImports(unittest.TestCase):
         for name in ("torch", "jax", "cupy", "rmm"):
             self.assertNotIn(name, set(sys.modules) - before)
 
+    def test_a_framework_still_being_imported_is_left_alone(self):
+        import types
+        half = types.ModuleType("torch")
+        half.__spec__ = types.SimpleNamespace(_initializing=True)  # what import sets meanwhile
+        state = bridge.read_state(modules={"torch": half})
+        self.assertEqual((state["pools"], state["errors"]), ([], []))
+
     def test_a_failing_framework_is_an_error_line_not_an_exception(self):
         class Broken:
             class cuda:
