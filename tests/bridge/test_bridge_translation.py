@@ -206,6 +206,7 @@ class NeverImports(unittest.TestCase):
         import types
         half = types.ModuleType("torch")
         half.__spec__ = types.SimpleNamespace(_initializing=True)  # what import sets meanwhile
+        half.cuda = types.SimpleNamespace()  # torch.cuda half-built: no is_initialized yet
         state = bridge.read_state(modules={"torch": half})
         self.assertEqual((state["pools"], state["errors"]), ([], []))
 
