@@ -250,7 +250,9 @@ static void put_stack(FILE *out, const struct tl_stack *stack)
         put_text(out, f->function && *f->function ? f->function : "??");
         fputs("</code>", out);
         put_frame_location(out, f);
-        if (f->module && *f->module) {
+        if (f->python) { /* pyframes (helper C) */
+            fputs(" <span class=\"mod\">[python]</span>", out);
+        } else if (f->module && *f->module) {
             fputs(" <span class=\"mod\">(", out);
             put_text(out, report_basename(f->module));
             if (f->offset && *f->offset) {

@@ -70,8 +70,20 @@ bool sarif_is_user_frame(const struct tl_frame *f)
     return true;
 }
 
+/* pyframes (helper C): the program's own Python line comes first: a Python
+ * frame outside the interpreter's library and installed packages. */
+static bool is_program_python_frame(const struct tl_frame *f)
+{
+    return f->python && f->file && *f->file && f->file[0] != '<' && !strstr(f->file, "/site-packages/") &&
+           !strstr(f->file, "/dist-packages/") && !strstr(f->file, "/lib/python3");
+}
+
 const struct tl_frame *sarif_user_frame(const struct tl_stack *stack)
 {
+    for (size_t i = 0; i < stack->count; i++) {
+        if (is_program_python_frame(&stack->frames[i]))
+            return &stack->frames[i];
+    }
     for (size_t i = 0; i < stack->count; i++) {
         if (sarif_is_user_frame(&stack->frames[i]))
             return &stack->frames[i];

@@ -286,6 +286,11 @@ def cli_prints_python_frames_and_demangles_names_of_older_reports():
         eq(r.returncode, 0, f"report --format {fmt}: {r.stderr}")
         if fmt in ("folded", "html", "sarif"):
             check("allocate_block" in r.stdout, f"{fmt} names the Python function")
+    # SARIF points at the program's Python line, not at ctypes' C source.
+    r = subprocess.run([CLI, "report", "--format", "sarif", p.report_path], capture_output=True, text=True)
+    loc = json.loads(r.stdout)["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
+    eq((loc["artifactLocation"]["uri"].endswith("/leaky_app.py"), loc["region"]["startLine"]),
+       (True, line_of("ALLOC-LINE")), "SARIF location")
     # A report written before demangling: "function" holds the raw symbol.
     for leak in rep["leaks"]:
         leak["stack"][0]["function"] = MANGLED
