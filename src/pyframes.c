@@ -41,7 +41,13 @@
  * native walk stopped early) go after the native frames, outermost last.
  *
  * Not supported, skipped with one note: free-threaded builds (another object
- * header) and versions outside 3.9-3.13.
+ * header) and versions outside 3.9-3.13.  Sub-interpreters: from 3.12 the
+ * thread's current thread state is the running interpreter's, so a
+ * sub-interpreter's frames are named (the frames of the interpreter that
+ * called into it are not joined); before 3.12 only the thread's bound state
+ * (the main interpreter's) can be found once the GIL is released, so its
+ * frames are named.  The interpreter is looked for once, at the first stack
+ * captured: a libpython dlopen'ed after that is not seen.
  */
 #include "tl_internal.h"
 

@@ -183,6 +183,23 @@ def a_python_loop_is_unwound_by_libunwind_twice_not_per_allocation():
     eq(rep["summary"]["leaked_bytes"], 0, "every block freed")
 
 
+def a_subinterpreter_allocation_is_reported_never_a_crash():
+    # From 3.12 the thread's current thread state is the sub-interpreter's:
+    # its frames are named (the calling interpreter's are not joined).
+    # Before, the thread's bound state is the main interpreter's: its
+    # frames are named.  Either way the leak is reported and nothing fails.
+    prog = os.path.join(HERE, "subinterp_app.py")
+    for exe, v in pythons().items():
+        p, rep = run([exe, prog])
+        eq(p.returncode, 0, f"{exe}: exit status: {p.stderr}")
+        leaks = rep["leaks"]
+        eq([(l["bytes"], l["count"]) for l in leaks], [(2 << 20, 1)], f"{exe}: leaks")
+        names = [f[0] for f in python_frames(leaks[0]["stack"])]
+        want = "sub_alloc" if tuple(map(int, v.split("."))) >= (3, 12) else "run_in_subinterpreter"
+        check(want in names, f"{exe}: {want} in {names}")
+        eq(rep["tracker"]["python_stacks_unreadable"], 0, f"{exe}: unreadable chains")
+
+
 def growth_and_owner_rules_see_python_frames():
     p, rep = run([sys.executable, APP, "growth"])
     growth = rep["growth"]
