@@ -388,7 +388,7 @@ void tl_bridge_apply(struct tl_report_model *m)
     }
     if (grown)
         m->pools = grown;
-    uint64_t gap_by_dev[TL_MAX_DEVICES] = {0};
+    uint64_t gap_by_dev[TL_MAX_DEVICES] = {0}, reserved_by_dev[TL_MAX_DEVICES] = {0};
     bool unknown_by_dev[TL_MAX_DEVICES] = {false};
     size_t i;
     json_t *p;
@@ -450,6 +450,7 @@ void tl_bridge_apply(struct tl_report_model *m)
 
         if (row->device >= 0 && row->device < TL_MAX_DEVICES && inside_tracked_device_memory(p)) {
             gap_by_dev[row->device] += row->reserved > row->allocated ? row->reserved - row->allocated : 0;
+            reserved_by_dev[row->device] += row->reserved;
             m->devices[row->device].present = true;
             if (row->layout_unknown)
                 unknown_by_dev[row->device] = true;
@@ -465,12 +466,22 @@ void tl_bridge_apply(struct tl_report_model *m)
     uint64_t all_free = 0;
     for (int d = 0; d < TL_MAX_DEVICES; d++) {
         struct tl_device_row *r = &m->devices[d];
-        uint64_t gap = gap_by_dev[d] < r->allocated ? gap_by_dev[d] : r->allocated;
+        /* A state that holds more than the driver now gave this process
+         * was read before the framework let memory go (at exit, say): its
+         * pools stay as read, the device keeps what tensorleak tracks. */
+        bool fits = reserved_by_dev[d] <= r->reserved;
+        if (!fits && m->bridge) {
+            char note[160];
+            snprintf(note, sizeof note,
+                     "device %d: the frameworks' pools as read hold more than the driver now does; left out of its summary", d);
+            json_array_append_new(json_object_get(m->bridge, "errors"), json_string(note));
+        }
+        uint64_t gap = !fits ? 0 : gap_by_dev[d] < r->allocated ? gap_by_dev[d] : r->allocated;
         r->allocated -= gap;
         uint64_t dev_free = 0, largest = 0;
         for (size_t k = 0; k < m->npools; k++) {
             const struct tl_pool_row *pr = &m->pools[k];
-            bool knows = !strcmp(pr->kind, "annotated") || (pr->extra && !pr->layout_unknown);
+            bool knows = !strcmp(pr->kind, "annotated") || (fits && pr->extra && !pr->layout_unknown);
             if (pr->device != d || !knows)
                 continue;
             dev_free += pr->free;
@@ -479,7 +490,7 @@ void tl_bridge_apply(struct tl_report_model *m)
         }
         r->largest_free = largest;
         r->fragmentation = dev_free ? 1.0 - (double)largest / (double)dev_free : 0.0;
-        r->layout_unknown |= unknown_by_dev[d];
+        r->layout_unknown |= fits && unknown_by_dev[d];
         m->layout_unknown |= r->layout_unknown;
         all_free += dev_free;
         if (largest > m->largest_free)

@@ -7,6 +7,8 @@ rt.cudaMalloc.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t)
 rt.cudaMalloc.restype = ctypes.c_int
 rt.cudaMemGetInfo.argtypes = (ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t))
 rt.cudaMemGetInfo.restype = ctypes.c_int
+rt.cudaFree.argtypes = (ctypes.c_void_p,)
+rt.cudaFree.restype = ctypes.c_int
 
 
 def malloc(nbytes):
@@ -57,6 +59,12 @@ class Arena:
             if attempt == 0:
                 self.add_segment(segment_size(size))
         raise MemoryError("arena")
+
+    def release_all(self):
+        """Gives every segment back to the driver (the framework shutting down)."""
+        for s in self.segments:
+            rt.cudaFree(s[0])
+        self.segments = []
 
     def free(self, addr):
         for s in self.segments:

@@ -40,6 +40,18 @@ class Device:
 _device = None
 
 
+def _clean_up():
+    # jax._src.xla_bridge registers its clean-up with atexit at import, so it
+    # runs after the tensorleak bridge's (registered later) has read the
+    # final state: the BFC allocator's memory goes back to the driver.
+    if _device is not None:
+        _device.arena.release_all()
+
+
+import atexit  # noqa: E402
+atexit.register(_clean_up)
+
+
 def _dev():
     global _device
     if _device is None:
