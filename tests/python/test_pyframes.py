@@ -200,6 +200,13 @@ def a_subinterpreter_allocation_is_reported_never_a_crash():
         eq(rep["tracker"]["python_stacks_unreadable"], 0, f"{exe}: unreadable chains")
 
 
+def native_code_without_frame_pointers_is_unwound_once_per_stack():
+    p, rep = run([os.environ["TL_NOFP_PROG"]])
+    t = rep["tracker"]
+    eq((t["stacks_unwound"], t["cfi_walks_contradicted"], t["python_stacks"]), (2, 0, 0), "tracker counters")
+    eq(rep["summary"]["leaked_bytes"], 0, "every block freed")
+
+
 def growth_and_owner_rules_see_python_frames():
     p, rep = run([sys.executable, APP, "growth"])
     growth = rep["growth"]
