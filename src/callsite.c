@@ -37,6 +37,12 @@ static struct entry *table;
 #define DIR_SIZE 4096u
 static _Atomic(struct tl_callsite **) directory[DIR_SIZE];
 static atomic_uint next_id = 1; /* 0 means "no call site" */
+static atomic_ulong python_sites; /* call sites with a Python frame */
+
+unsigned long tl_callsite_python_count(void)
+{
+    return atomic_load_explicit(&python_sites, memory_order_relaxed);
+}
 
 #define CACHE_SLOTS 256
 struct cache_slot {
@@ -132,6 +138,11 @@ static struct tl_callsite *intern_slow(enum tl_kind kind, const uintptr_t *frame
         cs->nframes = (uint8_t)n;
         cs->hash = h;
         memcpy(cs->frames, frames, (size_t)n * sizeof *frames);
+        for (int i = 0; i < n; i++)
+            if (tl_is_pyframe(frames[i])) {
+                atomic_fetch_add_explicit(&python_sites, 1, memory_order_relaxed);
+                break;
+            }
         e->cs = cs;
         e->keylen = keylen;
         memcpy(e->key, key, keylen);

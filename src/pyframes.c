@@ -91,12 +91,7 @@ static int (*is_initialized)(void);
 static int (*addr2line)(void *code, int byte_offset);
 static uintptr_t code_type, unicode_type;
 static uintptr_t eval_lo, eval_hi; /* _PyEval_EvalFrameDefault's code, 0 = unknown */
-static atomic_ulong chains_read, chains_unreadable;
-
-unsigned long tl_py_chains_read(void)
-{
-    return atomic_load_explicit(&chains_read, memory_order_relaxed);
-}
+static atomic_ulong chains_unreadable; /* rare: a shared counter is fine here */
 
 unsigned long tl_py_chains_unreadable(void)
 {
@@ -480,7 +475,7 @@ static inline uint32_t location_id(struct py_cache_slot *cache, uintptr_t code, 
 
 int tl_py_read(uintptr_t *out, bool *run_end, int max)
 {
-    int st = atomic_load_explicit(&py_state, memory_order_relaxed);
+    int st = atomic_load_explicit(&py_state, memory_order_acquire); /* L and the pointers detect() set */
     if (st == PY_UNKNOWN) {
         detect();
         st = atomic_load(&py_state);
@@ -552,10 +547,8 @@ int tl_py_read(uintptr_t *out, bool *run_end, int max)
             run_end[n - 1] = true;
         f = rd(f, L->fr_back);
     }
-    if (n) {
+    if (n)
         run_end[n - 1] = true;
-        atomic_fetch_add_explicit(&chains_read, 1, memory_order_relaxed);
-    }
     return n;
 unreadable:
     atomic_fetch_add_explicit(&chains_unreadable, 1, memory_order_relaxed);

@@ -186,8 +186,9 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     json_t *trk = json_object();
     json_object_set_new(trk, "stacks_unwound", json_integer((json_int_t)tl_stack_unwinds()));
     json_object_set_new(trk, "thread_entries_learned", json_integer((json_int_t)tl_stack_entries_learned()));
-    /* pyframes (helper C): stacks with Python frames merged / chains that failed a check. */
-    json_object_set_new(trk, "python_stacks", json_integer((json_int_t)tl_py_chains_read()));
+    /* pyframes (helper C): distinct stacks (call sites) with Python frames /
+     * captures whose Python frame chain failed a check. */
+    json_object_set_new(trk, "python_stacks", json_integer((json_int_t)tl_callsite_python_count()));
     json_object_set_new(trk, "python_stacks_unreadable", json_integer((json_int_t)tl_py_chains_unreadable()));
     json_object_set_new(trk, "cfi_walks_contradicted", json_integer((json_int_t)tl_stack_cfi_mismatches()));
     json_object_set_new(trk, "table_owner_claims", json_integer((json_int_t)tl_live_claims()));

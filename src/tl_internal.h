@@ -145,9 +145,11 @@ static inline bool tl_py_maybe(void)
 uintptr_t tl_pyloc_intern_strings(const char *function, const char *file, int line);
 /* What a Python frame value names; false for anything else. */
 bool tl_pyloc_lookup(uintptr_t frame, const char **function, const char **file, int *line);
-/* Stacks that got Python frames / whose frame chain failed a check. */
-unsigned long tl_py_chains_read(void);
+/* Captures whose Python frame chain failed a check (native frames kept). */
 unsigned long tl_py_chains_unreadable(void);
+/* Call sites (distinct stacks) with Python frames (callsite.c; counted when
+ * a call site is created, so the hot path pays nothing). */
+unsigned long tl_callsite_python_count(void);
 
 /* ---- callsite.c --------------------------------------------------------- */
 enum tl_kind {
