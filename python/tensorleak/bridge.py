@@ -31,7 +31,7 @@ import time
 WAIT_MS = 1000
 
 _lock = threading.Lock()
-_state = {"lib": None, "thread": None, "closed": False, "history": False, "errors_seen": set()}
+_state = {"lib": None, "thread": None, "closed": False, "history": False, "hooks": False}
 
 
 def _library():
@@ -142,14 +142,22 @@ def activate():
         # gets the GIL to wait), answering a request that is already there.
         if lib.tensorleak_bridge_wait(0) == 1:
             submit_now()
-        atexit.register(_at_exit)
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=_after_fork_child)
+        # Once per process tree: a forked child inherits both registrations,
+        # and registering again there would start one more thread per
+        # handler in each later generation.
+        if not _state["hooks"]:
+            _state["hooks"] = True
+            atexit.register(_at_exit)
+            if hasattr(os, "register_at_fork"):
+                os.register_at_fork(after_in_child=_after_fork_child)
         return True
 
 
 def _after_fork_child():
     # The thread is gone in a forked child; the child reports on its own.
+    # A lock another thread held at the fork stays held in the child: a new one.
+    global _lock
+    _lock = threading.Lock()
     _state["thread"] = None
     _state["closed"] = False
     try:
