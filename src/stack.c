@@ -152,6 +152,10 @@ struct stack_tls {
     int ntail;
     uintptr_t tail[TAIL_MAX];      /* libunwind's frames below the entry */
     uintptr_t tail_slot[TAIL_MAX]; /* where each one's return address lives */
+    /* The last capture was a confirmed call-frame-table walk: try that walk
+     * first (code without frame pointers stays so), skipping the
+     * frame-pointer walk that would only be refused again. */
+    bool prefer_cfi;
 };
 static __thread struct stack_tls tls;
 
@@ -333,10 +337,12 @@ static int capture_cfi(struct stack_tls *t, uintptr_t *frames, int max)
     uint64_t h = tl_hash_frames((uint64_t)max | 1ull << 32, frames, (size_t)m);
     struct verified_slot *slot = &t->verified[h % VERIFIED_SLOTS];
     if (TL_LIKELY(slot->hash == h)) {
+        t->prefer_cfi = slot->fp_ok;
         if (slot->fp_ok)
             return m;
         return capture_unwind(frames, max);
     }
+    t->prefer_cfi = false;
     uintptr_t walked[TL_MAX_DEPTH];
     memcpy(walked, frames, (size_t)m * sizeof *frames);
     int u = capture_unwind(frames, max);
@@ -372,6 +378,16 @@ static inline int capture_native(uintptr_t *frames, int max)
     if (TL_UNLIKELY(t->stack_hi == 1 || here < t->stack_lo || here >= t->stack_hi))
         return capture_unwind(frames, max);
 
+    if (t->prefer_cfi) {
+        int m = walk_cfi(frames, max, t->stack_hi);
+        if (m > 0) {
+            uint64_t h = tl_hash_frames((uint64_t)max | 1ull << 32, frames, (size_t)m);
+            const struct verified_slot *slot = &t->verified[h % VERIFIED_SLOTS];
+            if (TL_LIKELY(slot->hash == h && slot->fp_ok))
+                return m;
+        }
+        t->prefer_cfi = false; /* the usual order below */
+    }
     int n;
     if (t->entry_ret) {
         uintptr_t record;
