@@ -54,6 +54,19 @@ void tl_series_observe(struct tl_series *s, unsigned seq, long long value, long 
         s->first_mark = seq;
         s->first_value = s->max = value;
     } else if (value >= s->max + min_step) {
+        /* A second figure under this key at the same mark (two pools named
+         * alike, a state read twice between marks) is the same observation:
+         * no second high at one mark, so highs are at distinct marks after
+         * the first one and a run of growth never spans 0 marks. */
+        if (seq == s->first_mark) {
+            s->first_value = s->max = value;
+            s->last = value;
+            return;
+        }
+        if (s->nrec && s->rec_mark[(s->nrec - 1) % TL_SERIES_KEEP] == seq) {
+            s->max = s->last = value;
+            return;
+        }
         s->rec_mark[s->nrec % TL_SERIES_KEEP] = seq;
         s->rec_before[s->nrec % TL_SERIES_KEEP] = s->max;
         s->nrec++;
@@ -93,6 +106,8 @@ bool tl_series_growing(const struct tl_series *s, unsigned now, int k, struct tl
         first--;
         start = before;
     }
+    if (last_high == start) /* marks given out of order: no span to divide by */
+        return false;
     if (v) {
         long long before = s->rec_before[first % TL_SERIES_KEEP];
         v->marks = (int)(now - start);

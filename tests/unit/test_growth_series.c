@@ -116,6 +116,36 @@ Test(growth_series, steps_under_a_mebibyte_are_noise)
     cr_assert_eq(feed(v, 50, NULL, NULL), 0);
 }
 
+/* Two figures under one key at one mark (two pools the bridge named alike,
+ * or a state submitted twice between marks) are one observation: before,
+ * each rise counted as a new high at the same mark, and K of them at the
+ * first mark divided the rate by a run of 0 marks (SIGFPE in the mark). */
+Test(growth_series, figures_repeated_within_one_mark_are_one_observation)
+{
+    struct tl_series s;
+    memset(&s, 0, sizeof s);
+    for (int i = 0; i < 4; i++)
+        tl_series_observe(&s, 1, 100 * MiB + 20 * MiB * i, TL_SERIES_MIN_STEP);
+    struct tl_series_verdict vd;
+    cr_assert(!tl_series_growing(&s, 1, K, &vd));
+    /* Steady growth seen twice per mark is flagged as if seen once. */
+    long long v[10];
+    for (int i = 0; i < 10; i++)
+        v[i] = 200 * MiB + 20 * MiB * i;
+    memset(&s, 0, sizeof s);
+    unsigned first = 0;
+    for (unsigned i = 0; i < 10; i++) {
+        tl_series_observe(&s, i + 1, v[i] - 10 * MiB, TL_SERIES_MIN_STEP);
+        tl_series_observe(&s, i + 1, v[i], TL_SERIES_MIN_STEP);
+        if (tl_series_growing(&s, i + 1, K, &vd) && !first)
+            first = i + 1;
+    }
+    cr_assert_eq(first, 4);
+    cr_assert_eq(vd.bytes_per_mark, 20 * MiB);
+    cr_assert_eq(vd.marks, 9);
+    cr_assert_eq(vd.from_bytes, 200 * MiB);
+}
+
 /* ---- the H200 fixtures -------------------------------------------------- */
 
 static json_t *fixture(const char *name)
