@@ -15,6 +15,7 @@ bridge").  Three figures, medians of N repetitions:
 
 usage: bridge_cost.py BUILD_DIR [N]
 """
+import gzip
 import json
 import os
 import statistics
@@ -63,6 +64,45 @@ def translation(n):
     return out, len(text)
 
 
+def jax_profiles(n):
+    """Decoding jax.profiler.device_memory_profile()'s pprof into sites
+    (frameworks/jax.py profile_sites, gunzip included), per full report:
+    the two H200 recordings, and a made-up profile of 1,000 distinct stacks
+    30 frames deep (XLA writes one sample per stack, size and device), encoded
+    by the stand-in jax's writer.  (Added by helper G.)"""
+    import importlib.util
+    sys.path.insert(0, os.path.join(SOURCE, "python"))
+    from tensorleak.frameworks import jax as tl_jax
+    spec = importlib.util.spec_from_file_location(
+        "fake_jax_profiler", os.path.join(SOURCE, "tests", "bridge", "fake", "jax", "profiler.py"))
+    w = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(w)
+    strings = ["", "allocations", "count", "space", "bytes", "kind", "buffer", "device", "cuda:0", "f", "/app/model.py"]
+    body = [w._field(1, w._field(1, 1) + w._field(2, 2)), w._field(1, w._field(1, 3) + w._field(2, 4))]
+    body.append(w._field(5, w._field(1, 1) + w._field(2, 9) + w._field(4, 10)))
+    for loc in range(1, 30 * 1000 + 1):
+        body.append(w._field(4, w._field(1, loc) + w._field(4, w._field(1, 1) + w._field(2, loc))))
+    labels = w._field(3, w._field(1, 5) + w._field(2, 6)) + w._field(3, w._field(1, 7) + w._field(2, 8))
+    for k in range(1000):
+        body.append(w._field(2, w._packed(1, range(30 * k + 1, 30 * k + 31)) + w._packed(2, [3, 3 << 20]) + labels))
+    body.extend(w._field(6, t.encode()) for t in strings)
+    made_up = gzip.compress(b"".join(body))
+    fixtures = os.path.dirname(FIXTURE)
+    rows = []
+    for name, data in (("jax_prealloc_profile.pb.gz", None), ("jax_grow_profile.pb.gz", None),
+                       ("1,000 stacks x 30 frames", made_up)):
+        if data is None:
+            with open(os.path.join(fixtures, name), "rb") as f:
+                data = f.read()
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            sites = tl_jax.profile_sites(data)
+            out.append(time.perf_counter() - t0)
+        rows.append((name, len(data), sum(len(v) for v in sites.values()), out))
+    return rows
+
+
 def run_prog(build, n, bridge):
     tmp = tempfile.mkdtemp(prefix="tl-bridge-bench-")
     prog = os.path.join(tmp, "prog.py")
@@ -91,6 +131,9 @@ def main():
     print("| --- | --- | --- |")
     print("| translation of the H200 native snapshot (16 segments, 72 blocks with frames; %d bytes of JSON) | | %s |"
           % (size, ms(tr)))
+    for name, size, nsites, times in jax_profiles(n):
+        print("| decoding a JAX device_memory_profile(): %s (%d bytes gzip'd, %d sites kept) | | %s |"
+              % (name, size, nsites, ms(times)))
     print("| tensorleak_mark from Python (stand-in torch, 11 segments) | %s | %s |" % (ms(off["mark"]), ms(on["mark"])))
     print("| tensorleak_snapshot: one report | %s | %s |" % (ms(off["snapshot"]), ms(on["snapshot"])))
 

@@ -80,6 +80,8 @@ def read_state(modules=None, full=True):
             reader = _reader(name)
             if name == "torch":
                 pools.extend(reader.read(mod, layout=full or _state["history"]))
+            elif name == "jax":  # live arrays' Python sites in full reads only (helper G)
+                pools.extend(reader.read(mod, sites=full, errors=errors))
             else:
                 pools.extend(reader.read(mod))
         except Exception as e:  # a framework's failure is reported, never raised

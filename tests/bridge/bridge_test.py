@@ -401,6 +401,25 @@ def jax_without_preallocation_grows_per_pool():
     eq(clean.exit["growth"], [], "clean jax loop")
 
 
+def jax_live_arrays_are_named_by_their_python_line():
+    # The stand-in's device_memory_profile() is pprof as XLA writes it, from
+    # the live arrays' stacks: each full report names the loop's result line.
+    r = run([JC, "jax", "leak", "6"], env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"})
+    eq(r.rc, 0, "exit status")
+    line = line_of(JC, "RESULT_ALLOC")
+    fake = os.path.join(FAKE, "jax", "__init__.py")
+    for rep, what in ((r.by_reason("api")[0], "snapshot"), (r.exit, "exit")):
+        pool = framework_pool(rep, "jax")
+        eq([([(f["function"], f["file"], f["python"]) for f in s["stack"][:2]], s["stack"][1]["line"],
+             s["bytes"], s["count"]) for s in pool["sites"]],
+           [([("zeros_bytes", fake, True), ("<module>", JC, True)], line, 6 * 16 * MiB, 6)], what + ": jax sites")
+        eq(len(pool["sites"][0]["stack"]), 2, what + ": the whole stack")
+        eq([e for e in rep["bridge"]["errors"] if e.startswith("jax")], [], what + ": no jax error")
+    # The same program, clean: nothing alive at the end, no site.
+    clean = run([JC, "jax", "clean", "3"], env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"})
+    eq(framework_pool(clean.exit, "jax")["sites"], [], "clean: no live array")
+
+
 def cupy_pools_with_unknown_largest_block():
     r = run([JC, "cupy", "leak", "6"])
     stats = json.loads(r.out)

@@ -177,6 +177,131 @@ class Jax(unittest.TestCase):
         self.assertEqual(rows[0]["framework"]["mode"], "growing")
 
 
+class JaxProfile(unittest.TestCase):
+    """Live arrays' Python sites from jax.profiler.device_memory_profile()
+    (pprof, gzip'd) as recorded on the H200: 8 kept 2048x2048 f32 results
+    (16 MiB each), 7 allocated at the recording script's line 60 itself and
+    the first one inside the jit call it made there (compiled on first use)."""
+    SCRIPT = "/work/steering/.gpu/cases/fixtures.py"
+    PKG = "/opt/torch/.venv/lib/python3.12/site-packages/jax/_src/"
+
+    def profile(self, name):
+        with open(os.path.join(FIXTURES, name), "rb") as f:
+            return f.read()
+
+    def expected(self):
+        inner = [("__call__", "interpreters/pxla.py", 420), ("wrapper", "profiler.py", 420),
+                 ("_pjit_call_impl_python", "pjit.py", 1166), ("_run_python_pjit", "pjit.py", 142),
+                 ("cache_miss", "pjit.py", 266), ("reraise_with_filtered_traceback", "traceback_util.py", 194)]
+        return [(7 * 16 * MiB, 7, [(("<module>", self.SCRIPT, 60))]),
+                (16 * MiB, 1, [(f, self.PKG + p, l) for f, p, l in inner] + [("<module>", self.SCRIPT, 60)])]
+
+    def check(self, name, stats_name):
+        sites = tl_jax.profile_sites(self.profile(name))
+        self.assertEqual(list(sites), ["cuda:0"])
+        got = [(s["bytes"], s["count"], [(f["function"], f["file"], f["line"]) for f in s["frames"]])
+               for s in sites["cuda:0"]]
+        self.assertEqual(got, self.expected())
+        self.assertTrue(all(f["python"] for s in sites["cuda:0"] for f in s["frames"]))
+        # Every live buffer: JAX's own bytes_in_use after the 8th request.
+        last = fixture(stats_name)["per_request"][-1]
+        self.assertEqual(sum(s["bytes"] for s in sites["cuda:0"]), last["bytes_in_use"])
+        self.assertEqual(sum(s["count"] for s in sites["cuda:0"]), len(fixture(stats_name)["live_arrays"]))
+
+    def test_preallocated_profile(self):
+        self.check("jax_prealloc_profile.pb.gz", "jax_prealloc_stats.json")
+
+    def test_growing_profile(self):
+        self.check("jax_grow_profile.pb.gz", "jax_grow_stats.json")
+
+    def test_gunzipped_bytes_and_executables_left_out(self):
+        raw = gzip.decompress(self.profile("jax_grow_profile.pb.gz"))
+        self.assertEqual(tl_jax.profile_sites(raw), tl_jax.profile_sites(self.profile("jax_grow_profile.pb.gz")))
+        # The profile also holds 4 compiled executables (0 bytes, no device
+        # label): not arrays, so no site (check() counts 8 buffers, not 12).
+        strings = [v for f, v in tl_jax._fields(raw) if f == 6]
+        kinds = [strings[dict(tl_jax._fields(lab))[2]] for f, v in tl_jax._fields(raw) if f == 2
+                 for g, lab in tl_jax._fields(v) if g == 3 and strings[dict(tl_jax._fields(lab))[1]] == b"kind"]
+        self.assertEqual(sorted(kinds), [b"buffer", b"buffer", b"executable", b"executable", b"executable",
+                                         b"executable"])
+
+    def test_truncated_profile_raises(self):
+        raw = gzip.decompress(self.profile("jax_grow_profile.pb.gz"))
+        with self.assertRaises((ValueError, IndexError)):
+            tl_jax.profile_sites(raw[:-3])
+
+    def test_a_profile_over_the_limit_is_not_decoded(self):
+        from unittest import mock
+        data = self.profile("jax_grow_profile.pb.gz")
+        self.assertEqual(len(gzip.decompress(data)), 2374)
+        with mock.patch.object(tl_jax, "MAX_PROFILE_BYTES", 2374):
+            self.assertEqual(len(tl_jax.profile_sites(data)["cuda:0"]), 2)
+        with mock.patch.object(tl_jax, "MAX_PROFILE_BYTES", 2373):
+            with self.assertRaisesRegex(ValueError, "sites are left out"):
+                tl_jax.profile_sites(data)
+        with self.assertRaisesRegex(ValueError, "cut short"):
+            tl_jax.profile_sites(data[:-20])
+
+    def stand_in(self, profile):
+        import types
+        calls = []
+
+        class Device:
+            id = local_hardware_id = 0
+            platform = "gpu"
+
+            def __str__(self):
+                return "cuda:0"
+
+            def memory_stats(self):
+                return fixture("jax_grow_stats.json")["per_request"][-1]
+
+        def device_memory_profile(backend=None):
+            calls.append(backend)
+            if isinstance(profile, Exception):
+                raise profile
+            return profile
+        jax = types.SimpleNamespace(__version__="0.11.2", local_devices=lambda: [Device()],
+                                    profiler=types.SimpleNamespace(device_memory_profile=device_memory_profile))
+        return jax, calls
+
+    def read(self, jax, **kw):
+        import types
+        from unittest import mock
+        up = types.SimpleNamespace(_backends={"cuda": object()})
+        with mock.patch.dict(sys.modules, {"jax._src.xla_bridge": up}):
+            return tl_jax.read(jax, **kw)
+
+    def test_full_reads_carry_the_sites_marks_do_not_ask(self):
+        jax, calls = self.stand_in(self.profile("jax_grow_profile.pb.gz"))
+        rows = self.read(jax)  # a mark: figures only
+        self.assertEqual((len(rows), "sites" in rows[0], calls), (1, False, []))
+        rows = self.read(jax, sites=True)
+        self.assertEqual(calls, ["gpu"])
+        self.assertEqual(rows[0]["allocated_bytes"], 8 * 16 * MiB)
+        self.assertEqual([(s["bytes"], s["count"], s["frames"][0]["file"], s["frames"][0]["line"])
+                          for s in rows[0]["sites"]],
+                         [(7 * 16 * MiB, 7, self.SCRIPT, 60), (16 * MiB, 1, self.PKG + "interpreters/pxla.py", 420)])
+        json.dumps(rows)
+
+    def test_a_failing_profile_keeps_the_figures_and_says_so(self):
+        jax, calls = self.stand_in(RuntimeError("no heap profile"))
+        errors = []
+        rows = self.read(jax, sites=True, errors=errors)
+        self.assertEqual((rows[0]["allocated_bytes"], "sites" in rows[0]), (8 * 16 * MiB, False))
+        self.assertEqual(errors, ["jax: device_memory_profile: RuntimeError: no heap profile"])
+
+    def test_the_bridge_asks_for_sites_in_full_states_only(self):
+        jax, calls = self.stand_in(self.profile("jax_prealloc_profile.pb.gz"))
+        import types
+        from unittest import mock
+        up = types.SimpleNamespace(_backends={"cuda": object()})
+        with mock.patch.dict(sys.modules, {"jax._src.xla_bridge": up}):
+            mark = bridge.read_state(modules={"jax": jax}, full=False)
+            report = bridge.read_state(modules={"jax": jax}, full=True)
+        self.assertEqual(("sites" in mark["pools"][0], len(report["pools"][0]["sites"]), calls), (False, 2, ["gpu"]))
+
+
 class Cupy(unittest.TestCase):
     def test_device_pool_per_request(self):
         d = fixture("cupy_pool_stats.json")

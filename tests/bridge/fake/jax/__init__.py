@@ -4,11 +4,13 @@ shared/fixtures/h200-2026-11-30/jax_*_stats.json).  Preallocates 75 % of the
 simulated GPU unless XLA_PYTHON_CLIENT_PREALLOCATE=false, as XLA does."""
 import os
 import sys
+import weakref
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import _fakecuda  # noqa: E402
 
 from ._src import xla_bridge  # noqa: E402
+from . import profiler  # noqa: E402,F401  (real jax imports it too)
 
 __version__ = "0.0.0+tensorleak.fake"
 _PREALLOCATE = os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true").lower() not in ("false", "0")
@@ -19,7 +21,11 @@ class Device:
     local_hardware_id = 0
     platform = "gpu"
 
+    def __str__(self):  # what XLA's profile labels its buffers with
+        return "cuda:%d" % self.id
+
     def __init__(self):
+        self.live = weakref.WeakSet()  # live arrays, for profiler.device_memory_profile()
         self.arena = _fakecuda.Arena()
         self.limit = int(_fakecuda.total_memory() * 0.75)
         self.peak_in_use = self.peak_pool = 0
@@ -72,6 +78,14 @@ class Array:
     def __init__(self, nbytes):
         d = _dev()
         self.addr = d.arena.alloc(nbytes, lambda size: max(64 << 20, size))
+        self.nbytes = nbytes
+        # The Python stack of the allocation, innermost first from the caller
+        # (XLA records each buffer's the same way, its own frames included).
+        self.stack, f = [], sys._getframe(1)
+        while f is not None:
+            self.stack.append((f.f_code.co_name, f.f_code.co_filename, f.f_lineno))
+            f = f.f_back
+        d.live.add(self)
         d.num_allocs += 1
         d.peak_in_use = max(d.peak_in_use, d.arena.used())
         d.peak_pool = max(d.peak_pool, d.arena.reserved())
