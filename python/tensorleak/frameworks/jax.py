@@ -7,8 +7,8 @@ backends up (reading jax.devices() first would start them).
 
 For full reports, the live arrays' Python sites come from
 jax.profiler.device_memory_profile(): XLA records the Python stack of every
-device buffer it allocates, and the profile aggregates live buffers per
-(stack, device) in pprof's protobuf, gzip'd."""
+device buffer it allocates, and the profile counts live buffers per stack,
+size and device in pprof's protobuf, gzip'd."""
 
 import importlib
 import sys
