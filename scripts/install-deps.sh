@@ -12,9 +12,11 @@ apt-get install -y -qq --no-install-recommends \
   heaptrack binutils scdoc >/dev/null
 # The python suites run on the python3 first on PATH, which meson finds; where
 # that is not Debian's (pyenv, a venv), Debian's pytest does not serve it.
-if ! python3 -c 'import pytest, pytest_repeat' 2>/dev/null; then
-  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check pytest pytest-repeat \
-    || echo "install-deps: pytest not installed for $(command -v python3); the in-tree pytest gate test will be skipped"
+# cuda-bindings (NVIDIA's, from PyPI) drives the simulated driver in a test of
+# Python frames; it needs no GPU to import.
+if ! python3 -c 'import pytest, pytest_repeat, cuda.bindings.driver' 2>/dev/null; then
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check pytest pytest-repeat cuda-bindings \
+    || echo "install-deps: pytest/cuda-bindings not installed for $(command -v python3); the tests that need them will be skipped"
 fi
 # Optional: headless Chromium renders the HTML report in a test (skipped
 # without it).  Pass --no-browser to leave it out.
