@@ -688,13 +688,14 @@ def eval_framework(rec):
         row.add("no growth", BAD if flagged else OK, "growth entries in %s" % (", ".join(flagged) or "no report"))
         row.cells["growth"] = "**flagged**" if flagged else "none"
     # Issue 16: the leak is named at the workload's own line.  Where the framework names
-    # who allocated each block (PyTorch's allocation history) or each tensor is a driver
-    # allocation (cudaMallocAsync), a leak, growth entry or pool site must name it; inside
-    # a cache that attributes nothing (PyTorch without history, XLA, CuPy) the segments
-    # the cache took, held by its owner, are all there is to name it.
+    # who allocated each block (PyTorch's allocation history, JAX's device memory
+    # profile) or each buffer is a driver allocation (cudaMallocAsync, cuda.bindings,
+    # numba-cuda), a leak, growth entry or pool site must name it; inside a cache that
+    # attributes nothing (PyTorch without history, CuPy) the segments the cache took,
+    # held by its owner, are all there is to name it.
     if gt.get("expect_growth"):
         info = gt.get("info") or {}
-        strict = kind is None or (kind == "pytorch" and bool(
+        strict = kind is None or kind == "jax" or (kind == "pytorch" and bool(
             info.get("history") or info.get("backend") == "cudaMallocAsync"))
         check_user_line(row, [by_label.get(k) for k in sorted(by_label)] + [exit_r], gt.get("user_file", ""),
                         gt.get("user_lines") or [], strict)
@@ -1322,6 +1323,15 @@ def cmd_selftest(_a):
                                    "was": -1, "now": 0}])
         assert len(p) == 1 and "device 0: gap -8388608 < 0" in p[0] and "device 0: allocated 24 MiB > reserved 16 MiB" in p[0], p
         assert any(c.what == "report repairs" and "device 0 gap_bytes -1 -> 0" in c.detail for c in row.checks), row.checks
+        # JAX names its live arrays (device_memory_profile): a pool site must name the line
+        jl = {"req6": dict(jm["end"], request=6), "end": dict(jm["end"], allocated=10 * MiB)}
+        jpool_sites = dict(jpool, sites=[{"bytes": 16 * MiB, "count": 1, "stack": py_stack[1:]}])
+        row, p = fw_case(17, "jax", "leak", jl, lambda lb: jpool_sites,
+                         lambda lb: [dict(pool_growth[0], pool="jax cuda:0", bytes_per_mark=0)])
+        assert p == [] and row.cells["line"] == "serve_loop.py:108 (pool sites)", (p, row.cells)
+        row, p = fw_case(18, "jax", "leak", jl, lambda lb: jpool,
+                         lambda lb: [dict(pool_growth[0], pool="jax cuda:0", bytes_per_mark=0)], held=held_py)
+        assert len(p) == 1 and "user's line" in p[0] and "only" in p[0], p
         # a framework that is not installed: skipped, not failed
         row, p = fw_case(7, "jax", "leak", {}, None, None, skip="jax does not import")
         assert p == [] and row.verdict() == "skipped", (p, row.verdict())
