@@ -23,8 +23,10 @@
  * run` sets it) and an initialized interpreter is in the process, the first
  * CUDA call or report schedules, with Py_AddPendingCall (callable without
  * the GIL or a thread state), a call that runs in the main thread with the
- * GIL, puts the package's directory on sys.path and starts the bridge.  It
- * catches every exception: a pending call that fails raises in the program.
+ * GIL, puts the package's directory on sys.path and starts the bridge.  Its
+ * own failures are caught (a pending call that fails raises in the
+ * program); the program's own Ctrl-C or sys.exit, if its signal handler
+ * happens to run inside it, is handed on (see boot).
  */
 #include "report.h"
 
@@ -619,41 +621,71 @@ static bool package_dir(char *out, size_t len)
 
 static char boot_dir[PATH_MAX];
 
-/* Runs in the main thread with the GIL (a pending call).  Returns 0 always:
- * -1 would raise in the program. */
+/* Runs in the main thread with the GIL (a pending call).  The bridge's own
+ * failure is one stderr line and 0: never raised in the program.  Python
+ * runs the program's signal handlers at any bytecode boundary of the main
+ * thread, this call's included: a KeyboardInterrupt (Ctrl-C) or a
+ * SystemExit (a SIGTERM handler calling sys.exit) raised here is the
+ * program's, and -1 hands it on, raised in the program where this call ran,
+ * as it would have been without tensorleak.  Swallowing it would keep a
+ * program running that was told to stop. */
 static int boot(void *arg)
 {
     (void)arg;
-    typedef int (*run_fn)(const char *, void *);
-    run_fn run = (run_fn)tl_real_dlsym(RTLD_DEFAULT, "PyRun_SimpleStringFlags");
-    if (!run)
+    typedef void *(*add_module_fn)(const char *);
+    typedef void *(*dict_fn)(void *);
+    typedef void *(*run_fn)(const char *, int, void *, void *, void *);
+    typedef void (*decref_fn)(void *);
+    typedef int (*matches_fn)(void *);
+    typedef void (*clear_fn)(void);
+    add_module_fn add_module = (add_module_fn)tl_real_dlsym(RTLD_DEFAULT, "PyImport_AddModule");
+    dict_fn module_dict = (dict_fn)tl_real_dlsym(RTLD_DEFAULT, "PyModule_GetDict");
+    run_fn run = (run_fn)tl_real_dlsym(RTLD_DEFAULT, "PyRun_StringFlags");
+    decref_fn decref = (decref_fn)tl_real_dlsym(RTLD_DEFAULT, "Py_DecRef");
+    matches_fn matches = (matches_fn)tl_real_dlsym(RTLD_DEFAULT, "PyErr_ExceptionMatches");
+    clear_fn clear = (clear_fn)tl_real_dlsym(RTLD_DEFAULT, "PyErr_Clear");
+    void **exc_exception = (void **)tl_real_dlsym(RTLD_DEFAULT, "PyExc_Exception");
+    if (!add_module || !module_dict || !run || !decref || !matches || !clear || !exc_exception) {
+        tl_warn(&boot_once, "the Python bridge did not start (the interpreter's C API is not exported)");
         return 0;
+    }
     /* exec in a dict of its own: nothing is bound in the program's __main__.
      * sys.path gets the directory appended, so a tensorleak the program
-     * installed itself wins. */
+     * installed itself wins.  Only Exception is caught: see above. */
     char code[PATH_MAX + 1024];
     snprintf(code, sizeof code,
              "__import__('builtins').exec(\"\"\"\n"
              "import sys\n"
              "try:\n"
-             "    if sys.is_finalizing():\n"
-             "        raise SystemExit\n"
-             "    d = '%s'\n"
-             "    if d and d not in sys.path:\n"
-             "        sys.path.append(d)\n"
-             "    import tensorleak.bridge\n"
-             "    tensorleak.bridge.activate()\n"
-             "except SystemExit:\n"
-             "    pass  # the interpreter is shutting down: too late, and nothing to say\n"
-             "except BaseException as e:\n"
+             "    if not sys.is_finalizing():  # shutting down: too late, and nothing to say\n"
+             "        d = '%s'\n"
+             "        if d and d not in sys.path:\n"
+             "            sys.path.append(d)\n"
+             "        import tensorleak.bridge\n"
+             "        tensorleak.bridge.activate()\n"
+             "except Exception as e:\n"
              "    try:\n"
              "        sys.stderr.write('tensorleak: the Python bridge did not start: %%r\\\\n' %% (e,))\n"
-             "    except BaseException:\n"
+             "    except Exception:\n"
              "        pass\n"
              "\"\"\", {'__name__': '_tensorleak_boot'})\n",
              boot_dir);
-    if (run(code, NULL) != 0)
+    void *main_module = add_module("__main__"); /* borrowed */
+    void *globals = main_module ? module_dict(main_module) : NULL;
+    if (!globals) {
+        clear();
         tl_warn(&boot_once, "the Python bridge did not start");
+        return 0;
+    }
+    void *result = run(code, 257 /* Py_file_input */, globals, globals, NULL);
+    if (result) {
+        decref(result);
+        return 0;
+    }
+    if (!matches(*exc_exception))
+        return -1; /* the program's KeyboardInterrupt or SystemExit, still set */
+    clear();
+    tl_warn(&boot_once, "the Python bridge did not start");
     return 0;
 }
 
