@@ -358,7 +358,11 @@ static void fix_fraction(struct tl_report_model *m, double *f, bool unknown, con
     if (unknown || (*f >= 0.0 && *f <= 1.0))
         return;
     double now = *f > 1.0 ? 1.0 : 0.0; /* NaN and negatives become 0 */
-    note_repair(m, "0 <= fragmentation <= 1", where, "fragmentation", (long long)(*f * 1000.0), (long long)(now * 1000.0));
+    /* Recorded in thousandths, saturated: a framework's number may be any
+     * double, and converting one out of range to an integer is undefined. */
+    double was = *f * 1000.0;
+    long long was_k = was != was ? 0 : was >= 0x1p63 ? LLONG_MAX : was <= -0x1p63 ? LLONG_MIN : (long long)was;
+    note_repair(m, "0 <= fragmentation <= 1", where, "fragmentation", was_k, (long long)(now * 1000.0));
     *f = now;
 }
 

@@ -8,6 +8,7 @@
 
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -163,6 +164,32 @@ Test(invariants, negative_byte_counts_become_zero, .init = cr_redirect_stderr)
     cr_assert_eq(m.repairs_total, 2);
     cr_assert_str_eq(m.repairs[0].invariant, "bytes >= 0");
     cr_assert_str_eq(m.repairs[1].figure, "held_bytes");
+}
+
+/* A framework's fragmentation comes from its JSON as any number: the
+ * repair records it in thousandths, saturated, never through an
+ * out-of-range float-to-integer conversion (undefined; x86 gave INT64_MIN
+ * for 1e300, a large fraction listed as a hugely negative one). */
+Test(invariants, a_fraction_far_out_of_range_is_recorded_saturated, .init = cr_redirect_stderr)
+{
+    struct tl_report_model m = model(2);
+    snprintf(pool_rows[0].name, sizeof pool_rows[0].name, "torch cuda:0");
+    pool_rows[0].kind = "pytorch";
+    pool_rows[0].fragmentation = 1e300;
+    snprintf(pool_rows[1].name, sizeof pool_rows[1].name, "jax cuda:0");
+    pool_rows[1].kind = "jax";
+    pool_rows[1].fragmentation = -1e300;
+    m.devices[0].fragmentation = NAN;
+    tl_report_check_invariants(&m);
+    cr_assert(pool_rows[0].fragmentation == 1.0);
+    cr_assert(pool_rows[1].fragmentation == 0.0);
+    cr_assert(m.devices[0].fragmentation == 0.0);
+    cr_assert_eq(m.nrepairs, 3);
+    cr_assert_eq(m.repairs[0].was, LLONG_MAX);
+    cr_assert_eq(m.repairs[0].now, 1000);
+    cr_assert_eq(m.repairs[1].was, LLONG_MIN);
+    cr_assert_eq(m.repairs[1].now, 0);
+    cr_assert_eq(m.repairs[2].was, 0, "NaN has no number: recorded as 0");
 }
 
 Test(format_size, a_negative_number_is_never_a_size)
