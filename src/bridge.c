@@ -141,7 +141,10 @@ int tensorleak_bridge_submit(const char *text)
     double t = now_realtime();
     bool full = !json_is_false(json_object_get(j, "full"));
     pthread_mutex_lock(&br_lock);
-    json_decref(state);
+    /* The old state is freed after the lock: `state` always names a whole
+     * object, also in a child forked while it is being freed (the child
+     * keeps the pointer, not the freeing thread). */
+    json_t *old = state;
     state = j;
     state_time = t;
     state_full = full;
@@ -152,6 +155,7 @@ int tensorleak_bridge_submit(const char *text)
     }
     pthread_cond_broadcast(&br_cond);
     pthread_mutex_unlock(&br_lock);
+    json_decref(old);
     submitted_here = true;
     return 0;
 }
