@@ -10,6 +10,7 @@
 
 #include <inttypes.h>
 #include <string.h>
+#include <time.h>
 
 static const char *or_unknown(const char *s)
 {
@@ -130,12 +131,40 @@ static void leaks(FILE *out, const struct tl_report *r)
     }
 }
 
+/* A growth row without a call site (issue 13), as the library prints it
+ * (src/growth.c, tl_growth_print_scoped): a framework pool's allocated
+ * bytes, an owner's reserve, a Python line of a pool. */
+static bool scoped_growth(FILE *out, const struct tl_growth *g)
+{
+    char human[SIZE_HUMAN_MAX];
+    const struct rank_tag tag = rank_tag(g->has_rank, g->rank, ", ");
+    const char *rank = tag.text;
+    size_human(g->bytes_per_mark, human);
+    if (!g->scope || strcmp(g->scope, "call_site") == 0)
+        return false;
+    if (strcmp(g->scope, "owner") == 0) {
+        fprintf(out, "Growth of %s per mark over %" PRIu64 " marks in the reserve of owner %s (%s%s)\n\n", human,
+                g->marks, or_unknown(g->owner), or_unknown(g->owner_class), rank);
+        return true;
+    }
+    if (strcmp(g->scope, "pool") == 0)
+        fprintf(out, "Growth of %s per mark over %" PRIu64 " marks in pool '%s' (%s, allocated bytes%s)%s\n", human,
+                g->marks, or_unknown(g->pool), or_unknown(g->kind), rank, g->stack.count ? ", growing at:" : "");
+    else
+        fprintf(out, "Growth of %s per mark over %" PRIu64 " marks [%s, pool '%s'%s] allocated from:\n", human, g->marks,
+                or_unknown(g->kind), or_unknown(g->pool), rank);
+    for (size_t i = 0; i < g->stack.count; i++)
+        format_frame(out, i, &g->stack.frames[i]);
+    fputc('\n', out);
+    return true;
+}
+
 static void growth(FILE *out, const struct tl_report *r)
 {
     char human[SIZE_HUMAN_MAX];
     for (size_t i = 0; i < r->growth_count; i++) {
         const struct tl_growth *g = &r->growth[i];
-        if (g->suppressed)
+        if (g->suppressed || scoped_growth(out, g))
             continue;
         fprintf(out, "Growth of %s per mark over %" PRIu64 " marks [%s%s] allocated from:\n",
                 size_human(g->bytes_per_mark, human), g->marks, or_unknown(g->kind),
@@ -203,11 +232,45 @@ static void devices(FILE *out, const struct tl_report *r)
     }
 }
 
+/* " [torch 2.11.0 native; state of 2026-11-30T21:02:03.123Z, read at exit]":
+ * which framework a bridge's pool row is of and when its state was read, as
+ * the library prints it (src/bridge.c, tl_bridge_print_pool_note). */
+static void framework_note(FILE *out, const struct tl_pool *p)
+{
+    const char *v = p->framework_version, *m = p->framework_mode;
+    char when[64] = "??";
+    if (p->has_read_at && p->read_at >= 0 && p->read_at < 1e11) {
+        time_t secs = (time_t)p->read_at;
+        struct tm tm;
+        char day[40];
+        gmtime_r(&secs, &tm);
+        strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(when, sizeof(when), "%s.%03dZ", day, (int)((p->read_at - (double)secs) * 1000.0) % 1000);
+    }
+    const char *said = !p->state || strcmp(p->state, "fresh") == 0 ? ""
+                       : strcmp(p->state, "final") == 0        ? ", read at exit"
+                                                                : ", stale";
+    fprintf(out, " [%s%s%s%s%s; state of %s%s]", p->framework_name ? p->framework_name : "framework", v ? " " : "",
+            v ? v : "", m ? " " : "", m ? m : "", when, said);
+}
+
 static void pools(FILE *out, const struct tl_report *r)
 {
     char reserved[SIZE_HUMAN_MAX], allocated[SIZE_HUMAN_MAX], free_space[96];
     for (size_t i = 0; i < r->pool_count; i++) {
         const struct tl_pool *p = &r->pools[i];
+        if (p->has_framework && p->device < 0) { /* a framework's host pool (CuPy pinned) */
+            fprintf(out, "%s%s pool '%s' (%s, host): ", prefix_of(r).text, rank_tag(p->has_rank, p->rank, " ").text,
+                    or_unknown(p->name), or_unknown(p->kind));
+            if (p->bytes_unknown)
+                fprintf(out, "%" PRIu64 " free block(s); no byte counts published", p->free_blocks);
+            else
+                fprintf(out, "reserved %s, allocated %s", size_human(p->reserved_bytes, reserved),
+                        size_human(p->allocated_bytes, allocated));
+            framework_note(out, p);
+            fputc('\n', out);
+            continue;
+        }
         fprintf(out, "%s%s pool '%s' (%s, device %lld): reserved %s, allocated %s; %s",
                 prefix_of(r).text, rank_tag(p->has_rank, p->rank, " ").text, or_unknown(p->name),
                 or_unknown(p->kind), p->device, size_human(p->reserved_bytes, reserved),
@@ -220,6 +283,8 @@ static void pools(FILE *out, const struct tl_report *r)
             fprintf(out, " [driver reading of %s]", or_unknown(p->reading_time));
         else if (p->reading && strcmp(p->reading, "none") == 0)
             fprintf(out, " [the driver never answered]");
+        if (p->has_framework)
+            framework_note(out, p);
         fputc('\n', out);
     }
 }

@@ -99,6 +99,12 @@ struct tl_growth {
     struct tl_stack stack;
     bool has_rank;
     long long rank;
+    /* Rows without a call site (issue 13): "scope" "pool" (a framework pool's
+     * allocated bytes), "owner" (an owner's reserve), "python_site"; NULL or
+     * "call_site" for a call site's row. */
+    const char *scope;
+    const char *pool;           /* pool and python_site rows */
+    const char *owner, *owner_class;  /* owner rows */
 };
 
 /* One allocated block of a pool segment (optional "layout", see tl_segment). */
@@ -138,6 +144,15 @@ struct tl_pool {
     size_t layout_count;
     bool has_rank;
     long long rank;
+    /* A framework's pool read by the Python bridge (issue 13): "framework"
+     * {name, version, mode}, when its state was read, whether fresh. */
+    bool has_framework;
+    const char *framework_name, *framework_version, *framework_mode;
+    bool has_read_at;
+    double read_at;             /* unix time */
+    const char *state;          /* "fresh" | "stale" | "final" */
+    bool bytes_unknown;         /* reserved_bytes null: a host pool without byte counts */
+    uint64_t free_blocks;
 };
 
 /* One entry of "marks": the totals when tensorleak_mark() was called. */

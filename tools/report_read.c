@@ -319,6 +319,10 @@ static void read_growth(struct loader *ld, json_t *root, struct tl_report *r)
         read_stack(ld, e, where, &g->stack);
         g->has_rank = get(ld, e, where, "rank", WANT_INT, false) != NULL;
         g->rank = get_int(ld, e, where, "rank");
+        g->scope = get_str(ld, e, where, "scope");
+        g->pool = get_str(ld, e, where, "pool");
+        g->owner = get_str(ld, e, where, "owner");
+        g->owner_class = get_str(ld, e, where, "owner_class");
     }
 }
 
@@ -447,6 +451,20 @@ static void read_pools(struct loader *ld, json_t *root, struct tl_report *r)
         read_layout(ld, e, where, p);
         p->has_rank = get(ld, e, where, "rank", WANT_INT, false) != NULL;
         p->rank = get_int(ld, e, where, "rank");
+        json_t *fw = get(ld, e, where, "framework", WANT_OBJECT, false);
+        if (fw) {
+            char fwhere[WHERE_MAX + 16];
+            snprintf(fwhere, sizeof(fwhere), "%s.framework", where);
+            p->has_framework = true;
+            p->framework_name = get_str(ld, fw, fwhere, "name");
+            p->framework_version = get_str(ld, fw, fwhere, "version");
+            p->framework_mode = get_str(ld, fw, fwhere, "mode");
+        }
+        p->has_read_at = get(ld, e, where, "read_at", WANT_REAL, false) != NULL;
+        p->read_at = get_real(ld, e, where, "read_at");
+        p->state = get_str(ld, e, where, "state");
+        p->bytes_unknown = is_unknown(e, "reserved_bytes");
+        p->free_blocks = get_u64(ld, e, where, "free_blocks");
     }
 }
 
