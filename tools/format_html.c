@@ -748,9 +748,17 @@ static void put_pool(FILE *out, const struct tl_pool *p)
     put_text(out, p->name ? p->name : "(unnamed pool)");
     fputs("</b> (", out);
     put_text(out, p->kind ? p->kind : "pool");
-    fprintf(out, ", device %lld", p->device);
+    if (p->has_framework && p->device < 0)
+        fputs(", host", out); /* a framework's pinned host pool */
+    else
+        fprintf(out, ", device %lld", p->device);
     if (p->has_rank)
         fprintf(out, ", rank %lld", p->rank);
+    if (p->bytes_unknown) { /* CuPy's pinned pool publishes no byte counts: nothing to draw */
+        fprintf(out, "): %" PRIu64 " free block(s); no byte counts published</figcaption>\n</figure>\n",
+                p->free_blocks);
+        return;
+    }
     if (p->layout_unknown)
         fprintf(out, "): reserved %s, allocated %s, free %s, largest free block unknown, "
                 "fragmentation unknown", human(p->reserved_bytes, a), human(p->allocated_bytes, b),
@@ -1000,17 +1008,39 @@ static void put_growth(FILE *out, const struct tl_report *r)
     char a[SIZE_HUMAN_MAX];
     for (size_t i = 0; i < r->growth_count; i++) {
         const struct tl_growth *g = &r->growth[i];
+        /* Rows without a call site (issue 13): a pool's allocated bytes, an
+         * owner's reserve, a Python line of a pool; no allocation count. */
+        const char *scope = g->scope && strcmp(g->scope, "call_site") != 0 ? g->scope : NULL;
         fprintf(out, "<details class=\"site growth\"><summary><span class=\"bytes\">+%s per mark"
-                "</span> over %" PRIu64 " marks (%" PRIu64 " allocation(s) per mark) "
-                "<span class=\"tag\">", human(g->bytes_per_mark, a), g->marks, g->count_per_mark);
+                "</span> over %" PRIu64 " marks ", human(g->bytes_per_mark, a), g->marks);
+        if (!scope)
+            fprintf(out, "(%" PRIu64 " allocation(s) per mark) ", g->count_per_mark);
+        fputs("<span class=\"tag\">", out);
         put_text(out, g->kind ? g->kind : "device");
         fputs("</span>", out);
         if (g->suppressed)
             fputs("<span class=\"tag supp\">suppressed</span>", out);
         fputs(" — ", out);
-        put_site_name(out, &g->stack);
+        if (scope && strcmp(scope, "owner") == 0) {
+            fputs("in the reserve of owner ", out);
+            put_text(out, g->owner ? g->owner : "?");
+            fputs(" (", out);
+            put_text(out, g->owner_class ? g->owner_class : "?");
+            fputs(")", out);
+        } else if (scope) {
+            fputs("in pool '", out);
+            put_text(out, g->pool ? g->pool : "?");
+            fputs(strcmp(scope, "pool") == 0 ? "' (allocated bytes)" : "', ", out);
+            if (strcmp(scope, "pool") == 0 && g->stack.count)
+                fputs(", growing at ", out);
+            if (strcmp(scope, "pool") != 0 || g->stack.count)
+                put_site_name(out, &g->stack);
+        } else {
+            put_site_name(out, &g->stack);
+        }
         fputs("</summary>", out);
-        put_stack(out, &g->stack);
+        if (!scope || g->stack.count) /* a pool or reserve without a line has no stack to miss */
+            put_stack(out, &g->stack);
         fputs("</details>\n", out);
     }
 }

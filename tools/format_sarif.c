@@ -249,15 +249,37 @@ static void add_report(json_t *results, const struct tl_report *rep, bool tag_re
     }
     for (size_t i = 0; i < rep->growth_count; i++) {
         const struct tl_growth *g = &rep->growth[i];
-        snprintf(text, sizeof(text),
-                 "Growth of %s (%" PRIu64 " bytes) per mark over %" PRIu64
-                 " marks [%s] allocated in %s",
-                 size_human(g->bytes_per_mark, a), g->bytes_per_mark, g->marks,
-                 g->kind ? g->kind : "device",
-                 where_text(&g->stack));
+        /* Rows without a call site (issue 13) say what grew, as the text does. */
+        const char *scope = g->scope && strcmp(g->scope, "call_site") != 0 ? g->scope : NULL;
+        int n = snprintf(text, sizeof(text), "Growth of %s (%" PRIu64 " bytes) per mark over %" PRIu64 " marks",
+                         size_human(g->bytes_per_mark, a), g->bytes_per_mark, g->marks);
+        size_t at = n > 0 && (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1;
+        if (scope && strcmp(scope, "owner") == 0)
+            snprintf(text + at, sizeof(text) - at, " in the reserve of owner %s (%s)", g->owner ? g->owner : "?",
+                     g->owner_class ? g->owner_class : "?");
+        else if (scope && strcmp(scope, "pool") == 0)
+            snprintf(text + at, sizeof(text) - at, " in pool '%s' (%s, allocated bytes)%s%s", g->pool ? g->pool : "?",
+                     g->kind ? g->kind : "?", g->stack.count ? ", growing in " : "",
+                     g->stack.count ? where_text(&g->stack) : "");
+        else if (scope)
+            snprintf(text + at, sizeof(text) - at, " [%s, pool '%s'] allocated in %s", g->kind ? g->kind : "?",
+                     g->pool ? g->pool : "?", where_text(&g->stack));
+        else
+            snprintf(text + at, sizeof(text) - at, " [%s] allocated in %s", g->kind ? g->kind : "device",
+                     where_text(&g->stack));
         json_t *props = json_pack("{sIsIsIss}", "bytes_per_mark", (json_int_t)g->bytes_per_mark,
                                   "count_per_mark", (json_int_t)g->count_per_mark, "marks",
                                   (json_int_t)g->marks, "kind", g->kind ? g->kind : "device");
+        if (scope) {
+            json_object_set_new(props, "scope", json_string(scope));
+            json_object_set_new(props, "count_per_mark", json_null()); /* a pool or reserve has no count */
+            if (g->pool)
+                json_object_set_new(props, "pool", json_string(g->pool));
+            if (g->owner)
+                json_object_set_new(props, "owner", json_string(g->owner));
+            if (g->owner_class)
+                json_object_set_new(props, "owner_class", json_string(g->owner_class));
+        }
         if (tag_report)
             json_object_set_new(props, "report", json_string(rep->path));
         if (g->has_rank)
@@ -350,7 +372,13 @@ static json_t *memory_properties(const struct tl_report *reports, size_t count)
                                   "free_bytes", (json_int_t)p->free_bytes);
             json_object_set_new(o, "largest_free_block", u64_or_unknown(p->layout_unknown, p->largest_free_block));
             json_object_set_new(o, "fragmentation", real_or_unknown(p->layout_unknown, p->fragmentation));
-            if (p->layout_unknown)
+            if (p->bytes_unknown) { /* a framework's host pool without byte counts (CuPy pinned) */
+                json_object_set_new(o, "reserved_bytes", json_null());
+                json_object_set_new(o, "allocated_bytes", json_null());
+                json_object_set_new(o, "free_bytes", json_null());
+                snprintf(text, sizeof text, "pool '%s' (%s, host): %" PRIu64 " free block(s); no byte counts published",
+                         p->name ? p->name : "?", p->kind ? p->kind : "?", p->free_blocks);
+            } else if (p->layout_unknown)
                 snprintf(text, sizeof text, "pool '%s': reserved %s, allocated %s; largest free block unknown "
                          "(fragmentation unknown)", p->name ? p->name : "?", size_human(p->reserved_bytes, a),
                          size_human(p->allocated_bytes, b));
