@@ -240,9 +240,19 @@ def __getattr__(name):
     raise AttributeError("module 'tensorleak' has no attribute %r" % name)
 
 
+def _bridge_switched_off():
+    # TENSORLEAK_PYTHON as the library reads it (src/options.c, tl_parse_bool):
+    # unset, the import starts the bridge; an explicit off, or a value the
+    # library rejects ("the Python bridge stays off"), is honoured here too
+    # (pytest imports this package for every run through its plugin).
+    value = os.environ.get("TENSORLEAK_PYTHON", "")
+    return value != "" and value.lower() not in ("1", "true", "yes", "on")
+
+
 # Under tensorleak, the framework bridge (helper thread reading PyTorch, JAX,
-# CuPy allocator state for the reports) starts with the first import.
-if loaded():
+# CuPy allocator state for the reports) starts with the first import, unless
+# TENSORLEAK_PYTHON says off.
+if loaded() and not _bridge_switched_off():
     try:
         from . import bridge as _bridge
         _bridge.activate()
