@@ -92,6 +92,29 @@ static int (*addr2line)(void *code, int byte_offset);
 static uintptr_t code_type, unicode_type;
 static uintptr_t eval_lo, eval_hi; /* _PyEval_EvalFrameDefault's code, 0 = unknown */
 static atomic_ulong chains_unreadable; /* rare: a shared counter is fine here */
+static pthread_mutex_t loc_lock;
+
+/* A fork while another thread holds detect_lock or loc_lock (resolving a
+ * new location: malloc and the line-table decode inside) would leave the
+ * child's copy locked forever and hang its first new Python location.  Both
+ * are held across fork instead, so the child gets them free and the tables
+ * consistent.  Leaf locks: nothing under them forks or takes another. */
+static void before_fork(void)
+{
+    pthread_mutex_lock(&detect_lock);
+    pthread_mutex_lock(&loc_lock);
+}
+
+static void after_fork(void)
+{
+    pthread_mutex_unlock(&loc_lock);
+    pthread_mutex_unlock(&detect_lock);
+}
+
+__attribute__((constructor)) static void register_fork_handlers(void)
+{
+    pthread_atfork(before_fork, after_fork, after_fork);
+}
 
 unsigned long tl_py_chains_unreadable(void)
 {
@@ -223,7 +246,7 @@ struct pyloc {
 #define LOC_DIR 1024u
 static _Atomic(struct pyloc *) loc_dir[LOC_DIR];
 static atomic_uint nlocs = 1; /* id 0: none */
-static pthread_mutex_t loc_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t loc_lock = PTHREAD_MUTEX_INITIALIZER; /* declared above (fork handlers) */
 
 struct code_key {
     uintptr_t code, name, file;

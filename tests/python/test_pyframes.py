@@ -326,5 +326,53 @@ def cli_prints_python_frames_and_demangles_names_of_older_reports():
     check("DeviceCachingAllocator::alloc_block(" in out.stdout and MANGLED not in out.stdout, out.stdout)
 
 
+HOSTILE = os.path.join(HERE, "hostile_app.py")
+
+
+def hostile(python, mode):
+    p, rep = run([python, HOSTILE, mode])
+    eq(p.returncode, 0, f"{python} {mode}: exit status: {p.stdout} {p.stderr}")
+    return p, rep
+
+
+def hostile_frames(stack):
+    return [f for f in python_frames(stack) if f[1] == "hostile_app.py"]
+
+
+def generator_coroutine_and_c_thread_allocations_name_their_lines():
+    alloc = ("alloc", "hostile_app.py", line_of("H-ALLOC", HOSTILE))
+    _, rep = hostile(sys.executable, "generator")
+    eq([(l["bytes"], l["count"]) for l in rep["leaks"]], [(2 * MiB, 2)], "generator leaks")
+    eq(hostile_frames(rep["leaks"][0]["stack"])[:2],
+       [alloc, ("gen_blocks", "hostile_app.py", line_of("H-GEN", HOSTILE))], "generator frames")
+    _, rep = hostile(sys.executable, "coroutine")
+    eq([(l["bytes"], l["count"]) for l in rep["leaks"]], [(2 * MiB, 1)], "coroutine leaks")
+    eq(hostile_frames(rep["leaks"][0]["stack"])[:2],
+       [alloc, ("coro_block", "hostile_app.py", line_of("H-CORO", HOSTILE))], "coroutine frames")
+    # A thread pthread_create'd by C: no Python frames before and after its
+    # callback (no thread state), the callback's own frames during it.
+    _, rep = hostile(sys.executable, "c_thread")
+    leaks = sorted(((l["bytes"], l["count"], tuple(hostile_frames(l["stack"]))) for l in rep["leaks"]))
+    eq(leaks, [(3 * MiB, 1, (alloc, ("on_c_thread", "hostile_app.py", line_of("H-CTHREAD", HOSTILE)))),
+               (5 * MiB, 1, ()), (5 * MiB, 1, ())], "C thread leaks")
+    eq(rep["tracker"].get("python_stacks_unreadable"), 0, "unreadable chains")
+
+
+def a_fork_while_another_thread_resolves_python_frames_does_not_hang_the_child():
+    # Without the fork handlers of pyframes.c about 1 child in 5 hung.
+    for exe in [sys.executable] + [e for e in pythons() if e != sys.executable]:
+        hostile(exe, "fork_while_resolving")
+        p, rep = hostile(exe, "fork")
+        eq([(l["bytes"], l["count"]) for l in rep["leaks"]], [(6 * MiB, 1)], f"{exe}: parent's leaks")
+        print(f"ok: {exe}")
+
+
+def daemon_threads_allocating_while_the_interpreter_finalizes_never_crash():
+    for exe in [sys.executable] + [e for e in pythons() if e != sys.executable]:
+        for _ in range(5):
+            hostile(exe, "finalizing")
+        print(f"ok: {exe}")
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]]()
