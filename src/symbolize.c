@@ -11,16 +11,74 @@
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 static char *debuginfo_path;
 
+/* Is the file open on `fd` the debug file of `mod` (same GNU build ID)?
+ * Without a build ID to compare, the debuglink name is all there is. */
+static bool same_build_id(Dwfl_Module *mod, int fd)
+{
+    const unsigned char *want;
+    GElf_Addr vaddr;
+    int want_len = dwfl_module_build_id(mod, &want, &vaddr);
+    if (want_len <= 0)
+        return true;
+    Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    if (!elf)
+        return false;
+    const void *have;
+    ssize_t have_len = dwelf_elf_gnu_build_id(elf, &have);
+    bool same = have_len == want_len && memcmp(have, want, (size_t)want_len) == 0;
+    elf_end(elf);
+    return same;
+}
+
+/* Separate debug info from the local disk only: /usr/lib/debug/.build-id,
+ * then the .gnu_debuglink places (beside the file, its .debug/, and under
+ * /usr/lib/debug).  dwfl_standard_find_debuginfo searches the same, but ends
+ * in a debuginfod query when nothing is found: elfutils 0.188 then loads
+ * libdebuginfod, libcurl and a TLS library into the host program, even with
+ * DEBUGINFOD_URLS unset, and a report racing exit() crashed in OpenSSL's
+ * cleanup.  A report must not change what the program has loaded, nor reach
+ * the network. */
+static int find_debuginfo_local(Dwfl_Module *mod, void **userdata, const char *modname, GElf_Addr base,
+                                const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
+                                char **debuginfo_file_name)
+{
+    int fd = dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file, debuglink_crc,
+                                          debuginfo_file_name);
+    if (fd >= 0 || !debuglink_file || !file_name || file_name[0] != '/' || strchr(debuglink_file, '/'))
+        return fd;
+    const char *slash = strrchr(file_name, '/');
+    int dirlen = (int)(slash - file_name);
+    static const char *const places[] = {"%.*s/%s", "%.*s/.debug/%s", "/usr/lib/debug%.*s/%s"};
+    for (size_t i = 0; i < sizeof places / sizeof places[0]; i++) {
+        char path[4096];
+        if (snprintf(path, sizeof path, places[i], dirlen, file_name, debuglink_file) >= (int)sizeof path)
+            continue;
+        if (strcmp(path, file_name) == 0)
+            continue; /* the debuglink names the file itself */
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        if (same_build_id(mod, fd)) {
+            *debuginfo_file_name = strdup(path);
+            return fd;
+        }
+        close(fd);
+    }
+    return -1;
+}
+
 static const Dwfl_Callbacks callbacks = {
     .find_elf = dwfl_linux_proc_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = find_debuginfo_local,
     .debuginfo_path = &debuginfo_path,
 };
 
