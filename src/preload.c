@@ -33,6 +33,7 @@ atomic_bool tl_used; /* some CUDA entry point was reached */
 
 void tl_snapshot_start(void);
 void tl_snapshot_after_fork(void);
+void tl_snapshot_watch(void);
 void tl_tracker_after_fork(void);
 void tl_pools_after_fork(void);
 void tl_suppressions_load(void);
@@ -132,6 +133,7 @@ void tl_ensure_init(void)
     if (TL_UNLIKELY(!atomic_load_explicit(&tl_used, memory_order_relaxed))) {
         tl_init();
         atomic_store_explicit(&tl_used, true, memory_order_relaxed);
+        tl_snapshot_watch();
         extern void tl_bridge_kick(void); /* issue 13 (D): a Python program's first CUDA call */
         tl_bridge_kick();
     }

@@ -88,14 +88,48 @@ static void install(int sig)
     sigaction(sig, &sa, NULL);
 }
 
-static void start_watcher(void)
+static atomic_bool watcher_started;
+
+static void close_pipe(void)
 {
-    if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-        tl_warn(NULL, "cannot create the snapshot pipe (%s); signal snapshots are off", strerror(errno));
-        return;
+    if (wake_pipe[0] >= 0) {
+        close(wake_pipe[0]);
+        close(wake_pipe[1]);
     }
+    wake_pipe[0] = wake_pipe[1] = -1;
+}
+
+static bool open_pipe(void)
+{
     /* The read end blocks in poll, not in read: keep it non-blocking so a
      * spurious wake-up never hangs the watcher. */
+    if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        tl_warn(NULL, "cannot create the snapshot pipe (%s); signal snapshots are off", strerror(errno));
+        wake_pipe[0] = wake_pipe[1] = -1;
+        return false;
+    }
+    return true;
+}
+
+/* At start: the pipe and the handlers, no thread.  A signal that arrives
+ * before the watcher runs waits in the pipe. */
+void tl_snapshot_start(void)
+{
+    if (!(tl_opt.signal || tl_opt.mark_signal || tl_opt.interval > 0) || !open_pipe())
+        return;
+    install(tl_opt.signal);
+    install(tl_opt.mark_signal);
+}
+
+/* The watcher thread starts at the program's first CUDA call, not when the
+ * library loads: a program that forks before it touches the GPU (Python's
+ * multiprocessing, a server's pre-fork workers) stays single-threaded until
+ * then, as it would be without tensorleak (CPython 3.12+ warns on a fork of
+ * a multi-threaded process, and the warning would change its output). */
+void tl_snapshot_watch(void)
+{
+    if (wake_pipe[0] < 0 || atomic_exchange(&watcher_started, true))
+        return;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -103,36 +137,28 @@ static void start_watcher(void)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         tl_warn(NULL, "cannot start the snapshot thread (%s); signal snapshots are off", strerror(rc));
-        close(wake_pipe[0]);
-        close(wake_pipe[1]);
-        wake_pipe[0] = wake_pipe[1] = -1;
         return;
     }
     pthread_detach(watcher);
     watcher_running = true;
-    install(tl_opt.signal);
-    install(tl_opt.mark_signal);
 }
 
-void tl_snapshot_start(void)
-{
-    if (tl_opt.signal || tl_opt.mark_signal || tl_opt.interval > 0)
-        start_watcher();
-}
-
-/* The watcher thread does not exist in a forked child: start a new one with
- * a new pipe (the inherited one is shared with the parent). */
+/* The watcher thread does not exist in a forked child, and the inherited
+ * pipe is shared with the parent: a new pipe, and a new watcher if the
+ * parent had one running. */
 void tl_snapshot_after_fork(void)
 {
     tl_growth_after_fork();
     extern void tl_bridge_after_fork(void); /* issue 13 (D) */
     tl_bridge_after_fork();
-    if (!watcher_running)
+    if (wake_pipe[0] < 0)
         return;
-    close(wake_pipe[0]);
-    close(wake_pipe[1]);
+    bool was_running = watcher_running;
+    close_pipe();
     watcher_running = false;
-    tl_snapshot_start();
+    atomic_store(&watcher_started, false);
+    if (open_pipe() && was_running)
+        tl_snapshot_watch();
 }
 
 TL_EXPORT void tensorleak_mark(const char *label);

@@ -127,6 +127,29 @@ def a_report_loads_no_debuginfod_client_into_the_program():
     check(any(rep["reason"] == "api" for rep in r.reports), "the snapshot was written")
 
 
+def a_python_program_that_forks_before_cuda_sees_no_extra_thread():
+    # The snapshot watcher thread starts at the first CUDA call: before it, a
+    # fork under CPython 3.12+ printed "This process ... is multi-threaded".
+    import glob
+    import shutil
+    pythons = sorted(glob.glob("/root/.pyenv/versions/3.1[2-9]*/bin/python3"))
+    for name in ("python3.13", "python3.12"):
+        if shutil.which(name):
+            pythons.append(shutil.which(name))
+    if not pythons:
+        print("SKIP: no CPython 3.12 or newer here")
+        sys.exit(77)
+    script = os.path.join(SOURCE, "tests", "integration", "progs", "fork_before_cuda.py")
+    for py in pythons[:2]:
+        r = run(py, script)
+        eq(r.rc, 0, f"{py}: exit status")
+        eq(r.out, "forked\n", f"{py}: output")
+        eq(r.err, "", f"{py}: stderr")
+    # Reports still work once CUDA is used.
+    r = run(prog("snap_exit"))
+    eq(sorted(rep["reason"] for rep in r.reports), ["api", "exit"], "reports after CUDA use")
+
+
 def leaky_inference_counts_each_runtime_call_once():
     # cudaMalloc reaches the driver's cuMemAlloc_v2 hook too: 1 weights +
     # 8 x (activations, staging, kv) = 25 allocations, not 50.
