@@ -249,7 +249,7 @@ static atomic_uint nlocs = 1; /* id 0: none */
 static pthread_mutex_t loc_lock = PTHREAD_MUTEX_INITIALIZER; /* declared above (fork handlers) */
 
 struct code_key {
-    uintptr_t code, name, file;
+    uintptr_t code, name, file, tag;
     int offset;
     uint32_t id; /* 0 = empty */
 };
@@ -418,7 +418,7 @@ static char *read_str(uintptr_t s)
     return out;
 }
 
-static uint32_t resolve_slow(uintptr_t code, uintptr_t name, uintptr_t file, int offset)
+static uint32_t resolve_slow(uintptr_t code, uintptr_t name, uintptr_t file, uintptr_t tag, int offset)
 {
     pthread_mutex_lock(&loc_lock);
     uint32_t id = 0;
@@ -445,7 +445,7 @@ static uint32_t resolve_slow(uintptr_t code, uintptr_t name, uintptr_t file, int
     size_t j = mix(code ^ (uint64_t)offset << 40) & (code_cap - 1);
     for (; code_tab[j].id; j = (j + 1) & (code_cap - 1)) {
         struct code_key *k = &code_tab[j];
-        if (k->code == code && k->offset == offset && k->name == name && k->file == file) {
+        if (k->code == code && k->offset == offset && k->name == name && k->file == file && k->tag == tag) {
             id = k->id;
             goto out;
         }
@@ -456,7 +456,7 @@ static uint32_t resolve_slow(uintptr_t code, uintptr_t name, uintptr_t file, int
     int line = addr2line((void *)code, offset);
     id = loc_intern_locked(fn, fl, line);
     if (id) {
-        code_tab[j] = (struct code_key){code, name, file, offset, id};
+        code_tab[j] = (struct code_key){code, name, file, tag, offset, id};
         code_used++;
     }
 out:
@@ -468,7 +468,7 @@ out:
 #define PY_CACHE_SLOTS 512
 #define PY_MEMO 64
 struct py_cache_slot {
-    uintptr_t code, name;
+    uintptr_t code, name, tag;
     int offset;
     uint32_t id;
 };
@@ -480,19 +480,36 @@ struct py_cache_slot {
  * match. */
 struct py_tls {
     struct py_cache_slot cache[PY_CACHE_SLOTS];
-    uintptr_t memo_frame[PY_MEMO], memo_code[PY_MEMO], memo_name[PY_MEMO], memo_ip[PY_MEMO];
+    uintptr_t memo_frame[PY_MEMO], memo_code[PY_MEMO], memo_name[PY_MEMO], memo_tag[PY_MEMO], memo_ip[PY_MEMO];
     uint32_t memo_id[PY_MEMO];
 };
 static __thread struct py_tls py_tls;
 
-static inline uint32_t location_id(struct py_cache_slot *cache, uintptr_t code, uintptr_t name, int offset)
+/* A fingerprint of a live str's text, read in place: its length and its
+ * first eight bytes (of a compact ASCII string; other kinds give other but
+ * stable bytes of the object).  Code objects and their names are freed and
+ * made again at the same addresses (exec'd, FX or torch.compile code), so
+ * pointers alone named forty functions made one after another with five
+ * names.  The string belongs to the code object the frame runs: alive. */
+static inline uintptr_t str_tag(uintptr_t s)
+{
+    if (!plausible(s))
+        return 0;
+    uintptr_t len = rd(s, L->u_length), word = rd(s, L->u_ascii_size);
+    if (len < 8)
+        word &= ((uintptr_t)1 << (len * 8)) - 1; /* the bytes after the text are not the string's */
+    return word ^ len * 0x9E3779B97F4A7C15ull;
+}
+
+static inline uint32_t location_id(struct py_cache_slot *cache, uintptr_t code, uintptr_t name, uintptr_t tag,
+                                   int offset)
 {
     size_t i = (size_t)((code >> 4) ^ (code >> 13) ^ ((uintptr_t)offset * 0x9E3779B1u)) & (PY_CACHE_SLOTS - 1);
     struct py_cache_slot *s = &cache[i];
-    if (TL_LIKELY(s->code == code && s->offset == offset && s->name == name && s->id))
+    if (TL_LIKELY(s->code == code && s->offset == offset && s->name == name && s->tag == tag && s->id))
         return s->id;
-    uint32_t id = resolve_slow(code, name, rd(code, L->co_filename), offset);
-    *s = (struct py_cache_slot){code, name, offset, id};
+    uint32_t id = resolve_slow(code, name, rd(code, L->co_filename), tag, offset);
+    *s = (struct py_cache_slot){code, name, tag, offset, id};
     return id;
 }
 
@@ -542,22 +559,23 @@ int tl_py_read(uintptr_t *out, bool *run_end, int max)
         bool entry = legacy || (L->fr_entry >= 0 && *(const uint8_t *)(f + (uintptr_t)L->fr_entry));
         uint32_t id;
         if (steps < PY_MEMO && t->memo_frame[steps] == f && t->memo_code[steps] == code && t->memo_ip[steps] == ip &&
-            t->memo_name[steps] == rd(code, name_at)) {
+            t->memo_name[steps] == rd(code, name_at) && t->memo_tag[steps] == str_tag(t->memo_name[steps])) {
             id = t->memo_id[steps];
         } else {
             if (!plausible(code) || rd(code, 8) != code_type)
                 goto unreadable;
             long offset = legacy ? (L->version == 0x30a ? (long)(int)ip * 2 : (long)(int)ip)
                                  : (long)(ip - (code + (uintptr_t)L->co_code));
-            uintptr_t name = rd(code, name_at);
+            uintptr_t name = rd(code, name_at), tag = str_tag(name);
             /* A frame pushed but not started yet (offset before the first
              * instruction) has no line: left out. */
-            id = offset >= 0 && offset < (1l << 30) ? location_id(t->cache, code, name, (int)offset) : 0;
+            id = offset >= 0 && offset < (1l << 30) ? location_id(t->cache, code, name, tag, (int)offset) : 0;
             if (steps < PY_MEMO) {
                 t->memo_frame[steps] = f;
                 t->memo_code[steps] = code;
                 t->memo_ip[steps] = ip;
                 t->memo_name[steps] = name;
+                t->memo_tag[steps] = tag;
                 t->memo_id[steps] = id;
             }
         }
