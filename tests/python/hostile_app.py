@@ -159,7 +159,9 @@ def main():
             if pid == 0:
                 types.FunctionType(base.__code__.replace(co_name="f"), ns)(False)
                 os._exit(0)
-            rc = wait_child(pid, 30)
+            # A child finishes in ~50 ms; 5 s tells a hang.  (30 s each made
+            # two hangs in the simulator's lock overrun the test's 60 s.)
+            rc = wait_child(pid, 5)
             if rc != 0:
                 hung.append(rc)
         stop.set()
