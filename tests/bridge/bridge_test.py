@@ -237,7 +237,9 @@ def interval_reports_from_the_watcher_thread_have_fresh_state():
     for rep in iv:
         eq(rep["bridge"]["state"], "fresh", "state of an interval report")
         pool = torch_pool(rep)
-        check(pool["allocated_bytes"] % (21 * MiB) == 0 and pool["allocated_bytes"] > 0,
+        # Read while the program runs: between requests (n x 21 MiB kept) or
+        # inside one (plus 1-3 scratch blocks of 3 MiB) — never anything else.
+        check(pool["allocated_bytes"] > 0 and pool["allocated_bytes"] % (21 * MiB) in (0, 3 * MiB, 6 * MiB, 9 * MiB),
               "pool allocated: %d" % pool["allocated_bytes"])
 
 
