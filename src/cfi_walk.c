@@ -408,18 +408,52 @@ static inline const struct cfi_rule *rule_for(struct cfi_rule *cache, uintptr_t 
     return r;
 }
 
-int tl_cfi_walk(uintptr_t ret, uintptr_t sp, uintptr_t bp, uintptr_t hi, uintptr_t *frames, int max)
+/* The thread's last walk: where it started and every stack word it read.
+ * The walk is a function of those alone (and of the rules, which stay as
+ * long as the generation does), so a walk from the same registers that finds
+ * the same words at the same places has the same frames: checking that costs
+ * a load a word, against a rule lookup and the loads a frame.  A loop that
+ * allocates from one place walks the same stack every time. */
+struct walk_memo {
+    uintptr_t ret, sp, bp, hi;
+    int max, n, nreads; /* n 0: none */
+    uint8_t gen;
+    uintptr_t at[2 * TL_MAX_DEPTH], val[2 * TL_MAX_DEPTH];
+    uintptr_t frames[TL_MAX_DEPTH];
+};
+static __thread struct walk_memo memo;
+
+int tl_cfi_walk(uintptr_t ret, uintptr_t sp, uintptr_t bp, uintptr_t hi, uintptr_t *frames, int max, bool *same)
 {
-    struct cfi_rule *cache = rules;
+    struct walk_memo *w = &memo;
     uint8_t gen = (uint8_t)atomic_load_explicit(&generation, memory_order_acquire);
-    int n = 0;
+    *same = false;
+    if (w->n > 0 && w->ret == ret && w->sp == sp && w->bp == bp && w->hi == hi && w->max == max && w->gen == gen) {
+        int k = 0;
+        while (k < w->nreads && *(const uintptr_t *)w->at[k] == w->val[k])
+            k++;
+        if (k == w->nreads) {
+            memcpy(frames, w->frames, (size_t)w->n * sizeof *frames);
+            *same = true;
+            return w->n;
+        }
+    }
+    w->n = 0;
+    w->ret = ret;
+    w->sp = sp;
+    w->bp = bp;
+    w->hi = hi;
+    w->max = max;
+    w->gen = gen;
+    struct cfi_rule *cache = rules;
+    int n = 0, reads = 0;
     while (n < max) {
         if (ret == 0)
-            return n;
+            goto done;
         frames[n++] = ret;
         const struct cfi_rule *r = rule_for(cache, ret - 1, gen);
         if (r->state == RULE_END)
-            return n;
+            goto done;
         if (r->state != RULE_OK_RSP && r->state != RULE_OK_RBP)
             return -1;
         uintptr_t cfa = (r->state == RULE_OK_RSP ? sp : bp) + (uintptr_t)(intptr_t)r->cfa_off;
@@ -434,9 +468,19 @@ int tl_cfi_walk(uintptr_t ret, uintptr_t sp, uintptr_t bp, uintptr_t hi, uintptr
             if (bp_at < sp || bp_at > hi - sizeof(uintptr_t))
                 return -1;
             bp = *(const uintptr_t *)bp_at;
+            w->at[reads] = bp_at;
+            w->val[reads++] = bp;
         }
         ret = *(const uintptr_t *)ra_at;
+        w->at[reads] = ra_at;
+        w->val[reads++] = ret;
         sp = cfa;
+    }
+done:
+    if (n > 0) {
+        memcpy(w->frames, frames, (size_t)n * sizeof *frames);
+        w->nreads = reads;
+        w->n = n;
     }
     return n;
 }

@@ -92,6 +92,10 @@ static int (*addr2line)(void *code, int byte_offset);
 static uintptr_t code_type, unicode_type;
 static uintptr_t eval_lo, eval_hi; /* _PyEval_EvalFrameDefault's code, 0 = unknown */
 static atomic_ulong chains_unreadable; /* rare: a shared counter is fine here */
+/* Code objects freed since the interpreter was found, counted by a wrapper
+ * around PyCode_Type's tp_dealloc (see count_code_frees); 0 while unknown. */
+static atomic_ulong code_frees;
+static atomic_bool code_frees_counted;
 static pthread_mutex_t loc_lock;
 
 /* A fork while another thread holds detect_lock or loc_lock (resolving a
@@ -173,6 +177,39 @@ static bool layout_from_debug_offsets(unsigned v)
     return true;
 }
 
+/* The memo of tl_py_read trusts a frame that sits at the same address and
+ * runs the same code object at the same instruction as at the thread's last
+ * capture, reading nothing but the frame.  That is only right while no code
+ * object has been freed since: code made and freed at run time (exec, FX,
+ * torch.compile) comes back at the same addresses with other names.  The
+ * interpreter says nothing when a code object goes (PyCode_AddWatcher is
+ * 3.12+ and needs the GIL to register), so PyCode_Type's deallocator is
+ * wrapped: the wrapper counts, then calls the interpreter's own, so the
+ * program sees the same deallocation.  The slot is one aligned pointer,
+ * replaced atomically: a thread freeing a code object at that moment runs
+ * either function.  PyCode_Type is a static type that cannot be subclassed,
+ * so no other type inherits the slot.  Never undone: this library is never
+ * unloaded while the program runs. */
+#define TP_DEALLOC_OFFSET 48 /* PyObject_VAR_HEAD, tp_name, tp_basicsize, tp_itemsize (every 3.x) */
+static void (*code_dealloc)(void *);
+
+static void code_dealloc_counted(void *code)
+{
+    atomic_fetch_add_explicit(&code_frees, 1, memory_order_relaxed);
+    code_dealloc(code);
+}
+
+static void count_code_frees(void)
+{
+    _Atomic(void (*)(void *)) *slot = (_Atomic(void (*)(void *)) *)(code_type + TP_DEALLOC_OFFSET);
+    void (*current)(void *) = atomic_load(slot);
+    if (!current || current == code_dealloc_counted)
+        return;
+    code_dealloc = current;
+    if (atomic_compare_exchange_strong(slot, &current, code_dealloc_counted))
+        atomic_store(&code_frees_counted, true);
+}
+
 static void detect(void)
 {
     pthread_mutex_lock(&detect_lock);
@@ -220,6 +257,7 @@ static void detect(void)
         L = NULL;
         goto out;
     }
+    count_code_frees();
     void *eval = tl_real_dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
     Dl_info info;
     const ElfW(Sym) *sym = NULL;
@@ -466,24 +504,73 @@ out:
 
 /* ---- capture ------------------------------------------------------------ */
 #define PY_CACHE_SLOTS 512
-#define PY_MEMO 64
+#define PY_MEMO TL_MAX_DEPTH
 struct py_cache_slot {
     uintptr_t code, name, tag;
     int offset;
     uint32_t id;
 };
+/* One step of the thread's last chain: the frame's own words, what they
+ * were resolved to, and the count of code objects freed when they were
+ * last checked against the code object itself. */
+struct py_memo_step {
+    uintptr_t frame, code, ip, name, tag;
+    unsigned long frees;
+    uint32_t id;
+    uint8_t flags; /* the frame's entry (3.11) or owner (3.12+) byte */
+};
 /* One TLS block, so one TLS lookup per capture.  memo: the frames of the
- * thread's last capture, step by step from the innermost; a frame at the
- * same address, running the same code object (same name) at the same
- * instruction, is the same location, found without the code object's
- * checks and the cache's hash.  In a loop all but the innermost frames
- * match. */
+ * thread's last capture, step by step from the innermost.  A frame at the
+ * same address, with the same entry/owner byte, running the same code
+ * object at the same instruction, is the same location.  While no code
+ * object has been freed since that step was checked, the frame's own cache
+ * line says so (the code object it holds is alive, and no other can have
+ * taken its address); otherwise the code object's name is compared too, by
+ * pointer and text.  In a loop every step matches, and a capture whose every
+ * step matches and that ends where the last one ended has the last one's
+ * frames: tl_py_read says so (*same), and the caller skips the merge. */
 struct py_tls {
     struct py_cache_slot cache[PY_CACHE_SLOTS];
-    uintptr_t memo_frame[PY_MEMO], memo_code[PY_MEMO], memo_name[PY_MEMO], memo_tag[PY_MEMO], memo_ip[PY_MEMO];
-    uint32_t memo_id[PY_MEMO];
+    struct py_memo_step memo[PY_MEMO];
+    int memo_steps, memo_n, memo_max; /* where the last chain ended; -1 steps: unreadable */
+    uintptr_t memo_end;               /* the link it stopped at (0: the chain's end) */
+    unsigned long memo_frees;         /* code objects freed when every step was last checked */
+    uintptr_t memo_out[PY_MEMO];      /* what it returned */
+    bool memo_run_end[PY_MEMO];
 };
 static __thread struct py_tls py_tls;
+
+/* The chain from f is the memo's, frame for frame, read from the frames
+ * alone (no code object has been freed since every step was checked), and
+ * ends where the last one did.  The frame addresses come from the chain
+ * itself, never from the memo, so nothing is read that the thread's chain
+ * does not point at. */
+static inline bool same_chain(const struct py_tls *t, uintptr_t f, int flags_at, bool legacy)
+{
+    const int back = L->fr_back, code_at = L->fr_code, instr = L->fr_instr;
+    const bool shims = L->version >= 0x30c;
+    /* Each link waits for the load before it; the frames are most likely
+     * where the last capture found them, so their lines are asked for all
+     * at once first (a prefetch never faults, even where a frame has gone). */
+    for (int k = 0; k < t->memo_steps && k < PY_MEMO; k++)
+        __builtin_prefetch((const void *)(t->memo[k].frame + (uintptr_t)back));
+    int k = 0;
+    for (; k < t->memo_steps && k < PY_MEMO; k++) {
+        const struct py_memo_step *m = &t->memo[k];
+        if (f != m->frame)
+            return false;
+        uint8_t flags = flags_at >= 0 ? *(const uint8_t *)(f + (uintptr_t)flags_at) : 0;
+        if (flags != m->flags)
+            return false;
+        if (!(shims && flags == FRAME_OWNED_BY_CSTACK)) {
+            uintptr_t ip = legacy ? (uintptr_t)*(const int *)(f + (uintptr_t)instr) : rd(f, instr);
+            if (rd(f, code_at) != m->code || ip != m->ip)
+                return false;
+        }
+        f = rd(f, back);
+    }
+    return k == t->memo_steps && (t->memo_end == 0 ? f == 0 : f == t->memo_end);
+}
 
 /* A fingerprint of a live str's text, read in place: its length and its
  * first eight bytes (of a compact ASCII string; other kinds give other but
@@ -513,8 +600,24 @@ static inline uint32_t location_id(struct py_cache_slot *cache, uintptr_t code, 
     return id;
 }
 
-int tl_py_read(uintptr_t *out, bool *run_end, int max)
+/* The step is the memo's frame (see struct py_tls); a step checked by its
+ * name is good without it until the next code object is freed. */
+static inline bool memo_matches(struct py_memo_step *m, uintptr_t f, uintptr_t code, uintptr_t ip, uint8_t flags,
+                                bool counted, unsigned long frees, int name_at)
 {
+    if (m->frame != f || m->code != code || m->ip != ip || m->flags != flags)
+        return false;
+    if (counted && m->frees == frees)
+        return true;
+    if (m->name != rd(code, name_at) || m->tag != str_tag(m->name))
+        return false;
+    m->frees = frees;
+    return true;
+}
+
+int tl_py_read(uintptr_t *out, bool *run_end, int max, bool *same_out)
+{
+    *same_out = false;
     int st = atomic_load_explicit(&py_state, memory_order_acquire); /* L and the pointers detect() set */
     if (st == PY_UNKNOWN) {
         detect();
@@ -543,25 +646,44 @@ int tl_py_read(uintptr_t *out, bool *run_end, int max)
     struct py_tls *t = &py_tls;
     const bool legacy = L->version < 0x30b, shims = L->version >= 0x30c;
     const int name_at = L->co_qualname ? L->co_qualname : L->co_name;
-    int n = 0;
-    for (int steps = 0; f && n < max; steps++) {
+    const int flags_at = shims ? L->fr_owner : L->fr_entry; /* -1 before 3.11 */
+    /* Frees counted from the moment the wrapper is in; before, never trusted. */
+    const bool counted = atomic_load_explicit(&code_frees_counted, memory_order_relaxed);
+    const unsigned long frees = atomic_load_explicit(&code_frees, memory_order_relaxed);
+    if (counted && t->memo_frees == frees && t->memo_max == max && t->memo_steps > 0 &&
+        same_chain(t, f, flags_at, legacy)) {
+        memcpy(out, t->memo_out, (size_t)t->memo_n * sizeof *out);
+        memcpy(run_end, t->memo_run_end, (size_t)t->memo_n * sizeof *run_end);
+        *same_out = true;
+        return t->memo_n;
+    }
+    bool same = true;
+    int n = 0, steps = 0;
+    for (; f && n < max; steps++) {
         if (!plausible(f) || steps >= MAX_CHAIN)
             goto unreadable;
-        if (shims && *(const uint8_t *)(f + (uintptr_t)L->fr_owner) == FRAME_OWNED_BY_CSTACK) {
+        struct py_memo_step *m = steps < PY_MEMO ? &t->memo[steps] : NULL;
+        const uint8_t flags = flags_at >= 0 ? *(const uint8_t *)(f + (uintptr_t)flags_at) : 0;
+        if (shims && flags == FRAME_OWNED_BY_CSTACK) {
             /* The shim an evaluation-loop entry pushes: the run above it is done. */
             if (n)
                 run_end[n - 1] = true;
+            if (!m || m->frame != f || m->flags != flags) {
+                same = false;
+                if (m)
+                    *m = (struct py_memo_step){.frame = f, .flags = flags};
+            }
             f = rd(f, L->fr_back);
             continue;
         }
         uintptr_t code = rd(f, L->fr_code);
         uintptr_t ip = legacy ? (uintptr_t)*(const int *)(f + (uintptr_t)L->fr_instr) : rd(f, L->fr_instr);
-        bool entry = legacy || (L->fr_entry >= 0 && *(const uint8_t *)(f + (uintptr_t)L->fr_entry));
+        bool entry = legacy || (!shims && flags);
         uint32_t id;
-        if (steps < PY_MEMO && t->memo_frame[steps] == f && t->memo_code[steps] == code && t->memo_ip[steps] == ip &&
-            t->memo_name[steps] == rd(code, name_at) && t->memo_tag[steps] == str_tag(t->memo_name[steps])) {
-            id = t->memo_id[steps];
+        if (m && memo_matches(m, f, code, ip, flags, counted, frees, name_at)) {
+            id = m->id;
         } else {
+            same = false;
             if (!plausible(code) || rd(code, 8) != code_type)
                 goto unreadable;
             long offset = legacy ? (L->version == 0x30a ? (long)(int)ip * 2 : (long)(int)ip)
@@ -570,14 +692,8 @@ int tl_py_read(uintptr_t *out, bool *run_end, int max)
             /* A frame pushed but not started yet (offset before the first
              * instruction) has no line: left out. */
             id = offset >= 0 && offset < (1l << 30) ? location_id(t->cache, code, name, tag, (int)offset) : 0;
-            if (steps < PY_MEMO) {
-                t->memo_frame[steps] = f;
-                t->memo_code[steps] = code;
-                t->memo_ip[steps] = ip;
-                t->memo_name[steps] = name;
-                t->memo_tag[steps] = tag;
-                t->memo_id[steps] = id;
-            }
+            if (m)
+                *m = (struct py_memo_step){f, code, ip, name, tag, frees, id, flags};
         }
         if (id) {
             out[n] = TL_PYFRAME_TAG | id;
@@ -590,8 +706,18 @@ int tl_py_read(uintptr_t *out, bool *run_end, int max)
     }
     if (n)
         run_end[n - 1] = true;
+    *same_out = same && steps == t->memo_steps && n == t->memo_n;
+    t->memo_steps = steps;
+    t->memo_n = n;
+    t->memo_max = max;
+    t->memo_end = f;
+    t->memo_frees = frees; /* every step 0 .. steps-1 was checked or written at this count */
+    memcpy(t->memo_out, out, (size_t)n * sizeof *out);
+    memcpy(t->memo_run_end, run_end, (size_t)n * sizeof *run_end);
     return n;
 unreadable:
+    t = &py_tls;
+    t->memo_steps = -1;
     atomic_fetch_add_explicit(&chains_unreadable, 1, memory_order_relaxed);
     return 0;
 }

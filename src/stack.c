@@ -156,6 +156,8 @@ struct stack_tls {
      * first (code without frame pointers stays so), skipping the
      * frame-pointer walk that would only be refused again. */
     bool prefer_cfi;
+    /* The thread's last call-frame-table walk was taken as the stack. */
+    bool cfi_taken;
 };
 static __thread struct stack_tls tls;
 
@@ -306,8 +308,9 @@ __attribute__((noinline)) static void learn_entry(struct stack_tls *t, int max)
 /* The walk from the call-frame tables (cfi_walk.c), starting at the first
  * frame outside libtensorleak: its return address, stack pointer and rbp
  * come from our own frame records.  -1 when it cannot be done. */
-__attribute__((noinline)) static int walk_cfi(uintptr_t *frames, int max, uintptr_t hi)
+__attribute__((noinline)) static int walk_cfi(uintptr_t *frames, int max, uintptr_t hi, bool *same)
 {
+    *same = false;
     const uintptr_t *fp = __builtin_frame_address(0);
     const uintptr_t top = hi - 2 * sizeof(uintptr_t);
     for (int self = 0;; self++) {
@@ -323,7 +326,7 @@ __attribute__((noinline)) static int walk_cfi(uintptr_t *frames, int max, uintpt
     }
     /* fp: the hook's frame record.  Its caller resumes with rsp just above
      * it and with the rbp the hook saved. */
-    return tl_cfi_walk(fp[1], (uintptr_t)fp + 2 * sizeof(uintptr_t), fp[0], hi, frames, max);
+    return tl_cfi_walk(fp[1], (uintptr_t)fp + 2 * sizeof(uintptr_t), fp[0], hi, frames, max, same);
 }
 
 /* A stack whose frame-pointer walk was not confirmed: the call-frame-table
@@ -331,15 +334,19 @@ __attribute__((noinline)) static int walk_cfi(uintptr_t *frames, int max, uintpt
  * distinct walk, by its own hash), else libunwind. */
 static int capture_cfi(struct stack_tls *t, uintptr_t *frames, int max)
 {
-    int m = walk_cfi(frames, max, t->stack_hi);
+    bool same;
+    int m = walk_cfi(frames, max, t->stack_hi, &same);
+    t->cfi_taken = false;
     if (m <= 0)
         return capture_unwind(frames, max);
     uint64_t h = tl_hash_frames((uint64_t)max | 1ull << 32, frames, (size_t)m);
     struct verified_slot *slot = &t->verified[h % VERIFIED_SLOTS];
     if (TL_LIKELY(slot->hash == h)) {
         t->prefer_cfi = slot->fp_ok;
-        if (slot->fp_ok)
+        if (slot->fp_ok) {
+            t->cfi_taken = true;
             return m;
+        }
         return capture_unwind(frames, max);
     }
     t->prefer_cfi = false;
@@ -367,9 +374,12 @@ static inline int append_tail(const struct stack_tls *t, uintptr_t record, uintp
     return n;
 }
 
-static inline int capture_native(uintptr_t *frames, int max)
+/* *same: the frames are this thread's last call-frame-table walk's, found
+ * the same again (cfi_walk.c) and taken then. */
+static inline int capture_native(uintptr_t *frames, int max, bool *same)
 {
     struct stack_tls *t = &tls;
+    *same = false;
     if (TL_UNLIKELY(t->stack_hi == 0))
         thread_stack_bounds(t);
     /* Walk only on the thread's own stack: on another one (a coroutine's,
@@ -379,13 +389,21 @@ static inline int capture_native(uintptr_t *frames, int max)
         return capture_unwind(frames, max);
 
     if (t->prefer_cfi) {
-        int m = walk_cfi(frames, max, t->stack_hi);
+        bool walk_same;
+        int m = walk_cfi(frames, max, t->stack_hi, &walk_same);
+        if (m > 0 && walk_same && t->cfi_taken) {
+            *same = true;
+            return m;
+        }
         if (m > 0) {
             uint64_t h = tl_hash_frames((uint64_t)max | 1ull << 32, frames, (size_t)m);
             const struct verified_slot *slot = &t->verified[h % VERIFIED_SLOTS];
-            if (TL_LIKELY(slot->hash == h && slot->fp_ok))
+            if (TL_LIKELY(slot->hash == h && slot->fp_ok)) {
+                t->cfi_taken = true;
                 return m;
+            }
         }
+        t->cfi_taken = false;
         t->prefer_cfi = false; /* the usual order below */
     }
     int n;
@@ -418,8 +436,9 @@ static inline int capture_native(uintptr_t *frames, int max)
 
 #else /* no frame-pointer fast path on this architecture */
 
-static inline int capture_native(uintptr_t *frames, int max)
+static inline int capture_native(uintptr_t *frames, int max, bool *same)
 {
+    *same = false;
     return capture_unwind(frames, max);
 }
 
@@ -428,6 +447,20 @@ static inline int capture_native(uintptr_t *frames, int max)
 /* How many native frames this thread's last Python-merged capture needed to
  * fill the stack (0: not known yet). */
 static __thread TL_TLS_IE int native_needed;
+
+/* The thread's last Python-merged capture, and its call site once interned
+ * (tl_stack_site).  A capture whose native walk and Python chain are both
+ * the last ones again (cfi_walk.c, pyframes.c: each checked by re-reading
+ * the words it depends on) has these frames: the merge, the hash and the
+ * call-site lookup are skipped.  A loop allocating from one line of Python
+ * does nothing else. */
+struct capture_memo {
+    int n, max, guess; /* n 0: none */
+    enum tl_kind kind;
+    struct tl_callsite *site; /* NULL: not interned since the frames were stored */
+    uintptr_t frames[TL_MAX_DEPTH];
+};
+static __thread struct capture_memo cmemo;
 
 /* The native stack, with the thread's Python frames merged in where the
  * interpreter runs them (pyframes.c; nothing more without an interpreter).
@@ -438,33 +471,79 @@ static __thread TL_TLS_IE int native_needed;
  * beyond it (the interpreter's own, unwound from DWARF tables: the costly
  * part) would be cut anyway.  The count is the thread's last capture's; a
  * shorter walk that leaves room is redone in full.  All inline here, so the
- * native walk starts no deeper than without Python. */
-int tl_stack_capture(uintptr_t *frames, int max)
+ * native walk starts no deeper than without Python.
+ *
+ * *same: the frames are cmemo's (then `frames` is not written). */
+static inline __attribute__((always_inline)) int capture(uintptr_t *frames, int max, bool *same)
 {
+    *same = false;
     if (max <= 0)
         return 0;
+    bool native_same, py_same;
     if (TL_LIKELY(!tl_py_maybe()))
-        return capture_native(frames, max);
+        return capture_native(frames, max, &native_same);
+    struct capture_memo *c = &cmemo;
     uintptr_t nat[TL_MAX_DEPTH], py[TL_MAX_DEPTH];
     bool run_end[TL_MAX_DEPTH];
     int guess = native_needed > 0 && native_needed < max ? native_needed : max;
-    int n = capture_native(nat, guess);
-    int np = tl_py_read(py, run_end, max - tl_py_first_eval(nat, n));
+    int n = capture_native(nat, guess, &native_same);
+    int np = tl_py_read(py, run_end, max - tl_py_first_eval(nat, n), &py_same);
     if (np == 0) {
+        c->n = 0;
         if (n == guess && guess < max)
-            return capture_native(frames, max);
+            return capture_native(frames, max, &native_same);
         memcpy(frames, nat, (size_t)n * sizeof *frames);
         return n;
+    }
+    if (native_same && py_same && c->n > 0 && c->max == max && c->guess == guess) {
+        *same = true;
+        return c->n;
     }
     int used;
     int o = tl_py_merge(frames, max, nat, n, py, run_end, np, &used);
     /* The walk was cut at the guess before the stack filled (every native
      * frame consumed, Python runs possibly appended out of place): redo. */
     if (n == guess && guess < max && used == n) {
-        n = capture_native(nat, max);
+        n = capture_native(nat, max, &native_same);
         o = tl_py_merge(frames, max, nat, n, py, run_end, np, &used);
     }
     /* Two frames of slack: the same path a few frames deeper still fits. */
     native_needed = o == max ? used + 2 : max;
+    c->n = o;
+    c->max = max;
+    c->guess = guess;
+    c->site = NULL;
+    memcpy(c->frames, frames, (size_t)o * sizeof *frames);
     return o;
+}
+
+int tl_stack_capture(uintptr_t *frames, int max)
+{
+    bool same;
+    int n = capture(frames, max, &same);
+    if (same)
+        memcpy(frames, cmemo.frames, (size_t)n * sizeof *frames);
+    return n;
+}
+
+struct tl_callsite *tl_stack_site(enum tl_kind kind, int max)
+{
+    uintptr_t frames[TL_MAX_DEPTH];
+    frames[0] = 0; /* a capture of no frames writes none (tells GCC so) */
+    bool same;
+    int n = capture(frames, max, &same);
+    struct capture_memo *c = &cmemo;
+    if (same) {
+        if (TL_LIKELY(c->site && c->kind == kind))
+            return c->site;
+        memcpy(frames, c->frames, (size_t)n * sizeof *frames);
+    }
+    struct tl_callsite *cs = tl_callsite_intern(kind, frames, n);
+    /* cmemo holds this stack when the capture was a merged one (it stored
+     * it, or found it again); otherwise its n was cleared. */
+    if (n > 0 && c->n == n) {
+        c->site = cs;
+        c->kind = kind;
+    }
+    return cs;
 }

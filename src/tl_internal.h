@@ -106,8 +106,9 @@ bool tl_addr_in_self(uintptr_t addr);
 /* Walks from the call-frame tables (cfi_walk.c): `ret` is the first return
  * address, sp and bp the registers its frame resumes with, hi the stack's
  * top.  Frames stored (at most max), or -1 where a rule is not one it
- * decodes.  Walks libunwind contradicted (stack.c confirms each once). */
-int tl_cfi_walk(uintptr_t ret, uintptr_t sp, uintptr_t bp, uintptr_t hi, uintptr_t *frames, int max);
+ * decodes.  *same: the walk read the very words this thread's previous walk
+ * read, from the same registers, so its frames are that walk's.  Walks libunwind contradicted (stack.c confirms each once). */
+int tl_cfi_walk(uintptr_t ret, uintptr_t sp, uintptr_t bp, uintptr_t hi, uintptr_t *frames, int max, bool *same);
 unsigned long tl_stack_cfi_mismatches(void);
 /* Forgets every thread's decoded rules (a library was unloaded: its
  * addresses may come back as another's). */
@@ -125,8 +126,9 @@ static inline bool tl_is_pyframe(uintptr_t v)
 /* The calling thread's Python frames, innermost first, as tagged values;
  * run_end[k]: frame k is the last one a native evaluation-loop frame runs.
  * 0 without an interpreter, without Python frames on this thread, or when
- * the chain failed a check (counted). */
-int tl_py_read(uintptr_t *py, bool *run_end, int max);
+ * the chain failed a check (counted).  *same: the chain is, frame for frame,
+ * the one this thread's previous call read (so py and run_end are too). */
+int tl_py_read(uintptr_t *py, bool *run_end, int max, bool *same);
 /* Index of the first evaluation-loop frame in a native stack (n if none). */
 int tl_py_first_eval(const uintptr_t *native, int n);
 /* Writes the native frames with each evaluation-loop frame replaced by its
@@ -183,6 +185,10 @@ struct tl_callsite {
 /* Returns the interned call site for (kind, frames), creating it; NULL only
  * when bookkeeping memory ran out (counted as a dropped event). */
 struct tl_callsite *tl_callsite_intern(enum tl_kind kind, const uintptr_t *frames, int n);
+/* The interned call site of the calling thread's stack: tl_stack_capture
+ * and tl_callsite_intern, with nothing done again for a stack that is the
+ * thread's last one (a Python loop allocating from one line). */
+struct tl_callsite *tl_stack_site(enum tl_kind kind, int max);
 /* Calls fn for every call site; the table lock is held. */
 void tl_callsite_foreach(void (*fn)(struct tl_callsite *, void *), void *arg);
 size_t tl_callsite_count(void);

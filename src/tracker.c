@@ -124,9 +124,8 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
 {
     if (!atomic_load_explicit(&tl_active, memory_order_relaxed) || addr == 0)
         return;
-    uintptr_t frames[TL_MAX_DEPTH];
-    int n = tl_opt.depth > 0 ? tl_stack_capture(frames, tl_opt.depth) : 0;
-    struct tl_callsite *cs = tl_callsite_intern(kind, frames, n);
+    struct tl_callsite *cs =
+        tl_opt.depth > 0 ? tl_stack_site(kind, tl_opt.depth) : tl_callsite_intern(kind, NULL, 0);
     int ctx_device = -1;
     int ctx = (space == TL_SPACE_MEM && kind != TL_KIND_POOL_BLOCK) ? current_context_index(&ctx_device) : 0;
     if (device < 0)

@@ -76,8 +76,9 @@ Test(pyframes, runs_without_an_evaluation_frame_on_the_native_stack_go_after_it_
 Test(pyframes, without_an_interpreter_no_python_frames_and_the_check_is_ruled_out)
 {
     uintptr_t py[4];
-    bool run_end[4];
-    cr_assert_eq(tl_py_read(py, run_end, 4), 0);
+    bool run_end[4], same = true;
+    cr_assert_eq(tl_py_read(py, run_end, 4, &same), 0);
+    cr_assert(!same);
     cr_assert(!tl_py_maybe(), "one look, then the capture path skips Python");
     uintptr_t native[2] = {0x401000, 0x401100};
     cr_assert_eq(tl_py_first_eval(native, 2), 2);
