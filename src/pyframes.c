@@ -542,34 +542,38 @@ static __thread struct py_tls py_tls;
 
 /* The chain from f is the memo's, frame for frame, read from the frames
  * alone (no code object has been freed since every step was checked), and
- * ends where the last one did.  The frame addresses come from the chain
- * itself, never from the memo, so nothing is read that the thread's chain
- * does not point at. */
+ * ends where the last one did.
+ *
+ * Every address read is the chain's own: step k reads the frame the memo
+ * names only once step k - 1 has found that very address in its back link
+ * (step 0: the thread's current frame).  But the address is taken from the
+ * memo, not from the link just loaded, and the compiler is not told the two
+ * are equal (the empty asm): so no load waits for the one before, and the
+ * processor reads the frames ahead of the checks, in parallel, where a walk
+ * link by link waits a load's latency per frame.  A read it runs ahead of a
+ * failing check is discarded, never faults: only the checked path retires. */
 static inline bool same_chain(const struct py_tls *t, uintptr_t f, int flags_at, bool legacy)
 {
-    const int back = L->fr_back, code_at = L->fr_code, instr = L->fr_instr;
+    const int back = L->fr_back, code_at = L->fr_code, instr = L->fr_instr, steps = t->memo_steps;
     const bool shims = L->version >= 0x30c;
-    /* Each link waits for the load before it; the frames are most likely
-     * where the last capture found them, so their lines are asked for all
-     * at once first (a prefetch never faults, even where a frame has gone). */
-    for (int k = 0; k < t->memo_steps && k < PY_MEMO; k++)
-        __builtin_prefetch((const void *)(t->memo[k].frame + (uintptr_t)back));
-    int k = 0;
-    for (; k < t->memo_steps && k < PY_MEMO; k++) {
+    if (steps <= 0 || steps > PY_MEMO || f != t->memo[0].frame)
+        return false;
+    for (int k = 0; k < steps; k++) {
         const struct py_memo_step *m = &t->memo[k];
-        if (f != m->frame)
-            return false;
-        uint8_t flags = flags_at >= 0 ? *(const uint8_t *)(f + (uintptr_t)flags_at) : 0;
+        uintptr_t a = m->frame;
+        __asm__("" : "+r"(a));
+        uint8_t flags = flags_at >= 0 ? *(const uint8_t *)(a + (uintptr_t)flags_at) : 0;
         if (flags != m->flags)
             return false;
         if (!(shims && flags == FRAME_OWNED_BY_CSTACK)) {
-            uintptr_t ip = legacy ? (uintptr_t)*(const int *)(f + (uintptr_t)instr) : rd(f, instr);
-            if (rd(f, code_at) != m->code || ip != m->ip)
+            uintptr_t ip = legacy ? (uintptr_t)*(const int *)(a + (uintptr_t)instr) : rd(a, instr);
+            if (rd(a, code_at) != m->code || ip != m->ip)
                 return false;
         }
-        f = rd(f, back);
+        if (rd(a, back) != (k + 1 < steps ? m[1].frame : t->memo_end))
+            return false;
     }
-    return k == t->memo_steps && (t->memo_end == 0 ? f == 0 : f == t->memo_end);
+    return true;
 }
 
 /* A fingerprint of a live str's text, read in place: its length and its
@@ -652,9 +656,7 @@ int tl_py_read(uintptr_t *out, bool *run_end, int max, bool *same_out)
     const unsigned long frees = atomic_load_explicit(&code_frees, memory_order_relaxed);
     if (counted && t->memo_frees == frees && t->memo_max == max && t->memo_steps > 0 &&
         same_chain(t, f, flags_at, legacy)) {
-        memcpy(out, t->memo_out, (size_t)t->memo_n * sizeof *out);
-        memcpy(run_end, t->memo_run_end, (size_t)t->memo_n * sizeof *run_end);
-        *same_out = true;
+        *same_out = true; /* out and run_end are left to tl_py_last */
         return t->memo_n;
     }
     bool same = true;
@@ -720,6 +722,14 @@ unreadable:
     t->memo_steps = -1;
     atomic_fetch_add_explicit(&chains_unreadable, 1, memory_order_relaxed);
     return 0;
+}
+
+int tl_py_last(uintptr_t *out, bool *run_end)
+{
+    const struct py_tls *t = &py_tls;
+    memcpy(out, t->memo_out, (size_t)t->memo_n * sizeof *out);
+    memcpy(run_end, t->memo_run_end, (size_t)t->memo_n * sizeof *run_end);
+    return t->memo_n;
 }
 
 int tl_py_first_eval(const uintptr_t *native, int n)

@@ -499,6 +499,8 @@ static inline __attribute__((always_inline)) int capture(uintptr_t *frames, int 
         *same = true;
         return c->n;
     }
+    if (py_same)
+        tl_py_last(py, run_end);
     int used;
     int o = tl_py_merge(frames, max, nat, n, py, run_end, np, &used);
     /* The walk was cut at the guess before the stack filled (every native

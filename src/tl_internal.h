@@ -127,8 +127,11 @@ static inline bool tl_is_pyframe(uintptr_t v)
  * run_end[k]: frame k is the last one a native evaluation-loop frame runs.
  * 0 without an interpreter, without Python frames on this thread, or when
  * the chain failed a check (counted).  *same: the chain is, frame for frame,
- * the one this thread's previous call read (so py and run_end are too). */
+ * the one this thread's previous call read; py and run_end are then not
+ * written (tl_py_last has them). */
 int tl_py_read(uintptr_t *py, bool *run_end, int max, bool *same);
+/* What this thread's last tl_py_read returned, again. */
+int tl_py_last(uintptr_t *py, bool *run_end);
 /* Index of the first evaluation-loop frame in a native stack (n if none). */
 int tl_py_first_eval(const uintptr_t *native, int n);
 /* Writes the native frames with each evaluation-loop frame replaced by its
