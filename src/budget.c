@@ -195,7 +195,7 @@ bool tl_budget_refuse(enum tl_kind kind, uint64_t bytes)
         budget = total_budget;
         would = dev_now + (long long)bytes;
     } else if (any_class || total_budget) {
-        uintptr_t frames[TL_MAX_DEPTH];
+        uintptr_t frames[TL_MAX_FRAMES];
         int n = tl_stack_capture(frames, tl_opt.depth);
         cs = tl_callsite_intern(kind, frames, n);
         int c = tl_owner_class_of(cs);
@@ -210,7 +210,7 @@ bool tl_budget_refuse(enum tl_kind kind, uint64_t bytes)
         return false;
     atomic_fetch_add(&refusals, 1);
     if (!cs) {
-        uintptr_t frames[TL_MAX_DEPTH];
+        uintptr_t frames[TL_MAX_FRAMES];
         int n = tl_stack_capture(frames, tl_opt.depth);
         cs = tl_callsite_intern(kind, frames, n);
     }

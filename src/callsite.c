@@ -116,7 +116,7 @@ static struct tl_callsite *intern_slow(enum tl_kind kind, const uintptr_t *frame
         return slot->cs;
 
     /* The uthash key: the kind|nframes word, then the frames. */
-    uintptr_t key[TL_MAX_DEPTH + 1];
+    uintptr_t key[TL_MAX_FRAMES + 1];
     key[0] = head;
     memcpy(key + 1, frames, (size_t)n * sizeof *frames);
     size_t words = (size_t)n + 1;

@@ -150,12 +150,12 @@ static struct tl_series *series_find(int scope, const char *key)
  * suppressions (growth:GLOB) apply to rows named by Python lines. */
 static struct tl_callsite *python_callsite(json_t *stack)
 {
-    uintptr_t frames[TL_MAX_DEPTH];
+    uintptr_t frames[TL_MAX_FRAMES];
     int n = 0;
     size_t i;
     json_t *f;
     json_array_foreach(stack, i, f) {
-        if (n == TL_MAX_DEPTH)
+        if (n == TL_MAX_FRAMES)
             break;
         const char *fn = json_string_value(json_object_get(f, "function"));
         const char *file = json_string_value(json_object_get(f, "file"));

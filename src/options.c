@@ -26,6 +26,7 @@ static void set_defaults(void)
     memset(&tl_opt, 0, sizeof tl_opt);
     strcpy(tl_opt.output, "tensorleak.%p.json");
     tl_opt.depth = 32;
+    tl_opt.python_depth = 32;
     tl_opt.exitcode = 23;
     tl_opt.signal = SIGUSR1;
     tl_opt.growth_marks = 3;
@@ -156,6 +157,13 @@ static void apply_depth(const char *name, const char *v)
     tl_opt.depth = (int)n;
 }
 
+static void apply_python_depth(const char *name, const char *v)
+{
+    long n;
+    if (tl_parse_int(v, 0, TL_MAX_DEPTH, &n) != 0) { bad(name, v, "expected 0.." "128"); return; }
+    tl_opt.python_depth = (int)n;
+}
+
 static void apply_fail_on(const char *name, const char *v)
 {
     unsigned bits;
@@ -223,6 +231,7 @@ static void apply_growth_marks(const char *name, const char *v)
 static const struct { const char *name; apply_fn apply; } table[] = {
     {"TENSORLEAK_OUTPUT", apply_output},
     {"TENSORLEAK_DEPTH", apply_depth},
+    {"TENSORLEAK_PYTHON_DEPTH", apply_python_depth},
     {"TENSORLEAK_FAIL_ON", apply_fail_on},
     {"TENSORLEAK_EXITCODE", apply_exitcode},
     {"TENSORLEAK_SUPPRESSIONS", apply_suppressions},

@@ -147,6 +147,7 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
     json_object_set_new(root, "time", json_string(when));
     json_object_set_new(root, "depth", json_integer(tl_opt.depth));
+    json_object_set_new(root, "python_depth", json_integer(tl_opt.python_depth));
 
     json_t *sum = json_object();
     json_object_set_new(sum, "leaked_bytes", json_integer(m->leaked_bytes));

@@ -444,10 +444,6 @@ static inline int capture_native(uintptr_t *frames, int max, bool *same)
 
 #endif
 
-/* How many native frames this thread's last Python-merged capture needed to
- * fill the stack (0: not known yet). */
-static __thread TL_TLS_IE int native_needed;
-
 /* The thread's last Python-merged capture, and its call site once interned
  * (tl_stack_site).  A capture whose native walk and Python chain are both
  * the last ones again (cfi_walk.c, pyframes.c: each checked by re-reading
@@ -455,23 +451,21 @@ static __thread TL_TLS_IE int native_needed;
  * call-site lookup are skipped.  A loop allocating from one line of Python
  * does nothing else. */
 struct capture_memo {
-    int n, max, guess; /* n 0: none */
+    int n, max, python_max; /* n 0: none */
     enum tl_kind kind;
     struct tl_callsite *site; /* NULL: not interned since the frames were stored */
-    uintptr_t frames[TL_MAX_DEPTH];
+    uintptr_t frames[TL_MAX_FRAMES];
 };
 static __thread struct capture_memo cmemo;
 
 /* The native stack, with the thread's Python frames merged in where the
  * interpreter runs them (pyframes.c; nothing more without an interpreter).
  *
- * With Python frames, native frames are walked only as far as the stack can
- * hold them: since 3.11 one evaluation-loop frame runs a whole run of Python
- * calls, so the stack usually fills at the first one, and the native frames
- * beyond it (the interpreter's own, unwound from DWARF tables: the costly
- * part) would be cut anyway.  The count is the thread's last capture's; a
- * shorter walk that leaves room is redone in full.  All inline here, so the
- * native walk starts no deeper than without Python.
+ * Python frames have a budget of their own (TENSORLEAK_PYTHON_DEPTH)
+ * besides the native one (max): a PyTorch allocation is 15-25 native frames
+ * deep (allocator, dispatcher, bindings) before the evaluation loop
+ * (../shared/gpu-runs/2026-11-30-h200, torch-leak), so in one shared budget
+ * the native frames would push out the very Python lines the stack is for.
  *
  * *same: the frames are cmemo's (then `frames` is not written). */
 static inline __attribute__((always_inline)) int capture(uintptr_t *frames, int max, bool *same)
@@ -480,40 +474,30 @@ static inline __attribute__((always_inline)) int capture(uintptr_t *frames, int 
     if (max <= 0)
         return 0;
     bool native_same, py_same;
-    if (TL_LIKELY(!tl_py_maybe()))
+    const int python_max = tl_opt.python_depth;
+    if (TL_LIKELY(!tl_py_maybe()) || python_max <= 0)
         return capture_native(frames, max, &native_same);
     struct capture_memo *c = &cmemo;
     uintptr_t nat[TL_MAX_DEPTH], py[TL_MAX_DEPTH];
     bool run_end[TL_MAX_DEPTH];
-    int guess = native_needed > 0 && native_needed < max ? native_needed : max;
-    int n = capture_native(nat, guess, &native_same);
-    int np = tl_py_read(py, run_end, max - tl_py_first_eval(nat, n), &py_same);
+    int n = capture_native(nat, max, &native_same);
+    int np = tl_py_read(py, run_end, python_max, &py_same);
     if (np == 0) {
         c->n = 0;
-        if (n == guess && guess < max)
-            return capture_native(frames, max, &native_same);
         memcpy(frames, nat, (size_t)n * sizeof *frames);
         return n;
     }
-    if (native_same && py_same && c->n > 0 && c->max == max && c->guess == guess) {
+    if (native_same && py_same && c->n > 0 && c->max == max && c->python_max == python_max) {
         *same = true;
         return c->n;
     }
     if (py_same)
         tl_py_last(py, run_end);
     int used;
-    int o = tl_py_merge(frames, max, nat, n, py, run_end, np, &used);
-    /* The walk was cut at the guess before the stack filled (every native
-     * frame consumed, Python runs possibly appended out of place): redo. */
-    if (n == guess && guess < max && used == n) {
-        n = capture_native(nat, max, &native_same);
-        o = tl_py_merge(frames, max, nat, n, py, run_end, np, &used);
-    }
-    /* Two frames of slack: the same path a few frames deeper still fits. */
-    native_needed = o == max ? used + 2 : max;
+    int o = tl_py_merge(frames, n + np, nat, n, py, run_end, np, &used);
     c->n = o;
     c->max = max;
-    c->guess = guess;
+    c->python_max = python_max;
     c->site = NULL;
     memcpy(c->frames, frames, (size_t)o * sizeof *frames);
     return o;
@@ -530,7 +514,7 @@ int tl_stack_capture(uintptr_t *frames, int max)
 
 struct tl_callsite *tl_stack_site(enum tl_kind kind, int max)
 {
-    uintptr_t frames[TL_MAX_DEPTH];
+    uintptr_t frames[TL_MAX_FRAMES];
     frames[0] = 0; /* a capture of no frames writes none (tells GCC so) */
     bool same;
     int n = capture(frames, max, &same);

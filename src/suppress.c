@@ -86,8 +86,13 @@ const char *tl_suppressed(struct tl_report_model *m, const char *kind, struct tl
     if (!rules.count || !cs)
         return NULL;
     enum tl_supp_kind k = !strcmp(kind, "leak") ? TL_SUPP_LEAK : !strcmp(kind, "growth") ? TL_SUPP_GROWTH : TL_SUPP_INVALID_FREE;
-    /* Inlined callees are frames too: a rule may name one. */
-    struct tl_supp_frame frames[TL_MAX_DEPTH * (TL_MAX_INLINE + 1)];
+    /* Inlined callees are frames too: a rule may name one.  Up to 9 names a
+     * frame, 256 frames: on the heap, not on a thread's stack. */
+    struct tl_supp_frame *frames = malloc((size_t)cs->nframes * (TL_MAX_INLINE + 1) * sizeof *frames);
+    if (!frames && cs->nframes) {
+        tl_note_dropped("out of memory matching suppressions (a stack is reported unsuppressed)");
+        return NULL;
+    }
     size_t nf = 0;
     for (int i = 0; i < cs->nframes; i++) {
         const struct tl_frame_info *f = tl_report_frame(m, cs->frames[i]);
@@ -97,6 +102,7 @@ const char *tl_suppressed(struct tl_report_model *m, const char *kind, struct tl
             frames[nf++] = (struct tl_supp_frame){shown[j].function, f->module, shown[j].file};
     }
     long r = tl_suppressions_match(&rules, k, frames, nf);
+    free(frames);
     if (r < 0)
         return NULL;
     return rule_names && rule_names[r] ? rule_names[r] : "suppressed";

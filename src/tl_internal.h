@@ -23,6 +23,9 @@
 #define TL_TLS_IE __attribute__((tls_model("initial-exec")))
 
 #define TL_MAX_DEPTH 128
+/* A stored stack: up to TENSORLEAK_DEPTH native frames and, besides them,
+ * up to TENSORLEAK_PYTHON_DEPTH Python frames (each at most TL_MAX_DEPTH). */
+#define TL_MAX_FRAMES (2 * TL_MAX_DEPTH)
 #define TL_MAX_DEVICES 16
 #define TL_MAX_CONTEXTS 255
 
@@ -44,7 +47,8 @@ enum tl_fail_kind {
 
 struct tl_options {
     char output[1024];       /* TENSORLEAK_OUTPUT pattern */
-    int depth;               /* TENSORLEAK_DEPTH, 0..TL_MAX_DEPTH */
+    int depth;               /* TENSORLEAK_DEPTH, 0..TL_MAX_DEPTH: native frames */
+    int python_depth;        /* TENSORLEAK_PYTHON_DEPTH, 0..TL_MAX_DEPTH: Python frames besides */
     unsigned fail_on;        /* TENSORLEAK_FAIL_ON: tl_fail_kind bits */
     int exitcode;            /* TENSORLEAK_EXITCODE */
     char suppressions[1024]; /* TENSORLEAK_SUPPRESSIONS path, "" = none */
@@ -93,9 +97,11 @@ static inline uint64_t tl_hash_frames(uint64_t seed, const uintptr_t *f, size_t 
 }
 
 /* ---- stack.c ------------------------------------------------------------ */
-/* Fills `frames` with up to `max` return addresses of the caller of the
- * hook, innermost first, skipping frames inside libtensorleak itself.
- * Returns the number stored (0 when depth is 0 or unwinding failed). */
+/* Fills `frames` (TL_MAX_FRAMES long) with up to `max` return addresses of
+ * the caller of the hook, innermost first, skipping frames inside
+ * libtensorleak itself, and the thread's Python frames merged in (up to
+ * tl_opt.python_depth more).  Returns the number stored (0 when max is 0
+ * or unwinding failed). */
 int tl_stack_capture(uintptr_t *frames, int max);
 void tl_stack_init(void);
 /* Captures that needed libunwind (first sight of a stack, or a walk that
@@ -410,7 +416,7 @@ struct tl_oom_event {
     uint8_t kind;
     int device;
     int nframes;
-    uintptr_t frames[TL_MAX_DEPTH];
+    uintptr_t frames[TL_MAX_FRAMES];
 };
 /* Writes a JSON report (and at exit the stderr text report).  Returns 0 on
  * success.  `gate_failed` receives the gate's verdict (exit reports). */

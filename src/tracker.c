@@ -169,7 +169,7 @@ static void record_invalid(uint64_t addr, uint8_t kind)
     size_t i = atomic_fetch_add(&ninvalid, 1);
     if (i >= TL_MAX_INVALID)
         return;
-    uintptr_t frames[TL_MAX_DEPTH];
+    uintptr_t frames[TL_MAX_FRAMES];
     int n = tl_stack_capture(frames, tl_opt.depth);
     struct tl_callsite *cs = tl_callsite_intern(kind, frames, n);
     invalid[i] = (struct tl_invalid_free){.addr = addr, .callsite = cs ? cs->id : 0, .kind = kind};

@@ -174,8 +174,8 @@ def a_suppression_by_python_file_suppresses_the_leak():
 
 def a_python_loop_is_unwound_by_libunwind_twice_not_per_allocation():
     # libpython, libffi and _ctypes have no frame pointers: the stack is
-    # walked from the call-frame tables, confirmed by libunwind once for
-    # the whole-depth walk and once for the walk cut where the stack fills.
+    # walked from the call-frame tables: libunwind runs once to refuse the
+    # frame-pointer walk and once to confirm the call-frame-table walk.
     p, rep = run([sys.executable, APP, "loop"])
     t = rep["tracker"]
     eq((t["python_stacks"], t["stacks_unwound"], t["cfi_walks_contradicted"], t["python_stacks_unreadable"]),
@@ -386,6 +386,38 @@ def daemon_threads_allocating_while_the_interpreter_finalizes_never_crash():
         for _ in range(5):
             hostile(exe, "finalizing")
         print(f"ok: {exe}")
+
+
+def python_frames_have_a_budget_of_their_own_beside_a_deep_native_stack():
+    # 40 native frames between the Python call and the CUDA runtime fill
+    # the native budget (TENSORLEAK_DEPTH, 32) on their own, as PyTorch's
+    # allocator, dispatcher and bindings nearly do: the Python lines still
+    # follow, up to TENSORLEAK_PYTHON_DEPTH of them.
+    app = os.path.join(HERE, "deep_native_app.py")
+    lib = os.environ["TL_DEEP_NATIVE"]
+    want = [("make_tensor", "deep_native_app.py", line_of("DEEP-LINE", app)),
+            ("serve", "deep_native_app.py", line_of("SERVE-LINE", app)),
+            ("main", "deep_native_app.py", line_of("MAIN-LINE", app)),
+            ("<module>", "deep_native_app.py", line_of("MODULE-LINE", app))]
+    for env, depth, py in [({}, 32, want), ({"TENSORLEAK_PYTHON_DEPTH": "2"}, 2, want[:2]),
+                           ({"TENSORLEAK_PYTHON_DEPTH": "0"}, 0, [])]:
+        p, rep = run([sys.executable, app, lib], env=env)
+        eq(p.returncode, 0, f"{env}: exit status: {p.stderr}")
+        eq(rep["python_depth"], depth, f"{env}: python_depth in the report")
+        leaks = rep["leaks"]
+        eq([(l["bytes"], l["count"]) for l in leaks], [(6 << 20, 1)], f"{env}: leaks")
+        stack = leaks[0]["stack"]
+        native = [f for f in stack if not f.get("python")]
+        eq(len(native), 32, f"{env}: native frames")
+        check(all("deep_native" in f.get("module", "") for f in native[:30]), f"{env}: the library's frames first: {native[:3]}")
+        eq(python_frames(stack), py, f"{env}: Python frames")
+        eq(stack[:32], native, f"{env}: the Python frames come after the native ones")
+    p, rep = run([sys.executable, app, lib], env={"TENSORLEAK_PYTHON_DEPTH": "many"})
+    check("ignoring TENSORLEAK_PYTHON_DEPTH='many' (expected 0..128); using the default" in p.stderr, p.stderr)
+    eq(rep["python_depth"], 32, "a bad value keeps the default")
+
+
+EMBED_APP = os.path.join(HERE, "embed_late_app.py")
 
 
 if __name__ == "__main__":
