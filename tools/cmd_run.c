@@ -33,7 +33,7 @@
 #define RUN_MAX_DEPTH 128 /* the library's TL_MAX_DEPTH */
 
 static const char usage[] =
-    "usage: tensorleak run [--sim] [-o|--output PATTERN] [--depth N] [--fail-on KINDS]\n"
+    "usage: tensorleak run [--sim] [-o|--output PATTERN] [--depth N] [--python-depth N] [--fail-on KINDS]\n"
     "                      [--exitcode N] [--suppressions FILE] [--owners FILE] [--no-default-owners]\n"
     "                      [--budget SPEC] [--budget-enforce] [--interval SECONDS] [--quiet]\n"
     "                      [--] CMD ARGS...";
@@ -208,12 +208,13 @@ static bool extend_list(const char *name, const char *item, bool prepend)
 
 int cmd_run(int argc, char **argv)
 {
-    enum { OPT_SIM = 256, OPT_DEPTH, OPT_FAIL_ON, OPT_EXITCODE, OPT_SUPPRESSIONS, OPT_QUIET, OPT_OWNERS,
+    enum { OPT_SIM = 256, OPT_DEPTH, OPT_PYTHON_DEPTH, OPT_FAIL_ON, OPT_EXITCODE, OPT_SUPPRESSIONS, OPT_QUIET, OPT_OWNERS,
            OPT_NO_DEFAULT_OWNERS, OPT_BUDGET, OPT_BUDGET_ENFORCE, OPT_INTERVAL };
     static const struct option options[] = {
         { "sim", no_argument, NULL, OPT_SIM },
         { "output", required_argument, NULL, 'o' },
         { "depth", required_argument, NULL, OPT_DEPTH },
+        { "python-depth", required_argument, NULL, OPT_PYTHON_DEPTH },
         { "fail-on", required_argument, NULL, OPT_FAIL_ON },
         { "exitcode", required_argument, NULL, OPT_EXITCODE },
         { "suppressions", required_argument, NULL, OPT_SUPPRESSIONS },
@@ -227,7 +228,7 @@ int cmd_run(int argc, char **argv)
         { NULL, 0, NULL, 0 },
     };
     bool sim = false, quiet = false, no_default_owners = false, budget_enforce = false;
-    const char *output = NULL, *depth = NULL, *fail_on = NULL, *exitcode = NULL;
+    const char *output = NULL, *depth = NULL, *python_depth = NULL, *fail_on = NULL, *exitcode = NULL;
     const char *owners = NULL, *budget = NULL, *interval = NULL;
     const char *supp_path = NULL;
     long number;
@@ -254,6 +255,14 @@ int cmd_run(int argc, char **argv)
                 return CLI_EXIT_USAGE;
             }
             depth = optarg;
+            break;
+        case OPT_PYTHON_DEPTH:
+            if (!parse_bounded(optarg, RUN_MAX_DEPTH, &number)) {
+                cli_error("run: --python-depth: invalid value '%s' (expected 0 to %d frames)", optarg,
+                          RUN_MAX_DEPTH);
+                return CLI_EXIT_USAGE;
+            }
+            python_depth = optarg;
             break;
         case OPT_FAIL_ON:
             if (!valid_fail_on(optarg))
@@ -346,6 +355,8 @@ int cmd_run(int argc, char **argv)
         ok = ok && setenv("TENSORLEAK_OUTPUT", output, 1) == 0;
     if (depth)
         ok = ok && setenv("TENSORLEAK_DEPTH", depth, 1) == 0;
+    if (python_depth)
+        ok = ok && setenv("TENSORLEAK_PYTHON_DEPTH", python_depth, 1) == 0;
     if (fail_on)
         ok = ok && setenv("TENSORLEAK_FAIL_ON", fail_on, 1) == 0;
     if (exitcode)

@@ -392,18 +392,18 @@ def run_exits_with_the_program_status(c):
 def run_sets_the_documented_environment(c):
     script = ('printf "%s\\n" "$LD_PRELOAD" "$TENSORLEAK_OUTPUT" "$TENSORLEAK_DEPTH" '
               '"$TENSORLEAK_FAIL_ON" "$TENSORLEAK_EXITCODE" "$TENSORLEAK_SUPPRESSIONS" '
-              '"$TENSORLEAK_QUIET"')
+              '"$TENSORLEAK_QUIET" "$TENSORLEAK_PYTHON_DEPTH"')
     supp = os.path.join(c.src, "supp_leaks.txt")
     c.expect(["run", "-o", "out.%p.json", "--depth", "8", "--fail-on", "leak,growth",
-              "--exitcode", "42", "--suppressions", "supp_leaks.txt", "--quiet", "--",
+              "--exitcode", "42", "--suppressions", "supp_leaks.txt", "--quiet", "--python-depth", "5", "--",
               "/bin/sh", "-c", script], 0, stderr="",
              env=fake_env(c, LD_PRELOAD=c.fake[1]),
              stdout="\n".join([f"{c.fake[1]}:{c.fake[0]}", "out.%p.json", "8", "leak,growth",
-                               "42", supp, "1"]) + "\n")
+                               "42", supp, "1", "5"]) + "\n")
     # Unset options leave the environment alone; the library is not added twice.
     c.expect(["run", "/bin/sh", "-c", script], 0, stderr="",
              env=fake_env(c, LD_PRELOAD=c.fake[0], TENSORLEAK_DEPTH="4"),
-             stdout="\n".join([c.fake[0], "", "4", "", "", "", ""]) + "\n")
+             stdout="\n".join([c.fake[0], "", "4", "", "", "", "", ""]) + "\n")
     # Owners, budgets and the interval.
     owners_script = ('printf "%s\\n" "$TENSORLEAK_OWNERS" "$TENSORLEAK_DEFAULT_OWNERS" "$TENSORLEAK_BUDGET" '
                      '"$TENSORLEAK_BUDGET_ENFORCE" "$TENSORLEAK_INTERVAL"')
@@ -428,6 +428,7 @@ def run_rejects_bad_options_before_starting_anything(c):
     bad(["--interval", "0"], "--interval: invalid value '0' (expected seconds > 0)")
     bad(["--owners", "no-such-file"], "--owners: no-such-file: No such file or directory")
     bad(["--depth", "12abc"], "--depth: invalid value '12abc' (expected 0 to 128 frames)")
+    bad(["--python-depth", "129"], "--python-depth: invalid value '129' (expected 0 to 128 frames)")
     bad(["--depth", "99999999999999999999"],
         "--depth: invalid value '99999999999999999999' (expected 0 to 128 frames)")
     bad(["--fail-on", "leak,leaks"], "--fail-on: unknown kind 'leaks' "
