@@ -510,14 +510,17 @@ struct py_cache_slot {
     int offset;
     uint32_t id;
 };
-/* One step of the thread's last chain: the frame's own words, what they
- * were resolved to, and the count of code objects freed when they were
- * last checked against the code object itself. */
-struct py_memo_step {
-    uintptr_t frame, code, ip, name, tag;
+/* One step of the thread's last chain: the frame's own words (hot: all a
+ * chain found again reads, two steps to a cache line with flags apart) and
+ * what they were resolved to, with the count of code objects freed when
+ * they were last checked against the code object itself (cold). */
+struct py_memo_hot {
+    uintptr_t frame, code, ip;
+};
+struct py_memo_cold {
+    uintptr_t name, tag;
     unsigned long frees;
     uint32_t id;
-    uint8_t flags; /* the frame's entry (3.11) or owner (3.12+) byte */
 };
 /* One TLS block, so one TLS lookup per capture.  memo: the frames of the
  * thread's last capture, step by step from the innermost.  A frame at the
@@ -531,7 +534,9 @@ struct py_memo_step {
  * frames: tl_py_read says so (*same), and the caller skips the merge. */
 struct py_tls {
     struct py_cache_slot cache[PY_CACHE_SLOTS];
-    struct py_memo_step memo[PY_MEMO];
+    struct py_memo_hot memo[PY_MEMO];
+    uint8_t memo_flags[PY_MEMO]; /* the frame's entry (3.11) or owner (3.12+) byte */
+    struct py_memo_cold memo_cold[PY_MEMO];
     int memo_steps, memo_n, memo_max; /* where the last chain ended; -1 steps: unreadable */
     uintptr_t memo_end;               /* the link it stopped at (0: the chain's end) */
     unsigned long memo_frees;         /* code objects freed when every step was last checked */
@@ -559,11 +564,11 @@ static inline bool same_chain(const struct py_tls *t, uintptr_t f, int flags_at,
     if (steps <= 0 || steps > PY_MEMO || f != t->memo[0].frame)
         return false;
     for (int k = 0; k < steps; k++) {
-        const struct py_memo_step *m = &t->memo[k];
+        const struct py_memo_hot *m = &t->memo[k];
         uintptr_t a = m->frame;
         __asm__("" : "+r"(a));
         uint8_t flags = flags_at >= 0 ? *(const uint8_t *)(a + (uintptr_t)flags_at) : 0;
-        if (flags != m->flags)
+        if (flags != t->memo_flags[k])
             return false;
         if (!(shims && flags == FRAME_OWNED_BY_CSTACK)) {
             uintptr_t ip = legacy ? (uintptr_t)*(const int *)(a + (uintptr_t)instr) : rd(a, instr);
@@ -604,19 +609,29 @@ static inline uint32_t location_id(struct py_cache_slot *cache, uintptr_t code, 
     return id;
 }
 
-/* The step is the memo's frame (see struct py_tls); a step checked by its
+/* Step k is the memo's frame (see struct py_tls); a step checked by its
  * name is good without it until the next code object is freed. */
-static inline bool memo_matches(struct py_memo_step *m, uintptr_t f, uintptr_t code, uintptr_t ip, uint8_t flags,
+static inline bool memo_matches(struct py_tls *t, int k, uintptr_t f, uintptr_t code, uintptr_t ip, uint8_t flags,
                                 bool counted, unsigned long frees, int name_at)
 {
-    if (m->frame != f || m->code != code || m->ip != ip || m->flags != flags)
+    const struct py_memo_hot *m = &t->memo[k];
+    struct py_memo_cold *c = &t->memo_cold[k];
+    if (m->frame != f || m->code != code || m->ip != ip || t->memo_flags[k] != flags)
         return false;
-    if (counted && m->frees == frees)
+    if (counted && c->frees == frees)
         return true;
-    if (m->name != rd(code, name_at) || m->tag != str_tag(m->name))
+    if (c->name != rd(code, name_at) || c->tag != str_tag(c->name))
         return false;
-    m->frees = frees;
+    c->frees = frees;
     return true;
+}
+
+static inline void memo_store(struct py_tls *t, int k, uintptr_t f, uintptr_t code, uintptr_t ip, uint8_t flags,
+                              uintptr_t name, uintptr_t tag, unsigned long frees, uint32_t id)
+{
+    t->memo[k] = (struct py_memo_hot){f, code, ip};
+    t->memo_flags[k] = flags;
+    t->memo_cold[k] = (struct py_memo_cold){name, tag, frees, id};
 }
 
 int tl_py_read(uintptr_t *out, bool *run_end, int max, bool *same_out)
@@ -664,16 +679,16 @@ int tl_py_read(uintptr_t *out, bool *run_end, int max, bool *same_out)
     for (; f && n < max; steps++) {
         if (!plausible(f) || steps >= MAX_CHAIN)
             goto unreadable;
-        struct py_memo_step *m = steps < PY_MEMO ? &t->memo[steps] : NULL;
+        const bool m = steps < PY_MEMO;
         const uint8_t flags = flags_at >= 0 ? *(const uint8_t *)(f + (uintptr_t)flags_at) : 0;
         if (shims && flags == FRAME_OWNED_BY_CSTACK) {
             /* The shim an evaluation-loop entry pushes: the run above it is done. */
             if (n)
                 run_end[n - 1] = true;
-            if (!m || m->frame != f || m->flags != flags) {
+            if (!m || t->memo[steps].frame != f || t->memo_flags[steps] != flags) {
                 same = false;
                 if (m)
-                    *m = (struct py_memo_step){.frame = f, .flags = flags};
+                    memo_store(t, steps, f, 0, 0, flags, 0, 0, 0, 0);
             }
             f = rd(f, L->fr_back);
             continue;
@@ -682,8 +697,8 @@ int tl_py_read(uintptr_t *out, bool *run_end, int max, bool *same_out)
         uintptr_t ip = legacy ? (uintptr_t)*(const int *)(f + (uintptr_t)L->fr_instr) : rd(f, L->fr_instr);
         bool entry = legacy || (!shims && flags);
         uint32_t id;
-        if (m && memo_matches(m, f, code, ip, flags, counted, frees, name_at)) {
-            id = m->id;
+        if (m && memo_matches(t, steps, f, code, ip, flags, counted, frees, name_at)) {
+            id = t->memo_cold[steps].id;
         } else {
             same = false;
             if (!plausible(code) || rd(code, 8) != code_type)
@@ -695,7 +710,7 @@ int tl_py_read(uintptr_t *out, bool *run_end, int max, bool *same_out)
              * instruction) has no line: left out. */
             id = offset >= 0 && offset < (1l << 30) ? location_id(t->cache, code, name, tag, (int)offset) : 0;
             if (m)
-                *m = (struct py_memo_step){f, code, ip, name, tag, frees, id, flags};
+                memo_store(t, steps, f, code, ip, flags, name, tag, frees, id);
         }
         if (id) {
             out[n] = TL_PYFRAME_TAG | id;
