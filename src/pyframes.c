@@ -5,8 +5,9 @@
  * the hook and merged into the native stack, so a report names the line of
  * Python that allocated (issue 16).  The interpreter is found at run time
  * (dlsym on the process's global scope: a shared libpython or an executable
- * that exports the C API); without one nothing here costs more than one
- * relaxed load per captured stack.
+ * that exports the C API; else a libpython*.so loaded with RTLD_LOCAL, by
+ * its own handle); without one nothing here costs more than one relaxed
+ * load per captured stack.
  *
  * Safety.  The hook may run with the GIL released (ctypes.CDLL, PyTorch's
  * operator bindings, Cython `nogil` calls): the thread's own frame chain
@@ -46,8 +47,11 @@
  * sub-interpreter's frames are named (the frames of the interpreter that
  * called into it are not joined); before 3.12 only the thread's bound state
  * (the main interpreter's) can be found once the GIL is released, so its
- * frames are named.  The interpreter is looked for once, at the first stack
- * captured: a libpython dlopen'ed after that is not seen.
+ * frames are named.  The interpreter is looked for at the first stack
+ * captured and, while none is found, again at the first one after each
+ * dlopen or dlmopen (dlopen_trampoline.S), so a program that embeds Python
+ * after it started allocating (a server, a plugin host) gets its frames;
+ * "finding the interpreter" below says what is and is not found.
  */
 #include "tl_internal.h"
 
@@ -125,12 +129,42 @@ unsigned long tl_py_chains_unreadable(void)
     return atomic_load_explicit(&chains_unreadable, memory_order_relaxed);
 }
 
-static unsigned running_version(void)
+/* ---- finding the interpreter ---------------------------------------------
+ * At the first captured stack, and again at the first one after each dlopen
+ * or dlmopen while none was found: an embedding program or a plugin host may
+ * load libpython long after its first allocation (dlopen_trampoline.S calls
+ * tl_dlopen_route).  Its symbols are looked up in the process's global scope
+ * (a libpython linked in, or loaded with RTLD_GLOBAL; an executable that
+ * exports the C API), else in a loaded libpython*.so that only its own
+ * handle sees (RTLD_LOCAL, dlopen's default, or a plugin linked with it).
+ * Anything else (another link-map namespace, a libpython under another
+ * name, an executable that does not export the API) is not found: stacks
+ * stay native.
+ *
+ * The look itself runs without detect_lock, which is taken only to publish
+ * what it found: dlsym, dladdr and dlopen take the loader's lock, and a
+ * thread inside dlopen holds that lock while a library constructor of its
+ * allocates and may wait for detect_lock. */
+struct py_found {
+    int state;     /* PY_NONE or PY_READY */
+    bool again;    /* PY_NONE because no interpreter is loaded: look again after the next dlopen */
+    char why[192]; /* the one-line note when one is found and cannot be read */
+    void *scope;   /* where its symbols are: RTLD_DEFAULT or its library's handle */
+    void *pin;     /* a reference on its library, or NULL: see find_interpreter */
+    const struct py_layout *layout;
+    struct py_layout debug; /* 3.13: the running build's own offsets */
+    void *(*current_tstate)(void), *(*gil_state_tstate)(void);
+    int (*is_initialized)(void);
+    int (*addr2line)(void *, int);
+    uintptr_t code_type, unicode_type, eval_lo, eval_hi;
+};
+
+static unsigned running_version(void *scope)
 {
-    const unsigned long *hex = tl_real_dlsym(RTLD_DEFAULT, "Py_Version"); /* 3.11+ */
+    const unsigned long *hex = tl_real_dlsym(scope, "Py_Version"); /* 3.11+ */
     if (hex)
         return (unsigned)(*hex >> 16);
-    const char *(*get_version)(void) = (const char *(*)(void))tl_real_dlsym(RTLD_DEFAULT, "Py_GetVersion");
+    const char *(*get_version)(void) = (const char *(*)(void))tl_real_dlsym(scope, "Py_GetVersion");
     if (!get_version)
         return 0;
     unsigned major = 0, minor = 0;
@@ -143,37 +177,58 @@ static unsigned running_version(void)
  * (_Py_DebugOffsets, Include/internal/pycore_runtime.h: cookie "xdebugpy",
  * version, free_threaded, then sections of uint64 offsets).  Those of the
  * running build are used over the table's; the layout of the struct itself
- * is 3.13's (3.14 reorders it).  False (with a note) when they rule the
- * chain out: a free-threaded build or a cookie that is not there. */
+ * is 3.13's (3.14 reorders it).  False (with the note in f->why) when they
+ * rule the chain out: a free-threaded build or a cookie that is not there. */
 static struct py_layout debug_layout;
 
-static bool layout_from_debug_offsets(unsigned v)
+static bool layout_from_debug_offsets(struct py_found *f, unsigned v)
 {
-    const uint64_t *d = tl_real_dlsym(RTLD_DEFAULT, "_PyRuntime");
+    const uint64_t *d = tl_real_dlsym(f->scope, "_PyRuntime");
     if (!d || memcmp(d, "xdebugpy", 8) != 0 || (d[1] >> 16) != v) {
-        tl_warn(NULL, "Python 3.13 without its debug offsets (_PyRuntime): stacks show native frames only");
+        snprintf(f->why, sizeof f->why, "Python 3.13 without its debug offsets (_PyRuntime): stacks show native frames only");
         return false;
     }
     if (d[2]) {
-        tl_warn(NULL, "free-threaded Python: its frames are not read; stacks show native frames only");
+        snprintf(f->why, sizeof f->why, "free-threaded Python: its frames are not read; stacks show native frames only");
         return false;
     }
     /* Word indices of 3.13's _Py_DebugOffsets: thread_state at 19,
      * interpreter_frame at 28, code_object at 34 (each section starts with
-     * its struct's size). */
-    debug_layout = *L;
-    debug_layout.ts_interp = (int)d[22];
-    debug_layout.ts_frame = (int)d[23];
-    debug_layout.fr_back = (int)d[29];
-    debug_layout.fr_code = (int)d[30];
-    debug_layout.fr_instr = (int)d[31];
-    debug_layout.fr_owner = (int)d[33];
-    debug_layout.co_filename = (int)d[35];
-    debug_layout.co_name = (int)d[36];
-    debug_layout.co_qualname = (int)d[37];
-    debug_layout.co_firstlineno = (int)d[39];
-    debug_layout.co_code = (int)d[43];
-    L = &debug_layout;
+     * its struct's size).  They are only right while the struct is 3.13.0's:
+     * each offset read must lie inside its section's struct and pointers be
+     * aligned, and two sections after them must hold what they hold in every
+     * default build: PyObject's {size 16, ob_type 8} at 44 and the str
+     * section's state, length and PyASCIIObject size (68-70) equal to the
+     * table's.  A field added before them moves those words: refused. */
+    static const struct {
+        int size_at, first, last;
+    } sections[] = {{19, 20, 27}, {28, 29, 33}, {34, 35, 43}};
+    bool agree = d[44] == 16 && d[45] == 8 && d[68] == (uint64_t)f->layout->u_state &&
+                 d[69] == (uint64_t)f->layout->u_length && d[70] == (uint64_t)f->layout->u_ascii_size;
+    for (size_t s = 0; s < sizeof sections / sizeof sections[0]; s++)
+        for (int i = sections[s].first; i <= sections[s].last; i++)
+            agree = agree && d[sections[s].size_at] <= 1u << 16 && d[i] < d[sections[s].size_at];
+    const int pointers[] = {22, 23, 29, 30, 31, 35, 36, 37};
+    for (size_t i = 0; i < sizeof pointers / sizeof pointers[0]; i++)
+        agree = agree && d[pointers[i]] % 8 == 0;
+    if (!agree) {
+        snprintf(f->why, sizeof f->why,
+                 "Python 3.13 whose debug offsets (_PyRuntime) are not laid out as 3.13.0's: stacks show native frames only");
+        return false;
+    }
+    f->debug = *f->layout;
+    f->debug.ts_interp = (int)d[22];
+    f->debug.ts_frame = (int)d[23];
+    f->debug.fr_back = (int)d[29];
+    f->debug.fr_code = (int)d[30];
+    f->debug.fr_instr = (int)d[31];
+    f->debug.fr_owner = (int)d[33];
+    f->debug.co_filename = (int)d[35];
+    f->debug.co_name = (int)d[36];
+    f->debug.co_qualname = (int)d[37];
+    f->debug.co_firstlineno = (int)d[39];
+    f->debug.co_code = (int)d[43];
+    f->layout = &f->debug;
     return true;
 }
 
@@ -210,65 +265,214 @@ static void count_code_frees(void)
         atomic_store(&code_frees_counted, true);
 }
 
-static void detect(void)
+/* glibc's dlopen (0) and dlmopen (1), or whatever is next after us. */
+static void *real_dl(int which)
 {
-    pthread_mutex_lock(&detect_lock);
-    if (atomic_load(&py_state) != PY_UNKNOWN) {
-        pthread_mutex_unlock(&detect_lock);
+    static _Atomic(void *) real[2];
+    void *fn = atomic_load_explicit(&real[which], memory_order_acquire);
+    if (!fn) {
+        fn = tl_real_dlsym(RTLD_NEXT, which ? "dlmopen" : "dlopen");
+        atomic_store_explicit(&real[which], fn, memory_order_release);
+    }
+    return fn;
+}
+
+static void unpin(void *handle)
+{
+    /* glibc's dlclose, not modules.c's: this only drops our reference. */
+    int (*close_fn)(void *) = (int (*)(void *))tl_real_dlsym(RTLD_NEXT, "dlclose");
+    if (handle && close_fn)
+        close_fn(handle);
+}
+
+struct libpython_paths {
+    char *path[8];
+    int n;
+};
+
+static int collect_libpython(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct libpython_paths *c = arg;
+    const char *name = info->dlpi_name, *base = name ? strrchr(name, '/') : NULL;
+    base = base ? base + 1 : name;
+    if (base && strncmp(base, "libpython", 9) == 0 && c->n < (int)(sizeof c->path / sizeof c->path[0])) {
+        c->path[c->n] = strdup(name);
+        if (c->path[c->n])
+            c->n++;
+    }
+    return 0;
+}
+
+/* A handle on a loaded libpython*.so that exports the C API, or NULL.  The
+ * paths are copied first: dl_iterate_phdr holds a lock of the loader's that
+ * dlopen must not be called under. */
+static void *local_libpython(void)
+{
+    struct libpython_paths c = {.n = 0};
+    dl_iterate_phdr(collect_libpython, &c);
+    void *(*open_fn)(const char *, int) = (void *(*)(const char *, int))real_dl(0);
+    void *found = NULL;
+    for (int i = 0; i < c.n; i++) {
+        void *h = !found && open_fn ? open_fn(c.path[i], RTLD_NOLOAD | RTLD_LAZY) : NULL;
+        if (h && tl_real_dlsym(h, "PyGILState_GetThisThreadState"))
+            found = h;
+        else
+            unpin(h);
+        free(c.path[i]);
+    }
+    return found;
+}
+
+/* A reference on the library that defines sym (NULL for the executable,
+ * which is never unloaded). */
+static void *pin_library_of(void *sym)
+{
+    Dl_info info;
+    void *(*open_fn)(const char *, int) = (void *(*)(const char *, int))real_dl(0);
+    if (!open_fn || !dladdr(sym, &info) || !info.dli_fname || !info.dli_fname[0])
+        return NULL;
+    return open_fn(info.dli_fname, RTLD_NOLOAD | RTLD_LAZY);
+}
+
+/* Fills f; takes no lock of ours.  The interpreter's library is kept
+ * loaded (f->pin, a reference of our own) once its frames are read: the
+ * hooks call into it (Py_IsInitialized, PyGILState_GetThisThreadState), and
+ * a program or plugin host that dlclose'd it would otherwise leave them
+ * calling unmapped code. */
+static void find_interpreter(struct py_found *f)
+{
+    memset(f, 0, sizeof *f);
+    f->state = PY_NONE;
+    f->scope = RTLD_DEFAULT;
+    void *gil_tstate = tl_real_dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
+    if (gil_tstate) {
+        f->pin = pin_library_of(gil_tstate);
+    } else if ((f->pin = local_libpython()) != NULL) {
+        f->scope = f->pin;
+        gil_tstate = tl_real_dlsym(f->scope, "PyGILState_GetThisThreadState");
+    }
+    if (!gil_tstate) {
+        f->again = true; /* no interpreter in the process (yet) */
         return;
     }
-    int state = PY_NONE;
-    void *gil_tstate = tl_real_dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
-    if (!gil_tstate)
-        goto out; /* no interpreter in the process */
-    unsigned v = running_version();
+    unsigned v = running_version(f->scope);
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
         if (layouts[i].version == v)
-            L = &layouts[i];
-    if (!L) {
-        tl_warn(NULL, "Python %u.%u: frame layout unknown (3.9-3.13 are read); stacks show native frames only",
-                v >> 8, v & 0xff);
-        goto out;
+            f->layout = &layouts[i];
+    if (!f->layout) {
+        snprintf(f->why, sizeof f->why,
+                 "Python %u.%u: frame layout unknown (3.9-3.13 are read); stacks show native frames only", v >> 8,
+                 v & 0xff);
+        return;
     }
-    if (v == 0x30d && !layout_from_debug_offsets(v)) {
-        L = NULL;
-        goto out;
-    }
-    if (tl_real_dlsym(RTLD_DEFAULT, "_Py_DecRefShared")) {
-        tl_warn(NULL, "free-threaded Python: its frames are not read; stacks show native frames only");
-        L = NULL;
-        goto out;
+    if (v == 0x30d && !layout_from_debug_offsets(f, v))
+        return;
+    if (tl_real_dlsym(f->scope, "_Py_DecRefShared")) {
+        snprintf(f->why, sizeof f->why, "free-threaded Python: its frames are not read; stacks show native frames only");
+        return;
     }
     /* From 3.12 the current thread state is thread-local (NULL while this
      * thread has released the GIL); before, _PyThreadState_UncheckedGet
      * answers with whichever thread holds the GIL, so only the GILState
      * binding is this thread's own. */
-    void *unchecked = v >= 0x30d ? tl_real_dlsym(RTLD_DEFAULT, "PyThreadState_GetUnchecked")
-                      : v == 0x30c ? tl_real_dlsym(RTLD_DEFAULT, "_PyThreadState_UncheckedGet")
+    void *unchecked = v >= 0x30d ? tl_real_dlsym(f->scope, "PyThreadState_GetUnchecked")
+                      : v == 0x30c ? tl_real_dlsym(f->scope, "_PyThreadState_UncheckedGet")
                                    : NULL;
-    current_tstate = (void *(*)(void))unchecked;
-    gil_state_tstate = (void *(*)(void))gil_tstate;
-    is_initialized = (int (*)(void))tl_real_dlsym(RTLD_DEFAULT, "Py_IsInitialized");
-    addr2line = (int (*)(void *, int))tl_real_dlsym(RTLD_DEFAULT, "PyCode_Addr2Line");
-    code_type = (uintptr_t)tl_real_dlsym(RTLD_DEFAULT, "PyCode_Type");
-    unicode_type = (uintptr_t)tl_real_dlsym(RTLD_DEFAULT, "PyUnicode_Type");
-    if (!is_initialized || !addr2line || !code_type || !unicode_type) {
-        tl_warn(NULL, "Python %u.%u without its C API exported: stacks show native frames only", v >> 8, v & 0xff);
-        L = NULL;
-        goto out;
+    f->current_tstate = (void *(*)(void))unchecked;
+    f->gil_state_tstate = (void *(*)(void))gil_tstate;
+    f->is_initialized = (int (*)(void))tl_real_dlsym(f->scope, "Py_IsInitialized");
+    f->addr2line = (int (*)(void *, int))tl_real_dlsym(f->scope, "PyCode_Addr2Line");
+    f->code_type = (uintptr_t)tl_real_dlsym(f->scope, "PyCode_Type");
+    f->unicode_type = (uintptr_t)tl_real_dlsym(f->scope, "PyUnicode_Type");
+    if (!f->is_initialized || !f->addr2line || !f->code_type || !f->unicode_type) {
+        snprintf(f->why, sizeof f->why, "Python %u.%u without its C API exported: stacks show native frames only",
+                 v >> 8, v & 0xff);
+        return;
     }
-    count_code_frees();
-    void *eval = tl_real_dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+    void *eval = tl_real_dlsym(f->scope, "_PyEval_EvalFrameDefault");
     Dl_info info;
     const ElfW(Sym) *sym = NULL;
     if (eval && dladdr1(eval, &info, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_size) {
-        eval_lo = (uintptr_t)eval;
-        eval_hi = eval_lo + sym->st_size;
+        f->eval_lo = (uintptr_t)eval;
+        f->eval_hi = f->eval_lo + sym->st_size;
     }
-    state = PY_READY;
-out:
-    atomic_store(&py_state, state);
+    f->state = PY_READY;
+}
+
+/* dlopen and dlmopen calls so far (tl_dlopen_route), and whether the last
+ * look found no interpreter at all, so that a library loaded since may
+ * bring one (an interpreter found and not read is not looked for again: its
+ * note is said once). */
+static atomic_ulong loads_begun;
+static atomic_bool look_again;
+
+static void detect(void)
+{
+    if (atomic_load(&py_state) != PY_UNKNOWN)
+        return;
+    unsigned long loads = atomic_load(&loads_begun);
+    struct py_found f;
+    find_interpreter(&f);
+    pthread_mutex_lock(&detect_lock);
+    bool publish = atomic_load(&py_state) == PY_UNKNOWN, ready = publish && f.state == PY_READY;
+    if (ready) {
+        if (f.layout == &f.debug) {
+            debug_layout = f.debug;
+            f.layout = &debug_layout;
+        }
+        L = f.layout;
+        current_tstate = f.current_tstate;
+        gil_state_tstate = f.gil_state_tstate;
+        is_initialized = f.is_initialized;
+        addr2line = f.addr2line;
+        code_type = f.code_type;
+        unicode_type = f.unicode_type;
+        eval_lo = f.eval_lo;
+        eval_hi = f.eval_hi;
+        count_code_frees();
+    } else if (publish && f.why[0]) {
+        tl_warn(NULL, "%s", f.why);
+    }
+    if (publish) {
+        atomic_store(&look_again, f.again);
+        /* A dlopen that began while we looked may be loading one: the next
+         * stack looks again. */
+        bool loading = f.again && atomic_load(&loads_begun) != loads;
+        if (!loading)
+            atomic_store(&py_state, f.state);
+    }
     pthread_mutex_unlock(&detect_lock);
+    if (!ready)
+        unpin(f.pin);
+}
+
+/* Called by dlopen_trampoline.S before every dlopen and dlmopen, which it
+ * then jumps to (so glibc sees the program's call, not ours).  When no
+ * interpreter was found, the first stack captured after this looks again,
+ * by which time the library is loaded, unless that stack is captured by
+ * another thread while this dlopen is still on its way to the loader's lock:
+ * that look finds nothing, and the next dlopen (Python loads every extension
+ * module with one, ctypes every library) looks again.  No allocation, no
+ * loader call beyond the first lookup of the real function; detect_lock is
+ * never held across anything that waits. */
+void *tl_dlopen_route(int which, uintptr_t arg2, uintptr_t arg3);
+void *tl_dlopen_route(int which, uintptr_t arg2, uintptr_t arg3)
+{
+    void *fn = real_dl(which);
+    /* RTLD_NOLOAD loads nothing: tensorleak's own lookups in libcuda.so.1
+     * (resolve.c), which may come once per allocation, look for nothing. */
+    if ((int)(which ? arg3 : arg2) & RTLD_NOLOAD)
+        return fn;
+    atomic_fetch_add(&loads_begun, 1);
+    if (atomic_load_explicit(&py_state, memory_order_relaxed) == PY_NONE) {
+        pthread_mutex_lock(&detect_lock);
+        int none = PY_NONE;
+        if (atomic_load(&look_again))
+            atomic_compare_exchange_strong(&py_state, &none, PY_UNKNOWN);
+        pthread_mutex_unlock(&detect_lock);
+    }
+    return fn;
 }
 
 /* ---- code locations -------------------------------------------------------

@@ -420,5 +420,90 @@ def python_frames_have_a_budget_of_their_own_beside_a_deep_native_stack():
 EMBED_APP = os.path.join(HERE, "embed_late_app.py")
 
 
+def shared_libpython(exe):
+    """(libpython path, prefix) of a CPython built with a shared library."""
+    out = subprocess.run([exe, "-c", "import os, sys, sysconfig as c; print(c.get_config_var('Py_ENABLE_SHARED') "
+                          "and os.path.join(c.get_config_var('LIBDIR'), c.get_config_var('INSTSONAME'))); "
+                          "print(sys.base_prefix)"], capture_output=True, text=True, timeout=20).stdout.split("\n")
+    return (out[0], out[1]) if out[0] not in ("", "0", "None") and os.path.exists(out[0]) else (None, None)
+
+
+def a_libpython_dlopened_after_the_first_stack_names_the_line():
+    # embed_late allocates from C first (no interpreter in the process: the
+    # stack is native), then dlopen()s libpython, RTLD_GLOBAL or RTLD_LOCAL
+    # (its symbols then only in its own handle), and runs a script that
+    # allocates through the program's own C function.  Without looking for
+    # the interpreter again after a dlopen the script's leak was native only.
+    tried = 0
+    for exe, v in pythons().items():
+        libpython, home = shared_libpython(exe)
+        if not libpython:
+            continue
+        for mode in ("global", "local"):
+            p, rep = run([os.environ["TL_EMBED_LATE"], libpython, EMBED_APP, mode], env={"PYTHONHOME": home})
+            what = f"{libpython} {mode}"
+            eq(p.returncode, 0, f"{what}: exit status: {p.stderr}")
+            leaks = sorted(rep["leaks"], key=lambda l: l["bytes"])
+            eq([(l["bytes"], l["count"]) for l in leaks], [(1 * MiB, 1), (3 * MiB, 1)], f"{what}: leaks")
+            eq(leaks[0]["stack"][0]["function"], "allocate_before_python", f"{what}: the C leak's innermost frame")
+            eq(python_frames(leaks[0]["stack"]), [], f"{what}: the C leak has no Python frames")
+            eq([f for f in python_frames(leaks[1]["stack"]) if f[1] == "embed_late_app.py"],
+               [("load_weights", "embed_late_app.py", line_of("EMBED-ALLOC-LINE", EMBED_APP)),
+                ("start_plugin", "embed_late_app.py", line_of("EMBED-PLUGIN-LINE", EMBED_APP)),
+                ("<module>", "embed_late_app.py", line_of("EMBED-MODULE-LINE", EMBED_APP))], f"{what}: Python frames")
+            eq(leaks[1]["stack"][0]["function"], "gpu_malloc", f"{what}: the script's leak's innermost frame")
+            eq((rep["tracker"]["python_stacks"], rep["tracker"]["python_stacks_unreadable"]), (1, 0),
+               f"{what}: stacks with Python frames, unreadable chains")
+            check("tensorleak: Python" not in p.stderr and "free-threaded" not in p.stderr, f"{what}: {p.stderr}")
+            tried += 1
+        print(f"ok: {exe} ({v})")
+    check(tried >= 2, "no CPython 3.9-3.13 with a shared libpython found")
+
+
+def a_dlopen_by_bare_name_or_origin_is_resolved_from_the_callers_runpath():
+    # dlopen is interposed (to look for a libpython loaded late); glibc
+    # resolves a bare name along the RUNPATH of the object that calls dlopen
+    # and $ORIGIN from it, so a wrapper that called the real dlopen itself
+    # made this program's own library unloadable.  A program without Python
+    # that dlopen()s keeps native stacks and says nothing about Python.
+    prog = os.environ["TL_DLOPEN_ORIGIN"]
+    name = os.path.basename(PYCB)
+    check(not os.path.exists(os.path.join(SIM, name)), "the library is only along the program's RUNPATH")
+    p, rep = run([prog, name])
+    eq((p.returncode, p.stdout), (0, "dlopen_origin: ok\n"), "under tensorleak: " + p.stderr)
+    eq([(l["bytes"], l["stack"][0]["function"]) for l in rep["leaks"]], [(2 * MiB, "main")], "leaks")
+    eq(python_frames(rep["leaks"][0]["stack"]), [], "no Python frames")
+    eq(rep["tracker"]["python_stacks"], 0, "no Python stacks")
+    check("Python" not in p.stderr, p.stderr)
+
+
+def python_3_13_debug_offsets_not_laid_out_as_3_13_0_are_refused_with_one_note():
+    # pyframes.c reads 3.13's _Py_DebugOffsets at 3.13.0's word indices.
+    # Each change below is one a build with another layout would show: the
+    # PyObject section's size word (44), the thread state's size below its
+    # offsets (19), a misaligned frame pointer offset (31).  Unchanged, the
+    # line is named.
+    found = [exe for exe, v in pythons().items() if v == "3.13"]
+    if not found:
+        print("SKIP: no CPython 3.13 found")
+        sys.exit(77)
+    prog = os.path.join(HERE, "debug_offsets_app.py")
+    note = ("tensorleak: Python 3.13 whose debug offsets (_PyRuntime) are not laid out as 3.13.0's: "
+            "stacks show native frames only")
+    for exe in found:
+        p, rep = run([exe, prog, "-1", "0"])
+        eq(python_frames(rep["leaks"][0]["stack"])[:1],
+           [("leak", "debug_offsets_app.py", line_of("OFFSETS-ALLOC-LINE", prog))], f"{exe}: unchanged offsets")
+        check(note not in p.stderr, p.stderr)
+        for word, value in ((44, 24), (19, 16), (31, 57)):
+            p, rep = run([exe, prog, str(word), str(value)])
+            what = f"{exe}: word {word} = {value}"
+            eq(p.returncode, 0, f"{what}: exit status: {p.stderr}")
+            eq([(l["bytes"], l["count"]) for l in rep["leaks"]], [(1 * MiB, 1)], f"{what}: leaks")
+            eq(python_frames(rep["leaks"][0]["stack"]), [], f"{what}: no Python frames")
+            eq(p.stderr.count(note), 1, f"{what}: the note once in:\n{p.stderr}")
+        print(f"ok: {exe}")
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]]()
