@@ -686,6 +686,16 @@ def a_dlopen_by_bare_name_or_origin_is_resolved_from_the_callers_runpath():
     check("Python" not in p.stderr, p.stderr)
 
 
+def a_library_constructor_allocating_inside_dlopen_while_threads_allocate_never_hangs():
+    # Each dlopen makes the next stack look for an interpreter again, and
+    # the look calls dlsym, which waits for the loader's lock: a thread
+    # inside dlopen holds it while a constructor allocates.  Holding a lock
+    # of tensorleak's across the look hung this program every time.
+    p, rep = run([os.environ["TL_DLOPEN_RACE"], os.environ["TL_CTOR_ALLOC"]])
+    eq((p.returncode, p.stdout), (0, "dlopen_race: ok\n"), "exit status and output: " + p.stderr)
+    eq((rep["summary"]["leaked_bytes"], rep["tracker"]["python_stacks"]), (0, 0), "leaked bytes, Python stacks")
+
+
 def python_3_13_debug_offsets_not_laid_out_as_3_13_0_are_refused_with_one_note():
     # pyframes.c reads 3.13's _Py_DebugOffsets at 3.13.0's word indices.
     # Each change below is one a build with another layout would show: the
