@@ -178,7 +178,8 @@ static unsigned running_version(void *scope)
  * version, free_threaded, then sections of uint64 offsets).  Those of the
  * running build are used over the table's; the layout of the struct itself
  * is 3.13's (3.14 reorders it).  False (with the note in f->why) when they
- * rule the chain out: a free-threaded build or a cookie that is not there. */
+ * rule the chain out: a free-threaded build, a cookie that is not there, or
+ * words that do not agree with 3.13.0's layout of the struct. */
 static struct py_layout debug_layout;
 
 static bool layout_from_debug_offsets(struct py_found *f, unsigned v)
