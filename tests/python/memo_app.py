@@ -7,6 +7,7 @@ call site.  The sequence SEQ mixes repeats (the memo is used) with switches
 (it must not be): A 7 times, B 6 times.
 Usage: memo_app.py MODE (lines, caller_line, caller_far, generator,
 native_paths, entry_frames, api_paths, recursion, exec_files, exec_names, threads)."""
+import collections
 import ctypes
 import functools
 import gc
@@ -141,13 +142,23 @@ def alloc_one(size):
     p = ctypes.c_void_p()
     rt.cudaMalloc(ctypes.byref(p), size)  # M-NATIVE-ALLOC
     kept.append(p)
+    return 0
+
+
+# Ten C functions of the interpreter that drain an iterator (of 0s): the
+# same Python frames, other native frames between (and on some the same
+# stack pointer where the hook is entered).  Not both min and max, nor set
+# and frozenset: one function runs either.  Consumer k allocates (k + 1) MiB.
+CONSUMERS = (list, tuple, set, sorted, any, all, min, sum, bytes, collections.deque)
 
 
 def native_paths():
-    for c in SEQ:
-        # list() and tuple() drain the map in different C functions of the
-        # interpreter: the same Python frames, other native frames between.
-        (list if c == "A" else tuple)(map(alloc_one, [5 * MiB]))  # M-NATIVE-CALL
+    n = len(CONSUMERS)
+    # Each one twice in a row, twice round, then each one and the next:
+    # 6 allocations each.
+    order = [k for _ in range(2) for k in range(n) for _ in range(2)] + [j for k in range(n) for j in (k, (k + 1) % n)]
+    for k in order:
+        CONSUMERS[k](map(alloc_one, [(k + 1) * MiB]))  # M-NATIVE-CALL
 
 
 def leaf():
