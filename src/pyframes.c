@@ -129,6 +129,13 @@ unsigned long tl_py_chains_unreadable(void)
     return atomic_load_explicit(&chains_unreadable, memory_order_relaxed);
 }
 
+long long tl_py_code_frees(void)
+{
+    if (!atomic_load_explicit(&code_frees_counted, memory_order_relaxed))
+        return -1;
+    return (long long)atomic_load_explicit(&code_frees, memory_order_relaxed);
+}
+
 /* ---- finding the interpreter ---------------------------------------------
  * At the first captured stack, and again at the first one after each dlopen
  * or dlmopen while none was found: an embedding program or a plugin host may
@@ -247,23 +254,47 @@ static bool layout_from_debug_offsets(struct py_found *f, unsigned v)
  * so no other type inherits the slot.  Never undone: this library is never
  * unloaded while the program runs. */
 #define TP_DEALLOC_OFFSET 48 /* PyObject_VAR_HEAD, tp_name, tp_basicsize, tp_itemsize (every 3.x) */
-static void (*code_dealloc)(void *);
+static _Atomic(void (*)(void *)) code_dealloc;
+static _Atomic(void (*)(void *)) *code_dealloc_slot;
 
 static void code_dealloc_counted(void *code)
 {
     atomic_fetch_add_explicit(&code_frees, 1, memory_order_relaxed);
-    code_dealloc(code);
+    atomic_load_explicit(&code_dealloc, memory_order_acquire)(code);
+}
+
+/* PyCode_Type laid out as the offsets above say: a type object whose type
+ * is the type of types (PyType_Type is its own type), named "code", with
+ * a plausible size, and a deallocator in the interpreter's own code.  A
+ * build with a bigger object header (--with-trace-refs puts two links first)
+ * fails this, so its tp_basicsize is never taken for tp_dealloc; the memo
+ * then checks names, as without the count. */
+static bool code_type_as_expected(uintptr_t type, void (*dealloc)(void *))
+{
+    const uintptr_t *t = (const uintptr_t *)type;
+    uintptr_t meta = t[1];
+    const char *name = (const char *)t[3];
+    intptr_t basicsize = (intptr_t)t[4];
+    Dl_info type_at, dealloc_at;
+    return meta >= 4096 && !(meta & 7) && ((const uintptr_t *)meta)[1] == meta && (uintptr_t)name >= 4096 &&
+           strcmp(name, "code") == 0 &&
+           basicsize >= 64 && basicsize <= 4096 && dealloc && dladdr((void *)type, &type_at) &&
+           dladdr((void *)dealloc, &dealloc_at) && type_at.dli_fbase == dealloc_at.dli_fbase;
 }
 
 static void count_code_frees(void)
 {
     _Atomic(void (*)(void *)) *slot = (_Atomic(void (*)(void *)) *)(code_type + TP_DEALLOC_OFFSET);
     void (*current)(void *) = atomic_load(slot);
-    if (!current || current == code_dealloc_counted)
+    if (current == code_dealloc_counted || !code_type_as_expected(code_type, current))
         return;
-    code_dealloc = current;
-    if (atomic_compare_exchange_strong(slot, &current, code_dealloc_counted))
+    /* Published before the slot points at the wrapper: a thread that calls
+     * the wrapper finds it (acquire there). */
+    atomic_store_explicit(&code_dealloc, current, memory_order_release);
+    if (atomic_compare_exchange_strong(slot, &current, code_dealloc_counted)) {
+        code_dealloc_slot = slot;
         atomic_store(&code_frees_counted, true);
+    }
 }
 
 /* glibc's dlopen (0) and dlmopen (1), or whatever is next after us. */
@@ -787,11 +818,13 @@ static inline bool same_chain(const struct py_tls *t, uintptr_t f, int flags_at,
 }
 
 /* A fingerprint of a live str's text, read in place: its length and its
- * first eight bytes (of a compact ASCII string; other kinds give other but
- * stable bytes of the object).  Code objects and their names are freed and
- * made again at the same addresses (exec'd, FX or torch.compile code), so
- * pointers alone named forty functions made one after another with five
- * names.  The string belongs to the code object the frame runs: alive. */
+ * first and last eight bytes (of a compact ASCII string; other kinds give
+ * other but stable bytes of the object, all inside it).  Code objects and
+ * their names are freed and made again at the same addresses (exec'd, FX or
+ * torch.compile code), so pointers alone named forty functions made one
+ * after another with five names; file names differ at their ends
+ * (/tmp/gen_a.py, /tmp/gen_b.py).  The string belongs to the code object
+ * the frame runs: alive. */
 static inline uintptr_t str_tag(uintptr_t s)
 {
     if (!plausible(s))
@@ -799,7 +832,21 @@ static inline uintptr_t str_tag(uintptr_t s)
     uintptr_t len = rd(s, L->u_length), word = rd(s, L->u_ascii_size);
     if (len < 8)
         word &= ((uintptr_t)1 << (len * 8)) - 1; /* the bytes after the text are not the string's */
+    else if (len > 8 && len <= 4096)
+        word ^= *(const uintptr_t *)(s + (uintptr_t)L->u_ascii_size + len - 8) * 0xC2B2AE3D27D4EB4Full;
     return word ^ len * 0x9E3779B97F4A7C15ull;
+}
+
+/* What tells a code object from another made at its address after it was
+ * freed: its name's and its file's text (fingerprints above) and its first
+ * line (the same function compiled from a source shifted by a few lines).
+ * Not its line table: a body changed below an unchanged first line, under
+ * the same name and file, at the same address, still passes for the old. */
+static inline uintptr_t code_tag(uintptr_t code, uintptr_t name)
+{
+    uintptr_t file = str_tag(rd(code, L->co_filename));
+    uint32_t first = *(const uint32_t *)(code + (uintptr_t)L->co_firstlineno);
+    return str_tag(name) ^ (file << 17 | file >> 47) ^ (uintptr_t)first * 0xD6E8FEB86659FD93ull;
 }
 
 static inline uint32_t location_id(struct py_cache_slot *cache, uintptr_t code, uintptr_t name, uintptr_t tag,
@@ -825,7 +872,7 @@ static inline bool memo_matches(struct py_tls *t, int k, uintptr_t f, uintptr_t 
         return false;
     if (counted && c->frees == frees)
         return true;
-    if (c->name != rd(code, name_at) || c->tag != str_tag(c->name))
+    if (c->name != rd(code, name_at) || c->tag != code_tag(code, c->name))
         return false;
     c->frees = frees;
     return true;
@@ -871,8 +918,11 @@ int tl_py_read(uintptr_t *out, bool *run_end, int max, bool *same_out)
     const bool legacy = L->version < 0x30b, shims = L->version >= 0x30c;
     const int name_at = L->co_qualname ? L->co_qualname : L->co_name;
     const int flags_at = shims ? L->fr_owner : L->fr_entry; /* -1 before 3.11 */
-    /* Frees counted from the moment the wrapper is in; before, never trusted. */
-    const bool counted = atomic_load_explicit(&code_frees_counted, memory_order_relaxed);
+    /* Frees counted from the moment the wrapper is in, and while it still
+     * is (a tool that replaced the slot after us, without calling on, would
+     * stop the count); otherwise never trusted. */
+    const bool counted = atomic_load_explicit(&code_frees_counted, memory_order_relaxed) &&
+                         atomic_load_explicit(code_dealloc_slot, memory_order_relaxed) == code_dealloc_counted;
     const unsigned long frees = atomic_load_explicit(&code_frees, memory_order_relaxed);
     if (counted && t->memo_frees == frees && t->memo_max == max && t->memo_steps > 0 &&
         same_chain(t, f, flags_at, legacy)) {
@@ -910,7 +960,7 @@ int tl_py_read(uintptr_t *out, bool *run_end, int max, bool *same_out)
                 goto unreadable;
             long offset = legacy ? (L->version == 0x30a ? (long)(int)ip * 2 : (long)(int)ip)
                                  : (long)(ip - (code + (uintptr_t)L->co_code));
-            uintptr_t name = rd(code, name_at), tag = str_tag(name);
+            uintptr_t name = rd(code, name_at), tag = code_tag(code, name);
             /* A frame pushed but not started yet (offset before the first
              * instruction) has no line: left out. */
             id = offset >= 0 && offset < (1l << 30) ? location_id(t->cache, code, name, tag, (int)offset) : 0;

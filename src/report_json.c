@@ -191,6 +191,8 @@ json_t *tl_report_to_json(struct tl_report_model *m)
      * captures whose Python frame chain failed a check. */
     json_object_set_new(trk, "python_stacks", json_integer((json_int_t)tl_callsite_python_count()));
     json_object_set_new(trk, "python_stacks_unreadable", json_integer((json_int_t)tl_py_chains_unreadable()));
+    long long code_frees = tl_py_code_frees();
+    json_object_set_new(trk, "python_code_objects_freed", code_frees < 0 ? json_null() : json_integer((json_int_t)code_frees));
     json_object_set_new(trk, "cfi_walks_contradicted", json_integer((json_int_t)tl_stack_cfi_mismatches()));
     json_object_set_new(trk, "table_owner_claims", json_integer((json_int_t)tl_live_claims()));
     json_object_set_new(root, "tracker", trk);

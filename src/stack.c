@@ -503,16 +503,30 @@ static inline __attribute__((always_inline)) int capture(uintptr_t *frames, int 
     return o;
 }
 
+/* A capture that begins while this thread is inside another (a signal
+ * handler that allocates, reaching tensorleak_pool_free's invalid-free
+ * record or a pool allocation with no hook around it) must not read or
+ * write the memos the interrupted one is using: the interrupted capture
+ * would come back to another stack's words, frames or call site.  It takes
+ * libunwind's native stack instead, touching no memo. */
+static __thread TL_TLS_IE int capturing;
+
 int tl_stack_capture(uintptr_t *frames, int max)
 {
+    if (TL_UNLIKELY(capturing))
+        return max > 0 ? capture_unwind(frames, max) : 0;
+    capturing = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     bool same;
     int n = capture(frames, max, &same);
     if (same)
         memcpy(frames, cmemo.frames, (size_t)n * sizeof *frames);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    capturing = 0;
     return n;
 }
 
-struct tl_callsite *tl_stack_site(enum tl_kind kind, int max)
+static struct tl_callsite *site_of_capture(enum tl_kind kind, int max)
 {
     uintptr_t frames[TL_MAX_FRAMES];
     frames[0] = 0; /* a capture of no frames writes none (tells GCC so) */
@@ -531,5 +545,20 @@ struct tl_callsite *tl_stack_site(enum tl_kind kind, int max)
         c->site = cs;
         c->kind = kind;
     }
+    return cs;
+}
+
+struct tl_callsite *tl_stack_site(enum tl_kind kind, int max)
+{
+    if (TL_UNLIKELY(capturing)) {
+        uintptr_t frames[TL_MAX_DEPTH];
+        int n = max > 0 ? capture_unwind(frames, max) : 0;
+        return tl_callsite_intern(kind, frames, n);
+    }
+    capturing = 1;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    struct tl_callsite *cs = site_of_capture(kind, max);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    capturing = 0;
     return cs;
 }

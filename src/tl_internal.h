@@ -158,6 +158,9 @@ uintptr_t tl_pyloc_intern_strings(const char *function, const char *file, int li
 bool tl_pyloc_lookup(uintptr_t frame, const char **function, const char **file, int *line);
 /* Captures whose Python frame chain failed a check (native frames kept). */
 unsigned long tl_py_chains_unreadable(void);
+/* Code objects freed since the interpreter was found (pyframes.c counts
+ * them for its memo); -1 when they are not counted. */
+long long tl_py_code_frees(void);
 /* Call sites (distinct stacks) with Python frames (callsite.c; counted when
  * a call site is created, so the hot path pays nothing). */
 unsigned long tl_callsite_python_count(void);

@@ -565,11 +565,10 @@ def recursion_depth_5_and_6_in_turn_gives_two_stacks():
             dev(alloc, *[rec] * 5, *outer): (42 * MiB, 6)})
 
 
-# The next two are not in meson.build's list: they fail under every CPython
-# here, with the memo and without it, while a code location is known by the
-# code object's address and its name's pointer, length and first eight bytes
-# (location_id, memo_matches) and nothing tells a code object made where a
-# freed one was from it when those agree.
+# The next two failed under every CPython here, with the memo and without
+# it, while a code location was known by the code object's address and its
+# name's pointer, length and first eight bytes; the key now also holds the
+# name's last eight bytes, the file's text and the first line (code_tag).
 def functions_of_one_name_made_from_two_files_are_reported_at_their_files():
     # def g() compiled as gen_a.py and as gen_b.py in turn, each freed before
     # the next is made: the same name (an interned string), the code object
@@ -728,6 +727,26 @@ def python_3_13_debug_offsets_not_laid_out_as_3_13_0_are_refused_with_one_note()
             eq(python_frames(rep["leaks"][0]["stack"]), [], f"{what}: no Python frames")
             eq(p.stderr.count(note), 1, f"{what}: the note once in:\n{p.stderr}")
         print(f"ok: {exe}")
+
+
+def code_made_again_from_another_file_or_first_line_keeps_its_own():
+    # Each version of `forward` is freed before the next is compiled, so the
+    # next may take its address, its name's address and its name: the file
+    # (differing only at its end) or the first line must still tell them apart.
+    app = os.path.join(HERE, "recreated_where_app.py")
+    for exe in pythons():
+        p, rep = run([exe, app, "files"])
+        eq(p.returncode, 0, f"{exe}: exit status: {p.stderr}")
+        got = sorted((l["bytes"], l["count"], python_frames(l["stack"])[0]) for l in rep["leaks"])
+        eq(got, [(20 * MiB, 20, ("forward", "generated_module_a.py", 3)),
+                 (40 * MiB, 20, ("forward", "generated_module_b.py", 3))], f"{exe}: leaks by file")
+        p, rep = run([exe, app, "lines"])
+        eq(p.returncode, 0, f"{exe}: exit status: {p.stderr}")
+        got = sorted((l["bytes"], l["count"], python_frames(l["stack"])[0]) for l in rep["leaks"])
+        eq(got, [(20 * MiB, 20, ("forward", "<generated>", 3)),
+                 (40 * MiB, 20, ("forward", "<generated>", 5))], f"{exe}: leaks by line")
+        freed = rep["tracker"]["python_code_objects_freed"]
+        check(isinstance(freed, int) and freed >= 40, f"{exe}: code objects freed counted: {freed}")
 
 
 if __name__ == "__main__":
