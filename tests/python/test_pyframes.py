@@ -749,5 +749,37 @@ def code_made_again_from_another_file_or_first_line_keeps_its_own():
         check(isinstance(freed, int) and freed >= 40, f"{exe}: code objects freed counted: {freed}")
 
 
+def a_trace_refs_code_type_is_left_unchanged_and_a_default_one_gets_the_counting_wrapper():
+    # fake_trace_refs.c exports the C API with PyTypeObject laid out as a
+    # --with-trace-refs build's (two refchain links first: byte offset 48 is
+    # tp_basicsize) or as a default build's (48 is tp_dealloc).  Only the
+    # second may get pyframes.c's counting deallocator; before d110485 the
+    # first had a function pointer written over its tp_basicsize.
+    prog = os.environ["TL_FAKE_TRACE_REFS"]
+    for layout in ("trace-refs", "default"):
+        p, rep = run([prog, layout])
+        what = f"{layout} layout"
+        eq(p.returncode, 0, f"{what}: exit status: {p.stderr}")
+        eq([(l["bytes"], l["count"]) for l in rep["leaks"]], [(1 * MiB, 1)], f"{what}: leaks")
+        check("tensorleak: Python" not in p.stderr, f"{what}: the fake interpreter is read:\n{p.stderr}")
+        out = p.stdout.splitlines()
+        # The interpreter's own deallocator runs for every free either way.
+        check("original deallocs: 3" in out, f"{what}: {p.stdout}")
+        if layout == "trace-refs":
+            eq(out[0], "words changed: 0", f"{what}: PyCode_Type's words: {p.stdout}")
+            check("tp_dealloc: original" in out, f"{what}: {p.stdout}")
+            eq(rep["tracker"]["python_code_objects_freed"], None, f"{what}: python_code_objects_freed")
+        else:
+            # Word 6 only, now a function of libtensorleak.so's, which counted
+            # the three frees and called on.
+            eq([l.split(":")[0] for l in out if l.startswith("word ")], ["word 6"], f"{what}: {p.stdout}")
+            check("words changed: 1" in out, f"{what}: {p.stdout}")
+            wrapper = [l for l in out if l.startswith("tp_dealloc: ")]
+            eq(len(wrapper), 1, f"{what}: {p.stdout}")
+            eq(os.path.basename(wrapper[0].split(" in ")[-1]), os.path.basename(LIB), f"{what}: {p.stdout}")
+            eq(rep["tracker"]["python_code_objects_freed"], 3, f"{what}: python_code_objects_freed")
+        print(f"ok: {what}: {p.stdout.strip()}")
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]]()
