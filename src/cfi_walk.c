@@ -41,7 +41,6 @@ enum { RULE_OK_RSP = 1, RULE_OK_RBP, RULE_END, RULE_FAIL };
 _Static_assert(sizeof(struct cfi_rule) == 16, "four rules to a cache line");
 
 #define RULE_SLOTS 1024
-static __thread struct cfi_rule rules[RULE_SLOTS];
 static atomic_uint generation = 1;
 
 void tl_cfi_flush(void)
@@ -421,13 +420,21 @@ struct walk_memo {
     uintptr_t at[2 * TL_MAX_DEPTH], val[2 * TL_MAX_DEPTH];
     uintptr_t frames[TL_MAX_DEPTH];
 };
-static __thread struct walk_memo memo;
+/* The thread's rules and memo: one block (tl_thread_block). */
+struct cfi_thread {
+    struct cfi_rule rules[RULE_SLOTS];
+    struct walk_memo memo;
+};
+static __thread TL_TLS_IE struct cfi_thread *cfi_thread;
 
 int tl_cfi_walk(uintptr_t ret, uintptr_t sp, uintptr_t bp, uintptr_t hi, uintptr_t *frames, int max, bool *same)
 {
-    struct walk_memo *w = &memo;
-    uint8_t gen = (uint8_t)atomic_load_explicit(&generation, memory_order_acquire);
+    struct cfi_thread *th = cfi_thread;
     *same = false;
+    if (TL_UNLIKELY(!th) && !(th = tl_thread_block((void **)&cfi_thread, sizeof *th)))
+        return -1; /* the caller falls back to libunwind */
+    struct walk_memo *w = &th->memo;
+    uint8_t gen = (uint8_t)atomic_load_explicit(&generation, memory_order_acquire);
     if (w->n > 0 && w->ret == ret && w->sp == sp && w->bp == bp && w->hi == hi && w->max == max && w->gen == gen) {
         int k = 0;
         while (k < w->nreads && *(const uintptr_t *)w->at[k] == w->val[k])
@@ -445,7 +452,7 @@ int tl_cfi_walk(uintptr_t ret, uintptr_t sp, uintptr_t bp, uintptr_t hi, uintptr
     w->hi = hi;
     w->max = max;
     w->gen = gen;
-    struct cfi_rule *cache = rules;
+    struct cfi_rule *cache = th->rules;
     int n = 0, reads = 0;
     while (n < max) {
         if (ret == 0)

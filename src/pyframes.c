@@ -779,7 +779,7 @@ struct py_tls {
     uintptr_t memo_out[PY_MEMO];      /* what it returned */
     bool memo_run_end[PY_MEMO];
 };
-static __thread struct py_tls py_tls;
+static __thread TL_TLS_IE struct py_tls *py_tls; /* tl_thread_block */
 
 /* The chain from f is the memo's, frame for frame, read from the frames
  * alone (no code object has been freed since every step was checked), and
@@ -914,7 +914,9 @@ int tl_py_read(uintptr_t *out, bool *run_end, int max, bool *same_out)
     } else {
         f = rd(ts, L->ts_frame);
     }
-    struct py_tls *t = &py_tls;
+    struct py_tls *t = py_tls;
+    if (TL_UNLIKELY(!t) && !(t = tl_thread_block((void **)&py_tls, sizeof *t)))
+        return 0; /* no memory for the thread's tables: native frames only (counted) */
     const bool legacy = L->version < 0x30b, shims = L->version >= 0x30c;
     const int name_at = L->co_qualname ? L->co_qualname : L->co_name;
     const int flags_at = shims ? L->fr_owner : L->fr_entry; /* -1 before 3.11 */
@@ -988,15 +990,15 @@ int tl_py_read(uintptr_t *out, bool *run_end, int max, bool *same_out)
     memcpy(t->memo_run_end, run_end, (size_t)n * sizeof *run_end);
     return n;
 unreadable:
-    t = &py_tls;
-    t->memo_steps = -1;
+    if ((t = py_tls))
+        t->memo_steps = -1;
     atomic_fetch_add_explicit(&chains_unreadable, 1, memory_order_relaxed);
     return 0;
 }
 
 int tl_py_last(uintptr_t *out, bool *run_end)
 {
-    const struct py_tls *t = &py_tls;
+    const struct py_tls *t = py_tls; /* set: tl_py_read said "same" */
     memcpy(out, t->memo_out, (size_t)t->memo_n * sizeof *out);
     memcpy(run_end, t->memo_run_end, (size_t)t->memo_n * sizeof *run_end);
     return t->memo_n;

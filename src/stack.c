@@ -159,7 +159,7 @@ struct stack_tls {
     /* The thread's last call-frame-table walk was taken as the stack. */
     bool cfi_taken;
 };
-static __thread struct stack_tls tls;
+static __thread TL_TLS_IE struct stack_tls *tls; /* tl_thread_block */
 
 /* The thread's stack bounds; stack_hi 1 when unknown. */
 static void thread_stack_bounds(struct stack_tls *t)
@@ -378,8 +378,10 @@ static inline int append_tail(const struct stack_tls *t, uintptr_t record, uintp
  * the same again (cfi_walk.c) and taken then. */
 static inline int capture_native(uintptr_t *frames, int max, bool *same)
 {
-    struct stack_tls *t = &tls;
+    struct stack_tls *t = tls;
     *same = false;
+    if (TL_UNLIKELY(!t) && !(t = tl_thread_block((void **)&tls, sizeof *t)))
+        return capture_unwind(frames, max);
     if (TL_UNLIKELY(t->stack_hi == 0))
         thread_stack_bounds(t);
     /* Walk only on the thread's own stack: on another one (a coroutine's,
@@ -456,7 +458,7 @@ struct capture_memo {
     struct tl_callsite *site; /* NULL: not interned since the frames were stored */
     uintptr_t frames[TL_MAX_FRAMES];
 };
-static __thread struct capture_memo cmemo;
+static __thread TL_TLS_IE struct capture_memo *cmemo; /* tl_thread_block */
 
 /* The native stack, with the thread's Python frames merged in where the
  * interpreter runs them (pyframes.c; nothing more without an interpreter).
@@ -477,7 +479,9 @@ static inline __attribute__((always_inline)) int capture(uintptr_t *frames, int 
     const int python_max = tl_opt.python_depth;
     if (TL_LIKELY(!tl_py_maybe()) || python_max <= 0)
         return capture_native(frames, max, &native_same);
-    struct capture_memo *c = &cmemo;
+    struct capture_memo *c = cmemo;
+    if (TL_UNLIKELY(!c) && !(c = tl_thread_block((void **)&cmemo, sizeof *c)))
+        return capture_native(frames, max, &native_same); /* no memory: native frames only (counted) */
     uintptr_t nat[TL_MAX_DEPTH], py[TL_MAX_DEPTH];
     bool run_end[TL_MAX_DEPTH];
     int n = capture_native(nat, max, &native_same);
@@ -520,7 +524,7 @@ int tl_stack_capture(uintptr_t *frames, int max)
     bool same;
     int n = capture(frames, max, &same);
     if (same)
-        memcpy(frames, cmemo.frames, (size_t)n * sizeof *frames);
+        memcpy(frames, cmemo->frames, (size_t)n * sizeof *frames);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     capturing = 0;
     return n;
@@ -532,7 +536,7 @@ static struct tl_callsite *site_of_capture(enum tl_kind kind, int max)
     frames[0] = 0; /* a capture of no frames writes none (tells GCC so) */
     bool same;
     int n = capture(frames, max, &same);
-    struct capture_memo *c = &cmemo;
+    struct capture_memo *c = cmemo;
     if (same) {
         if (TL_LIKELY(c->site && c->kind == kind))
             return c->site;
@@ -541,7 +545,7 @@ static struct tl_callsite *site_of_capture(enum tl_kind kind, int max)
     struct tl_callsite *cs = tl_callsite_intern(kind, frames, n);
     /* cmemo holds this stack when the capture was a merged one (it stored
      * it, or found it again); otherwise its n was cleared. */
-    if (n > 0 && c->n == n) {
+    if (n > 0 && c && c->n == n) {
         c->site = cs;
         c->kind = kind;
     }

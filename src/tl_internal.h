@@ -21,6 +21,11 @@
  * (a preloaded library's TLS is static).  Only for small variables: a
  * dlopen'ed copy takes them from glibc's small static-TLS surplus. */
 #define TL_TLS_IE __attribute__((tls_model("initial-exec")))
+/* A zeroed per-thread block of `size` bytes for state too big for the
+ * above: *slot (an initial-exec pointer of the caller's) is set to it, and
+ * cleared when the thread exits and the block is freed (thread_block.c).
+ * NULL when out of memory (counted as a dropped event). */
+void *tl_thread_block(void **slot, size_t size);
 
 #define TL_MAX_DEPTH 128
 /* A stored stack: up to TENSORLEAK_DEPTH native frames and, besides them,
