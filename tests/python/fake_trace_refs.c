@@ -20,13 +20,12 @@
  * interpreter would, printing how often the original deallocator ran.
  * Always exits 0: the checks are the test's.
  */
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
+#include "cudart_compat.h"
 
 #define TYPE_WORDS 16
 /* Word indices of PyTypeObject's first fields (PyObject_VAR_HEAD, then

@@ -781,5 +781,51 @@ def a_trace_refs_code_type_is_left_unchanged_and_a_default_one_gets_the_counting
         print(f"ok: {what}: {p.stdout.strip()}")
 
 
+def captures_begun_in_a_signal_handler_during_a_python_loop_keep_every_stack_apart():
+    # sigcapture.c's SIGALRM handler (every 30 us), each time it interrupts
+    # tensorleak's capture code, records an invalid pool free and a pool
+    # block: a capture begun while the thread's own is in flight, which must
+    # take a native stack and leave the interrupted one's memos alone
+    # (stack.c's `capturing`).  Every one of the loop's allocations keeps
+    # its own line's stack; every handler capture names the handler.
+    app = os.path.join(HERE, "signal_capture_app.py")
+    iterations = 60000
+    p, rep = run([sys.executable, app, str(iterations), "30"], env={"TL_SIGCAPTURE": os.environ["TL_SIGCAPTURE"]})
+    eq(p.returncode, 0, f"exit status: {p.stderr}")
+    words = p.stdout.split()
+    eq(words[:2] + [words[7]], ["iterations", str(iterations), str(2 * iterations)], f"program: {p.stdout}")
+    acted = int(words[5])
+    # ~40 per 1000 iterations here: enough that each memo was interrupted.
+    check(acted >= iterations // 200, f"the handler acted {acted} times only: {p.stdout}")
+    main_at = {512: line_of("SIG-A-LINE", app), 1536: line_of("SIG-B-LINE", app)}
+    device = [l for l in rep["leaks"] if l["kind"] == "device"]
+    eq(sorted((l["bytes"], l["count"]) for l in device), [(512 * iterations, iterations), (1536 * iterations, iterations)],
+       "the loop's allocations, one site per line")
+    for l in device:
+        size = l["bytes"] // l["count"]
+        eq(python_frames(l["stack"]),
+           [("allocate", "signal_capture_app.py", line_of("SIG-ALLOC-LINE", app)),
+            ("main", "signal_capture_app.py", main_at[size]),
+            ("<module>", "signal_capture_app.py", line_of("SIG-MAIN-LINE", app))], f"{size}-byte allocations' stack")
+        check(not any(f.get("function") == "sigcapture_on_tick" for f in l["stack"]), f"handler frames: {l['stack']}")
+    blocks = [l for l in rep["leaks"] if l["kind"] == "pool_block"]
+    eq(len(blocks) + len(device), len(rep["leaks"]), "leak kinds")
+    eq((sum(l["bytes"] for l in blocks), sum(l["count"] for l in blocks)), (64 * acted, acted), "pool blocks")
+    eq(rep["summary"]["invalid_frees"], acted, "invalid frees")
+    eq(len(rep["invalid_frees"]), min(acted, 1024), "invalid frees kept")
+    for what, stacks in (("pool block", [l["stack"] for l in blocks]),
+                         ("invalid free", [i["stack"] for i in rep["invalid_frees"]])):
+        for stack in stacks:
+            names = [f.get("function") for f in stack]
+            check("sigcapture_on_tick" in names[:3], f"{what} stack without the handler: {names}")
+            # Taken while a capture was in flight: libunwind's native stack;
+            # unless the tick came in tl_stack_site's own instructions
+            # before or after the capture (no capture in flight).
+            interrupted = names[names.index("sigcapture_on_tick") + 2]
+            if interrupted not in ("tl_stack_site", "tl_stack_capture"):
+                eq(python_frames(stack), [], f"{what} stack's Python frames (in {interrupted})")
+    print(f"ok: {p.stdout.strip()}")
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]]()
