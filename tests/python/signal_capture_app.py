@@ -18,8 +18,11 @@ ticker = ctypes.CDLL(os.environ["TL_SIGCAPTURE"])
 ticker.sigcapture_stop.restype = ctypes.c_long
 ticker.sigcapture_acted.restype = ctypes.c_long
 kept = []
-# tensorleak's capture code: where a tick makes the handler act.
-CAPTURE = {"tl_stack_site", "tl_stack_capture", "capture_native", "capture_unwind", "walk_cfi", "walk_fp",
+# tensorleak's capture code: where a tick makes the handler act.  Only
+# functions run wholly inside a capture: not tl_stack_site or
+# tl_stack_capture, whose first and last instructions are outside it (a tick
+# on the first instruction is even symbolized as the byte before it).
+CAPTURE = {"capture_native", "capture_unwind", "walk_cfi", "walk_fp",
            "walk_fp_records", "walk_fp_to_entry", "tl_cfi_walk", "run_cfa", "encoded", "sleb",
            "tl_py_read", "tl_py_merge", "tl_py_last", "tl_py_first_eval", "code_tag"}
 
