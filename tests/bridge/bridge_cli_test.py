@@ -13,6 +13,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bridge_test import CLI, HERE, KV, check, eq, run  # noqa: E402
 
+MiB = 1 << 20
+
 JC = os.path.join(HERE, "progs", "jax_cupy_loop.py")
 
 
@@ -43,6 +45,25 @@ def report_text_of_pool_and_owner_growth_equals_the_preload_text():
     r = run([KV, "rotate", "9", "ctypes"], env={"TENSORLEAK_OWNERS": rules})
     eq([g["scope"] for g in r.exit["growth"]], ["owner", "pool"], "growth rows of the run")
     eq(cli_text(r), exit_text(r), "tensorleak report vs the library's stderr")
+
+
+def check_counts_a_leak_seen_by_its_owner_and_its_pool_once():
+    # One leak, two growth rows: the owner's reserve (22 MiB a mark) and the
+    # pool's allocated bytes (21 MiB a mark), 8 marks.  The gate takes the
+    # larger view, not the sum (43 MiB x 8 before).
+    rules = os.path.join(tempfile.mkdtemp(prefix="tl-bridge-"), "owners.rules")
+    with open(rules, "w") as f:
+        f.write("owner:fake-torch:cache:device:libffi.so*\n")
+    r = run([KV, "rotate", "9", "ctypes"], env={"TENSORLEAK_OWNERS": rules})
+    eq([(g["scope"], g["bytes_per_mark"], g["marks"]) for g in r.exit["growth"]],
+       [("owner", 22 * MiB, 8), ("pool", 21 * MiB, 8)], "growth rows of the run")
+    path = [f for f, rep in zip(r.files, r.reports) if rep["reason"] == "exit"][0]
+    for limit, status, verdict in [("176M", 0, "PASS"), ("175M", 1, "FAIL")]:
+        p = subprocess.run([CLI, "check", path, "--max-leaked-bytes", "1G", "--max-growth-bytes", limit],
+                           capture_output=True, text=True, timeout=30)
+        eq((p.returncode, p.stderr), (status, ""), f"check --max-growth-bytes {limit}")
+        check(p.stdout.startswith(f"tensorleak check: {verdict}: ") and
+              f" 184549376 byte(s) growth (limit {int(limit[:-1]) * MiB})" in p.stdout, p.stdout)
 
 
 def report_text_of_python_site_growth_equals_the_preload_text():
