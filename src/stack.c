@@ -469,10 +469,11 @@ static __thread TL_TLS_IE struct capture_memo *cmemo; /* tl_thread_block */
  * (../shared/gpu-runs/2026-11-30-h200, torch-leak), so in one shared budget
  * the native frames would push out the very Python lines the stack is for.
  *
- * *same: the frames are cmemo's (then `frames` is not written). */
-static inline __attribute__((always_inline)) int capture(uintptr_t *frames, int max, bool *same)
+ * *same: the frames are cmemo's (then `frames` is not written); *held: cmemo
+ * holds this capture's frames (found again, or stored now). */
+static inline __attribute__((always_inline)) int capture(uintptr_t *frames, int max, bool *same, bool *held)
 {
-    *same = false;
+    *same = *held = false;
     if (max <= 0)
         return 0;
     bool native_same, py_same;
@@ -492,7 +493,7 @@ static inline __attribute__((always_inline)) int capture(uintptr_t *frames, int 
         return n;
     }
     if (native_same && py_same && c->n > 0 && c->max == max && c->python_max == python_max) {
-        *same = true;
+        *same = *held = true;
         return c->n;
     }
     if (py_same)
@@ -504,6 +505,7 @@ static inline __attribute__((always_inline)) int capture(uintptr_t *frames, int 
     c->python_max = python_max;
     c->site = NULL;
     memcpy(c->frames, frames, (size_t)o * sizeof *frames);
+    *held = true;
     return o;
 }
 
@@ -521,8 +523,8 @@ int tl_stack_capture(uintptr_t *frames, int max)
         return max > 0 ? capture_unwind(frames, max) : 0;
     capturing = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    bool same;
-    int n = capture(frames, max, &same);
+    bool same, held;
+    int n = capture(frames, max, &same, &held);
     if (same)
         memcpy(frames, cmemo->frames, (size_t)n * sizeof *frames);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -534,8 +536,8 @@ static struct tl_callsite *site_of_capture(enum tl_kind kind, int max)
 {
     uintptr_t frames[TL_MAX_FRAMES];
     frames[0] = 0; /* a capture of no frames writes none (tells GCC so) */
-    bool same;
-    int n = capture(frames, max, &same);
+    bool same, held;
+    int n = capture(frames, max, &same, &held);
     struct capture_memo *c = cmemo;
     if (same) {
         if (TL_LIKELY(c->site && c->kind == kind))
@@ -543,9 +545,7 @@ static struct tl_callsite *site_of_capture(enum tl_kind kind, int max)
         memcpy(frames, c->frames, (size_t)n * sizeof *frames);
     }
     struct tl_callsite *cs = tl_callsite_intern(kind, frames, n);
-    /* cmemo holds this stack when the capture was a merged one (it stored
-     * it, or found it again); otherwise its n was cleared. */
-    if (n > 0 && c && c->n == n) {
+    if (held) {
         c->site = cs;
         c->kind = kind;
     }
