@@ -99,7 +99,10 @@ static atomic_ulong chains_unreadable; /* rare: a shared counter is fine here */
 /* Code objects freed since the interpreter was found, counted by a wrapper
  * around PyCode_Type's tp_dealloc (see count_code_frees); 0 while unknown. */
 static atomic_ulong code_frees;
-static atomic_bool code_frees_counted;
+/* PyCode_Type's deallocator slot, once it holds the wrapper: NULL while
+ * frees are not counted. */
+typedef _Atomic(void (*)(void *)) dealloc_slot;
+static _Atomic(dealloc_slot *) code_dealloc_slot;
 static pthread_mutex_t loc_lock;
 
 /* A fork while another thread holds detect_lock or loc_lock (resolving a
@@ -131,7 +134,7 @@ unsigned long tl_py_chains_unreadable(void)
 
 long long tl_py_code_frees(void)
 {
-    if (!atomic_load_explicit(&code_frees_counted, memory_order_relaxed))
+    if (!atomic_load_explicit(&code_dealloc_slot, memory_order_relaxed))
         return -1;
     return (long long)atomic_load_explicit(&code_frees, memory_order_relaxed);
 }
@@ -255,7 +258,6 @@ static bool layout_from_debug_offsets(struct py_found *f, unsigned v)
  * unloaded while the program runs. */
 #define TP_DEALLOC_OFFSET 48 /* PyObject_VAR_HEAD, tp_name, tp_basicsize, tp_itemsize (every 3.x) */
 static _Atomic(void (*)(void *)) code_dealloc;
-static _Atomic(void (*)(void *)) *code_dealloc_slot;
 
 static void code_dealloc_counted(void *code)
 {
@@ -284,7 +286,7 @@ static bool code_type_as_expected(uintptr_t type, void (*dealloc)(void *))
 
 static void count_code_frees(void)
 {
-    _Atomic(void (*)(void *)) *slot = (_Atomic(void (*)(void *)) *)(code_type + TP_DEALLOC_OFFSET);
+    dealloc_slot *slot = (dealloc_slot *)(code_type + TP_DEALLOC_OFFSET);
     void (*current)(void *) = atomic_load(slot);
     if (current == code_dealloc_counted || !code_type_as_expected(code_type, current))
         return;
@@ -292,8 +294,7 @@ static void count_code_frees(void)
      * the wrapper finds it (acquire there). */
     atomic_store_explicit(&code_dealloc, current, memory_order_release);
     if (atomic_compare_exchange_strong(slot, &current, code_dealloc_counted)) {
-        code_dealloc_slot = slot;
-        atomic_store(&code_frees_counted, true);
+        atomic_store(&code_dealloc_slot, slot);
     }
 }
 
@@ -923,8 +924,8 @@ int tl_py_read(uintptr_t *out, bool *run_end, int max, bool *same_out)
     /* Frees counted from the moment the wrapper is in, and while it still
      * is (a tool that replaced the slot after us, without calling on, would
      * stop the count); otherwise never trusted. */
-    const bool counted = atomic_load_explicit(&code_frees_counted, memory_order_relaxed) &&
-                         atomic_load_explicit(code_dealloc_slot, memory_order_relaxed) == code_dealloc_counted;
+    dealloc_slot *slot = atomic_load_explicit(&code_dealloc_slot, memory_order_relaxed);
+    const bool counted = slot && atomic_load_explicit(slot, memory_order_relaxed) == code_dealloc_counted;
     const unsigned long frees = atomic_load_explicit(&code_frees, memory_order_relaxed);
     if (counted && t->memo_frees == frees && t->memo_max == max && t->memo_steps > 0 &&
         same_chain(t, f, flags_at, legacy)) {
@@ -1004,18 +1005,8 @@ int tl_py_last(uintptr_t *out, bool *run_end)
     return t->memo_n;
 }
 
-int tl_py_first_eval(const uintptr_t *native, int n)
-{
-    if (TL_UNLIKELY(atomic_load_explicit(&py_state, memory_order_relaxed) == PY_UNKNOWN))
-        detect(); /* the evaluation loop's range, before the first use */
-    int i = 0;
-    while (i < n && !(native[i] > eval_lo && native[i] <= eval_hi))
-        i++;
-    return i;
-}
-
 int tl_py_merge(uintptr_t *frames, int max, const uintptr_t *native, int n, const uintptr_t *py, const bool *run_end,
-                int np, int *used)
+                int np)
 {
     int o = 0, p = 0, i = 0;
     for (; i < n && o < max; i++) {
@@ -1028,7 +1019,6 @@ int tl_py_merge(uintptr_t *frames, int max, const uintptr_t *native, int n, cons
         }
         frames[o++] = native[i];
     }
-    *used = i;
     /* Runs whose evaluation frame the native walk did not reach. */
     while (p < np && o < max)
         frames[o++] = py[p++];

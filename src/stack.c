@@ -498,8 +498,7 @@ static inline __attribute__((always_inline)) int capture(uintptr_t *frames, int 
     }
     if (py_same)
         tl_py_last(py, run_end);
-    int used;
-    int o = tl_py_merge(frames, n + np, nat, n, py, run_end, np, &used);
+    int o = tl_py_merge(frames, n + np, nat, n, py, run_end, np);
     c->n = o;
     c->max = max;
     c->python_max = python_max;

@@ -143,13 +143,11 @@ static inline bool tl_is_pyframe(uintptr_t v)
 int tl_py_read(uintptr_t *py, bool *run_end, int max, bool *same);
 /* What this thread's last tl_py_read returned, again. */
 int tl_py_last(uintptr_t *py, bool *run_end);
-/* Index of the first evaluation-loop frame in a native stack (n if none). */
-int tl_py_first_eval(const uintptr_t *native, int n);
 /* Writes the native frames with each evaluation-loop frame replaced by its
  * run of Python frames (runs left over go last); returns the count, at most
- * max; *used: native frames consumed. */
+ * max. */
 int tl_py_merge(uintptr_t *frames, int max, const uintptr_t *native, int n, const uintptr_t *py, const bool *run_end,
-                int np, int *used);
+                int np);
 /* An interpreter may be in the process (not ruled out yet). */
 extern atomic_int tl_py_state;
 static inline bool tl_py_maybe(void)

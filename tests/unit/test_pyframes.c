@@ -62,13 +62,11 @@ Test(pyframes, runs_without_an_evaluation_frame_on_the_native_stack_go_after_it_
                        tl_pyloc_intern_strings("c", "x.py", 3)};
     bool run_end[3] = {false, true, true};
     uintptr_t out[8];
-    int used = -1;
-    int n = tl_py_merge(out, 8, native, 3, py, run_end, 3, &used);
+    int n = tl_py_merge(out, 8, native, 3, py, run_end, 3);
     cr_assert_eq(n, 6);
-    cr_assert_eq(used, 3);
     uintptr_t want[6] = {native[0], native[1], native[2], py[0], py[1], py[2]};
     cr_assert_arr_eq(out, want, sizeof want);
-    n = tl_py_merge(out, 4, native, 3, py, run_end, 3, &used);
+    n = tl_py_merge(out, 4, native, 3, py, run_end, 3);
     cr_assert_eq(n, 4, "cut at the depth");
     cr_assert_eq(out[3], py[0]);
 }
@@ -80,8 +78,6 @@ Test(pyframes, without_an_interpreter_no_python_frames_and_the_check_is_ruled_ou
     cr_assert_eq(tl_py_read(py, run_end, 4, &same), 0);
     cr_assert(!same);
     cr_assert(!tl_py_maybe(), "one look, then the capture path skips Python");
-    uintptr_t native[2] = {0x401000, 0x401100};
-    cr_assert_eq(tl_py_first_eval(native, 2), 2);
 }
 
 Test(pyframes, a_name_that_is_not_mangled_is_returned_as_is)
