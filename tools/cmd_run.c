@@ -249,20 +249,13 @@ int cmd_run(int argc, char **argv)
             output = optarg;
             break;
         case OPT_DEPTH:
-            if (!parse_bounded(optarg, RUN_MAX_DEPTH, &number)) {
-                cli_error("run: --depth: invalid value '%s' (expected 0 to %d frames)", optarg,
-                          RUN_MAX_DEPTH);
-                return CLI_EXIT_USAGE;
-            }
-            depth = optarg;
-            break;
         case OPT_PYTHON_DEPTH:
             if (!parse_bounded(optarg, RUN_MAX_DEPTH, &number)) {
-                cli_error("run: --python-depth: invalid value '%s' (expected 0 to %d frames)", optarg,
-                          RUN_MAX_DEPTH);
+                cli_error("run: --%s: invalid value '%s' (expected 0 to %d frames)",
+                          opt == OPT_DEPTH ? "depth" : "python-depth", optarg, RUN_MAX_DEPTH);
                 return CLI_EXIT_USAGE;
             }
-            python_depth = optarg;
+            *(opt == OPT_DEPTH ? &depth : &python_depth) = optarg;
             break;
         case OPT_FAIL_ON:
             if (!valid_fail_on(optarg))

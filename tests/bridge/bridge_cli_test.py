@@ -38,11 +38,17 @@ def cli_text(r):
     return cli_output(r, "text")
 
 
-def report_text_of_pool_and_owner_growth_equals_the_preload_text():
+def rotate_with_an_owner_rule():
+    """The stand-in's rotating KV cache, its allocations owned by "fake-torch"
+    (cache): growth rows for the owner's reserve and for the pool."""
     rules = os.path.join(tempfile.mkdtemp(prefix="tl-bridge-"), "owners.rules")
     with open(rules, "w") as f:
         f.write("owner:fake-torch:cache:device:libffi.so*\n")
-    r = run([KV, "rotate", "9", "ctypes"], env={"TENSORLEAK_OWNERS": rules})
+    return run([KV, "rotate", "9", "ctypes"], env={"TENSORLEAK_OWNERS": rules})
+
+
+def report_text_of_pool_and_owner_growth_equals_the_preload_text():
+    r = rotate_with_an_owner_rule()
     eq([g["scope"] for g in r.exit["growth"]], ["owner", "pool"], "growth rows of the run")
     eq(cli_text(r), exit_text(r), "tensorleak report vs the library's stderr")
 
@@ -51,10 +57,7 @@ def check_counts_a_leak_seen_by_its_owner_and_its_pool_once():
     # One leak, two growth rows: the owner's reserve (22 MiB a mark) and the
     # pool's allocated bytes (21 MiB a mark), 8 marks.  The gate takes the
     # larger view, not the sum (43 MiB x 8 before).
-    rules = os.path.join(tempfile.mkdtemp(prefix="tl-bridge-"), "owners.rules")
-    with open(rules, "w") as f:
-        f.write("owner:fake-torch:cache:device:libffi.so*\n")
-    r = run([KV, "rotate", "9", "ctypes"], env={"TENSORLEAK_OWNERS": rules})
+    r = rotate_with_an_owner_rule()
     eq([(g["scope"], g["bytes_per_mark"], g["marks"]) for g in r.exit["growth"]],
        [("owner", 22 * MiB, 8), ("pool", 21 * MiB, 8)], "growth rows of the run")
     path = [f for f, rep in zip(r.files, r.reports) if rep["reason"] == "exit"][0]
@@ -79,10 +82,7 @@ def report_text_of_a_host_pool_without_byte_counts_equals_the_preload_text():
 
 
 def html_and_sarif_name_pool_and_owner_growth_and_say_unknown_for_a_host_pool():
-    rules = os.path.join(tempfile.mkdtemp(prefix="tl-bridge-"), "owners.rules")
-    with open(rules, "w") as f:
-        f.write("owner:fake-torch:cache:device:libffi.so*\n")
-    r = run([KV, "rotate", "9", "ctypes"], env={"TENSORLEAK_OWNERS": rules})
+    r = rotate_with_an_owner_rule()
     sarif = json.loads(cli_output(r, "sarif"))
     growth = [(x["message"]["text"], x["properties"].get("scope"))
               for x in sarif["runs"][0]["results"] if x["ruleId"] == "tensorleak/growth"]
