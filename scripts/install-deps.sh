@@ -9,14 +9,15 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
   gcc clang pkg-config meson ninja-build python3 python3-venv python3-pytest python3-pytest-repeat \
   libunwind-dev uthash-dev libcriterion-dev libjansson-dev libdw-dev libelf-dev \
-  heaptrack binutils scdoc >/dev/null
+  heaptrack binutils scdoc python3-jsonschema >/dev/null
 # The python suites run on the python3 first on PATH, which meson finds; where
 # that is not Debian's (pyenv, a venv), Debian's pytest does not serve it.
 # cuda-bindings (NVIDIA's, from PyPI) drives the simulated driver in a test of
-# Python frames; it needs no GPU to import.
-if ! python3 -c 'import pytest, pytest_repeat, cuda.bindings.driver' 2>/dev/null; then
-  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check pytest pytest-repeat cuda-bindings \
-    || echo "install-deps: pytest/cuda-bindings not installed for $(command -v python3); the tests that need them will be skipped"
+# Python frames; it needs no GPU to import.  jsonschema validates every report
+# the suites write against docs/report.schema.json.
+if ! python3 -c 'import pytest, pytest_repeat, cuda.bindings.driver, jsonschema' 2>/dev/null; then
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check pytest pytest-repeat cuda-bindings jsonschema \
+    || echo "install-deps: pytest/cuda-bindings/jsonschema not installed for $(command -v python3); the tests that need them will be skipped"
 fi
 # Optional: headless Chromium renders the HTML report in a test (skipped
 # without it).  Pass --no-browser to leave it out.

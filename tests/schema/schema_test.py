@@ -1,0 +1,430 @@
+#!/usr/bin/env python3
+"""The report contract: docs/report.schema.json, checked against real reports.
+
+Programs run under libtensorleak.so on the simulated CUDA stack (samples,
+the integration suite's programs, the Python-frame and bridge suites' Python
+programs on the stand-in frameworks), `tensorleak merge` and `tensorleak
+report --format json` run on their reports, and every report produced is
+validated with jsonschema's Draft202012Validator.  The schema declares every
+field (additionalProperties false on every object), so a field written but
+not declared fails here; reports the library or the CLI writes must also
+hold every field they always write (the schema's $defs/as_written).  Each
+case is a function; meson runs one per process (`schema_test.py NAME`).
+Exit 77 (skipped) when jsonschema is not installed.
+"""
+import copy
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import jsonschema
+except ImportError:
+    print("SKIP: python module jsonschema is not installed (scripts/install-deps.sh installs it)")
+    sys.exit(77)
+
+BUILD = os.environ["TL_BUILD"]
+SOURCE = os.environ["TL_SOURCE"]
+LIB = os.environ["TL_LIB"]
+SIM = os.environ["TL_SIM"]
+PROGS = os.environ["TL_PROGS"]
+CLI = os.path.join(BUILD, "tools", "tensorleak")
+SCHEMA_PATH = os.path.join(SOURCE, "docs", "report.schema.json")
+FORMAT_DOC = os.path.join(SOURCE, "docs", "report-format.md")
+BRIDGE = os.path.join(SOURCE, "tests", "bridge")
+FAKE = os.path.join(BRIDGE, "fake")
+
+# Fixtures the CLI must refuse: each is broken in its own way, and none may
+# pass the schema either.  Every other fixture is a report and must pass it.
+BROKEN_FIXTURES = {
+    "tests/cli/array.json": "top level is an array",
+    "tests/cli/badtype.json": "a byte count that is a string",
+    "tests/cli/empty.json": "empty file",
+    "tests/cli/foreign.json": "another tool's report",
+    "tests/cli/nonutf8.json": "not UTF-8",
+    "tests/cli/schema2.json": "a schema this tensorleak does not read",
+    "tests/cli/truncated.json": "cut short",
+}
+
+
+# The integration suite's assertions (it reads the same TL_* paths).
+sys.path.insert(0, os.path.join(SOURCE, "tests", "integration"))
+from preload_test import check, fail, prog, sample  # noqa: E402
+
+
+def load_schema():
+    with open(SCHEMA_PATH) as f:
+        return json.load(f)
+
+
+def validators():
+    """(the schema, the schema plus $defs/as_written) as validators."""
+    schema = load_schema()
+    as_written = dict(schema, **{"$ref": "#/$defs/as_written"})
+    return jsonschema.Draft202012Validator(schema), jsonschema.Draft202012Validator(as_written)
+
+
+def problems(validator, report):
+    out = []
+    for e in sorted(validator.iter_errors(report), key=lambda e: list(e.absolute_path)):
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path)
+        out.append(f"{path or '(root)'}: {e.message[:300]}")
+    return out
+
+
+class Reports:
+    """Reports collected from runs, each with where it came from."""
+
+    def __init__(self):
+        self.items = []  # (what, path, report)
+
+    def add_dir(self, what, tmp):
+        found = 0
+        for name in sorted(os.listdir(tmp)):
+            path = os.path.join(tmp, name)
+            if not name.endswith(".json"):
+                continue
+            with open(path) as f:
+                self.items.append((what, path, json.load(f)))
+            found += 1
+        return found
+
+    def validate(self, minimum_reports):
+        schema, as_written = validators()
+        bad = []
+        for what, path, rep in self.items:
+            for p in problems(schema, rep) + problems(as_written, rep):
+                bad.append(f"{what} ({os.path.basename(path)}, reason {rep.get('reason')}): {p}")
+        for line in bad[:40]:
+            print(line)
+        check(not bad, f"{len(bad)} schema violation(s) in {len(self.items)} reports")
+        check(len(self.items) >= minimum_reports, f"only {len(self.items)} reports produced, {minimum_reports} expected")
+        print(f"{len(self.items)} reports valid against {os.path.relpath(SCHEMA_PATH, SOURCE)}")
+
+
+def clean_env(extra=None):
+    e = dict(os.environ)
+    for k in list(e):
+        if k.startswith(("TENSORLEAK_", "SIMCUDA_")) or k in ("LD_PRELOAD", "PYTHONPATH", "RANK"):
+            del e[k]
+    e.update(extra or {})
+    return e
+
+
+def run_preload(reports, what, cmd, env=None, expect_reports=1):
+    """Runs cmd under the bare preload; its reports go to `reports`."""
+    tmp = tempfile.mkdtemp(prefix="tl-schema-")
+    e = clean_env({"LD_LIBRARY_PATH": SIM, "LD_PRELOAD": LIB, "TENSORLEAK_QUIET": "1",
+                   "TENSORLEAK_OUTPUT": os.path.join(tmp, "tl.%p.%n.json")})
+    e.update(env or {})
+    subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    n = reports.add_dir(what, tmp)
+    check(n >= expect_reports, f"{what}: {n} report(s), {expect_reports} expected")
+    return tmp
+
+
+def run_cli(reports, what, args, env=None, expect_reports=1, timeout=90):
+    """`tensorleak run --sim -- python3 ARGS` (the bridge is on) with env."""
+    tmp = tempfile.mkdtemp(prefix="tl-schema-")
+    e = clean_env(env)
+    cmd = [CLI, "run", "--sim", "--quiet", "-o", os.path.join(tmp, "tl.%p.%n.json"), "--", sys.executable, *args]
+    p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=timeout)
+    n = reports.add_dir(what, tmp)
+    check(n >= expect_reports, f"{what}: {n} report(s), {expect_reports} expected; stderr: {p.stderr[-500:]}")
+    return tmp
+
+
+def spawn_waiting(reports, what, env, signals=0, expect_reports=1):
+    """it_wait_signal (prints "ready", waits for stdin to close) with env,
+    sent `signals` SIGUSR1 snapshots, then ended."""
+    tmp = tempfile.mkdtemp(prefix="tl-schema-")
+    e = clean_env({"LD_LIBRARY_PATH": SIM, "LD_PRELOAD": LIB, "TENSORLEAK_QUIET": "1",
+                   "TENSORLEAK_OUTPUT": os.path.join(tmp, "r.%n.json")})
+    e.update(env)
+    p = subprocess.Popen([os.path.join(PROGS, "it_wait_signal")], env=e, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    check(p.stdout.readline().strip() == "ready", f"{what}: program started")
+    deadline = time.time() + 20
+    for i in range(signals):
+        p.send_signal(signal.SIGUSR1)
+        while len(os.listdir(tmp)) < i + 1 and time.time() < deadline:
+            time.sleep(0.01)
+    while len([x for x in os.listdir(tmp) if x.endswith(".json")]) < expect_reports and time.time() < deadline:
+        time.sleep(0.01)
+    p.stdin.close()
+    p.wait(timeout=20)
+    n = reports.add_dir(what, tmp)
+    check(n >= expect_reports + 1, f"{what}: {n} report(s), {expect_reports + 1} expected")
+
+
+# ---- cases -------------------------------------------------------------------
+
+def every_declared_field_is_documented_and_the_schema_is_draft_2020_12():
+    schema = load_schema()
+    eq_schema = schema.get("$schema")
+    check(eq_schema == "https://json-schema.org/draft/2020-12/schema", f"$schema is draft 2020-12: {eq_schema}")
+    jsonschema.Draft202012Validator.check_schema(schema)
+    with open(FORMAT_DOC) as f:
+        doc = f.read()
+    names, closed, objects = set(), 0, 0
+
+    def walk(node):
+        nonlocal closed, objects
+        if isinstance(node, dict):
+            if "properties" in node and node.get("type") == "object":
+                objects += 1
+                closed += node.get("additionalProperties") is False
+                names.update(node["properties"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk({k: v for k, v in schema.items() if k != "$defs"})
+    walk({k: v for k, v in schema["$defs"].items() if k != "as_written"})
+    check(objects > 0 and closed == objects, f"{objects - closed} of {objects} objects accept undeclared fields")
+    missing = sorted(n for n in names if f"`{n}`" not in doc)
+    check(not missing, f"fields declared in the schema but not documented in docs/report-format.md: {missing}")
+    print(f"{len(names)} field names in {objects} closed objects, each documented")
+
+
+def reports_of_the_samples_and_test_programs_match_the_schema():
+    r = Reports()
+    owners = {"LD_LIBRARY_PATH": PROGS + ":" + SIM}
+    # Plain leak with growth; stacks off; the gate failing; a suppression.
+    run_preload(r, "leaky_inference", [sample("leaky_inference"), "8"])
+    run_preload(r, "leaky_inference depth 0", [sample("leaky_inference"), "3"], {"TENSORLEAK_DEPTH": "0"})
+    supp = os.path.join(tempfile.mkdtemp(prefix="tl-schema-"), "supp.txt")
+    with open(supp, "w") as f:
+        f.write("leak:kv_cache_append\n")
+    run_preload(r, "leaky_inference gated, suppressed", [sample("leaky_inference"), "4"],
+                {"TENSORLEAK_FAIL_ON": "leak,growth", "TENSORLEAK_SUPPRESSIONS": supp})
+    run_preload(r, "leaky_inference gated", [sample("leaky_inference"), "3"], {"TENSORLEAK_FAIL_ON": "leak"})
+    # Clean exit, every runtime path.
+    run_preload(r, "clean_inference", [sample("clean_inference"), "5"],
+                {"TENSORLEAK_FAIL_ON": "leak,growth,invalid-free,oom"})
+    run_preload(r, "static_runtime", [sample("static_runtime")])
+    run_preload(r, "driver_api", [sample("driver_api")])
+    # Pools: annotated, stream-ordered (also with the driver failing at exit
+    # and never answering), VMM.
+    run_preload(r, "caching_allocator", [sample("caching_allocator")], {"SIMCUDA_MEMORY": "48M"})
+    run_preload(r, "buffer_pool", [sample("buffer_pool"), "20"])
+    run_preload(r, "buffer_pool misuse", [sample("buffer_pool"), "--misuse", "5"])
+    run_preload(r, "async_pool", [sample("async_pool"), "10"])
+    run_preload(r, "async_pool last good", [sample("async_pool"), "10"], {"SIMCUDA_POOL_QUERY": "fail-at-exit"})
+    run_preload(r, "async_pool never answered", [sample("async_pool"), "10"], {"SIMCUDA_POOL_QUERY": "fail"})
+    run_preload(r, "vmm_expandable", [sample("vmm_expandable")])
+    run_preload(r, "vmm_expandable clean", [sample("vmm_expandable"), "--clean"])
+    # OOM, invalid frees, teardown, plateau, budgets, owners.
+    run_preload(r, "oom", [prog("oom")], {"SIMCUDA_MEMORY": "64M"}, expect_reports=2)
+    run_preload(r, "double_free", [prog("double_free")])
+    run_preload(r, "teardown", [prog("teardown")])
+    run_preload(r, "plateau", [prog("plateau")])
+    run_preload(r, "budget", [prog("budget_demo")], {"TENSORLEAK_BUDGET": "4M"}, expect_reports=2)
+    run_preload(r, "budget enforced", [prog("budget_demo"), "enforce"],
+                {"TENSORLEAK_BUDGET": "4M", "TENSORLEAK_BUDGET_ENFORCE": "1"}, expect_reports=2)
+    run_preload(r, "owners", [prog("owners_demo")], owners)
+    run_preload(r, "owner class budget", [prog("owners_demo")], dict(owners, TENSORLEAK_BUDGET="cache:32M,user:2M"),
+                expect_reports=2)
+    run_preload(r, "owner_torch expandable", [prog("owner_torch")],
+                dict(owners, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True"))
+    run_preload(r, "owner_torch marks", [prog("owner_torch"), "marks"], owners)
+    run_preload(r, "owner_nvlibs", [prog("owner_nvlibs")], owners)
+    # A snapshot to a path of the program's choice, then exit.
+    tmp = run_preload(r, "snap_exit", [prog("snap_exit"), os.path.join(tempfile.mkdtemp(prefix="tl-schema-"), "to.json")],
+                      expect_reports=2)
+    # Interval snapshots on a timer, SIGUSR1 snapshots.
+    spawn_waiting(r, "interval", {"TENSORLEAK_INTERVAL": "0.05"}, expect_reports=3)
+    spawn_waiting(r, "sigusr1", {}, signals=3, expect_reports=3)
+    reasons = sorted({rep["reason"] for _, _, rep in r.items})
+    check(reasons == sorted(["api", "budget", "exit", "interval", "oom", "signal"]), f"reasons covered: {reasons}")
+    kinds = {p["kind"] for _, _, rep in r.items for p in rep["pools"]}
+    check({"annotated", "stream_ordered"} <= kinds, f"pool kinds covered: {kinds}")
+    check(any(rep["repairs"] for _, _, rep in r.items), "a report with repairs")
+    check(any(rep["oom"] for _, _, rep in r.items), "a report with an oom")
+    check(any(rep["invalid_frees"] for _, _, rep in r.items), "a report with invalid frees")
+    check(any(l["kind"] == "vmm_reservation" for _, _, rep in r.items for l in rep["leaks"]), "an address-space leak")
+    r.validate(minimum_reports=40)
+
+
+def reports_of_the_stand_in_frameworks_match_the_schema():
+    r = Reports()
+    kv = os.path.join(BRIDGE, "progs", "kv_loop.py")
+    jc = os.path.join(BRIDGE, "progs", "jax_cupy_loop.py")
+    fake = {"PYTHONPATH": FAKE}
+    history = dict(fake, TENSORLEAK_TORCH_HISTORY="1")
+    run_cli(r, "torch leak", [kv, "leak", "6", "ctypes"], fake)
+    run_cli(r, "torch leak, history", [kv, "leak", "6", "ctypes"], history)
+    run_cli(r, "torch two lines", [kv, "kv2", "6", "ctypes"], history)
+    rules = os.path.join(tempfile.mkdtemp(prefix="tl-schema-"), "owners.rules")
+    with open(rules, "w") as f:
+        f.write("owner:fake-torch:cache:device:libffi.so*\n")
+    run_cli(r, "torch rotating segments", [kv, "rotate", "9", "ctypes"], dict(fake, TENSORLEAK_OWNERS=rules))
+    run_cli(r, "torch interval", [kv, "leak", "4", "none"], dict(fake, TENSORLEAK_INTERVAL="0.3", KV_SLEEP="0.5"),
+            expect_reports=2)
+    run_cli(r, "torch sigusr1", [kv, "leak", "3", "ctypes"], dict(fake, KV_SIGNAL_SELF="1"), expect_reports=2)
+    run_cli(r, "torch broken", [kv, "leak", "3", "ctypes"], dict(fake, FAKE_TORCH_BROKEN="1"))
+    run_cli(r, "torch budget", [kv, "leak", "6", "ctypes"], dict(fake, TENSORLEAK_BUDGET="100M"), expect_reports=2)
+    run_cli(r, "jax preallocated", [jc, "jax", "leak", "6"], fake)
+    run_cli(r, "jax growing", [jc, "jax", "leak", "6"], dict(fake, XLA_PYTHON_CLIENT_PREALLOCATE="false"))
+    run_cli(r, "cupy", [jc, "cupy", "leak", "6"], fake)
+    kinds = {p["kind"] for _, _, rep in r.items for p in rep["pools"]}
+    check({"pytorch", "jax", "cupy", "cupy_pinned"} <= kinds, f"framework pool kinds covered: {kinds}")
+    scopes = {g.get("scope") for _, _, rep in r.items for g in rep["growth"]}
+    check({"call_site", "pool", "owner", "python_site"} <= scopes, f"growth scopes covered: {scopes}")
+    check(any(p.get("sites") for _, _, rep in r.items for p in rep["pools"]), "a pool with Python sites")
+    check(any(rep["bridge"] and rep["bridge"]["errors"] for _, _, rep in r.items), "a bridge with errors")
+    r.validate(minimum_reports=14)
+
+
+def python_frames_and_forked_children_match_the_schema():
+    r = Reports()
+    app = os.path.join(SOURCE, "tests", "python", "leaky_app.py")
+    for mode in ("cdll", "thread", "growth"):
+        run_preload(r, f"leaky_app {mode}", [sys.executable, app, mode])
+    fork_chain = os.path.join(BRIDGE, "progs", "fork_chain.py")
+    tmp = run_cli(r, "fork chain", [fork_chain, "3"], {"PYTHONPATH": os.path.join(SOURCE, "python")},
+                  expect_reports=4)
+    pids = {rep["pid"] for _, path, rep in r.items if path.startswith(tmp)}
+    check(len(pids) >= 4, f"reports of the parent and each forked child: {len(pids)} pids")
+    check(any(f.get("python") for _, _, rep in r.items for l in rep["leaks"] for f in l["stack"]),
+          "a stack with Python frames")
+    r.validate(minimum_reports=7)
+
+
+def merged_and_reemitted_reports_match_the_schema():
+    r = Reports()
+    kv = os.path.join(BRIDGE, "progs", "kv_loop.py")
+    inputs = []
+    for rank in ("0", "1"):
+        tmp = run_preload(r, f"leaky_inference rank {rank}", [sample("leaky_inference"), "4"], {"RANK": rank})
+        inputs += sorted(glob.glob(os.path.join(tmp, "*.json")))
+    for name, env in (("owners", {"LD_LIBRARY_PATH": PROGS + ":" + SIM}), ("async_pool", {})):
+        cmd = [prog("owners_demo")] if name == "owners" else [sample("async_pool"), "10"]
+        inputs += sorted(glob.glob(os.path.join(run_preload(r, name, cmd, env), "*.json")))
+    inputs += sorted(glob.glob(os.path.join(run_cli(r, "torch", [kv, "leak", "6", "ctypes"], {"PYTHONPATH": FAKE}),
+                                            "*.json")))
+    out = tempfile.mkdtemp(prefix="tl-schema-merge-")
+    for name, files in (("ranks", inputs[:2]), ("all", inputs)):
+        target = os.path.join(out, f"merged-{name}.json")
+        p = subprocess.run([CLI, "merge", *files, "-o", target], capture_output=True, text=True, timeout=60)
+        check(p.returncode == 0, f"merge {name}: {p.stderr}")
+    fixtures = [os.path.join(SOURCE, "tests", "cli", f) for f in ("rank0.json", "rank1.json")]
+    p = subprocess.run([CLI, "merge", *fixtures, "-o", os.path.join(out, "merged-fixtures.json")],
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, f"merge of the rank fixtures: {p.stderr}")
+    for path in inputs:
+        target = os.path.join(out, "reemitted-" + os.path.basename(path))
+        p = subprocess.run([CLI, "report", path, "--format", "json", "-o", target], capture_output=True, text=True,
+                           timeout=60)
+        check(p.returncode == 0, f"report --format json {path}: {p.stderr}")
+    before = len(r.items)
+    r.add_dir("merge / report --format json", out)
+    merged = [rep for _, _, rep in r.items[before:] if rep["reason"] == "merge"]
+    check(len(merged) == 3 and all(rep["ranks"] for rep in merged), f"merged reports: {len(merged)}")
+    r.validate(minimum_reports=len(inputs) * 2 + 3)
+
+
+def valid_fixtures_match_and_broken_ones_do_not():
+    schema, _ = validators()
+    fixtures = sorted(glob.glob(os.path.join(SOURCE, "tests", "cli", "*.json")) +
+                      glob.glob(os.path.join(SOURCE, "tests", "integration", "data", "*.json")))
+    rel = {os.path.relpath(f, SOURCE): f for f in fixtures}
+    check(set(BROKEN_FIXTURES) <= set(rel), f"broken fixtures missing: {sorted(set(BROKEN_FIXTURES) - set(rel))}")
+    valid = bad = 0
+    for name, path in sorted(rel.items()):
+        try:
+            with open(path, encoding="utf-8") as f:
+                rep = json.load(f)
+            found = problems(schema, rep)
+        except (ValueError, UnicodeDecodeError) as e:
+            found = [f"not JSON: {e}"]
+        if name in BROKEN_FIXTURES:
+            check(found, f"{name} ({BROKEN_FIXTURES[name]}) passes the schema")
+            bad += 1
+        else:
+            for p in found:
+                print(f"{name}: {p}")
+            check(not found, f"{name} fails the schema")
+            valid += 1
+        # The CLI agrees: it reads the valid fixtures and refuses the broken ones.
+        p = subprocess.run([CLI, "report", path, "--format", "json"], capture_output=True, text=True, timeout=60)
+        check((p.returncode == 0) == (name not in BROKEN_FIXTURES), f"tensorleak report {name}: exit {p.returncode}")
+    print(f"{valid} fixtures valid, {bad} broken ones refused")
+
+
+def an_undeclared_field_or_a_wrong_type_fails_validation():
+    r = Reports()
+    run_preload(r, "caching_allocator", [sample("caching_allocator")], {"SIMCUDA_MEMORY": "48M"})
+    run_preload(r, "async_pool", [sample("async_pool"), "10"])
+    kv = os.path.join(BRIDGE, "progs", "kv_loop.py")
+    run_cli(r, "torch", [kv, "leak", "6", "ctypes"], {"PYTHONPATH": FAKE, "TENSORLEAK_TORCH_HISTORY": "1"})
+    schema, _ = validators()
+    exits = [rep for _, _, rep in r.items if rep["reason"] == "exit"]
+    for rep in exits:
+        check(not problems(schema, rep), "the unchanged report is valid")
+
+    def first(rep, pred):
+        return next(x for x in pred(rep))
+
+    # Where an undeclared field goes: every kind of object in a report.
+    places = {
+        "the root": lambda rep: [rep],
+        "summary": lambda rep: [rep["summary"]],
+        "tracker": lambda rep: [rep["tracker"]],
+        "gate": lambda rep: [rep["gate"]],
+        "a leak": lambda rep: rep["leaks"],
+        "a stack frame": lambda rep: [f for l in rep["leaks"] for f in l["stack"]],
+        "a pool": lambda rep: rep["pools"],
+        "a layout segment": lambda rep: [s for p in rep["pools"] for s in p.get("layout", [])],
+        "a layout block": lambda rep: [b for p in rep["pools"] for s in p.get("layout", []) for b in s["blocks"]],
+        "a pool's framework": lambda rep: [p["framework"] for p in rep["pools"] if "framework" in p],
+        "a pool's Python site": lambda rep: [s for p in rep["pools"] for s in p.get("sites", [])],
+        "a device": lambda rep: rep["devices"],
+        "a growth row": lambda rep: rep["growth"],
+        "a mark": lambda rep: rep["marks"],
+        "the bridge": lambda rep: [rep["bridge"]] if rep["bridge"] else [],
+        "an owner": lambda rep: rep["owners"],
+    }
+    tried = 0
+    for where, pick in places.items():
+        rep = next((rep for rep in exits if pick(rep)), None)
+        check(rep is not None, f"no report has {where}")
+        bad = copy.deepcopy(rep)
+        first(bad, pick)["undeclared_field"] = 1
+        found = problems(schema, bad)
+        check(any("undeclared_field" in p for p in found), f"an undeclared field in {where} passes: {found}")
+        tried += 1
+    # A figure that is unknown is null, never a string or a negative number.
+    wrong = [("summary", "largest_free_block", "unknown"), ("summary", "leaked_bytes", -1),
+             ("summary", "fragmentation", 1.5), ("root", "reason", "sometimes"), ("pool", "kind", "mystery")]
+    for where, key, value in wrong:
+        bad = copy.deepcopy(exits[0])
+        target = bad if where == "root" else bad["summary"] if where == "summary" else bad["pools"][0]
+        target[key] = value
+        check(problems(schema, bad), f"{where}.{key} = {value!r} passes")
+        tried += 1
+    # A field the library always writes, gone (renamed): a reader of older
+    # reports accepts it, a report of this library may not lack it.
+    _, as_written = validators()
+    for where, key in (("root", "tracker"), ("summary", "held_bytes"), ("pool", "utilization")):
+        bad = copy.deepcopy(exits[0])
+        target = bad if where == "root" else bad["summary"] if where == "summary" else bad["pools"][0]
+        del target[key]
+        check(not problems(schema, bad) and problems(as_written, bad), f"{where} without {key} is not told apart")
+        tried += 1
+    print(f"{tried} altered reports refused")
+
+
+if __name__ == "__main__":
+    name = sys.argv[1]
+    if not re.fullmatch(r"[a-z0-9_]+", name) or name not in globals():
+        fail(f"no test named {name}")
+    globals()[name]()
