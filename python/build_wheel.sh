@@ -6,9 +6,10 @@
 #                             python/meson.build (only what the wheel holds)
 #   2. auditwheel repair      copies libunwind, libdw, libelf, liblzma, libbz2
 #                             and jansson into tensorleak.libs/ under hashed
-#                             names, points the library's and CLI's RPATH at
-#                             them, and tags the wheel manylinux_2_X for the
-#                             newest glibc symbol it uses
+#                             names, points the RPATH of libtensorleak-deps.so
+#                             (which libtensorleak.so loads privately) and of
+#                             the CLI at them, and tags the wheel
+#                             manylinux_2_X for the newest glibc symbol used
 #   3. wheel tags             py3-none: no Python extension module is inside,
 #                             so one wheel serves every CPython 3
 #

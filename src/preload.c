@@ -110,6 +110,11 @@ static void install_fatal_handlers(void)
 
 static void init(void)
 {
+    /* Before anything that unwinds, symbolizes or writes JSON; without its
+     * libraries tensorleak stays off (tl_active false: every hook passes
+     * through). */
+    if (!tl_private_deps_load())
+        return;
     tl_options_load(NULL);
     tl_live_init();
     tl_stack_init();

@@ -34,6 +34,12 @@ void *tl_thread_block(void **slot, size_t size);
 #define TL_MAX_DEVICES 16
 #define TL_MAX_CONTEXTS 255
 
+/* ---- private_deps.c ------------------------------------------------------ */
+/* Loads libunwind, libdw and jansson privately (RTLD_LOCAL) and fills the
+ * stubs our code calls them through; false (after one warning) when they
+ * cannot be loaded.  Called once, from the start of tl_init. */
+bool tl_private_deps_load(void);
+
 /* ---- log.c ------------------------------------------------------------- */
 /* One line on stderr, prefixed "tensorleak: ".  Rate-limited per call site
  * through the `once` flag when it is non-NULL (the warning appears once). */

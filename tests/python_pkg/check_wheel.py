@@ -267,7 +267,7 @@ def main():
     check(site.startswith(venv), "tensorleak is imported from the venv (%s)" % site)
 
     # Bundled dependencies: each resolves inside the venv (tensorleak.libs/).
-    for binary in ("lib/libtensorleak.so", "bin/tensorleak"):
+    for binary in ("lib/libtensorleak-deps.so", "bin/tensorleak"):
         ldd = subprocess.run(["ldd", os.path.join(site, binary)], stdout=subprocess.PIPE, text=True).stdout
         for dep in ("libunwind", "libdw", "libjansson"):
             lines = [l for l in ldd.splitlines() if dep in l]
@@ -275,6 +275,21 @@ def main():
                 continue  # the CLI links jansson only
             check(lines and all(venv in l for l in lines),
                   "%s finds %s in the wheel: %s" % (binary, dep, "; ".join(l.strip() for l in lines)))
+    # The wheel's preload library, with auditwheel's bundled copies, keeps to
+    # its exported names, links only libc and leaves C++ unwinding alone: the
+    # cxx suite's checks, run on it (their programs are the meson build's).
+    build = os.path.dirname(os.path.dirname(os.path.abspath(args.cli)))
+    cxx_env = dict(env, TL_LIB=os.path.join(site, "lib", "libtensorleak.so"), TL_SIM=os.path.join(build, "sim"),
+                   TL_PROGS=os.path.join(build, "tests", "cxx"), TL_SOURCE=args.source, TL_PYTHON=sys.executable)
+    if os.path.exists(os.path.join(build, "tests", "cxx", "cxx_host")):
+        for case in ("the_library_exports_only_the_hooks_and_the_client_api_and_links_only_libc",
+                     "a_c_host_dlopening_a_cxx_plugin_locally_behaves_the_same_under_the_preload",
+                     "cpython_loading_a_cxx_library_through_ctypes_behaves_the_same_under_the_preload"):
+            r = run([sys.executable, os.path.join(args.source, "tests", "cxx", "cxx_test.py"), case], env=cxx_env,
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            check(r.returncode == 0, "the wheel's library: %s (%s)" % (case, r.stdout.strip().splitlines()[-1:]))
+    else:
+        print("note: the cxx suite's programs are not built (no C++ compiler): the wheel's library was not run with C++")
 
     # The proof that nothing of the system's is needed: the system copies
     # hidden (bind-mounted /dev/null in a mount namespace of its own), the
