@@ -7,7 +7,7 @@ set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
-  gcc clang pkg-config meson ninja-build python3 python3-venv python3-pytest python3-pytest-repeat \
+  gcc g++ clang pkg-config meson ninja-build python3 python3-venv python3-pytest python3-pytest-repeat \
   libunwind-dev uthash-dev libcriterion-dev libjansson-dev libdw-dev libelf-dev \
   heaptrack binutils scdoc python3-jsonschema >/dev/null
 # The python suites run on the python3 first on PATH, which meson finds; where
