@@ -243,8 +243,8 @@ def reports_of_the_samples_and_test_programs_match_the_schema():
     # Interval snapshots on a timer, SIGUSR1 snapshots.
     spawn_waiting(r, "interval", {"TENSORLEAK_INTERVAL": "0.05"}, expect_reports=3)
     spawn_waiting(r, "sigusr1", {}, signals=3, expect_reports=3)
-    reasons = sorted({rep["reason"] for _, _, rep in r.items})
-    check(reasons == sorted(["api", "budget", "exit", "interval", "oom", "signal"]), f"reasons covered: {reasons}")
+    reasons = {rep["reason"] for _, _, rep in r.items}
+    check({"api", "budget", "exit", "interval", "oom", "signal"} <= reasons, f"reasons covered: {sorted(reasons)}")
     kinds = {p["kind"] for _, _, rep in r.items for p in rep["pools"]}
     check({"annotated", "stream_ordered"} <= kinds, f"pool kinds covered: {kinds}")
     check(any(rep["repairs"] for _, _, rep in r.items), "a report with repairs")
