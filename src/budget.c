@@ -231,3 +231,22 @@ unsigned long long tl_budget_crossings(void)
 {
     return atomic_load(&crossings);
 }
+
+/* The budgets as the live state shows them (live.c): per device that has
+ * held memory, the device budget and each class budget that is set. */
+int tl_budget_rows(struct tl_budget_row *out, int max)
+{
+    int n = 0;
+    for (int d = 0; d < TL_MAX_DEVICES; d++) {
+        if (!atomic_load(&tl_device_used[d]))
+            continue;
+        if (total_budget && n < max)
+            out[n++] = (struct tl_budget_row){d, "device", total_budget, atomic_load(&tl_stats.device[d].live_bytes),
+                                              atomic_load(&over_total[d])};
+        for (int c = 0; c < CLASSES; c++)
+            if (class_budget[c] && n < max)
+                out[n++] = (struct tl_budget_row){d, class_names[c], class_budget[c], atomic_load(&class_live[c][d]),
+                                                  atomic_load(&over_class[c][d])};
+    }
+    return n;
+}

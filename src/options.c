@@ -31,6 +31,10 @@ static void set_defaults(void)
     tl_opt.signal = SIGUSR1;
     tl_opt.growth_marks = 3;
     tl_opt.follow_fork = true;
+    tl_opt.default_owners = true;
+    tl_opt.live = true;
+    tl_opt.live_interval = 1.0;
+    tl_opt.keep = 100;
 }
 
 int tl_parse_bool(const char *s, bool *out)
@@ -198,18 +202,26 @@ static void apply_mark_signal(const char *name, const char *v)
     tl_opt.mark_signal = sig;
 }
 
+/* A boolean variable into *out; a bad value warns and leaves *out as it was. */
+static void apply_bool(const char *name, const char *v, bool *out)
+{
+    if (tl_parse_bool(v, out) != 0)
+        bad(name, v, "expected 1/0, true/false, yes/no, on/off");
+}
+
 static void apply_quiet(const char *name, const char *v)
 {
-    bool b;
-    if (tl_parse_bool(v, &b) != 0) { bad(name, v, "expected 1/0, true/false, yes/no, on/off"); return; }
-    tl_opt.quiet = b;
+    apply_bool(name, v, &tl_opt.quiet);
 }
 
 static void apply_follow_fork(const char *name, const char *v)
 {
-    bool b;
-    if (tl_parse_bool(v, &b) != 0) { bad(name, v, "expected 1/0, true/false, yes/no, on/off"); return; }
-    tl_opt.follow_fork = b;
+    apply_bool(name, v, &tl_opt.follow_fork);
+}
+
+static void apply_default_owners(const char *name, const char *v)
+{
+    apply_bool(name, v, &tl_opt.default_owners);
 }
 
 static void apply_interval(const char *name, const char *v)
@@ -228,6 +240,35 @@ static void apply_growth_marks(const char *name, const char *v)
     tl_opt.growth_marks = (int)n;
 }
 
+static void apply_live(const char *name, const char *v)
+{
+    bool b;
+    if (tl_parse_bool(v, &b) != 0) { bad(name, v, "expected 1/0, true/false, yes/no, on/off"); return; }
+    tl_opt.live = b;
+}
+
+static void apply_live_dir(const char *name, const char *v)
+{
+    if (!*v || strlen(v) >= sizeof tl_opt.live_dir) { bad(name, v, "empty or too long"); return; }
+    strcpy(tl_opt.live_dir, v);
+}
+
+static void apply_live_interval(const char *name, const char *v)
+{
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (!*v || *end || errno || !(d >= 0.01) || d > 3600.0) { bad(name, v, "expected seconds, 0.01..3600"); return; }
+    tl_opt.live_interval = d;
+}
+
+static void apply_keep(const char *name, const char *v)
+{
+    long n;
+    if (tl_parse_int(v, 0, 1000000, &n) != 0) { bad(name, v, "expected 0..1000000 (0 = keep all)"); return; }
+    tl_opt.keep = (int)n;
+}
+
 static const struct { const char *name; apply_fn apply; } table[] = {
     {"TENSORLEAK_OUTPUT", apply_output},
     {"TENSORLEAK_DEPTH", apply_depth},
@@ -241,6 +282,11 @@ static const struct { const char *name; apply_fn apply; } table[] = {
     {"TENSORLEAK_INTERVAL", apply_interval},
     {"TENSORLEAK_GROWTH_MARKS", apply_growth_marks},
     {"TENSORLEAK_FOLLOW_FORK", apply_follow_fork},
+    {"TENSORLEAK_DEFAULT_OWNERS", apply_default_owners},
+    {"TENSORLEAK_LIVE", apply_live},
+    {"TENSORLEAK_LIVE_DIR", apply_live_dir},
+    {"TENSORLEAK_LIVE_INTERVAL", apply_live_interval},
+    {"TENSORLEAK_KEEP", apply_keep},
 };
 
 static const char *find(char **envp, const char *name)

@@ -702,6 +702,51 @@ static void print_snapshot_line(const struct tl_report_model *m, const char *sho
             m->label ? m->label : "", m->label ? "\"" : "", m->live_count, live, shown);
 }
 
+/* Everything a report holds, gathered and checked (the caller holds the
+ * report lock).  False when out of memory. */
+static bool build_model(struct tl_report_model *m)
+{
+    if (!gather(m))
+        return false;
+    m->symbolizer = tl_symbolizer_open();
+    device_info(m);
+    device_info_last_good(m);
+    tl_bridge_apply(m); /* framework pools, the caches' gap */
+    tl_growth_collect(m);
+    size_t nheld_pools = m->nheld;
+    tl_owners_collect(m);
+    mark_unseen_caches(m, nheld_pools);
+    tl_growth_name_owners(m);
+    apply_suppressions(m);
+    for (size_t i = 0; i < m->nsites; i++) {
+        /* A forgotten VA reservation or mapping is a leak to report, but not
+         * bytes of memory: the handle behind a mapping holds the memory, and
+         * a reservation may be 1.1x the GPU (PyTorch). */
+        uint8_t kind = m->sites[i].cs->kind;
+        long long bytes = kind == TL_KIND_VMM_MAPPING || kind == TL_KIND_VMM_RESERVATION ? 0 : m->sites[i].bytes;
+        if (m->sites[i].suppressed) {
+            m->suppressed_bytes += bytes;
+            m->suppressed_count += m->sites[i].count;
+        } else if (m->reason == TL_REASON_EXIT) {
+            m->leaked_bytes += bytes;
+            m->leaked_count += m->sites[i].count;
+            if (kind == TL_KIND_VMM_RESERVATION)
+                m->leaked_address_space_bytes += m->sites[i].bytes;
+        }
+    }
+    m->invalid = calloc(TL_MAX_INVALID, sizeof *m->invalid);
+    if (m->invalid)
+        m->ninvalid = tl_invalid_frees(m->invalid, TL_MAX_INVALID);
+    for (size_t i = 0; i < m->ninvalid; i++) {
+        struct tl_callsite *cs = tl_callsite_by_id(m->invalid[i].callsite);
+        if (cs && tl_suppressed(m, "invalid-free", cs))
+            m->ninvalid_suppressed++;
+    }
+    decide_gate(m);
+    tl_report_check_invariants(m);
+    return true;
+}
+
 static int report_write(enum tl_reason reason, const char *label, const struct tl_oom_event *oom, unsigned *gate_failed,
                         const char *exact_path)
 {
@@ -714,46 +759,10 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
     struct tl_report_model m = {.reason = reason, .label = label, .oom = oom};
     m.seq = ++report_seq;
     int rc = -1;
-    if (!gather(&m)) {
+    if (!build_model(&m)) {
         tl_warn(NULL, "out of memory while gathering a report; no report written");
         goto out;
     }
-    m.symbolizer = tl_symbolizer_open();
-    device_info(&m);
-    device_info_last_good(&m);
-    tl_bridge_apply(&m); /* issue 13 (D): framework pools, the caches' gap */
-    tl_growth_collect(&m);
-    size_t nheld_pools = m.nheld;
-    tl_owners_collect(&m);
-    mark_unseen_caches(&m, nheld_pools);
-    tl_growth_name_owners(&m); /* issue 13 (D) */
-    apply_suppressions(&m);
-    for (size_t i = 0; i < m.nsites; i++) {
-        /* A forgotten VA reservation or mapping is a leak to report, but not
-         * bytes of memory: the handle behind a mapping holds the memory, and
-         * a reservation may be 1.1x the GPU (PyTorch). */
-        uint8_t kind = m.sites[i].cs->kind;
-        long long bytes = kind == TL_KIND_VMM_MAPPING || kind == TL_KIND_VMM_RESERVATION ? 0 : m.sites[i].bytes;
-        if (m.sites[i].suppressed) {
-            m.suppressed_bytes += bytes;
-            m.suppressed_count += m.sites[i].count;
-        } else if (reason == TL_REASON_EXIT) {
-            m.leaked_bytes += bytes;
-            m.leaked_count += m.sites[i].count;
-            if (kind == TL_KIND_VMM_RESERVATION) /* issue 14 (B) */
-                m.leaked_address_space_bytes += m.sites[i].bytes;
-        }
-    }
-    m.invalid = calloc(TL_MAX_INVALID, sizeof *m.invalid);
-    if (m.invalid)
-        m.ninvalid = tl_invalid_frees(m.invalid, TL_MAX_INVALID);
-    for (size_t i = 0; i < m.ninvalid; i++) {
-        struct tl_callsite *cs = tl_callsite_by_id(m.invalid[i].callsite);
-        if (cs && tl_suppressed(&m, "invalid-free", cs))
-            m.ninvalid_suppressed++;
-    }
-    decide_gate(&m);
-    tl_report_check_invariants(&m);
 
     char path[PATH_MAX];
     const char *shown = path;
@@ -773,6 +782,8 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
         text[len] = 0;
         if (err == 0) {
             rc = 0;
+            if (reason == TL_REASON_INTERVAL)
+                tl_interval_reports_retain(path); /* TENSORLEAK_KEEP: the oldest go */
         } else {
             if (err == ENAMETOOLONG)
                 tl_warn(NULL, "report path %s is too long; the report follows on stderr",
@@ -819,4 +830,21 @@ int tl_report_write(enum tl_reason reason, const char *label, const struct tl_oo
 int tl_report_write_to(const char *label, const char *path)
 {
     return report_write(TL_REASON_API, label, NULL, NULL, path);
+}
+
+int tl_report_with_model(void (*fn)(struct tl_report_model *m, void *arg), void *arg)
+{
+    pthread_mutex_lock(&tl_report_lock);
+    writing_here = true;
+    /* Figures as a snapshot would show them: no exit verdict, no number. */
+    struct tl_report_model m = {.reason = TL_REASON_API};
+    int rc = -1;
+    if (build_model(&m)) {
+        fn(&m, arg);
+        rc = 0;
+    }
+    free_model(&m);
+    writing_here = false;
+    pthread_mutex_unlock(&tl_report_lock);
+    return rc;
 }

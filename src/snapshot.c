@@ -16,6 +16,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 void tl_mark(const char *label);
@@ -34,13 +35,25 @@ static void on_signal(int sig)
     errno = saved;
 }
 
+static double monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Sleeps in poll until a signal's byte arrives or the nearer of two
+ * deadlines passes: the next interval report, the next live state update
+ * (live.c). */
 static void *watch(void *arg)
 {
     (void)arg;
-    int timeout_ms = tl_opt.interval > 0 ? (int)(tl_opt.interval * 1000.0) : -1;
-    if (tl_opt.interval > 0 && timeout_ms < 1)
-        timeout_ms = 1;
+    double next_report = tl_opt.interval > 0 ? monotonic_s() + tl_opt.interval : -1.0;
     for (;;) {
+        double now = monotonic_s(), next = tl_live_state_next_due();
+        if (next_report >= 0 && (next < 0 || next_report < next))
+            next = next_report;
+        int timeout_ms = next < 0 ? -1 : next <= now ? 0 : (int)((next - now) * 1000.0) + 1;
         struct pollfd pfd = {.fd = wake_pipe[0], .events = POLLIN};
         int rc = poll(&pfd, 1, timeout_ms);
         if (rc < 0 && errno == EINTR)
@@ -48,8 +61,13 @@ static void *watch(void *arg)
         if (rc < 0)
             return NULL;
         if (rc == 0) {
-            tl_mark("interval");
-            tl_report_write(TL_REASON_INTERVAL, NULL, NULL, NULL);
+            now = monotonic_s();
+            if (next_report >= 0 && now >= next_report) {
+                tl_mark("interval");
+                tl_report_write(TL_REASON_INTERVAL, NULL, NULL, NULL);
+                next_report = monotonic_s() + tl_opt.interval;
+            }
+            tl_live_state_tick(now);
             continue;
         }
         char buf[64];
@@ -115,7 +133,7 @@ static bool open_pipe(void)
  * before the watcher runs waits in the pipe. */
 void tl_snapshot_start(void)
 {
-    if (!(tl_opt.signal || tl_opt.mark_signal || tl_opt.interval > 0) || !open_pipe())
+    if (!(tl_opt.signal || tl_opt.mark_signal || tl_opt.interval > 0 || tl_opt.live) || !open_pipe())
         return;
     install(tl_opt.signal);
     install(tl_opt.mark_signal);
@@ -151,6 +169,7 @@ void tl_snapshot_after_fork(void)
     tl_growth_after_fork();
     extern void tl_bridge_after_fork(void); /* issue 13 (D) */
     tl_bridge_after_fork();
+    tl_live_state_after_fork();
     if (wake_pipe[0] < 0)
         return;
     bool was_running = watcher_running;

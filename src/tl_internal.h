@@ -69,6 +69,11 @@ struct tl_options {
     double interval;         /* TENSORLEAK_INTERVAL seconds, 0 = off */
     int growth_marks;        /* TENSORLEAK_GROWTH_MARKS */
     bool follow_fork;        /* TENSORLEAK_FOLLOW_FORK: track forked children */
+    bool default_owners;     /* TENSORLEAK_DEFAULT_OWNERS: the shipped owner rules */
+    bool live;               /* TENSORLEAK_LIVE: publish the live state file (live.c) */
+    char live_dir[1024];     /* TENSORLEAK_LIVE_DIR, "" = the per-user default */
+    double live_interval;    /* TENSORLEAK_LIVE_INTERVAL seconds between live updates */
+    int keep;                /* TENSORLEAK_KEEP: interval reports kept per process, 0 = all */
 };
 extern struct tl_options tl_opt;
 
@@ -380,6 +385,17 @@ void tl_budget_after_free(const struct tl_live *rec);
 bool tl_budget_refuse(enum tl_kind kind, uint64_t bytes);
 unsigned long long tl_budget_refusals(void);
 unsigned long long tl_budget_crossings(void);
+/* One budget on one device that has held memory: the class ("device" for
+ * the whole device's budget), its bytes, what is held now, whether it is
+ * crossed.  Fills at most max rows; returns how many. */
+struct tl_budget_row {
+    int device;
+    const char *cls;
+    uint64_t bytes;
+    long long used;
+    bool exceeded;
+};
+int tl_budget_rows(struct tl_budget_row *out, int max);
 void tl_budget_load(void);
 void tl_format_size(uint64_t bytes, char *buf, size_t len);
 
@@ -446,6 +462,23 @@ int tl_report_path(const char *pattern, unsigned seq, bool numbered, char *out, 
 /* A report (reason "api") to exactly `path`, replacing a file there.  0 on
  * success. */
 int tl_report_write_to(const char *label, const char *path);
+
+/* ---- live.c (the live state file, read by tensorleak top / exporter) ---- */
+/* When the next live update is due (CLOCK_MONOTONIC seconds), or a
+ * negative number when live state is off. */
+double tl_live_state_next_due(void);
+/* Publishes the live state if it is due at `now` (the watcher thread). */
+void tl_live_state_tick(double now);
+/* In a forked child: the parent's file and lock are not the child's. */
+void tl_live_state_after_fork(void);
+/* An interval report was written to `path` (report.c, report lock held):
+ * the oldest beyond TENSORLEAK_KEEP that this process wrote are removed. */
+void tl_interval_reports_retain(const char *path);
+/* report.c: the figures a report would hold now, handed to fn under the
+ * report lock (no file written, no report number used); -1 when they could
+ * not be gathered. */
+struct tl_report_model;
+int tl_report_with_model(void (*fn)(struct tl_report_model *m, void *arg), void *arg);
 
 /* ---- preload.c ---------------------------------------------------------- */
 void tl_init(void);

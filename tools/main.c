@@ -3,6 +3,7 @@
  * (cmd_*.c), version and help, and the few output helpers they share.
  */
 #include "cli.h"
+#include "live_read.h"
 
 #include "tl_version.h"
 
@@ -41,6 +42,9 @@ static const char usage_text[] =
     "                            CI gate: exit 0 pass, 1 fail, 2 unusable input\n"
     "  diff OLD NEW              what grew between two reports, per call site\n"
     "  merge FILES... [-o OUT]   one report from the per-rank reports of a job\n"
+    "  top [--once | --json]     live view of every tracked process (docs/live.md)\n"
+    "  exporter [--listen HOST:PORT | --textfile DIR]\n"
+    "                            Prometheus metrics of every tracked process\n"
     "\n"
     "Options:\n"
     "  -h, --help                this text\n"
@@ -105,6 +109,8 @@ static const struct command commands[] = {
     { "check", cmd_check },
     { "diff", cmd_diff },
     { "merge", cmd_merge },
+    { "top", cmd_top },
+    { "exporter", cmd_exporter },
 };
 
 int main(int argc, char **argv)

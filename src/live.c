@@ -1,0 +1,424 @@
+/*
+ * live.c — the live state file: the current figures of this process for
+ * `tensorleak top` and `tensorleak exporter`, rewritten by the watcher
+ * thread (snapshot.c) every TENSORLEAK_LIVE_INTERVAL seconds (default 1).
+ *
+ * The figures are a report's (report.c gathers them exactly as for a
+ * snapshot, under the same locks), reduced to what a live view needs: no
+ * leak stacks, no command line (its arguments can hold secrets), no pool
+ * layouts; growth rows keep one frame, the user's or the Python line.  The
+ * allocation path never sees any of this.
+ *
+ * The file DIR/PID.json is written to DIR/.PID.tmp (O_EXCL|O_NOFOLLOW, 0600)
+ * and renamed over the previous one, so a reader sees a whole document or
+ * the one before; DIR is checked on every write (owned by us, 0700).  It is
+ * removed from an exit handler; a process that dies without one (SIGKILL)
+ * leaves it for the readers, who tell a dead pid from a live one
+ * (live_read.c).  Any failure is one warning and the feature stays off.
+ *
+ * Interval reports (TENSORLEAK_INTERVAL) are bounded here too: this process
+ * removes its oldest beyond TENSORLEAK_KEEP (default 100), never another
+ * kind of report, never a file that is no longer the one it wrote.
+ */
+#include "report.h"
+#include "tl_version.h"
+#include "../tools/live_read.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LIVE_GROWTH_ROWS 64
+#define LIVE_POOL_ROWS 256
+
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool live_off;     /* after a failure, under secure execution */
+static atomic_bool stopped;      /* the process is exiting */
+static int published_pid;        /* whose file DIR/PID.json we wrote */
+static char published_dir[PATH_MAX];
+static double next_due;          /* CLOCK_MONOTONIC; 0 = now */
+static bool exit_handler_set;
+
+/* Identity, read once per process. */
+static struct {
+    int pid;
+    char process[64];
+    char pid_ns[64];
+    unsigned long long start_ticks;
+    double start_time;
+} self;
+
+static double clock_s(clockid_t c)
+{
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Field 22 of /proc/PID/stat: start time in clock ticks after boot.  The
+ * readers compare it to tell this process from a later one with its pid. */
+static unsigned long long start_ticks_of(const char *stat_path)
+{
+    char buf[1024];
+    int fd = open(stat_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+static void read_identity(void)
+{
+    self.pid = getpid();
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    const char *base = strrchr(exe, '/');
+    snprintf(self.process, sizeof self.process, "%s", base ? base + 1 : n > 0 ? exe : "unknown");
+    n = readlink("/proc/self/ns/pid", self.pid_ns, sizeof self.pid_ns - 1);
+    self.pid_ns[n > 0 ? n : 0] = 0;
+    self.start_ticks = start_ticks_of("/proc/self/stat");
+    double uptime = 0;
+    FILE *f = fopen("/proc/uptime", "re");
+    if (f) {
+        if (fscanf(f, "%lf", &uptime) != 1)
+            uptime = 0;
+        fclose(f);
+    }
+    long hz = sysconf(_SC_CLK_TCK);
+    self.start_time = uptime > 0 && hz > 0 ? clock_s(CLOCK_REALTIME) - (uptime - (double)self.start_ticks / (double)hz) : 0;
+}
+
+static void turn_off(const char *dir, const char *what, int err)
+{
+    static atomic_bool once;
+    tl_warn(&once, "cannot publish the live state in %s (%s%s%s); live state is off", dir, what, err ? ": " : "",
+            err ? strerror(err) : "");
+    atomic_store(&live_off, true);
+}
+
+/* Opens the live directory, creating it 0700; refuses one that is not ours
+ * or is open to others.  The descriptor, or -1 (warned). */
+static int open_dir(char *dir, size_t len)
+{
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (live_dir_path(dir, len, tl_opt.live_dir, xdg, (unsigned)geteuid()) != 0) {
+        turn_off("the live directory", "path too long", 0);
+        return -1;
+    }
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        turn_off(dir, "mkdir", errno);
+        return -1;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        turn_off(dir, "open", errno);
+        return -1;
+    }
+    struct stat st;
+    const char *why = fstat(fd, &st) != 0 ? "fstat failed" : live_refusal(&st, geteuid(), true);
+    if (why) {
+        close(fd);
+        turn_off(dir, why, 0);
+        return -1;
+    }
+    return fd;
+}
+
+/* The first frame a person would look at: the Python line when the stack
+ * has one, else the first frame with a source line, else the first. */
+static void site_of(json_t *stack, char *out, size_t len)
+{
+    json_t *choice = NULL, *f;
+    size_t i;
+    for (i = 0; !choice && i < json_array_size(stack); i++)
+        if (json_is_true(json_object_get(f = json_array_get(stack, i), "python")))
+            choice = f;
+    for (i = 0; !choice && i < json_array_size(stack); i++)
+        if (json_is_string(json_object_get(f = json_array_get(stack, i), "file")))
+            choice = f;
+    if (!choice)
+        choice = json_array_get(stack, 0);
+    if (!choice) {
+        snprintf(out, len, "unknown");
+        return;
+    }
+    const char *fn = json_string_value(json_object_get(choice, "function"));
+    const char *file = json_string_value(json_object_get(choice, "file"));
+    const char *module = json_string_value(json_object_get(choice, "module"));
+    const char *offset = json_string_value(json_object_get(choice, "offset"));
+    long long line = json_integer_value(json_object_get(choice, "line"));
+    if (file)
+        snprintf(out, len, "%s %s:%lld", fn ? fn : "??", file, line);
+    else {
+        const char *base = module ? strrchr(module, '/') : NULL;
+        snprintf(out, len, "%s (%s+%s)", fn ? fn : "??", base ? base + 1 : module ? module : "?", offset ? offset : "?");
+    }
+}
+
+/* A copy of the listed fields of `src` (those it has): what the live file
+ * shows is chosen, never everything a report has. */
+static json_t *pick(json_t *src, const char *const *keys, size_t nkeys)
+{
+    json_t *o = json_object();
+    for (size_t k = 0; o && k < nkeys; k++) {
+        json_t *v = json_object_get(src, keys[k]);
+        if (v)
+            json_object_set_new(o, keys[k], json_incref(v));
+    }
+    return o;
+}
+#define PICK(src, keys) pick(src, keys, sizeof keys / sizeof keys[0])
+
+static json_t *growth_rows(json_t *growth, unsigned long marks)
+{
+    static const char *const keys[] = {"scope", "kind", "bytes_per_mark", "count_per_mark", "marks", "suppressed",
+                                       "pool", "pool_kind", "owner", "owner_class", "from_bytes", "to_bytes"};
+    json_t *out = json_array();
+    for (size_t i = 0; i < json_array_size(growth) && i < LIVE_GROWTH_ROWS; i++) {
+        json_t *g = json_array_get(growth, i), *o = PICK(g, keys);
+        char site[512];
+        site_of(json_object_get(g, "stack"), site, sizeof site);
+        json_object_set_new(o, "site", json_string(site));
+        json_int_t n = json_integer_value(json_object_get(g, "marks"));
+        /* The streak spans `marks` marks up to the last one. */
+        json_object_set_new(o, "since_mark", json_integer(marks > (unsigned long)n ? (json_int_t)(marks - (unsigned long)n) : 0));
+        json_array_append_new(out, o);
+    }
+    return out;
+}
+
+static json_t *pool_rows(json_t *pools)
+{
+    static const char *const keys[] = {"name", "kind", "device", "reserved_bytes", "allocated_bytes", "free_bytes",
+                                       "largest_free_block", "fragmentation", "utilization", "peak_allocated_bytes",
+                                       "peak_reserved_bytes", "segments", "framework", "source", "state", "host", "reading"};
+    json_t *out = json_array();
+    for (size_t i = 0; i < json_array_size(pools) && i < LIVE_POOL_ROWS; i++)
+        json_array_append_new(out, PICK(json_array_get(pools, i), keys));
+    return out;
+}
+
+struct build {
+    char *text;
+};
+
+static void build_document(struct tl_report_model *m, void *arg)
+{
+    struct build *b = arg;
+    /* Nothing per call site is published: leaving them out of the model
+     * spares symbolizing every stack once a second. */
+    size_t nsites = m->nsites, nheld = m->nheld, ninvalid = m->ninvalid;
+    m->nsites = m->nheld = m->ninvalid = 0;
+    json_t *root = tl_report_to_json(m);
+    m->nsites = nsites;
+    m->nheld = nheld;
+    m->ninvalid = ninvalid;
+    if (!root)
+        return;
+    static const char *const keys[] = {"tool", "version", "pid", "rank", "host", "summary", "owners", "devices"};
+    json_t *full = root;
+    root = PICK(full, keys);
+    json_object_set_new(root, "schema", json_integer(1));
+    json_object_set_new(root, "kind", json_string("live"));
+    unsigned long marks = m->nmarks ? m->marks[m->nmarks - 1].seq : 0;
+    json_t *mk = json_object();
+    json_object_set_new(mk, "count", json_integer((json_int_t)marks));
+    json_object_set_new(mk, "last_label", m->nmarks ? json_string(m->marks[m->nmarks - 1].label) : json_null());
+    json_object_set_new(mk, "last_time", m->nmarks ? json_real(m->marks[m->nmarks - 1].time) : json_null());
+    json_object_set_new(root, "marks", mk);
+    json_object_set_new(root, "growth", growth_rows(json_object_get(full, "growth"), marks));
+    json_object_set_new(root, "pools", pool_rows(json_object_get(full, "pools")));
+    json_decref(full);
+
+    /* Live bytes per owner class, from the owner rows (owners.c). */
+    json_t *classes = json_object();
+    for (size_t i = 0; i < m->nowners; i++) {
+        const char *c = m->owners[i].cls;
+        json_t *v = json_object_get(classes, c);
+        json_object_set_new(classes, c, json_integer(json_integer_value(v) + m->owners[i].live_bytes));
+    }
+    json_object_set_new(root, "owner_classes", classes);
+
+    json_t *budgets = json_array();
+    struct tl_budget_row rows[TL_MAX_DEVICES * 5];
+    int nb = tl_budget_rows(rows, (int)(sizeof rows / sizeof rows[0]));
+    for (int i = 0; i < nb; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "device", json_integer(rows[i].device));
+        json_object_set_new(o, "class", json_string(rows[i].cls));
+        json_object_set_new(o, "bytes", json_integer((json_int_t)rows[i].bytes));
+        json_object_set_new(o, "used_bytes", json_integer(rows[i].used));
+        json_object_set_new(o, "exceeded", json_boolean(rows[i].exceeded));
+        json_array_append_new(budgets, o);
+    }
+    json_object_set_new(root, "budgets", budgets);
+
+    json_t *live = json_object();
+    json_object_set_new(live, "process", json_string(self.process));
+    json_object_set_new(live, "start_time", self.start_time > 0 ? json_real(self.start_time) : json_null());
+    json_object_set_new(live, "start_ticks", json_integer((json_int_t)self.start_ticks));
+    json_object_set_new(live, "pid_namespace", json_string(self.pid_ns));
+    json_object_set_new(live, "update_time", json_real(clock_s(CLOCK_REALTIME)));
+    json_object_set_new(live, "interval", json_real(tl_opt.live_interval));
+    json_object_set_new(root, "live", live);
+    b->text = json_dumps(root, JSON_COMPACT | JSON_ENSURE_ASCII);
+    json_decref(root);
+}
+
+/* Runs from exit(): the entry goes with the process.  Waits at most a
+ * second for a write in progress (the watcher may be inside one). */
+static void remove_entry(void)
+{
+    atomic_store(&stopped, true);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    bool locked = pthread_mutex_timedlock(&live_lock, &until) == 0;
+    if (published_pid == getpid()) {
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/%d.json", published_dir, published_pid);
+        unlink(path);
+        published_pid = 0;
+    }
+    if (locked)
+        pthread_mutex_unlock(&live_lock);
+}
+
+static int write_all(int fd, const char *text, size_t len)
+{
+    for (size_t off = 0; off < len;) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return errno;
+        off += (size_t)w;
+    }
+    return 0;
+}
+
+static void publish(void)
+{
+    if (!atomic_load(&tl_active) || atomic_load(&stopped))
+        return;
+    if (getauxval(AT_SECURE)) { /* the environment picks the directory: not for a setuid program */
+        atomic_store(&live_off, true);
+        return;
+    }
+    if (self.pid != getpid())
+        read_identity();
+    tl_bridge_refresh_mark(true); /* the frameworks' figures, a bounded wait */
+    struct build b = {0};
+    if (tl_report_with_model(build_document, &b) != 0 || !b.text) {
+        free(b.text);
+        return; /* out of memory now; the next tick tries again */
+    }
+    char dir[PATH_MAX];
+    pthread_mutex_lock(&live_lock);
+    int dfd = atomic_load(&stopped) ? -1 : open_dir(dir, sizeof dir);
+    if (dfd >= 0) {
+        char tmp[64], name[64];
+        snprintf(tmp, sizeof tmp, ".%d.tmp", self.pid);
+        snprintf(name, sizeof name, "%d.json", self.pid);
+        unlinkat(dfd, tmp, 0); /* ours, left by a write that was cut short */
+        int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        int err = fd < 0 ? errno : write_all(fd, b.text, strlen(b.text));
+        if (fd >= 0 && close(fd) != 0 && !err)
+            err = errno;
+        if (!err && renameat(dfd, tmp, dfd, name) != 0)
+            err = errno;
+        if (err) {
+            unlinkat(dfd, tmp, 0);
+            turn_off(dir, "write", err);
+        } else {
+            published_pid = self.pid;
+            snprintf(published_dir, sizeof published_dir, "%s", dir);
+            if (!exit_handler_set)
+                exit_handler_set = atexit(remove_entry) == 0;
+        }
+        close(dfd);
+    }
+    pthread_mutex_unlock(&live_lock);
+    free(b.text);
+}
+
+double tl_live_state_next_due(void)
+{
+    return tl_opt.live && !atomic_load(&live_off) ? next_due : -1.0;
+}
+
+void tl_live_state_tick(double now)
+{
+    if (tl_live_state_next_due() < 0 || now < next_due)
+        return;
+    publish();
+    /* From the end of this update: a slow one never makes them pile up. */
+    next_due = clock_s(CLOCK_MONOTONIC) + tl_opt.live_interval;
+}
+
+/* ---- interval report retention ------------------------------------------ */
+struct kept_report {
+    char *path;
+    dev_t dev;
+    ino_t ino;
+};
+static struct kept_report *kept; /* a ring of the last tl_opt.keep */
+static size_t nkept, kept_head;
+
+static void forget_kept(void)
+{
+    for (size_t i = 0; i < nkept; i++)
+        free(kept[(kept_head + i) % (size_t)tl_opt.keep].path);
+    free(kept);
+    kept = NULL;
+    nkept = kept_head = 0;
+}
+
+void tl_interval_reports_retain(const char *path)
+{
+    if (tl_opt.keep <= 0)
+        return;
+    size_t cap = (size_t)tl_opt.keep;
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return;
+    if (!kept && !(kept = calloc(cap, sizeof *kept)))
+        return;
+    if (nkept == cap) {
+        /* The oldest goes, if the name is still the file we wrote. */
+        struct kept_report *old = &kept[kept_head];
+        struct stat now;
+        if (lstat(old->path, &now) == 0 && S_ISREG(now.st_mode) && now.st_dev == old->dev && now.st_ino == old->ino)
+            unlink(old->path);
+        free(old->path);
+        kept_head = (kept_head + 1) % cap;
+        nkept--;
+    }
+    char *copy = strdup(path);
+    if (!copy)
+        return;
+    kept[(kept_head + nkept) % cap] = (struct kept_report){copy, st.st_dev, st.st_ino};
+    nkept++;
+}
+
+void tl_live_state_after_fork(void)
+{
+    pthread_mutex_init(&live_lock, NULL);
+    /* The parent's reports and entry stay the parent's. */
+    forget_kept();
+    self.pid = 0;
+    next_due = 0;
+}

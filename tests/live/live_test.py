@@ -1,0 +1,224 @@
+"""The live state file end to end: servers on the simulated GPU under
+`tensorleak run --sim`, read back as files and through `tensorleak top`.
+
+Each case is one meson test: python3 live_test.py CASE.
+"""
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+CLI = os.environ["TL_CLI"]
+SERVER = os.environ["TL_LIVE_SERVER"]
+MIB = 1 << 20
+
+
+def wait_for(what, pred, timeout=30.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Server:
+    """live_server MODE N under tensorleak run --sim; waits for its mark."""
+
+    def __init__(self, tmp, mode, n, name="s", env=None):
+        self.snapshot = os.path.join(tmp, f"{name}.snapshot.json")
+        self.ready = os.path.join(tmp, f"{name}.ready")
+        e = dict(os.environ)
+        e.update({"TENSORLEAK_OUTPUT": os.path.join(tmp, f"{name}.%p.json"), "TENSORLEAK_QUIET": "1"})
+        e.update(env or {})
+        self.proc = subprocess.Popen([CLI, "run", "--sim", "--", SERVER, mode, str(n), self.snapshot, self.ready],
+                                     stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=e, cwd=tmp)
+        self.pid = self.proc.pid
+
+    def wait_ready(self):
+        wait_for("the server's mark", lambda: os.path.exists(self.ready) or self.proc.poll() is not None)
+        assert self.proc.poll() is None, self.proc.stderr.read().decode()
+        with open(self.snapshot) as f:
+            return json.load(f)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+        return self.proc.stderr.read().decode()
+
+
+def live_env(live_dir, interval="0.2"):
+    return {"TENSORLEAK_LIVE_DIR": live_dir, "TENSORLEAK_LIVE_INTERVAL": interval}
+
+
+def entry(live_dir, pid):
+    try:
+        with open(os.path.join(live_dir, f"{pid}.json")) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+def fresh_entry(live_dir, pid, after):
+    """The entry once it was written after time `after`."""
+    def get():
+        e = entry(live_dir, pid)
+        return e if e and e["live"]["update_time"] > after else None
+    return wait_for(f"an entry of {pid} newer than the mark", get)
+
+
+def top_json(live_dir):
+    r = subprocess.run([CLI, "top", "--json", "--dir", live_dir], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout), r.stderr
+
+
+def the_live_file_is_private_current_and_gone_at_exit(tmp):
+    live = os.path.join(tmp, "live")
+    s = Server(tmp, "leaky", 6, env=live_env(live))
+    snap = s.wait_ready()
+    marked = time.time()
+    e = fresh_entry(live, s.pid, marked)
+    assert stat.S_IMODE(os.stat(live).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(os.path.join(live, f"{s.pid}.json")).st_mode) == 0o600
+    assert e["kind"] == "live" and e["pid"] == s.pid and e["live"]["process"] == "live_server"
+    assert "command" not in e and "leaks" not in e
+    assert e["live"]["interval"] == 0.2
+    # The figures are the snapshot's at the same mark.
+    assert e["summary"]["live_bytes"] == snap["summary"]["live_bytes"] == 6 * MIB
+    assert e["devices"][0]["reserved_bytes"] == snap["devices"][0]["reserved_bytes"] == 6 * MIB
+    assert e["summary"]["peak_live_bytes"] == snap["summary"]["peak_live_bytes"] == 9 * MIB
+    assert e["marks"]["count"] == 6 and e["marks"]["last_label"] == "request"
+    rows = [g for g in e["growth"] if g["scope"] == "call_site"]
+    assert len(rows) == 1, e["growth"]
+    assert rows[0]["bytes_per_mark"] == MIB
+    assert rows[0]["site"].startswith("serve_leaky ") and "live_server.c:" in rows[0]["site"], rows[0]
+    assert e["devices"][0]["total"] == snap["devices"][0]["total"]
+    procs, _ = top_json(live)
+    assert [p["pid"] for p in procs] == [s.pid]
+    assert procs[0]["reserved_bytes"] == 6 * MIB and procs[0]["growth"][0]["bytes_per_mark"] == MIB
+    s.stop()
+    assert entry(live, s.pid) is None
+    assert os.listdir(live) == []
+
+
+def a_sigkilled_process_is_dropped_and_its_entry_removed(tmp):
+    live = os.path.join(tmp, "live")
+    s = Server(tmp, "leaky", 3, env=live_env(live))
+    s.wait_ready()
+    fresh_entry(live, s.pid, time.time())
+    os.kill(s.pid, signal.SIGKILL)
+    s.proc.wait(timeout=30)
+    assert entry(live, s.pid) is not None  # nobody removed it: the process had no chance
+    procs, _ = top_json(live)
+    assert procs == []
+    assert entry(live, s.pid) is None  # the reader removed the dead process's entry
+
+
+def interval_reports_beyond_keep_are_removed_oldest_first(tmp):
+    env = {"TENSORLEAK_INTERVAL": "0.05", "TENSORLEAK_KEEP": "3", "TENSORLEAK_LIVE": "0"}
+    s = Server(tmp, "leaky", 2, env=env)
+    s.wait_ready()
+
+    def reports():
+        out = []
+        for name in os.listdir(tmp):
+            if name.startswith("s.") and name.endswith(".json") and "snapshot" not in name:
+                try:
+                    with open(os.path.join(tmp, name)) as f:
+                        out.append((json.load(f), name))
+                except (ValueError, FileNotFoundError):
+                    pass  # being removed while listed
+        return out
+
+    wait_for("at least 8 interval reports written",
+             lambda: max([r["seq"] for r, _ in reports() if r["reason"] == "interval"] or [0]) >= 8)
+    s.stop()
+    rs = reports()
+    intervals = sorted(r["seq"] for r, _ in rs if r["reason"] == "interval")
+    assert len(intervals) == 3, intervals
+    # The newest three stayed: every later report number is above them.
+    newest = max(r["seq"] for r, _ in rs)
+    assert intervals[-1] >= newest - 2, (intervals, newest)
+    assert [r["reason"] for r, _ in rs].count("exit") == 1
+
+
+def live_off_writes_no_entry(tmp):
+    live = os.path.join(tmp, "live")
+    env = live_env(live)
+    env["TENSORLEAK_LIVE"] = "0"
+    s = Server(tmp, "leaky", 2, env=env)
+    s.wait_ready()
+    time.sleep(1.0)  # five intervals
+    assert not os.path.exists(live)
+    assert s.stop() == ""
+
+
+def a_live_directory_open_to_others_is_one_warning_and_no_entry(tmp):
+    live = os.path.join(tmp, "live")
+    os.mkdir(live)
+    os.chmod(live, 0o755)
+    s = Server(tmp, "leaky", 2, env=live_env(live, "0.05"))
+    s.wait_ready()
+    time.sleep(0.5)  # ten intervals
+    err = s.stop()
+    lines = [l for l in err.splitlines() if "live state" in l]
+    assert lines == [f"tensorleak: cannot publish the live state in {live} (open to group or others); live state is off"], err
+    assert os.listdir(live) == []
+    assert s.proc.returncode == 0
+
+
+def hostile_entries_are_refused_and_never_mislead_the_reader(tmp):
+    live = os.path.join(tmp, "live")
+    s = Server(tmp, "leaky", 2, env=live_env(live))
+    s.wait_ready()
+    good = fresh_entry(live, s.pid, time.time())
+    me = os.getpid()  # a live pid of ours for the planted entries
+
+    def plant(name, text, mode=0o600):
+        p = os.path.join(live, name)
+        with open(p, "w") as f:
+            f.write(text)
+        os.chmod(p, mode)
+
+    doc = dict(good, pid=me)
+    plant(f"{me}.json", json.dumps(doc), 0o644)                       # readable by others
+    plant("1.json", json.dumps(good)[:200])                           # truncated
+    plant("2.json", json.dumps(dict(good, pid=99)))                    # pid not its name
+    plant("3.json", json.dumps({"kind": "live", "pid": 3}))             # no live object
+    plant("4.json", "[" * 100000)                                       # deep nesting
+    plant("5.json", " " * (5 << 20))                                    # over the size cap
+    os.symlink(os.path.join(live, f"{s.pid}.json"), os.path.join(live, "6.json"))
+    hostile = json.loads(json.dumps(good))
+    hostile["pid"] = 7
+    hostile["live"]["process"] = "\x1b[2J\x1b]0;owned\x07evil"
+    hostile["summary"]["reserved_bytes"] = "lots"
+    hostile["devices"] = [{"device": 99}, "x", {"device": 0, "reserved_bytes": -5, "free": 1.5}]
+    hostile["growth"] = [{"bytes_per_mark": "x"}, 7]
+    hostile["live"]["pid_namespace"] = "elsewhere"  # judged by age: fresh enough
+    hostile["live"]["update_time"] = time.time() + 3600
+    plant("7.json", json.dumps(hostile))
+    procs, err = top_json(live)
+    pids = sorted(p["pid"] for p in procs)
+    assert pids == sorted([s.pid, 7]), (pids, err)
+    h = [p for p in procs if p["pid"] == 7][0]
+    assert h["process"] == "?[2J?]0;owned?evil"
+    assert h["reserved_bytes"] == 0 and h["growth"] == []
+    assert h["devices"] == [{"device": 0, "reserved_bytes": 0, "allocated_bytes": 0, "free": None, "total": None}]
+    assert "7 entries refused" in err, err
+    once = subprocess.run([CLI, "top", "--once", "--dir", live], capture_output=True, timeout=60)
+    assert once.returncode == 0 and b"\x1b" not in once.stdout
+    s.stop()
+
+
+if __name__ == "__main__":
+    case = sys.argv[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        globals()[case](tmp)
+    print("ok", case)

@@ -1,0 +1,428 @@
+/*
+ * cmd_exporter.c — `tensorleak exporter`: the live state of every tracked
+ * process as Prometheus text exposition (format 0.0.4), over HTTP
+ * (libmicrohttpd; GET /metrics, 404 elsewhere) or as a file for
+ * node_exporter's textfile collector (--textfile DIR: DIR/tensorleak.prom,
+ * written atomically).
+ *
+ * Metric and label names are a contract: add, never rename (docs/live.md).
+ * Labels: pid, process (the executable's name, never its arguments),
+ * device, rank where set.  A figure tensorleak does not know is absent,
+ * never 0.  Each scrape reads the live directory afresh.
+ */
+#include "cli.h"
+#include "live_read.h"
+
+#include "tl_version.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Neither DCGM exporter's 9400 nor node_exporter's 9100. */
+#define EXPORTER_DEFAULT_PORT 9478
+
+static void put_escaped(FILE *out, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            fputc('\\', out), fputc(*s, out);
+        else if (*s == '\n')
+            fputs("\\n", out);
+        else
+            fputc(*s, out);
+    }
+}
+
+/* The labels every series of a process carries. */
+static void proc_labels(FILE *out, const struct live_proc *p)
+{
+    fprintf(out, "pid=\"%d\",process=\"", p->pid);
+    put_escaped(out, p->process);
+    fputc('"', out);
+    if (p->has_rank)
+        fprintf(out, ",rank=\"%ld\"", p->rank);
+}
+
+struct family {
+    const char *name, *type, *help;
+};
+
+static const struct family families[] = {
+    {"tensorleak_process_info", "gauge", "A process tracked by tensorleak (always 1); its labels name it."},
+    {"tensorleak_live_update_timestamp_seconds", "gauge", "When the process last wrote its live state (Unix time)."},
+    {"tensorleak_device_reserved_bytes", "gauge", "Device memory the process holds from the driver (pools' reserves included)."},
+    {"tensorleak_device_allocated_bytes", "gauge", "Of the reserved bytes, what the program's allocations use."},
+    {"tensorleak_device_gap_bytes", "gauge", "Reserved minus allocated: held by caches, free inside them."},
+    {"tensorleak_device_free_bytes", "gauge", "Free device memory as the driver last said (cuMemGetInfo)."},
+    {"tensorleak_device_total_bytes", "gauge", "Total device memory as the driver last said (cuMemGetInfo)."},
+    {"tensorleak_owner_live_bytes", "gauge", "Live bytes of each owner (process-wide) and its class."},
+    {"tensorleak_peak_live_bytes", "gauge", "The most live bytes the process ever held."},
+    {"tensorleak_pool_reserved_bytes", "gauge", "Bytes a pool holds."},
+    {"tensorleak_pool_allocated_bytes", "gauge", "Bytes of a pool in use."},
+    {"tensorleak_pool_largest_free_block_bytes", "gauge", "A pool's largest free block; absent when unknown."},
+    {"tensorleak_pool_fragmentation_ratio", "gauge", "1 - largest free block / free bytes of a pool; absent when unknown."},
+    {"tensorleak_growth_bytes_per_mark", "gauge", "Bytes a flagged growth row gains per mark (request)."},
+    {"tensorleak_marks_total", "counter", "Marks (requests) the process has made."},
+    {"tensorleak_budget_bytes", "gauge", "A memory budget (TENSORLEAK_BUDGET) per device and class."},
+    {"tensorleak_budget_exceeded", "gauge", "1 while the budget is crossed, else 0."},
+};
+enum { F_INFO, F_UPDATE, F_RES, F_ALLOC, F_GAP, F_FREE, F_TOTAL, F_OWNER, F_PEAK, F_POOL_RES, F_POOL_ALLOC, F_POOL_LARGEST,
+       F_POOL_FRAG, F_GROWTH, F_MARKS, F_BUDGET, F_BUDGET_EX, F_COUNT };
+
+/* Whether row i of a process repeats an earlier row's label set (two
+ * pools given one name): Prometheus refuses a scrape with a duplicate
+ * series, so only the first is shown. */
+static bool pool_repeats(const struct live_proc *p, size_t i)
+{
+    for (size_t k = 0; k < i; k++)
+        if (p->pools[k].device == p->pools[i].device && !strcmp(p->pools[k].name, p->pools[i].name) &&
+            !strcmp(p->pools[k].kind, p->pools[i].kind) && !strcmp(p->pools[k].framework, p->pools[i].framework))
+            return true;
+    return false;
+}
+
+static bool growth_repeats(const struct live_proc *p, size_t i)
+{
+    for (size_t k = 0; k < i; k++)
+        if (!strcmp(p->growth[k].scope, p->growth[i].scope) && !strcmp(p->growth[k].site, p->growth[i].site))
+            return true;
+    return false;
+}
+
+static void sample_start(FILE *out, int f, const struct live_proc *p)
+{
+    fprintf(out, "%s{", families[f].name);
+    proc_labels(out, p);
+}
+
+/* A series with two labels of its own besides the process's. */
+static void sample_two(FILE *out, int f, const struct live_proc *p, const char *k1, const char *v1, const char *k2,
+                       const char *v2, long long value)
+{
+    sample_start(out, f, p);
+    fprintf(out, ",%s=\"", k1);
+    put_escaped(out, v1);
+    fprintf(out, "\",%s=\"", k2);
+    put_escaped(out, v2);
+    fprintf(out, "\"} %lld\n", value);
+}
+
+static void device_series(FILE *out, int f, const struct live_proc *p)
+{
+    for (size_t d = 0; d < p->ndevices; d++) {
+        const struct live_device *r = &p->devices[d];
+        unsigned long long v;
+        switch (f) {
+        case F_RES: v = r->reserved; break;
+        case F_ALLOC: v = r->allocated; break;
+        case F_GAP: v = r->reserved >= r->allocated ? r->reserved - r->allocated : 0; break;
+        case F_FREE: if (!r->has_free) continue; v = r->free; break;
+        default: if (!r->has_total) continue; v = r->total; break;
+        }
+        sample_start(out, f, p);
+        fprintf(out, ",device=\"%d\"} %llu\n", r->device, v);
+    }
+}
+
+static void pool_series(FILE *out, int f, const struct live_proc *p)
+{
+    for (size_t i = 0; i < p->npools; i++) {
+        const struct live_pool *q = &p->pools[i];
+        if (pool_repeats(p, i) || (f == F_POOL_LARGEST && !q->has_largest) || (f == F_POOL_FRAG && !q->has_frag))
+            continue;
+        sample_start(out, f, p);
+        fprintf(out, ",device=\"%d\",pool=\"", q->device);
+        put_escaped(out, q->name);
+        fputs("\",kind=\"", out);
+        put_escaped(out, q->kind);
+        fputs("\",framework=\"", out);
+        put_escaped(out, q->framework);
+        if (f == F_POOL_FRAG)
+            fprintf(out, "\"} %.6g\n", q->frag);
+        else
+            fprintf(out, "\"} %llu\n", (unsigned long long)(f == F_POOL_RES ? q->reserved : f == F_POOL_ALLOC ? q->allocated
+                                                                                                            : q->largest));
+    }
+}
+
+static void family_series(FILE *out, int f, const struct live_proc *p)
+{
+    switch (f) {
+    case F_INFO:
+        sample_start(out, f, p);
+        fputs(",version=\"", out);
+        put_escaped(out, p->version);
+        fputs("\"} 1\n", out);
+        break;
+    case F_UPDATE:
+        sample_start(out, f, p);
+        fprintf(out, "} %.3f\n", p->update_time);
+        break;
+    case F_RES: case F_ALLOC: case F_GAP: case F_FREE: case F_TOTAL:
+        device_series(out, f, p);
+        break;
+    case F_OWNER:
+        for (size_t i = 0; i < p->nowners; i++)
+            sample_two(out, f, p, "owner", p->owners[i].name, "class", p->owners[i].cls, (long long)p->owners[i].live_bytes);
+        break;
+    case F_PEAK:
+        sample_start(out, f, p);
+        fprintf(out, "} %lld\n", (long long)p->peak_live_bytes);
+        break;
+    case F_POOL_RES: case F_POOL_ALLOC: case F_POOL_LARGEST: case F_POOL_FRAG:
+        pool_series(out, f, p);
+        break;
+    case F_GROWTH:
+        for (size_t i = 0; i < p->ngrowth; i++) {
+            if (!growth_repeats(p, i))
+                sample_two(out, f, p, "scope", p->growth[i].scope, "site", p->growth[i].site,
+                           (long long)p->growth[i].bytes_per_mark);
+        }
+        break;
+    case F_MARKS:
+        sample_start(out, f, p);
+        fprintf(out, "} %lu\n", p->marks);
+        break;
+    default:
+        for (size_t i = 0; i < p->nbudgets; i++) {
+            const struct live_budget *b = &p->budgets[i];
+            char dev[16];
+            snprintf(dev, sizeof dev, "%d", b->device);
+            sample_two(out, f, p, "device", dev, "class", b->cls, f == F_BUDGET ? (long long)b->bytes : b->exceeded ? 1 : 0);
+        }
+    }
+}
+
+/* The exposition of every process in `s`, families in a fixed order. */
+void exporter_write_metrics(FILE *out, const struct live_set *s)
+{
+    for (int f = 0; f < F_COUNT; f++) {
+        fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", families[f].name, families[f].help, families[f].name, families[f].type);
+        for (size_t i = 0; i < s->n; i++)
+            family_series(out, f, &s->procs[i]);
+    }
+}
+
+/* The exposition of the live directory now, as one malloc'd text. */
+static char *metrics_now(const char *dir, size_t *len, char *why, size_t whylen)
+{
+    struct live_set s;
+    if (live_read_dir(dir, true, &s, why, whylen) != 0)
+        return NULL;
+    char *text = NULL;
+    FILE *out = open_memstream(&text, len);
+    if (out) {
+        exporter_write_metrics(out, &s);
+        if (fclose(out) != 0) {
+            free(text);
+            text = NULL;
+        }
+    }
+    live_set_free(&s);
+    if (!text)
+        snprintf(why, whylen, "out of memory");
+    return text;
+}
+
+static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                              const char *version, const char *upload, size_t *upload_len, void **state)
+{
+    (void)version, (void)upload, (void)upload_len, (void)state;
+    const char *dir = cls;
+    struct MHD_Response *r;
+    unsigned status;
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+        static const char msg[] = "only GET\n";
+        r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+        status = MHD_HTTP_METHOD_NOT_ALLOWED;
+    } else if (strcmp(url, "/metrics") != 0) {
+        static const char msg[] = "not found; the metrics are at /metrics\n";
+        r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+        status = MHD_HTTP_NOT_FOUND;
+    } else {
+        size_t len = 0;
+        char why[512];
+        char *text = metrics_now(dir, &len, why, sizeof why);
+        if (text) {
+            r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+            status = MHD_HTTP_OK;
+            if (r)
+                MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+        } else {
+            char *msg = NULL;
+            if (asprintf(&msg, "live directory unusable: %s\n", why) < 0)
+                msg = NULL;
+            r = msg ? MHD_create_response_from_buffer(strlen(msg), msg, MHD_RESPMEM_MUST_FREE) : NULL;
+            status = MHD_HTTP_SERVICE_UNAVAILABLE;
+        }
+    }
+    if (!r)
+        return MHD_NO;
+    enum MHD_Result rc = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+/* HOST:PORT, [V6]:PORT or PORT (loopback). */
+static bool parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *len)
+{
+    char host[128] = "127.0.0.1";
+    const char *port = s;
+    const char *colon = strrchr(s, ':');
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (!close || close[1] != ':' || (size_t)(close - s - 1) >= sizeof host)
+            return false;
+        memcpy(host, s + 1, (size_t)(close - s - 1));
+        host[close - s - 1] = 0;
+        port = close + 2;
+    } else if (colon) {
+        if ((size_t)(colon - s) >= sizeof host)
+            return false;
+        memcpy(host, s, (size_t)(colon - s));
+        host[colon - s] = 0;
+        port = colon + 1;
+    }
+    char *end;
+    errno = 0;
+    long p = strtol(port, &end, 10);
+    if (!*port || *end || errno || p < 0 || p > 65535)
+        return false;
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)p);
+        *len = sizeof *v4;
+        return true;
+    }
+    if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)p);
+        *len = sizeof *v6;
+        return true;
+    }
+    return false;
+}
+
+static bool write_textfile(const char *live_dir, const char *dir)
+{
+    size_t len = 0;
+    char why[512];
+    char *text = metrics_now(live_dir, &len, why, sizeof why);
+    if (!text) {
+        cli_error("exporter: %s", why);
+        return false;
+    }
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/tensorleak.prom", dir);
+    /* node_exporter reads *.prom only: the temp name is not one. */
+    snprintf(tmp, sizeof tmp, "%s/.tensorleak.prom.%d", dir, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    bool ok = f && fwrite(text, 1, len, f) == len;
+    ok = f && fclose(f) == 0 && ok;
+    ok = ok && rename(tmp, path) == 0;
+    if (!ok) {
+        cli_error("exporter: cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+    }
+    free(text);
+    return ok;
+}
+
+static const char exporter_usage[] =
+    "usage: tensorleak exporter [--listen HOST:PORT] [--dir LIVE_DIR]\n"
+    "       tensorleak exporter --textfile DIR [--once] [--every SECONDS] [--dir LIVE_DIR]\n";
+
+int cmd_exporter(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"listen", required_argument, NULL, 'l'}, {"dir", required_argument, NULL, 'd'},
+        {"textfile", required_argument, NULL, 't'}, {"once", no_argument, NULL, '1'},
+        {"every", required_argument, NULL, 'e'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
+    };
+    char listen_default[32];
+    snprintf(listen_default, sizeof listen_default, "127.0.0.1:%d", EXPORTER_DEFAULT_PORT);
+    const char *listen = listen_default, *dir_arg = NULL, *textfile = NULL;
+    bool once = false;
+    double every = 1.0;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'l': listen = optarg; break;
+        case 'd': dir_arg = optarg; break;
+        case 't': textfile = optarg; break;
+        case '1': once = true; break;
+        case 'e': {
+            char *end;
+            every = strtod(optarg, &end);
+            if (!*optarg || *end || !(every >= 0.1 && every <= 86400)) {
+                cli_error("exporter: --every wants seconds from 0.1 to 86400, not '%s'", optarg);
+                return CLI_EXIT_USAGE;
+            }
+            break;
+        }
+        case 'h': fputs(exporter_usage, stdout); return CLI_EXIT_OK;
+        default: return cli_option_error("exporter", c, argv);
+        }
+    }
+    if (optind < argc) {
+        cli_error("exporter: unexpected argument '%s'\n%s", argv[optind], exporter_usage);
+        return CLI_EXIT_USAGE;
+    }
+    char dir[4096];
+    if (live_default_dir(dir, sizeof dir, dir_arg) != 0) {
+        cli_error("exporter: the live directory's path is too long");
+        return CLI_EXIT_USAGE;
+    }
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    if (textfile) {
+        for (;;) {
+            bool ok = write_textfile(dir, textfile);
+            if (once)
+                return ok ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+            struct timespec t = {(time_t)every, (long)((every - (double)(time_t)every) * 1e9)};
+            if (sigtimedwait(&stop, NULL, &t) > 0)
+                return CLI_EXIT_OK;
+        }
+    }
+    struct sockaddr_storage ss;
+    socklen_t slen;
+    if (!parse_listen(listen, &ss, &slen)) {
+        cli_error("exporter: --listen wants HOST:PORT (an IP address and a port), not '%s'", listen);
+        return CLI_EXIT_USAGE;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, answer, dir, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                                            MHD_OPTION_THREAD_POOL_SIZE, 4U, MHD_OPTION_CONNECTION_LIMIT, 512U,
+                                            MHD_OPTION_CONNECTION_TIMEOUT, 10U, MHD_OPTION_END);
+    if (!d) {
+        cli_error("exporter: cannot listen on %s: %s", listen, strerror(errno));
+        return CLI_EXIT_FAIL;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    fprintf(stderr, "tensorleak exporter: serving %s on port %u, reading %s\n", listen, info ? info->port : 0, dir);
+    fflush(stderr);
+    int sig;
+    while (sigwait(&stop, &sig) != 0)
+        ;
+    MHD_stop_daemon(d);
+    return CLI_EXIT_OK;
+}
