@@ -25,8 +25,9 @@
  * once, at start: the constructor, or the first hook before it, when the
  * process is still starting up (no dlopen while another thread holds the
  * loader's lock).  If the library cannot be loaded, or lacks a name, every
- * stub stays at a function returning 0 and tensorleak tracks nothing (one
- * warning).
+ * stub stays at a function returning 0 and tensorleak tracks nothing; the
+ * one warning waits for the first CUDA call, so that a shell or any other
+ * program in front of the real one, which never reaches CUDA, stays quiet.
  *
  * Builds that link the libraries directly (the static tracker of the unit
  * tests, -DTL_PRIVATE_DEPS_LINKED) have nothing to load.
@@ -40,6 +41,10 @@ bool tl_private_deps_load(void)
     return true;
 }
 
+void tl_private_deps_warn(void)
+{
+}
+
 #else
 
 #include <dlfcn.h>
@@ -51,6 +56,17 @@ bool tl_private_deps_load(void)
 #include "tl_version.h"
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Why the libraries could not be loaded, "" when they were (or not tried). */
+static char failure[PATH_MAX + 256];
+#define FAIL(...) (snprintf(failure, sizeof failure, __VA_ARGS__), false)
+
+void tl_private_deps_warn(void)
+{
+    static atomic_bool warned;
+    if (failure[0])
+        tl_warn(&warned, "%s; not tracking", failure);
+}
 
 /* The directory of libtensorleak.so, absolute ($ORIGIN): the deps library is
  * installed beside it in every layout (build tree, prefix, wheel). */
@@ -68,25 +84,20 @@ static bool own_directory(char *dir, size_t size)
 bool tl_private_deps_load(void)
 {
     static bool loaded;
-    static atomic_bool warned;
     if (loaded)
         return true;
     char path[PATH_MAX];
     char dir[PATH_MAX];
-    if (!own_directory(dir, sizeof dir) || (size_t)snprintf(path, sizeof path, "%s/%s", dir, TL_PRIVATE_DEPS_NAME) >= sizeof path) {
-        tl_warn(&warned, "cannot find the directory of libtensorleak.so to load %s; not tracking", TL_PRIVATE_DEPS_NAME);
-        return false;
-    }
+    if (!own_directory(dir, sizeof dir) || (size_t)snprintf(path, sizeof path, "%s/%s", dir, TL_PRIVATE_DEPS_NAME) >= sizeof path)
+        return FAIL("cannot find the directory of libtensorleak.so to load %s", TL_PRIVATE_DEPS_NAME);
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *why = dlerror();
-        tl_warn(&warned, "cannot load %s (%s); not tracking", path, why ? why : "unknown error");
-        return false;
+        return FAIL("cannot load %s (%s)", path, why ? why : "unknown error");
     }
     const char *version = tl_real_dlsym(h, "tl_private_deps_version");
     if (!version || strcmp(version, TL_VERSION) != 0) {
-        tl_warn(&warned, "%s is of tensorleak %s, this library of %s; not tracking", path,
-                version ? version : "(unknown)", TL_VERSION);
+        FAIL("%s is of tensorleak %s, this library of %s", path, version ? version : "(unknown)", TL_VERSION);
         dlclose(h);
         return false;
     }
@@ -94,15 +105,14 @@ bool tl_private_deps_load(void)
     void *funcs[COUNT(tl_dep_func_names)];
     for (size_t i = 0; i < COUNT(tl_dep_func_names); i++)
         if (!(funcs[i] = tl_real_dlsym(h, tl_dep_func_names[i]))) {
-            tl_warn(&warned, "%s lacks %s (a libunwind, libdw or jansson older than the build's?); not tracking", path,
-                    tl_dep_func_names[i]);
+            FAIL("%s lacks %s (a libunwind, libdw or jansson older than the build's?)", path, tl_dep_func_names[i]);
             dlclose(h);
             return false;
         }
     void *datas[COUNT(tl_dep_data)];
     for (size_t i = 0; i < COUNT(tl_dep_data); i++)
         if (!(datas[i] = tl_real_dlsym(h, tl_dep_data[i].name))) {
-            tl_warn(&warned, "%s lacks %s; not tracking", path, tl_dep_data[i].name);
+            FAIL("%s lacks %s", path, tl_dep_data[i].name);
             dlclose(h);
             return false;
         }

@@ -36,9 +36,12 @@ void *tl_thread_block(void **slot, size_t size);
 
 /* ---- private_deps.c ------------------------------------------------------ */
 /* Loads libunwind, libdw and jansson privately (RTLD_LOCAL) and fills the
- * stubs our code calls them through; false (after one warning) when they
- * cannot be loaded.  Called once, from the start of tl_init. */
+ * stubs our code calls them through; false when they cannot be loaded.
+ * Called once, from the start of tl_init. */
 bool tl_private_deps_load(void);
+/* The one warning of a failed load (nothing when it succeeded): at the
+ * first CUDA call. */
+void tl_private_deps_warn(void);
 
 /* ---- log.c ------------------------------------------------------------- */
 /* One line on stderr, prefixed "tensorleak: ".  Rate-limited per call site

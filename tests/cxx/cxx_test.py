@@ -158,6 +158,10 @@ def a_missing_deps_library_leaves_the_program_untracked_with_one_warning():
     check(len(warnings) == 1 and "libtensorleak-deps.so" in warnings[0] and "not tracking" in warnings[0],
           f"expected one warning naming libtensorleak-deps.so, got {warnings}")
     check(sorted(os.listdir(tmp)) == ["libtensorleak.so"], f"files written untracked: {os.listdir(tmp)}")
+    # A program that never reaches CUDA (a shell in front of the real one)
+    # is not told.
+    quiet = subprocess.run(["sh", "-c", "exit 7"], env=env, capture_output=True, text=True, timeout=120)
+    check(quiet.returncode == 7 and quiet.stderr == "", f"a program without CUDA: exit {quiet.returncode}, {quiet.stderr!r}")
 
 
 if __name__ == "__main__":
