@@ -15,8 +15,10 @@ apt-get install -y -qq --no-install-recommends \
 # cuda-bindings (NVIDIA's, from PyPI) drives the simulated driver in a test of
 # Python frames; it needs no GPU to import.  jsonschema validates every report
 # the suites write against docs/report.schema.json.
-if ! python3 -c 'import pytest, pytest_repeat, cuda.bindings.driver, jsonschema' 2>/dev/null; then
-  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check pytest pytest-repeat cuda-bindings jsonschema \
+# numba-cuda, cuda-bindings and cuda-core (pinned: the versions the clients
+# suite was verified with) run on the simulated driver in tests/clients.
+if ! python3 -c 'import pytest, pytest_repeat, cuda.bindings.driver, jsonschema, numba.cuda, cuda.core' 2>/dev/null; then
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check pytest pytest-repeat cuda-bindings==13.5.0 cuda-core==1.2.2 numba-cuda==0.30.4 jsonschema \
     || echo "install-deps: pytest/cuda-bindings/jsonschema not installed for $(command -v python3); the tests that need them will be skipped"
 fi
 # Optional: headless Chromium renders the HTML report in a test (skipped

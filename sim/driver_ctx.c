@@ -32,6 +32,14 @@ static struct CUstream_st *streams; /* list of live streams */
 static __thread struct CUctx_st *ctx_stack[CTX_STACK_MAX];
 static __thread int ctx_depth;
 
+/* Context and stream ids (cuCtxGetId, cuStreamGetId) are unique in the process
+ * and never reused. */
+static unsigned long long next_id(void)
+{
+    static unsigned long long n;
+    return __atomic_add_fetch(&n, 1, __ATOMIC_RELAXED);
+}
+
 static struct CUctx_st *current(void) { return ctx_depth ? ctx_stack[ctx_depth - 1] : NULL; }
 
 static void set_current(struct CUctx_st *ctx)
@@ -47,6 +55,7 @@ int sim_ctx_init_primaries(void)
         primaries[d].magic = CTX_MAGIC;
         primaries[d].device = d;
         primaries[d].primary = 1;
+        primaries[d].id = next_id();
         sim.dev[d].primary = &primaries[d];
     }
     return 0;
@@ -182,6 +191,7 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
     ctx->device = dev;
     ctx->alive = 1;
     ctx->flags = flags;
+    ctx->id = next_id();
     sim_lock();
     ctx->next = created;
     created = ctx;
@@ -268,7 +278,7 @@ SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 }
 
 /* Resolves ctx (NULL = the current one) to a usable context. */
-static CUresult ctx_resolve_locked(CUcontext ctx, struct CUctx_st **out)
+CUresult sim_ctx_resolve_locked(CUcontext ctx, struct CUctx_st **out)
 {
     if (!ctx)
         return sim_ctx_current_locked(out);
@@ -288,7 +298,7 @@ static CUresult ctx_get_device(CUdevice *device, CUcontext ctx)
         return CUDA_ERROR_INVALID_VALUE;
     struct CUctx_st *c = NULL;
     sim_lock();
-    CUresult rc = ctx_resolve_locked(ctx, &c);
+    CUresult rc = sim_ctx_resolve_locked(ctx, &c);
     if (rc == CUDA_SUCCESS)
         *device = c->device;
     sim_unlock();
@@ -308,7 +318,7 @@ static CUresult ctx_synchronize(CUcontext ctx)
         return CUDA_ERROR_NOT_INITIALIZED;
     struct CUctx_st *c = NULL;
     sim_lock();
-    CUresult rc = ctx_resolve_locked(ctx, &c);
+    CUresult rc = sim_ctx_resolve_locked(ctx, &c);
     if (rc == CUDA_SUCCESS)
         sim_pool_trim_device_locked(c->device);
     sim_unlock();
@@ -347,7 +357,11 @@ CUresult sim_stream_device_locked(CUstream s, int *device)
     return rc;
 }
 
-SIM_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+/* An H100's range: 0 is the lowest priority, -5 the greatest. */
+#define STREAM_PRIORITY_LEAST 0
+#define STREAM_PRIORITY_GREATEST (-5)
+
+static CUresult stream_create(CUstream *phStream, unsigned int Flags, int priority)
 {
     if (!sim_is_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
@@ -364,6 +378,11 @@ SIM_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
             s->magic = STREAM_MAGIC;
             s->ctx = ctx;
             s->flags = Flags;
+            /* cuda.h: out-of-range priorities are clamped to the range. */
+            s->priority = priority > STREAM_PRIORITY_LEAST      ? STREAM_PRIORITY_LEAST
+                          : priority < STREAM_PRIORITY_GREATEST ? STREAM_PRIORITY_GREATEST
+                                                                : priority;
+            s->id = next_id();
             s->alive = 1;
             s->next = streams;
             streams = s;
@@ -372,6 +391,16 @@ SIM_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
     }
     sim_unlock();
     return rc;
+}
+
+SIM_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+    return stream_create(phStream, Flags, STREAM_PRIORITY_LEAST);
+}
+
+SIM_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+    return stream_create(phStream, flags, priority);
 }
 
 static CUresult stream_destroy(CUstream hStream)
@@ -406,4 +435,223 @@ SIM_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
         sim_pool_trim_device_locked(device);
     sim_unlock();
     return rc;
+}
+
+/* A stream's own record, or NULL with *rc set; the default streams (NULL,
+ * CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) have none, and *ctx is then the
+ * current context. */
+static struct CUstream_st *stream_lookup_locked(CUstream s, struct CUctx_st **ctx, CUresult *rc)
+{
+    *rc = CUDA_SUCCESS;
+    if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD) {
+        *rc = sim_ctx_current_locked(ctx);
+        return NULL;
+    }
+    if (!stream_known(s)) {
+        *rc = CUDA_ERROR_INVALID_HANDLE;
+        return NULL;
+    }
+    *ctx = s->ctx;
+    *rc = ctx_usable(s->ctx);
+    return s;
+}
+
+/* Work completes at once, so every stream is idle. */
+SIM_EXPORT CUresult cuStreamQuery(CUstream hStream)
+{
+    int device;
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    sim_lock();
+    CUresult rc = sim_stream_device_locked(hStream, &device);
+    sim_unlock();
+    return rc;
+}
+
+enum stream_field { STREAM_PRIORITY, STREAM_FLAGS, STREAM_CTX, STREAM_ID };
+
+/* One property of a stream; the default streams read as a created stream
+ * with default flags and the lowest priority in the current context.  Their
+ * ids are fixed (legacy 0, per-thread 1); created streams count from the
+ * process-wide id sequence, above them. */
+static CUresult stream_get(CUstream hStream, enum stream_field field, void *out)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *ctx;
+    CUresult rc;
+    sim_lock();
+    struct CUstream_st *s = stream_lookup_locked(hStream, &ctx, &rc);
+    if (rc == CUDA_SUCCESS) {
+        switch (field) {
+        case STREAM_PRIORITY: *(int *)out = s ? s->priority : STREAM_PRIORITY_LEAST; break;
+        case STREAM_FLAGS: *(unsigned *)out = s ? s->flags : CU_STREAM_DEFAULT; break;
+        case STREAM_CTX: *(CUcontext *)out = ctx; break;
+        case STREAM_ID:
+            *(unsigned long long *)out = s ? 1000 + s->id : hStream == CU_STREAM_PER_THREAD ? 1 : 0;
+            break;
+        }
+    }
+    sim_unlock();
+    return rc;
+}
+
+SIM_EXPORT CUresult cuStreamGetPriority(CUstream hStream, int *priority)
+{
+    return stream_get(hStream, STREAM_PRIORITY, priority);
+}
+
+SIM_EXPORT CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
+{
+    return stream_get(hStream, STREAM_FLAGS, flags);
+}
+
+SIM_EXPORT CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx) { return stream_get(hStream, STREAM_CTX, pctx); }
+
+SIM_EXPORT CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+{
+    return stream_get(hStream, STREAM_ID, streamId);
+}
+
+SIM_EXPORT CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    sim_lock();
+    CUresult rc = sim_ctx_current_locked(NULL);
+    sim_unlock();
+    if (rc == CUDA_SUCCESS && leastPriority)
+        *leastPriority = STREAM_PRIORITY_LEAST;
+    if (rc == CUDA_SUCCESS && greatestPriority)
+        *greatestPriority = STREAM_PRIORITY_GREATEST;
+    return rc;
+}
+
+/* ---- the context stack ---- */
+
+/* cuda.h: pushes ctx (usable, not NULL) onto the calling thread's stack. */
+SIM_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    struct CUctx_st *c;
+    sim_lock();
+    CUresult rc = sim_ctx_resolve_locked(ctx, &c);
+    sim_unlock();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (ctx_depth == CTX_STACK_MAX)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    ctx_stack[ctx_depth++] = ctx;
+    return CUDA_SUCCESS;
+}
+
+/* Pops the top of the stack into *pctx (may be NULL); an empty stack is
+ * CUDA_ERROR_INVALID_CONTEXT. */
+SIM_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (ctx_depth == 0 || !ctx_stack[ctx_depth - 1])
+        return CUDA_ERROR_INVALID_CONTEXT;
+    struct CUctx_st *top = ctx_stack[--ctx_depth];
+    if (pctx)
+        *pctx = top;
+    return CUDA_SUCCESS;
+}
+
+/* Every context speaks the API version 3020 introduced (what NVIDIA's driver
+ * reports for contexts made through the _v2 entry points). */
+SIM_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!version)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *c;
+    sim_lock();
+    CUresult rc = sim_ctx_resolve_locked(ctx, &c);
+    sim_unlock();
+    if (rc == CUDA_SUCCESS)
+        *version = 3020;
+    return rc;
+}
+
+SIM_EXPORT CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!ctxId)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *c;
+    sim_lock();
+    CUresult rc = sim_ctx_resolve_locked(ctx, &c);
+    if (rc == CUDA_SUCCESS)
+        *ctxId = c->id;
+    sim_unlock();
+    return rc;
+}
+
+SIM_EXPORT CUresult cuCtxGetFlags(unsigned int *flags)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *c;
+    sim_lock();
+    CUresult rc = sim_ctx_current_locked(&c);
+    if (rc == CUDA_SUCCESS)
+        *flags = c->flags;
+    sim_unlock();
+    return rc;
+}
+
+SIM_EXPORT CUresult cuCtxSetFlags(unsigned int flags)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (flags & ~(unsigned)CU_CTX_FLAGS_MASK)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUctx_st *c;
+    sim_lock();
+    CUresult rc = sim_ctx_current_locked(&c);
+    if (rc == CUDA_SUCCESS)
+        c->flags = flags;
+    sim_unlock();
+    return rc;
+}
+
+SIM_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    *flags = primaries[dev].flags;
+    *active = primaries[dev].refcount > 0;
+    sim_unlock();
+    return CUDA_SUCCESS;
+}
+
+/* Since CUDA 11.0 the flags may be set while the context is active. */
+SIM_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (flags & ~(unsigned)CU_CTX_FLAGS_MASK)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    primaries[dev].flags = flags;
+    sim_unlock();
+    return CUDA_SUCCESS;
 }

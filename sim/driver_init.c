@@ -130,7 +130,7 @@ static void init_devices(void)
     for (int d = 0; d < sim.ndevices; d++) {
         uint64_t base = SIM_DEVICE_BASE + (uint64_t)d * SIM_DEVICE_STRIDE;
         sim.dev[d].capacity = sim.capacity;
-        sim_reserve_va(base, sim.capacity);
+        sim_memory_init_device(d, base, sim.capacity); /* unbacked: copies fail, allocation works */
         if (sim_ranges_init(&sim.dev[d].mem, base, sim.capacity) != 0) {
             sim.init_result = CUDA_ERROR_OUT_OF_MEMORY;
             return;
@@ -203,6 +203,41 @@ SIM_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+/* A stable UUID per ordinal, so the same device reads the same in every
+ * process (tools key devices by it): "tensorleak-sim" + 0x00 + ordinal. */
+static CUresult device_uuid(CUuuid *uuid, CUdevice dev)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!uuid)
+        return CUDA_ERROR_INVALID_VALUE;
+    static const char prefix[14] = "tensorleak-sim";
+    memcpy(uuid->bytes, prefix, sizeof prefix);
+    uuid->bytes[14] = 0;
+    uuid->bytes[15] = (char)dev;
+    return CUDA_SUCCESS;
+}
+
+/* The same bytes from both: the _v2 form (CUDA 11.4) differs from the first
+ * only on MIG instances, which the simulator has none of. */
+SIM_EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) { return device_uuid(uuid, dev); }
+SIM_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) { return device_uuid(uuid, dev); }
+
+/* Device d sits at PCI bus d + 1 of domain 0, as the attributes below say. */
+SIM_EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!sim_device_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!pciBusId || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", dev + 1);
+    return CUDA_SUCCESS;
+}
+
 SIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
     if (!sim_is_initialized())
@@ -252,6 +287,8 @@ SIM_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUd
     for (size_t i = 0; i < sizeof attributes / sizeof attributes[0]; i++)
         if (attributes[i].attr == (int)attrib)
             *pi = attributes[i].value;
+    if ((int)attrib == 33)
+        *pi = dev + 1; /* cuDeviceGetPCIBusId agrees */
     return CUDA_SUCCESS;
 }
 

@@ -41,6 +41,7 @@ struct pool_chunk {
 struct pool_block {
     uint64_t addr;                  /* key */
     uint64_t size;
+    uint64_t requested, id;         /* for the address queries (sim_pool_span_locked) */
     struct CUmemPoolHandle_st *pool;
     struct pool_chunk *chunk;
     UT_hash_handle hh;
@@ -97,6 +98,7 @@ static void chunk_release_locked(struct CUmemPoolHandle_st *p, struct pool_chunk
 {
     struct pool_chunk *c = *link;
     *link = c->next;
+    sim_memory_discard_locked(p->device, c->base, c->size);
     sim_ranges_free(&sim.dev[p->device].mem, c->base, c->size);
     sim_ranges_fini(&c->space);
     p->reserved -= c->size;
@@ -188,6 +190,8 @@ static CUresult pool_alloc_locked(struct CUmemPoolHandle_st *p, uint64_t bytesiz
     }
     b->addr = addr;
     b->size = size;
+    b->requested = bytesize;
+    b->id = sim_next_alloc_id();
     b->pool = p;
     b->chunk = c;
     HASH_ADD(hh, blocks, addr, sizeof b->addr, b);
@@ -215,6 +219,20 @@ int sim_pool_free_block_locked(uint64_t addr)
     if (p->destroyed && p->used == 0)
         pool_free_locked(p);
     return 1;
+}
+
+/* The block holding addr (a linear scan: only address queries need it). */
+int sim_pool_span_locked(uint64_t addr, struct sim_span *out)
+{
+    struct pool_block *b, *tmp;
+    HASH_ITER(hh, blocks, b, tmp) {
+        if (addr >= b->addr && addr - b->addr < b->size) {
+            *out = (struct sim_span){ .base = b->addr, .size = b->requested, .kind = SIM_SPAN_POOL,
+                                      .device = b->pool->device, .pool = b->pool, .id = b->id };
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* ---- allocation entry points ---- */

@@ -156,3 +156,18 @@ uint64_t sim_ranges_largest(const struct sim_ranges *r)
             best = r->ext[i].len;
     return best;
 }
+
+/* Whether no byte of [addr, addr + len) is free: a binary search for the
+ * first free extent ending after addr, which must start at or after the end. */
+int sim_ranges_is_allocated(const struct sim_ranges *r, uint64_t addr, uint64_t len)
+{
+    size_t lo = 0, hi = r->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->ext[mid].start + r->ext[mid].len <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo == r->n || r->ext[lo].start >= addr + len;
+}

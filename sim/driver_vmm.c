@@ -45,6 +45,7 @@ struct phys {
 
 struct mapping {
     uint64_t addr, size;
+    uint64_t offset;                /* into the handle's bytes */
     struct phys *phys;
     unsigned access;                /* CUmemAccess_flags for its device */
     struct mapping *next;           /* sorted by address */
@@ -77,8 +78,10 @@ static struct phys *handle_find_locked(CUmemGenericAllocationHandle h)
 
 static void phys_free_memory_locked(struct phys *p)
 {
-    for (size_t i = 0; i < p->npieces; i++)
+    for (size_t i = 0; i < p->npieces; i++) {
+        sim_memory_discard_locked(p->device, p->pieces[i].addr, p->pieces[i].len);
         sim_ranges_free(&sim.dev[p->device].mem, p->pieces[i].addr, p->pieces[i].len);
+    }
     free(p->pieces);
     p->pieces = NULL;
     p->npieces = 0;
@@ -260,6 +263,7 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
             } else {
                 m->addr = ptr;
                 m->size = size;
+                m->offset = offset;
                 m->phys = p;
                 m->access = CU_MEM_ACCESS_FLAGS_PROT_NONE; /* mappings start inaccessible */
                 m->next = *link;
@@ -380,4 +384,48 @@ SIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUm
         return CUDA_ERROR_INVALID_VALUE;
     *granularity = SIM_GRANULARITY;
     return CUDA_SUCCESS;
+}
+
+/* ---- address queries (driver_memory.c) ---- */
+
+static struct mapping *mapping_containing_locked(uint64_t va)
+{
+    struct reservation *r = reservation_containing_locked(va, 1);
+    for (struct mapping *m = r ? r->maps : NULL; m; m = m->next)
+        if (va >= m->addr && va - m->addr < m->size)
+            return m;
+    return NULL;
+}
+
+int sim_vmm_translate_locked(uint64_t va, uint64_t *phys, uint64_t *run, unsigned *access)
+{
+    struct mapping *m = mapping_containing_locked(va);
+    if (!m)
+        return 0;
+    /* The handle's bytes are its pieces in order; the mapping starts at its
+     * offset into them. */
+    uint64_t off = va - m->addr + m->offset;
+    for (size_t i = 0; i < m->phys->npieces; i++) {
+        const struct phys_piece *pc = &m->phys->pieces[i];
+        if (off < pc->len) {
+            *phys = pc->addr + off;
+            *run = pc->len - off;
+            if (*run > m->size - (va - m->addr))
+                *run = m->size - (va - m->addr);
+            *access = m->access;
+            return 1;
+        }
+        off -= pc->len;
+    }
+    return 0;
+}
+
+int sim_vmm_span_locked(uint64_t addr, struct sim_span *out)
+{
+    struct mapping *m = mapping_containing_locked(addr);
+    if (!m)
+        return 0;
+    *out = (struct sim_span){ .base = m->addr, .size = m->size, .kind = SIM_SPAN_VMM, .device = m->phys->device,
+                              .id = m->phys->id };
+    return 1;
 }

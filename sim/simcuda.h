@@ -11,7 +11,12 @@
  *   driver_init.c     environment, devices, cuInit, device queries, simcuda_*
  *   driver_errors.c   cuGetErrorName / cuGetErrorString
  *   driver_ctx.c      contexts (primary and created), streams, synchronisation
- *   driver_alloc.c    cuMemAlloc family, pinned host, managed, cuMemGetInfo
+ *   driver_alloc.c    cuMemAlloc family, pinned and registered host, managed,
+ *                     cuMemGetInfo, what holds an address (sim_span_find_locked)
+ *   driver_memory.c   the bytes behind device memory; copies, memsets, pointer
+ *                     attributes, address ranges, advice
+ *   driver_event.c    events
+ *   driver_module.c   module loading (refused: no device code runs here)
  *   driver_pool.c     stream-ordered pools (cuMemAllocAsync, cuMemPool*)
  *   driver_vmm.c      virtual memory management (cuMemCreate, cuMemMap, ...)
  *   driver_procaddr.c cuGetProcAddress and its version table
@@ -44,6 +49,8 @@
 #undef cuDevicePrimaryCtxRelease
 #undef cuDevicePrimaryCtxReset
 #undef cuStreamDestroy
+#undef cuEventElapsedTime
+#undef cuDeviceGetUuid
 
 #ifndef TL_HAVE_CUDA_H
 /* Declared by cuda.h but missing from cuda_compat.h. */
@@ -52,7 +59,105 @@ typedef struct CUexecAffinityParam_st CUexecAffinityParam;
 #define CU_STREAM_PER_THREAD ((CUstream)0x2)
 CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx);
 CUresult cuCtxSynchronize_v2(CUcontext ctx);
+/* Mirrors of cuda.h (CUDA 13.0) for the memory, event and pointer-query
+ * entry points the simulator serves beyond the allocation API. */
+typedef struct CUevent_st *CUevent;
+typedef struct CUmod_st *CUmodule;
+typedef int CUjit_option;
+typedef struct CUuuid_st {
+    char bytes[16];
+} CUuuid;
+typedef int CUpointer_attribute;
+typedef int CUmem_advise;
+enum {
+    CU_POINTER_ATTRIBUTE_CONTEXT = 1, CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
+    CU_POINTER_ATTRIBUTE_DEVICE_POINTER = 3, CU_POINTER_ATTRIBUTE_HOST_POINTER = 4,
+    CU_POINTER_ATTRIBUTE_P2P_TOKENS = 5, CU_POINTER_ATTRIBUTE_SYNC_MEMOPS = 6,
+    CU_POINTER_ATTRIBUTE_BUFFER_ID = 7, CU_POINTER_ATTRIBUTE_IS_MANAGED = 8,
+    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE = 10,
+    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11, CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12,
+    CU_POINTER_ATTRIBUTE_MAPPED = 13, CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES = 14,
+    CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE = 15, CU_POINTER_ATTRIBUTE_ACCESS_FLAGS = 16,
+    CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE = 17, CU_POINTER_ATTRIBUTE_MAPPING_SIZE = 18,
+    CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR = 19, CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID = 20,
+    CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE = 21,
+};
+enum { CU_MEMORYTYPE_HOST = 1, CU_MEMORYTYPE_DEVICE = 2, CU_MEMORYTYPE_ARRAY = 3, CU_MEMORYTYPE_UNIFIED = 4 };
+enum { CU_EVENT_DEFAULT = 0, CU_EVENT_BLOCKING_SYNC = 1, CU_EVENT_DISABLE_TIMING = 2, CU_EVENT_INTERPROCESS = 4 };
+enum { CU_POINTER_ATTRIBUTE_ACCESS_FLAG_NONE = 0, CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE = 3 };
+#define CU_MEMHOSTREGISTER_PORTABLE 0x01
+#define CU_MEMHOSTREGISTER_DEVICEMAP 0x02
+#define CU_MEMHOSTREGISTER_IOMEMORY 0x04
+#define CU_MEMHOSTREGISTER_READ_ONLY 0x08
+#define CU_CTX_FLAGS_MASK 0xFF
+/* Prototypes (cuda.h's) of the entry points above. */
+CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags);
+CUresult cuMemHostUnregister(void *p);
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags);
+CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p);
+CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority);
+CUresult cuStreamQuery(CUstream hStream);
+CUresult cuStreamGetPriority(CUstream hStream, int *priority);
+CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags);
+CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx);
+CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId);
+CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority);
+CUresult cuCtxPushCurrent_v2(CUcontext ctx);
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx);
+CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version);
+CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId);
+CUresult cuCtxGetFlags(unsigned int *flags);
+CUresult cuCtxSetFlags(unsigned int flags);
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active);
+CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags);
+CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags);
+CUresult cuEventDestroy_v2(CUevent hEvent);
+CUresult cuEventRecord(CUevent hEvent, CUstream hStream);
+CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags);
+CUresult cuEventQuery(CUevent hEvent);
+CUresult cuEventSynchronize(CUevent hEvent);
+CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd);
+CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags);
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev);
+CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev);
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount);
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream);
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount);
+CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount);
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount);
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream);
+CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream);
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream);
+CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount);
+CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, CUstream hStream);
+CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N);
+CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N);
+CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N);
+CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream);
+CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream);
+CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream);
+CUresult cuMemsetD2D8_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height);
+CUresult cuMemsetD2D16_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height);
+CUresult cuMemsetD2D32_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height);
+CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height, CUstream hStream);
+CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height, CUstream hStream);
+CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height, CUstream hStream);
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr);
+CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr);
+CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data, CUdeviceptr ptr);
+CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location);
+CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream);
+CUresult cuModuleLoad(CUmodule *module, const char *fname);
+CUresult cuModuleLoadData(CUmodule *module, const void *image);
+CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions, CUjit_option *options, void **optionValues);
+CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin);
 #endif
+
+/* Result codes the simulator returns that cuda_compat.h does not declare
+ * (values from cuda.h). */
+#define SIM_ERROR_NOT_READY ((CUresult)600)
+#define SIM_ERROR_HOST_MEMORY_ALREADY_REGISTERED ((CUresult)712)
+#define SIM_ERROR_HOST_MEMORY_NOT_REGISTERED ((CUresult)713)
 
 /* Exported variants that cuda.h hides behind __CUDA_API_VERSION_INTERNAL or
  * its name macros.  Signatures match cudaTypedefs.h (PFN_*_vNNNN). */
@@ -63,6 +168,8 @@ CUresult cuCtxDestroy(CUcontext ctx);
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev);
 CUresult cuDevicePrimaryCtxReset(CUdevice dev);
 CUresult cuStreamDestroy(CUstream hStream);
+CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd);
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev);
 
 /* Test-only introspection, exported from libcuda.so.1 but NOT part of CUDA:
  * bytes of device memory consumed (capacity - free) and the largest
@@ -108,11 +215,15 @@ uint64_t sim_ranges_alloc(struct sim_ranges *r, uint64_t size, uint64_t align);
 int sim_ranges_alloc_at(struct sim_ranges *r, uint64_t addr, uint64_t size);
 void sim_ranges_free(struct sim_ranges *r, uint64_t addr, uint64_t size);
 uint64_t sim_ranges_largest(const struct sim_ranges *r);
+int sim_ranges_is_allocated(const struct sim_ranges *r, uint64_t addr, uint64_t len);
 
 /* ---- driver_init.c: process-wide state ---- */
 struct sim_pool;
 struct sim_device {
     uint64_t capacity;
+    unsigned char *view;            /* read-write view of the device's bytes, or NULL */
+    int backing_fd;                 /* memory file behind both views, or -1 */
+    int host_mapped;                /* the device addresses map the memory file */
     struct sim_ranges mem;          /* device memory: physical and address alike */
     struct CUctx_st *primary;
     struct CUmemPoolHandle_st *default_pool, *current_pool;
@@ -144,28 +255,66 @@ struct CUctx_st {
     int refcount;                   /* primary: retain count */
     int alive;                      /* created: not destroyed; primary: retained */
     unsigned flags;
+    unsigned long long id;          /* cuCtxGetId: unique in the process */
     struct CUctx_st *next;          /* all created contexts, never freed */
 };
 struct CUstream_st {
     unsigned magic;
     struct CUctx_st *ctx;
     unsigned flags;
+    int priority;
+    unsigned long long id;          /* cuStreamGetId: unique in the process */
     int alive;
     struct CUstream_st *next;
 };
 int sim_ctx_init_primaries(void);
 CUresult sim_ctx_current_locked(struct CUctx_st **out);
 CUresult sim_stream_device_locked(CUstream s, int *device);
+CUresult sim_ctx_resolve_locked(CUcontext ctx, struct CUctx_st **out); /* NULL: current */
 
 /* ---- driver_alloc.c: allocations owned by a context ---- */
 void sim_alloc_release_ctx_locked(struct CUctx_st *ctx);
 
+/* What holds an address: the allocation (cuMemAlloc family, pinned or
+ * registered host memory, a pool block or a VMM mapping) it lies in. */
+enum sim_span_kind { SIM_SPAN_DEVICE, SIM_SPAN_MANAGED, SIM_SPAN_HOST, SIM_SPAN_POOL, SIM_SPAN_VMM };
+struct sim_span {
+    uint64_t base, size;            /* the allocation as the program asked for it */
+    enum sim_span_kind kind;
+    int device;
+    struct CUctx_st *ctx;           /* NULL for pool blocks and VMM mappings */
+    struct CUmemPoolHandle_st *pool; /* pool blocks only */
+    unsigned host_flags;            /* SIM_SPAN_HOST: CU_MEMHOSTALLOC_* / CU_MEMHOSTREGISTER_* */
+    uint64_t id;                    /* process-wide unique per allocation */
+};
+int sim_span_find_locked(uint64_t addr, struct sim_span *out); /* 1 when found */
+
+/* ---- driver_memory.c: the bytes behind device memory ---- */
+/* Every device's range is backed by one sparse memory file, seen twice: at
+ * the device addresses (PROT_NONE, except managed allocations) and at a
+ * private read-write view the copy engine uses.  Returns 0, or -1 when the
+ * kernel refused (the range is then a bare PROT_NONE reservation, and copies
+ * to it fail with CUDA_ERROR_NOT_SUPPORTED). */
+int sim_memory_init_device(int device, uint64_t base, uint64_t capacity);
+uint64_t sim_memory_host_align(void);   /* the page size */
+int sim_memory_set_host_access_locked(int device, uint64_t addr, uint64_t len, int on);
+void sim_memory_discard_locked(int device, uint64_t addr, uint64_t len);
+uint64_t sim_next_alloc_id(void);
+
 /* ---- driver_pool.c ---- */
 CUresult sim_pool_create_default_locked(int device);
 int sim_pool_free_block_locked(uint64_t addr); /* 1 when addr was a pool block */
+int sim_pool_span_locked(uint64_t addr, struct sim_span *out); /* 1 when addr is in a pool block */
 void sim_pool_trim_device_locked(int device);  /* synchronisation point */
 void sim_pool_arm_exit_failure(void);           /* SIMCUDA_POOL_QUERY */
 bool sim_torn_down(void);                       /* SIMCUDA_POOL_QUERY=fail-at-exit, after exit */
+
+/* ---- driver_vmm.c ---- */
+/* The mapping holding va (1 when found, 0 otherwise); *phys is the device
+ * address backing va and *run how many bytes from va stay contiguous in the
+ * same physical piece; *access the mapping's CUmemAccess_flags. */
+int sim_vmm_translate_locked(uint64_t va, uint64_t *phys, uint64_t *run, unsigned *access);
+int sim_vmm_span_locked(uint64_t addr, struct sim_span *out); /* 1 when addr is mapped */
 
 /* ---- driver_procaddr.c ---- */
 void sim_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
