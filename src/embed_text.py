@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Writes a C header defining one string constant with a text file's content,
-so the default owner rules travel inside libtensorleak.so (no path to find
-at run time, in the build tree or installed)."""
+so that data files travel inside the binaries (no path to find at run time,
+in the build tree or installed): the default owner rules in libtensorleak.so,
+the HTML report's style sheet, SVG pattern and script in the CLI.
+
+    embed_text.py INPUT OUTPUT NAME"""
 import sys
 
 src, out, name = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -138,86 +138,12 @@ static bool device_kind(const char *kind)
            strcmp(kind, "managed") == 0 || strcmp(kind, "vmm_handle") == 0;
 }
 
-static const char style[] =
-    "<style>\n"
-    ":root{--ink:#1d2430;--muted:#5b6472;--line:#d5dae1;--bg:#f6f7f9;--block:#3b6ea8;"
-    "--hole:#ffffff;--largest:#e8862a;--bad:#b3261e;--warn:#a15c00;--ok:#2e7d32;"
-    "--live:#d0452f;--reserved:#8e5cc4;--free:#2e7d32;--other:#9aa3ad}\n"
-    "*{box-sizing:border-box}\n"
-    "body{margin:0;font:15px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;"
-    "color:var(--ink);background:var(--bg)}\n"
-    "main{max-width:1040px;margin:0 auto;padding:24px}\n"
-    "h1{font-size:24px;margin:0 0 4px}h2{font-size:20px;margin:0 0 6px}"
-    "h3{font-size:16px;margin:22px 0 8px}\n"
-    ".meta{color:var(--muted);margin:0 0 14px;font-size:13px}\n"
-    "section.report,section.sequence{background:#fff;border:1px solid var(--line);"
-    "border-radius:8px;padding:20px 22px;margin:18px 0}\n"
-    "ul.verdicts{list-style:none;padding:0;margin:0}\n"
-    "ul.verdicts li{padding:6px 10px 6px 12px;margin:4px 0;border-left:4px solid var(--line);"
-    "background:#fafbfc}\n"
-    "ul.verdicts li.bad{border-color:var(--bad)}ul.verdicts li.warn{border-color:var(--warn)}"
-    "ul.verdicts li.ok{border-color:var(--ok)}\n"
-    "ul.verdicts b{font-weight:600}\n"
-    "table{border-collapse:collapse;font-size:13px;margin:6px 0}\n"
-    "th,td{text-align:left;padding:3px 12px 3px 0;border-bottom:1px solid #eef0f3}"
-    "td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}\n"
-    "details.site{border:1px solid var(--line);border-radius:6px;margin:6px 0;background:#fff}\n"
-    "details.site>summary{cursor:pointer;padding:6px 10px}\n"
-    "details.site[open]>summary{border-bottom:1px solid var(--line)}\n"
-    ".bytes{font-weight:600;font-variant-numeric:tabular-nums}\n"
-    ".tag{display:inline-block;font-size:11px;padding:0 6px;border-radius:9px;"
-    "background:#eef0f3;color:var(--muted);margin:0 4px}\n"
-    ".tag.supp{background:#fff4e0;color:var(--warn)}\n"
-    "ol.stack{margin:6px 0 8px;padding-left:44px;font:12px/1.5 ui-monospace,Menlo,Consolas,monospace}\n"
-    "ol.stack .mod{color:var(--muted)}ol.stack .file{color:#275d8c}\n"
-    "code{font:13px ui-monospace,Menlo,Consolas,monospace}\n"
-    "figure{margin:10px 0 18px}figcaption{font-size:13px;color:var(--muted);margin-bottom:4px}\n"
-    "svg{display:block;width:100%;height:auto}\n"
-    "svg text{font:12px system-ui,sans-serif;fill:var(--ink)}svg text.dim{fill:var(--muted)}\n"
-    "rect.segment{fill:var(--hole);stroke:#7c8694;stroke-width:1}\n"
-    "rect.block{fill:var(--block);stroke:#fff;stroke-width:1}\n"
-    "rect.hole{fill:url(#holes);stroke:none}\n"
-    "rect.hole.largest{fill:#fde6cf;stroke:var(--largest);stroke-width:2}\n"
-    "rect.allocated{fill:var(--block)}rect.free{fill:url(#holes)}rect.pool-bar{fill:none;"
-    "stroke:#7c8694}\n"
-    "rect.process{fill:var(--reserved)}rect.others{fill:var(--other)}rect.device-free"
-    "{fill:#e7f3e8}rect.device{fill:none;stroke:#7c8694}\n"
-    "path.marker{fill:var(--largest)}\n"
-    ".legend{font-size:12px;color:var(--muted)}\n"
-    ".legend i{display:inline-block;width:12px;height:12px;vertical-align:-2px;margin:0 4px 0 12px;"
-    "border:1px solid #7c8694}\n"
-    "polyline.series{fill:none;stroke-width:2.5}polyline.series.reserved{stroke-width:6;stroke-opacity:.45}circle.point{stroke:#fff;stroke-width:1}\n"
-    ".live{stroke:var(--live);fill:var(--live)}.reserved{stroke:var(--reserved);fill:var(--reserved)}"
-    ".device-free-line{stroke:var(--free);fill:var(--free)}.allocated-line{stroke:var(--block);fill:var(--block)}\n"
-    ".legend i.live{background:var(--live)}.legend i.reserved{background:var(--reserved)}"
-    ".legend i.device-free-line{background:var(--free)}.legend i.allocated-line{background:var(--block)}\n"
-    "line.grid{stroke:#e6e9ee}line.axis{stroke:#9aa3ad}\n"
-    ".oom{border:1px solid #f1c4c0;background:#fdf3f2;border-radius:6px;padding:10px 12px}\n"
-    ".tag.owner{border-left:10px solid var(--other);border-radius:3px;color:var(--ink)}\n"
-    "td.legend{font-size:13px;color:var(--ink)}td.legend i{margin-left:0}\n"
-    "rect.owner-part{stroke:#fff;stroke-width:1}rect.owner-part.leaked{fill-opacity:.35;"
-    "stroke:var(--bad);stroke-width:1.5}\n"
-    "line.event{stroke:var(--bad);stroke-width:1.5;stroke-dasharray:5 3}"
-    "text.event-label{fill:var(--bad);font-size:11px}\n"
-    "tr.budget td{background:#fdf3f2}\n"
-    "footer{color:var(--muted);font-size:12px;text-align:center;margin:24px 0}\n"
-    "</style>\n";
-
-/* Hatching for free space, defined once and used by every SVG. */
-static const char svg_defs[] =
-    "<svg width=\"0\" height=\"0\" style=\"position:absolute\" aria-hidden=\"true\"><defs>"
-    "<pattern id=\"holes\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
-    "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#fff\"/>"
-    "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#c9cfd7\" stroke-width=\"2\"/></pattern>"
-    "</defs></svg>\n";
-
-/* Records the rendered width of every drawn range, for browser tests. */
-static const char script[] =
-    "<script>\n"
-    "(function(){var n=0;document.querySelectorAll('svg [data-bytes]').forEach(function(e){"
-    "e.setAttribute('data-rendered-width',e.getBoundingClientRect().width.toFixed(2));n++;});"
-    "document.body.setAttribute('data-rendered-ranges',String(n));})();\n"
-    "</script>\n";
+/* The page's style sheet, the hatching pattern every SVG uses for free
+ * space, and the script that records the rendered width of every drawn range
+ * (for the browser tests): files in tools/html/, embedded at build time. */
+#include "html_report_css.h"
+#include "html_defs_svg.h"
+#include "html_report_js.h"
 
 static bool is_snapshot(const struct tl_report *r)
 {
@@ -1299,9 +1225,11 @@ bool format_html(FILE *out, const struct tl_report *reports, size_t count)
         for (size_t k = 0; k < r->leak_count; k++)
             remember_owner(r->leaks[k].owner);
     }
-    fputs(style, out);
+    fputs("<style>\n", out);
+    fputs(html_report_css, out);
+    fputs("</style>\n", out);
     fputs("</head><body>\n", out);
-    fputs(svg_defs, out);
+    fputs(html_defs_svg, out);
     fputs("<main>\n<h1>tensorleak report</h1>\n", out);
     fprintf(out, "<p class=\"meta\">%zu report(s) · GPU memory: leaks, pools, fragmentation, "
             "growth · tensorleak " TL_VERSION "</p>\n", count);
@@ -1311,7 +1239,9 @@ bool format_html(FILE *out, const struct tl_report *reports, size_t count)
         put_report(out, &reports[i], i, count);
     fputs("<footer>Generated by tensorleak " TL_VERSION ". Self-contained: no network, "
           "no external files.</footer>\n</main>\n", out);
-    fputs(script, out);
+    fputs("<script>\n", out);
+    fputs(html_report_js, out);
+    fputs("</script>\n", out);
     fputs("</body></html>\n", out);
     free(owner_names);
     owner_names = NULL;

@@ -1,0 +1,1 @@
+(function(){var n=0;document.querySelectorAll('svg [data-bytes]').forEach(function(e){e.setAttribute('data-rendered-width',e.getBoundingClientRect().width.toFixed(2));n++;});document.body.setAttribute('data-rendered-ranges',String(n));})();
