@@ -28,15 +28,16 @@ def wait_for(what, pred, timeout=30.0):
 
 
 class Server:
-    """live_server MODE N under tensorleak run --sim; waits for its mark."""
+    """live_server MODE N (or `program` N) under tensorleak run --sim."""
 
-    def __init__(self, tmp, mode, n, name="s", env=None):
+    def __init__(self, tmp, mode, n, name="s", env=None, program=None):
         self.snapshot = os.path.join(tmp, f"{name}.snapshot.json")
         self.ready = os.path.join(tmp, f"{name}.ready")
         e = dict(os.environ)
         e.update({"TENSORLEAK_OUTPUT": os.path.join(tmp, f"{name}.%p.json"), "TENSORLEAK_QUIET": "1"})
         e.update(env or {})
-        self.proc = subprocess.Popen([CLI, "run", "--sim", "--", SERVER, mode, str(n), self.snapshot, self.ready],
+        argv = (program or [SERVER, mode]) + [str(n), self.snapshot, self.ready]
+        self.proc = subprocess.Popen([CLI, "run", "--sim", "--"] + argv,
                                      stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=e, cwd=tmp)
         self.pid = self.proc.pid
 

@@ -1,0 +1,243 @@
+"""`tensorleak exporter` end to end: the exposition of servers on the
+simulated GPU checked by promtool, served over HTTP to concurrent scrapers
+and to a real Prometheus server, whose answers must equal the snapshot
+each program wrote at the same mark.
+
+Each case is one meson test: python3 exporter_test.py CASE.  Cases that need
+Debian's prometheus/promtool exit 77 (skipped) without them.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from live_test import CLI, MIB, Server, fresh_entry, live_env, wait_for  # noqa: E402
+
+SOURCE = os.environ["TL_SOURCE"]
+FAKE = os.path.join(SOURCE, "tests", "bridge", "fake")
+SAMPLE = re.compile(r'^([a-z_]+)\{(.*)\} (\S+)$')
+LABEL = re.compile(r'([a-z_]+)="((?:[^"\\]|\\.)*)"')
+
+
+def need(tool):
+    if not shutil.which(tool):
+        print(f"SKIP: {tool} is not installed (Debian: apt-get install prometheus)")
+        sys.exit(77)
+
+
+def parse(text):
+    """[(name, {label: value}, float)] of an exposition."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("#") or not line:
+            continue
+        m = SAMPLE.match(line)
+        assert m, line
+        out.append((m.group(1), dict(LABEL.findall(m.group(2))), float(m.group(3))))
+    return out
+
+
+def value(samples, name, **labels):
+    vals = [v for n, l, v in samples if n == name and all(l.get(k) == str(x) for k, x in labels.items())]
+    assert len(vals) == 1, (name, labels, vals)
+    return vals[0]
+
+
+def textfile(tmp, live):
+    out = os.path.join(tmp, "textfile")
+    os.makedirs(out, exist_ok=True)
+    r = subprocess.run([CLI, "exporter", "--textfile", out, "--once", "--dir", live], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert [n for n in os.listdir(out)] == ["tensorleak.prom"]
+    with open(os.path.join(out, "tensorleak.prom")) as f:
+        return f.read(), os.path.join(out, "tensorleak.prom")
+
+
+class Exporter:
+    def __init__(self, live):
+        self.proc = subprocess.Popen([CLI, "exporter", "--listen", "127.0.0.1:0", "--dir", live],
+                                     stderr=subprocess.PIPE, text=True)
+        line = self.proc.stderr.readline()
+        m = re.search(r"on port (\d+)", line)
+        assert m, line
+        self.port = int(m.group(1))
+
+    def get(self, path="/metrics"):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=30) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(timeout=30) == 0
+
+
+def check_leaky(samples, s, snap):
+    pid = s.pid
+    assert value(samples, "tensorleak_process_info", pid=pid, process="live_server") == 1
+    dev = snap["devices"][0]
+    assert value(samples, "tensorleak_device_reserved_bytes", pid=pid, device=0) == dev["reserved_bytes"]
+    assert value(samples, "tensorleak_device_allocated_bytes", pid=pid, device=0) == dev["allocated_bytes"]
+    assert value(samples, "tensorleak_device_gap_bytes", pid=pid, device=0) == dev["gap_bytes"]
+    assert value(samples, "tensorleak_device_total_bytes", pid=pid, device=0) == dev["total"]
+    assert value(samples, "tensorleak_peak_live_bytes", pid=pid) == snap["summary"]["peak_live_bytes"]
+    assert value(samples, "tensorleak_marks_total", pid=pid) == len(snap["marks"])
+    growth = [(l["site"], v) for n, l, v in samples if n == "tensorleak_growth_bytes_per_mark" and l["pid"] == str(pid)]
+    assert len(growth) == 1 and growth[0][0].startswith("serve_leaky ") and growth[0][1] == MIB, growth
+    owners = {(l["owner"], l["class"]): v for n, l, v in samples if n == "tensorleak_owner_live_bytes" and l["pid"] == str(pid)}
+    assert owners == {(o["name"], o["class"]): o["live_bytes"] for o in snap["owners"]}, owners
+
+
+def check_pool(samples, s, snap):
+    pid = s.pid
+    pool = [p for p in snap["pools"] if p["name"] == "server cache"][0]
+    labels = dict(pid=pid, device=0, pool="server cache", kind="annotated", framework="")
+    assert value(samples, "tensorleak_pool_reserved_bytes", **labels) == pool["reserved_bytes"] == 8 * MIB
+    assert value(samples, "tensorleak_pool_allocated_bytes", **labels) == pool["allocated_bytes"] == 2 * MIB
+    assert value(samples, "tensorleak_pool_largest_free_block_bytes", **labels) == pool["largest_free_block"]
+    assert abs(value(samples, "tensorleak_pool_fragmentation_ratio", **labels) - pool["fragmentation"]) < 1e-6
+    assert not [1 for n, l, v in samples if n == "tensorleak_growth_bytes_per_mark" and l["pid"] == str(pid)]
+
+
+def the_exposition_passes_promtool_and_equals_the_snapshots(tmp):
+    need("promtool")
+    live = os.path.join(tmp, "live")
+    leaky = Server(tmp, "leaky", 6, "leaky", env=live_env(live))
+    pool = Server(tmp, "pool", 6, "pool", env=live_env(live))
+    snaps = (leaky.wait_ready(), pool.wait_ready())
+    t = time.time()
+    fresh_entry(live, leaky.pid, t)
+    fresh_entry(live, pool.pid, t)
+    text, path = textfile(tmp, live)
+    r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    samples = parse(text)
+    check_leaky(samples, leaky, snaps[0])
+    check_pool(samples, pool, snaps[1])
+    for s in (leaky, pool):
+        s.stop()
+
+
+def the_http_endpoint_answers_fifty_concurrent_scrapes_and_404_elsewhere(tmp):
+    live = os.path.join(tmp, "live")
+    s = Server(tmp, "leaky", 3, env=live_env(live))
+    s.wait_ready()
+    fresh_entry(live, s.pid, time.time())
+    e = Exporter(live)
+    assert e.get("/")[0] == 404 and e.get("/metrics/x")[0] == 404
+    results = []
+
+    def scrape():
+        results.append(e.get())
+    threads = [threading.Thread(target=scrape) for _ in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(results) == 50 and all(st == 200 for st, _ in results), [st for st, _ in results]
+    assert all(value(parse(body), "tensorleak_marks_total", pid=s.pid) == 3 for _, body in results)
+    e.stop()
+    s.stop()
+
+
+def a_sigkilled_process_leaves_metrics_within_two_intervals(tmp):
+    live = os.path.join(tmp, "live")
+    s = Server(tmp, "leaky", 3, env=live_env(live, "0.5"))
+    s.wait_ready()
+    fresh_entry(live, s.pid, time.time())
+    e = Exporter(live)
+    assert f'pid="{s.pid}"' in e.get()[1]
+    os.kill(s.pid, signal.SIGKILL)
+    s.proc.wait(timeout=30)
+    killed = time.monotonic()
+    status, body = e.get()
+    assert status == 200 and f'pid="{s.pid}"' not in body
+    assert time.monotonic() - killed < 1.0  # two intervals of 0.5 s
+    e.stop()
+
+
+def free_port():
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        return so.getsockname()[1]
+
+
+def prom_query(port, q):
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": q})
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return json.load(r)["data"]["result"]
+
+
+def prometheus_scrapes_three_programs_and_answers_their_snapshot_figures(tmp):
+    need("prometheus")
+    live = os.path.join(tmp, "live")
+    torch_env = dict(live_env(live), PYTHONPATH=FAKE)
+    leaky = Server(tmp, "leaky", 6, "leaky", env=live_env(live))
+    pool = Server(tmp, "pool", 6, "pool", env=live_env(live))
+    torch = Server(tmp, None, 6, "torch", env=torch_env, program=[sys.executable, os.path.join(HERE, "torch_server.py")])
+    snaps = [s.wait_ready() for s in (leaky, pool, torch)]
+    t = time.time()
+    for s in (leaky, pool, torch):
+        fresh_entry(live, s.pid, t)
+    e = Exporter(live)
+    port = free_port()
+    with open(os.path.join(tmp, "prometheus.yml"), "w") as f:
+        f.write("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: tensorleak\n"
+                f"    static_configs:\n      - targets: ['127.0.0.1:{e.port}']\n")
+    prom = subprocess.Popen(["prometheus", "--config.file", os.path.join(tmp, "prometheus.yml"),
+                             "--storage.tsdb.path", os.path.join(tmp, "tsdb"), "--web.listen-address", f"127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "prometheus.log"), "w"))
+    try:
+        def scraped():
+            try:
+                r = prom_query(port, "tensorleak_process_info")
+            except (OSError, ValueError):
+                return None
+            return r if len(r) == 3 else None
+        wait_for("Prometheus to scrape the three processes", scraped, timeout=60)
+
+        def q(expr):
+            r = prom_query(port, expr)
+            assert len(r) == 1, (expr, r)
+            return float(r[0]["value"][1])
+        for s, snap in zip((leaky, pool, torch), snaps):
+            sel = f'pid="{s.pid}",device="0"'
+            assert q(f"tensorleak_device_reserved_bytes{{{sel}}}") == snap["devices"][0]["reserved_bytes"]
+            assert q(f"tensorleak_device_allocated_bytes{{{sel}}}") == snap["devices"][0]["allocated_bytes"]
+            assert q(f'tensorleak_peak_live_bytes{{pid="{s.pid}"}}') == snap["summary"]["peak_live_bytes"]
+            assert q(f'tensorleak_marks_total{{pid="{s.pid}"}}') == len(snap["marks"]) == 6
+        assert q(f'tensorleak_growth_bytes_per_mark{{pid="{leaky.pid}",scope="call_site"}}') == MIB
+        assert q(f'tensorleak_pool_allocated_bytes{{pid="{pool.pid}",pool="server cache"}}') == 2 * MIB
+        tp = [p for p in snaps[2]["pools"] if p["kind"] == "pytorch"]
+        assert len(tp) == 1, snaps[2]["pools"]
+        sel = f'pid="{torch.pid}",kind="pytorch",framework="torch"'
+        assert q(f"tensorleak_pool_reserved_bytes{{{sel}}}") == tp[0]["reserved_bytes"]
+        assert q(f"tensorleak_pool_allocated_bytes{{{sel}}}") == tp[0]["allocated_bytes"] == 6 * MIB
+    finally:
+        prom.send_signal(signal.SIGTERM)
+        prom.wait(timeout=60)
+        e.stop()
+        for s in (leaky, pool, torch):
+            s.stop()
+
+
+if __name__ == "__main__":
+    case = sys.argv[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        globals()[case](tmp)
+    print("ok", case)
