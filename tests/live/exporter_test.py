@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -23,7 +22,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from live_test import CLI, MIB, Server, fresh_entry, live_env, wait_for  # noqa: E402
+from live_test import CLI, MIB, Server, fresh_entry, live_env, run_case, wait_for  # noqa: E402
 
 SOURCE = os.environ["TL_SOURCE"]
 FAKE = os.path.join(SOURCE, "tests", "bridge", "fake")
@@ -236,8 +235,13 @@ def prometheus_scrapes_three_programs_and_answers_their_snapshot_figures(tmp):
             s.stop()
 
 
+def the_shipped_alert_rules_pass_promtool_test_rules(tmp):
+    need("promtool")
+    rules = os.path.join(SOURCE, "data", "prometheus")
+    for args in (["check", "rules", "tensorleak.rules.yml"], ["test", "rules", "tensorleak.rules.test.yml"]):
+        r = subprocess.run(["promtool"] + args, cwd=rules, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+
+
 if __name__ == "__main__":
-    case = sys.argv[1]
-    with tempfile.TemporaryDirectory() as tmp:
-        globals()[case](tmp)
-    print("ok", case)
+    run_case(globals())

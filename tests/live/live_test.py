@@ -218,8 +218,13 @@ def hostile_entries_are_refused_and_never_mislead_the_reader(tmp):
     s.stop()
 
 
-if __name__ == "__main__":
+def run_case(cases):
+    """Runs the case named by argv[1] (a function of `cases`) in a fresh directory."""
     case = sys.argv[1]
     with tempfile.TemporaryDirectory() as tmp:
-        globals()[case](tmp)
+        cases[case](tmp)
     print("ok", case)
+
+
+if __name__ == "__main__":
+    run_case(globals())
