@@ -67,6 +67,10 @@ const struct tl_frame *sarif_user_frame(const struct tl_stack *stack);
 /* One self-contained HTML page showing every report, in order. */
 bool format_html(FILE *out, const struct tl_report *reports, size_t count);
 
+/* format_torch_snapshot.c */
+/* The report as a pickle in torch.cuda.memory._snapshot()'s layout (plain types only). */
+bool format_torch_snapshot(FILE *out, const struct tl_report *report);
+
 /* suppressions_file.c */
 /* Reads and parses a suppressions file; errors as "tensorleak: FILE:LINE: reason". */
 bool suppressions_load_file(const char *path, struct tl_suppressions *out);

@@ -1,5 +1,5 @@
 /*
- * cmd_report.c: `tensorleak report FILE... [--format text|json|folded|html|sarif] [-o OUT]`.
+ * cmd_report.c: `tensorleak report FILE... [--format text|json|folded|html|sarif|torch-snapshot] [-o OUT]`.
  * html and sarif take several reports (snapshots of one run, or ranks) and
  * show them in the order given; the other formats print exactly one.
  */
@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum format { FORMAT_TEXT, FORMAT_JSON, FORMAT_FOLDED, FORMAT_HTML, FORMAT_SARIF };
+enum format { FORMAT_TEXT, FORMAT_JSON, FORMAT_FOLDED, FORMAT_HTML, FORMAT_SARIF, FORMAT_TORCH_SNAPSHOT };
 
 static const char usage[] =
-    "usage: tensorleak report FILE... [--format text|json|folded|html|sarif] [-o OUT]\n"
+    "usage: tensorleak report FILE... [--format text|json|folded|html|sarif|torch-snapshot] [-o OUT]\n"
     "                         [--source-root DIR]  (sarif: paths relative to DIR)\n"
     "       (several FILEs only with html or sarif)";
 
@@ -30,8 +30,10 @@ static bool parse_format(const char *name, enum format *out)
         *out = FORMAT_HTML;
     else if (strcmp(name, "sarif") == 0)
         *out = FORMAT_SARIF;
+    else if (strcmp(name, "torch-snapshot") == 0)
+        *out = FORMAT_TORCH_SNAPSHOT;
     else {
-        cli_error("report: unknown format '%s' (expected text, json, folded, html or sarif)",
+        cli_error("report: unknown format '%s' (expected text, json, folded, html, sarif or torch-snapshot)",
                   name);
         return false;
     }
@@ -109,6 +111,9 @@ int cmd_report(int argc, char **argv)
         break;
     case FORMAT_SARIF:
         format_sarif(out, reports, count);
+        break;
+    case FORMAT_TORCH_SNAPSHOT:
+        format_torch_snapshot(out, report);
         break;
     }
     status = cli_close_output(out, output) ? CLI_EXIT_OK : CLI_EXIT_USAGE;

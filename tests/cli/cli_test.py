@@ -167,7 +167,7 @@ def report_output_option_writes_the_file(c):
 def report_rejects_unknown_formats_and_extra_files(c):
     c.expect(["report", "--format", "xml", "leaky.json"], 2, stdout="",
              stderr="tensorleak: report: unknown format 'xml' "
-                    "(expected text, json, folded, html or sarif)\n")
+                    "(expected text, json, folded, html, sarif or torch-snapshot)\n")
     c.expect(["report"], 2, stdout="")
     # Only html and sarif show several reports.
     for fmt in ("text", "json", "folded"):
