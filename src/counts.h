@@ -73,6 +73,7 @@ static inline __attribute__((always_inline)) void tl_count_row(struct tl_shard_c
         s->count += sign;
         s->allocs += fresh;
     }
+    tl_owner_count_row(rec, bytes, exclusive); /* the owner's running peak, as the process's below */
     uint8_t kind = rec->kind;
     if (!tl_holds_memory(kind) || kind == TL_KIND_POOL_BLOCK)
         return; /* pool blocks live inside segments already counted */

@@ -541,8 +541,13 @@ bool tl_live_set_aux(uint8_t space, uint64_t addr, uint32_t aux)
     struct shard *s = shard_of(h);
     bool owned = enter(s);
     long i = find(s, h, space, addr);
-    if (i >= 0)
+    if (i >= 0) {
+        /* The aux may change the row's owner (a segment an annotated pool
+         * now holds): it leaves the old owner's figures and joins the new's. */
+        tl_owner_count_row(&s->slots[i], -(long long)s->slots[i].size, owned);
         s->slots[i].aux = aux;
+        tl_owner_count_row(&s->slots[i], (long long)s->slots[i].size, owned);
+    }
     leave(s, owned);
     return i >= 0;
 }

@@ -31,6 +31,7 @@ static void set_defaults(void)
     tl_opt.signal = SIGUSR1;
     tl_opt.growth_marks = 3;
     tl_opt.follow_fork = true;
+    tl_opt.default_owners = true;
     tl_opt.live = true;
     tl_opt.live_interval = 1.0;
     tl_opt.keep = 100;
@@ -201,18 +202,26 @@ static void apply_mark_signal(const char *name, const char *v)
     tl_opt.mark_signal = sig;
 }
 
+/* A boolean variable into *out; a bad value warns and leaves *out as it was. */
+static void apply_bool(const char *name, const char *v, bool *out)
+{
+    if (tl_parse_bool(v, out) != 0)
+        bad(name, v, "expected 1/0, true/false, yes/no, on/off");
+}
+
 static void apply_quiet(const char *name, const char *v)
 {
-    bool b;
-    if (tl_parse_bool(v, &b) != 0) { bad(name, v, "expected 1/0, true/false, yes/no, on/off"); return; }
-    tl_opt.quiet = b;
+    apply_bool(name, v, &tl_opt.quiet);
 }
 
 static void apply_follow_fork(const char *name, const char *v)
 {
-    bool b;
-    if (tl_parse_bool(v, &b) != 0) { bad(name, v, "expected 1/0, true/false, yes/no, on/off"); return; }
-    tl_opt.follow_fork = b;
+    apply_bool(name, v, &tl_opt.follow_fork);
+}
+
+static void apply_default_owners(const char *name, const char *v)
+{
+    apply_bool(name, v, &tl_opt.default_owners);
 }
 
 static void apply_interval(const char *name, const char *v)
@@ -273,6 +282,7 @@ static const struct { const char *name; apply_fn apply; } table[] = {
     {"TENSORLEAK_INTERVAL", apply_interval},
     {"TENSORLEAK_GROWTH_MARKS", apply_growth_marks},
     {"TENSORLEAK_FOLLOW_FORK", apply_follow_fork},
+    {"TENSORLEAK_DEFAULT_OWNERS", apply_default_owners},
     {"TENSORLEAK_LIVE", apply_live},
     {"TENSORLEAK_LIVE_DIR", apply_live_dir},
     {"TENSORLEAK_LIVE_INTERVAL", apply_live_interval},

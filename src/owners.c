@@ -15,8 +15,17 @@
  *
  * Rules come from TENSORLEAK_OWNERS (first, so a user rule overrides a
  * default) and the defaults shipped in data/owners.rules, compiled into the
- * library (TENSORLEAK_DEFAULT_OWNERS=0 turns them off).
+ * library (TENSORLEAK_DEFAULT_OWNERS=0 turns them off; options.c reads it).
+ *
+ * Each owner's peak is a running one, kept like the process's
+ * peak_live_bytes: every row entering or leaving the live table is charged
+ * to its owner inside the table's critical section (tl_owner_count_row,
+ * called by tl_count_row).  A row's owner is its call site's, decided once
+ * per call site before the site's first row enters the table
+ * (tl_owner_prepare), from the names dladdr gives (what budgets use); a
+ * segment an annotated pool holds is that pool's ("annotated pools").
  */
+#include "counts.h"
 #include "report.h"
 
 #include <dlfcn.h>
@@ -42,7 +51,7 @@ struct rule {
 struct owner {
     char name[64];
     enum owner_class cls;
-    long long peak_bytes;
+    long long peak_bytes; /* the highest a report showed (under owners_lock) */
 };
 
 #define MAX_OWNERS 128
@@ -50,7 +59,17 @@ static struct rule *rules;
 static size_t nrules;
 static struct owner owners[MAX_OWNERS]; /* [0] = user (unmatched) */
 static int nowners;
+static int pools_owner = -1; /* "annotated pools": the segments they hold */
 static pthread_mutex_t owners_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t static_lock = PTHREAD_MUTEX_INITIALIZER; /* static_frames below */
+
+/* Running totals per owner index: live bytes and their highest value.  The
+ * two share a cache line; written as tracker.c writes tl_stats.live_bytes
+ * (plain stores while one thread owns the live table, atomics otherwise). */
+static struct {
+    _Alignas(16) atomic_llong live;
+    atomic_llong peak;
+} running[MAX_OWNERS];
 
 static int find_or_add_owner(const char *name, enum owner_class cls)
 {
@@ -71,6 +90,7 @@ static int parse_kinds(const char *s, size_t len, unsigned *out)
         {"host_pinned", 1u << TL_KIND_HOST_PINNED}, {"managed", 1u << TL_KIND_MANAGED},
         {"vmm_handle", 1u << TL_KIND_VMM_HANDLE}, {"vmm_mapping", 1u << TL_KIND_VMM_MAPPING},
         {"vmm_reservation", 1u << TL_KIND_VMM_RESERVATION}, {"pool_block", 1u << TL_KIND_POOL_BLOCK},
+        {"host_registered", 1u << TL_KIND_HOST_REGISTERED},
     };
     if (len == 1 && *s == '*') {
         *out = ~0u;
@@ -141,7 +161,7 @@ int tl_owner_rules_parse(const char *text, size_t len, const char *origin)
         if (!why && cls < 0)
             why = "class must be cache, workspace, library or user";
         if (!why && parse_kinds(f[3], flen[3], &kinds) != 0)
-            why = "kinds must be * or a comma list of device, async, host_pinned, managed, vmm_handle, vmm_mapping, vmm_reservation, pool_block";
+            why = "kinds must be * or a comma list of device, async, host_pinned, managed, vmm_handle, vmm_mapping, vmm_reservation, pool_block, host_registered";
         if (!why && p == e)
             why = "empty pattern";
         if (why) {
@@ -169,6 +189,17 @@ int tl_owner_rules_parse(const char *text, size_t len, const char *origin)
     return bad;
 }
 
+/* A forked child starts with an empty live table (preload.c): its owners
+ * hold nothing yet.  Call sites and their owners survive the fork. */
+static void owners_after_fork_child(void)
+{
+    pthread_mutex_init(&owners_lock, NULL);
+    pthread_mutex_init(&static_lock, NULL);
+    memset(running, 0, sizeof running);
+    for (int o = 0; o < nowners; o++)
+        owners[o].peak_bytes = 0;
+}
+
 void tl_owners_load(void);
 void tl_owners_load(void)
 {
@@ -190,15 +221,14 @@ void tl_owners_load(void)
             fclose(fp);
         }
     }
-    const char *defaults = getenv("TENSORLEAK_DEFAULT_OWNERS");
-    bool use_defaults = true;
-    if (defaults && tl_parse_bool(defaults, &use_defaults) != 0) {
-        tl_warn(NULL, "ignoring TENSORLEAK_DEFAULT_OWNERS='%.200s' (expected 1/0, true/false, yes/no, on/off); using the default", defaults);
-        use_defaults = true;
-    }
-    if (use_defaults)
+    if (tl_opt.default_owners)
         tl_owner_rules_parse(tl_default_owner_rules, sizeof tl_default_owner_rules - 1, "default owner rules");
+    /* Last, so the rule owners keep their order in reports. */
+    pools_owner = find_or_add_owner("annotated pools", CLASS_CACHE);
     pthread_mutex_unlock(&owners_lock);
+    static bool atfork_registered;
+    if (!atfork_registered && pthread_atfork(NULL, NULL, owners_after_fork_child) == 0)
+        atfork_registered = true;
 }
 
 /* ---- matching ------------------------------------------------------------ */
@@ -300,7 +330,6 @@ void tl_owners_collect(struct tl_report_model *m)
     }
     m->nsites = keep;
     /* Segments an annotated pool holds are that pool's reserve. */
-    int pools_owner = m->nheld ? find_or_add_owner("annotated pools", CLASS_CACHE) : -1;
     for (size_t i = 0; pools_owner >= 0 && i < m->nheld; i++) {
         m->held[i].owner = owners[pools_owner].name;
         m->held[i].owner_class = class_names[CLASS_CACHE];
@@ -321,6 +350,12 @@ void tl_owners_collect(struct tl_report_model *m)
     free(moved);
     m->owners = calloc((size_t)nowners, sizeof *m->owners);
     for (int o = 0; m->owners && o < nowners; o++) {
+        /* The running peak; where this report attributes more to the owner
+         * than allocation time did (a rule on a source file, which only a
+         * report can read), the report's own figure bounds it from below. */
+        long long peak = atomic_load_explicit(&running[o].peak, memory_order_relaxed);
+        if (peak > owners[o].peak_bytes)
+            owners[o].peak_bytes = peak;
         if (bytes[o] > owners[o].peak_bytes)
             owners[o].peak_bytes = bytes[o];
         if (count[o] == 0 && owners[o].peak_bytes == 0 && o != 0)
@@ -335,15 +370,50 @@ void tl_owners_collect(struct tl_report_model *m)
     pthread_mutex_unlock(&owners_lock);
 }
 
-/* ---- owner class at allocation time (budgets) ---------------------------- *
- * Reports symbolize with libdwfl; the hot path cannot.  Budgets need a call
- * site's class when it allocates, so it is computed once per call site from
- * dladdr (module path, exported symbol name), which is what the default
- * rules match, and cached by call-site id; a static function's name comes
- * from the symbol table where a module rule would otherwise decide (below).
- * A rule on a source file applies in reports but not to budgets. */
-static _Atomic(int8_t *) class_cache; /* class + 1; 0 = not computed */
-static size_t class_cache_len;
+/* ---- owner at allocation time (running peaks, budgets) ------------------ *
+ * Reports symbolize with libdwfl; the hot path cannot.  A call site's owner
+ * is computed once, when it first allocates, from dladdr (module path,
+ * exported symbol name), which is what the default rules match, and kept by
+ * call-site id; a static function's name comes from the symbol table where a
+ * module rule would otherwise decide (below).  A rule on a source file
+ * applies in reports but not here.  Nothing here holds a lock of ours while
+ * dladdr or the symbolizer runs: a thread inside dlopen holds the loader's
+ * lock and may allocate from a library constructor meanwhile. */
+#define CACHE_CHUNK 4096u
+#define CACHE_DIR 4096u /* as many ids as callsite.c's directory holds */
+/* owner index + 1 per call-site id; 0 = not decided yet.  Chunks are
+ * allocated on first use and never freed. */
+static _Atomic(_Atomic(uint8_t) *) owner_cache[CACHE_DIR];
+
+/* The owner index decided for call site `id`, or -1 when none is yet. */
+static inline int cached_owner(uint32_t id)
+{
+    if (id / CACHE_CHUNK >= CACHE_DIR)
+        return -1;
+    _Atomic(uint8_t) *chunk = atomic_load_explicit(&owner_cache[id / CACHE_CHUNK], memory_order_acquire);
+    int v = chunk ? atomic_load_explicit(&chunk[id % CACHE_CHUNK], memory_order_relaxed) : 0;
+    return v - 1;
+}
+
+static void cache_owner(uint32_t id, int owner)
+{
+    if (id / CACHE_CHUNK >= CACHE_DIR)
+        return;
+    _Atomic(_Atomic(uint8_t) *) *slot = &owner_cache[id / CACHE_CHUNK];
+    _Atomic(uint8_t) *chunk = atomic_load_explicit(slot, memory_order_acquire);
+    if (!chunk) {
+        _Atomic(uint8_t) *fresh = calloc(CACHE_CHUNK, sizeof *fresh);
+        if (!fresh) {
+            tl_note_dropped("out of memory for the owner of a call site");
+            return;
+        }
+        if (atomic_compare_exchange_strong_explicit(slot, &chunk, fresh, memory_order_acq_rel, memory_order_acquire))
+            chunk = fresh;
+        else
+            free(fresh); /* another thread's chunk won */
+    }
+    atomic_store_explicit(&chunk[id % CACHE_CHUNK], (uint8_t)(owner + 1), memory_order_relaxed);
+}
 
 /* The first rule for `kind` matching a module path or a function name
  * (raw, demangled), or -1; *by_module tells whether only the module matched. */
@@ -368,8 +438,10 @@ static long first_rule(uint8_t kind, const char *module, const char *fn, demangl
 /* A frame's raw name from the symbol table (static functions are not in
  * the dynamic one that dladdr reads): a symbolizer session, opened only for
  * such a frame (see below), and remembered by return address, since the same
- * frame recurs in many call sites.  NULL when the table has none.  Called
- * under owners_lock. */
+ * frame recurs in many call sites.  NULL when the table has none.  The
+ * table is under static_lock, taken only around its look-ups; a thread that
+ * finds it busy (a signal handler interrupting a look-up) asks the symbol
+ * table without remembering. */
 struct static_frame {
     UT_hash_handle hh;
     uintptr_t frame;
@@ -379,10 +451,14 @@ static struct static_frame *static_frames;
 
 static const char *static_name(uintptr_t frame)
 {
-    struct static_frame *e;
-    HASH_FIND(hh, static_frames, &frame, sizeof frame, e);
-    if (e)
-        return e->name;
+    struct static_frame *e = NULL;
+    bool locked = pthread_mutex_trylock(&static_lock) == 0;
+    if (locked) {
+        HASH_FIND(hh, static_frames, &frame, sizeof frame, e);
+        pthread_mutex_unlock(&static_lock);
+        if (e)
+            return e->name;
+    }
     void *session = tl_symbolizer_open();
     if (!session)
         return NULL;
@@ -391,16 +467,26 @@ static const char *static_name(uintptr_t frame)
     const char *raw = f.symbol ? f.symbol : f.function;
     char *name = raw ? strdup(raw) : NULL;
     tl_symbolizer_close(session);
-    e = calloc(1, sizeof *e);
-    if (e) {
-        e->frame = frame;
-        e->name = name;
+    e = locked ? calloc(1, sizeof *e) : NULL;
+    if (!e)
+        return name; /* not remembered: leaked, once per such look-up */
+    e->frame = frame;
+    e->name = name;
+    pthread_mutex_lock(&static_lock);
+    struct static_frame *had;
+    HASH_FIND(hh, static_frames, &frame, sizeof frame, had);
+    if (!had)
         HASH_ADD(hh, static_frames, frame, sizeof frame, e);
+    pthread_mutex_unlock(&static_lock);
+    if (had) { /* another thread remembered it meanwhile */
+        free(e->name);
+        free(e);
+        return had->name;
     }
-    return name; /* kept by the table (leaked only if the entry could not be) */
+    return name;
 }
 
-static int class_by_dladdr(struct tl_callsite *cs, demangle_fn demangle)
+static int owner_by_dladdr(struct tl_callsite *cs, demangle_fn demangle)
 {
     for (int i = 0; i < cs->nframes; i++) {
         Dl_info info;
@@ -417,16 +503,49 @@ static int class_by_dladdr(struct tl_callsite *cs, demangle_fn demangle)
          * while an earlier rule might name it otherwise (PyTorch: the static
          * uncached_allocate in libc10_cuda is user memory, before the module
          * rule that makes libc10_cuda's segments cache): ask the symbol
-         * table, once per call site. */
+         * table, once per frame. */
         if (r > 0 && by_module && !fn) {
             const char *real = static_name(cs->frames[i]);
             if (real)
                 r = first_rule(cs->kind, info.dli_fname, real, demangle, &by_module);
         }
         if (r >= 0)
-            return (int)owners[rules[r].owner].cls;
+            return rules[r].owner;
     }
-    return CLASS_USER;
+    return 0;
+}
+
+void tl_owner_prepare(struct tl_callsite *cs)
+{
+    if (!cs || TL_LIKELY(cached_owner(cs->id) >= 0))
+        return;
+    int o = nrules ? owner_by_dladdr(cs, (demangle_fn)tl_real_dlsym(RTLD_DEFAULT, "__cxa_demangle")) : 0;
+    cache_owner(cs->id, o);
+}
+
+void tl_owner_count_row(const struct tl_live *rec, long long bytes, bool exclusive)
+{
+    if (tl_is_address_space(rec->kind))
+        return; /* never in an owner's bytes (tl_owners_collect) */
+    /* Only a device row's aux can mark it held (pools.c); others skip the call. */
+    int o = rec->kind == TL_KIND_DEVICE && rec->aux && tl_pools_is_held(rec) ? pools_owner
+            : rec->callsite                                                  ? cached_owner(rec->callsite)
+                                                                             : -1;
+    if (TL_UNLIKELY(o < 0))
+        return; /* no call site, or no owner decided for it: not in any owner's figures */
+    long long now;
+    if (exclusive) {
+        now = atomic_load_explicit(&running[o].live, memory_order_relaxed) + bytes;
+        atomic_store_explicit(&running[o].live, now, memory_order_relaxed);
+    } else {
+        now = atomic_fetch_add_explicit(&running[o].live, bytes, memory_order_relaxed) + bytes;
+    }
+    if (bytes > 0) {
+        if (exclusive)
+            tl_raise_peak_exclusive(&running[o].peak, now);
+        else
+            tl_raise_peak(&running[o].peak, now);
+    }
 }
 
 int tl_owner_class_of(struct tl_callsite *cs);
@@ -434,28 +553,7 @@ int tl_owner_class_of(struct tl_callsite *cs)
 {
     if (!cs)
         return CLASS_USER;
-    int8_t *cache = atomic_load_explicit(&class_cache, memory_order_acquire);
-    if (cache && cs->id < __atomic_load_n(&class_cache_len, __ATOMIC_ACQUIRE) && cache[cs->id])
-        return cache[cs->id] - 1;
-    pthread_mutex_lock(&owners_lock);
-    int cls = nrules ? class_by_dladdr(cs, (demangle_fn)tl_real_dlsym(RTLD_DEFAULT, "__cxa_demangle")) : CLASS_USER;
-    if (cs->id >= class_cache_len) {
-        size_t n = class_cache_len ? class_cache_len : 1024;
-        while (n <= cs->id)
-            n *= 2;
-        int8_t *grown = calloc(n, 1);
-        if (grown) {
-            int8_t *old = atomic_load(&class_cache);
-            if (old)
-                memcpy(grown, old, class_cache_len);
-            /* The old array stays allocated: a reader may still hold it. */
-            atomic_store_explicit(&class_cache, grown, memory_order_release);
-            __atomic_store_n(&class_cache_len, n, __ATOMIC_RELEASE);
-        }
-    }
-    cache = atomic_load(&class_cache);
-    if (cache && cs->id < class_cache_len)
-        cache[cs->id] = (int8_t)(cls + 1);
-    pthread_mutex_unlock(&owners_lock);
-    return cls;
+    tl_owner_prepare(cs);
+    int o = cached_owner(cs->id);
+    return o >= 0 && o < nowners ? (int)owners[o].cls : CLASS_USER;
 }

@@ -379,6 +379,15 @@ struct tl_invalid_free {
 size_t tl_invalid_frees(struct tl_invalid_free *out, size_t max);
 struct tl_callsite *tl_callsite_by_id(uint32_t id);
 
+/* ---- owners.c ------------------------------------------------------------ */
+/* Decides the owner of a call site once (dladdr names; no lock of ours held
+ * meanwhile); before its first row enters the live table.  NULL: nothing. */
+void tl_owner_prepare(struct tl_callsite *cs);
+/* A row entering (bytes > 0) or leaving the live table, inside its critical
+ * section (tl_count_row): its owner's running live bytes and peak (address
+ * space counts in none). */
+void tl_owner_count_row(const struct tl_live *rec, long long bytes, bool exclusive);
+
 /* ---- budget.c ------------------------------------------------------------ */
 extern atomic_bool tl_budget_active;    /* a TENSORLEAK_BUDGET is set */
 extern atomic_bool tl_budget_enforcing; /* ... and TENSORLEAK_BUDGET_ENFORCE */

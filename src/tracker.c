@@ -142,6 +142,7 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
         .ctx = (uint8_t)ctx,
         .aux = aux,
     };
+    tl_owner_prepare(cs); /* the row is charged to its owner inside the table */
     if (!tl_live_add(&rec, true)) {
         tl_note_dropped("out of memory for the live-allocation table");
         return;
