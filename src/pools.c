@@ -16,7 +16,9 @@
  *
  * Stream-ordered pools don't tell us their layout, so we report what the
  * driver states truthfully (RESERVED/USED_MEM_CURRENT and _HIGH) next to the
- * allocations we tracked, and flag a disagreement; their largest free block
+ * allocations we tracked, and flag a disagreement about which blocks are
+ * live (the driver counts each block rounded, see DRIVER_BLOCK_ROUNDING);
+ * their largest free block
  * and fragmentation are unknown, not zero.  At exit the driver may no longer
  * answer (the runtime tore its context down first): each pool keeps the last
  * reading the driver gave, taken at every report, every mark and once more
@@ -39,6 +41,18 @@
 struct segment {
     uint64_t base, size;
 };
+
+/* The driver's USED_MEM_CURRENT counts a stream-ordered block at its size
+ * rounded up to 512 bytes: CUDA documents only "suitably aligned" (>= 256
+ * bytes) allocations; its sub-allocator hands out 512-byte multiples, as the
+ * simulated driver does (sim/simcuda.h, SIM_ALIGN).  A driver that counts
+ * requested bytes instead agrees too (the tracked sum itself). */
+#define DRIVER_BLOCK_ROUNDING 512ull
+
+static uint64_t driver_block_bytes(uint64_t requested)
+{
+    return (requested + DRIVER_BLOCK_ROUNDING - 1) / DRIVER_BLOCK_ROUNDING * DRIVER_BLOCK_ROUNDING;
+}
 
 /* The driver's four figures of a stream-ordered pool, read together. */
 struct driver_reading {
@@ -389,6 +403,7 @@ struct collect {
     uint32_t *block_pool;
     size_t n, cap;
     long long async_bytes[MAX_POOLS];
+    uint64_t async_driver_bytes[MAX_POOLS]; /* the same blocks as the driver counts them */
     long long direct_reserved[TL_MAX_DEVICES]; /* direct device memory not in a pool */
     long long async_unpooled[TL_MAX_DEVICES];
 };
@@ -414,9 +429,10 @@ static bool collect_row(const struct tl_live *rec, void *arg)
         c->blocks[c->n] = (struct block){rec->addr, rec->size};
         c->block_pool[c->n++] = rec->aux;
     } else if (rec->space == TL_SPACE_MEM && rec->kind == TL_KIND_ASYNC) {
-        if (rec->aux && rec->aux < MAX_POOLS)
+        if (rec->aux && rec->aux < MAX_POOLS) {
             c->async_bytes[rec->aux] += (long long)rec->size;
-        else
+            c->async_driver_bytes[rec->aux] += driver_block_bytes(rec->size);
+        } else
             c->async_unpooled[dev] += (long long)rec->size;
     } else if ((rec->kind == TL_KIND_DEVICE || rec->kind == TL_KIND_MANAGED || rec->kind == TL_KIND_VMM_HANDLE) &&
                !tl_pools_is_held(rec)) {
@@ -548,7 +564,9 @@ void tl_pools_collect(struct tl_report_model *m)
             row->reserved_high = row->peak_reserved = r.reserved_high;
             row->used_high = row->peak_allocated = r.used_high;
             row->driver_used = r.used;
-            row->driver_mismatch = r.ok && r.used != row->allocated;
+            /* Rounding alone is no disagreement; a block live for one
+             * side only is (unless its bytes exactly cancel another's). */
+            row->driver_mismatch = r.ok && r.used != row->allocated && r.used != c->async_driver_bytes[i];
             row->free = row->reserved > row->allocated ? row->reserved - row->allocated : 0;
             /* No layout from the driver: with free bytes in the pool (or a
              * reserve never read), its largest free block and fragmentation

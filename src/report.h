@@ -59,7 +59,7 @@ struct tl_pool_row {
     uint64_t reserved, allocated, free, largest_free, reserved_high, used_high;
     uint64_t peak_allocated, peak_reserved;
     double fragmentation, utilization;
-    bool driver_mismatch;    /* stream-ordered: tracked allocated != USED_MEM_CURRENT */
+    bool driver_mismatch;    /* stream-ordered: USED_MEM_CURRENT is not the tracked blocks' (pools.c) */
     uint64_t driver_used;
     uint64_t segments;
     /* Annotated pools: the layout, for memory maps (first TL_LAYOUT_MAX
