@@ -3,6 +3,7 @@
  * people and their log scrapers recognise it (SPEC.md shows it).
  */
 #include "report.h"
+#include "../tools/headline.h"
 
 #include <string.h>
 #include <time.h>
@@ -92,14 +93,19 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
     int pid = (int)getpid();
     char a[32], b[32], c[96], d[96];
     size_t nleak_sites = 0;
-    for (size_t i = 0; i < m->nsites; i++)
-        nleak_sites += !m->sites[i].suppressed;
+    struct tl_headline headline = {0};
+    for (size_t i = 0; i < m->nsites; i++) {
+        const struct tl_site *s = &m->sites[i];
+        nleak_sites += !s->suppressed;
+        if (!s->suppressed)
+            tl_headline_add(&headline, tl_kind_name(s->cs->kind), s->count, (uint64_t)s->bytes);
+    }
     if (m->leaked_count == 0) {
         fprintf(out, "==%d== tensorleak: no leaked device allocations\n", pid);
     } else {
-        tl_format_size((uint64_t)m->leaked_bytes, a, sizeof a);
-        fprintf(out, "==%d== tensorleak: %lld leaked device allocations (%s) from %zu call sites", pid, m->leaked_count, a,
-                nleak_sites);
+        fprintf(out, "==%d== tensorleak: ", pid);
+        tl_headline_print(out, &headline, tl_format_size);
+        fprintf(out, " from %zu call sites", nleak_sites);
         if (m->leaked_address_space_bytes > 0) { /* issue 14 (B): apart from memory */
             tl_format_size((uint64_t)m->leaked_address_space_bytes, b, sizeof b);
             fprintf(out, "; %s of address space left reserved", b);

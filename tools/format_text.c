@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "report.h"
 #include "sizes.h"
+#include "headline.h"
 
 #include <inttypes.h>
 #include <string.h>
@@ -77,6 +78,13 @@ static struct rank_tag rank_tag(bool has_rank, long long rank, const char *befor
     return t;
 }
 
+/* size_human as the headline's formatter (the library's tl_format_size). */
+static void headline_size(uint64_t bytes, char *buf, size_t len)
+{
+    char human[SIZE_HUMAN_MAX];
+    snprintf(buf, len, "%s", size_human(bytes, human));
+}
+
 static void header(FILE *out, const struct tl_report *r)
 {
     const struct prefix pfx = prefix_of(r);
@@ -87,10 +95,20 @@ static void header(FILE *out, const struct tl_report *r)
         return;
     }
     size_t sites = 0;
-    for (size_t i = 0; i < r->leak_count; i++)
-        sites += !r->leaks[i].suppressed;
-    fprintf(out, "%s tensorleak: %" PRIu64 " leaked device allocations (%s) from %zu call sites",
-            pfx.text, s->leaked_allocations, size_human(s->leaked_bytes, human), sites);
+    struct tl_headline headline = {0};
+    for (size_t i = 0; i < r->leak_count; i++) {
+        const struct tl_leak *l = &r->leaks[i];
+        sites += !l->suppressed;
+        if (!l->suppressed)
+            tl_headline_add(&headline, l->kind, (long long)l->count, l->bytes);
+    }
+    fprintf(out, "%s tensorleak: ", pfx.text);
+    if (tl_headline_matches(&headline, (long long)s->leaked_allocations, s->leaked_bytes))
+        tl_headline_print(out, &headline, headline_size);
+    else /* the leaks listed do not add up to the summary: its totals, kinds unnamed */
+        fprintf(out, "%" PRIu64 " leaked allocation%s (%s)", s->leaked_allocations,
+                s->leaked_allocations == 1 ? "" : "s", size_human(s->leaked_bytes, human));
+    fprintf(out, " from %zu call sites", sites);
     json_t *as = json_object_get(json_object_get(r->root, "summary"), "leaked_address_space_bytes");
     if (json_is_integer(as) && json_integer_value(as) > 0) /* issue 14 (B), as the library prints it */
         fprintf(out, "; %s of address space left reserved", size_human((uint64_t)json_integer_value(as), human));

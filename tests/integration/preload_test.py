@@ -766,8 +766,8 @@ def leaked_vmm_range_and_mapping_are_reported_as_address_space():
        (GiB, 1, GiB), "address space")
     eq([l["kind"] for l in r.report["leaks"]], ["vmm_handle", "vmm_reservation", "vmm_mapping"],
        "memory first, then address space")
-    check("tensorleak: 7 leaked device allocations (6.0 MiB) from 3 call sites; 1.0 GiB of address space left reserved\n"
-          in r.err, r.err)
+    check("tensorleak: 3 leaked device allocations (6.0 MiB), 1 leaked VMM address range and 3 leaked VMM mappings "
+          "from 3 call sites; 1.0 GiB of address space left reserved\n" in r.err, r.err)
     check("Leak of 1.0 GiB of address space (not memory) in 1 allocation(s) [vmm_reservation]" in r.err, r.err)
     check("Leak of 6.0 MiB mapped range (memory counted at its handle) in 3 allocation(s) [vmm_mapping]" in r.err, r.err)
     check("Leak of 6.0 MiB in 3 allocation(s) [vmm_handle]" in r.err, r.err)
@@ -896,7 +896,8 @@ def cli_counts_address_space_apart_in_check_text_merge_and_html():
     c = subprocess.run([cli, "check", vmm], capture_output=True, text=True)
     check(c.returncode == 1 and "6291456 byte(s) leaked" in c.stdout, c.stdout)
     t = subprocess.run([cli, "report", vmm], capture_output=True, text=True).stdout
-    check("leaked device allocations (6.0 MiB) from 3 call sites; 1.0 GiB of address space left reserved\n" in t, t)
+    check("3 leaked device allocations (6.0 MiB), 1 leaked VMM address range and 3 leaked VMM mappings from 3 call sites; "
+          "1.0 GiB of address space left reserved\n" in t, t)
     check("Leak of 1.0 GiB of address space (not memory) in 1 allocation(s) [vmm_reservation]" in t, t)
     check("address space reserved (VMM ranges, not memory): 1.0 GiB in 1 range(s)\n" in t, t)
     sarif = subprocess.run([cli, "report", "--format", "sarif", vmm], capture_output=True, text=True).stdout
