@@ -218,6 +218,51 @@ def hostile_entries_are_refused_and_never_mislead_the_reader(tmp):
     s.stop()
 
 
+def top_in_tmux_sorts_selects_follows_resizes_and_quits(tmp):
+    import shutil
+    if not shutil.which("tmux"):
+        print("SKIP: tmux is not installed (Debian: apt-get install tmux)")
+        sys.exit(77)
+    live = os.path.join(tmp, "live")
+    a = Server(tmp, "leaky", 6, "a", env=live_env(live))
+    b = Server(tmp, "pool", 6, "b", env=live_env(live))
+    a.wait_ready()
+    b.wait_ready()
+    t = time.time()
+    fresh_entry(live, a.pid, t)
+    fresh_entry(live, b.pid, t)
+    sock = ["tmux", "-S", os.path.join(tmp, "tmux.sock")]
+    subprocess.run(sock + ["new-session", "-d", "-x", "80", "-y", "24", f"{CLI} top --dir {live}"], check=True, timeout=30)
+
+    def screen():
+        return subprocess.run(sock + ["capture-pane", "-p"], capture_output=True, text=True, timeout=30).stdout
+
+    def rows():
+        return [l for l in screen().splitlines() if l.split()[:1] in ([str(a.pid)], [str(b.pid)])]
+    try:
+        wait_for("both processes on screen", lambda: len(rows()) == 2)
+        lines = screen().splitlines()
+        assert len(lines) <= 24 and all(len(l) <= 80 for l in lines)
+        assert any(l.startswith("GPU 0: total ") for l in lines), lines
+        # Sorted by reserved: the pool server (8 MiB) above the leaky one (6 MiB).
+        assert [r.split()[0] for r in rows()] == [str(b.pid), str(a.pid)]
+        subprocess.run(sock + ["send-keys", "p"], check=True, timeout=30)
+        wait_for("sorted by pid", lambda: [r.split()[0] for r in rows()] == sorted([str(a.pid), str(b.pid)], key=int))
+        # Select the leaky server and open its details: its growing site.
+        keys = ["Up", "Enter"] if a.pid < b.pid else ["Down", "Enter"]
+        subprocess.run(sock + ["send-keys"] + keys, check=True, timeout=30)
+        wait_for("the leaky server's call site", lambda: "serve_leaky" in screen() and "growing call sites" in screen())
+        assert f"{a.pid} live_server: growing" in screen()
+        subprocess.run(sock + ["resize-window", "-x", "120", "-y", "30"], check=True, timeout=30)
+        wait_for("the wide columns after the resize", lambda: "LARGEST" in screen())
+        subprocess.run(sock + ["send-keys", "q"], check=True, timeout=30)
+        wait_for("top to quit", lambda: subprocess.run(sock + ["has-session"], capture_output=True).returncode != 0)
+    finally:
+        subprocess.run(sock + ["kill-server"], capture_output=True, timeout=30)
+        a.stop()
+        b.stop()
+
+
 def run_case(cases):
     """Runs the case named by argv[1] (a function of `cases`) in a fresh directory."""
     case = sys.argv[1]
