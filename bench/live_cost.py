@@ -1,0 +1,81 @@
+"""live_cost.py CLI LIVE_SERVER -- what the live state costs: the CPU a
+tracked idle server spends per second publishing (TENSORLEAK_LIVE_INTERVAL=1
+against TENSORLEAK_LIVE=0), and one scrape / one top refresh over 100
+processes of 20 pools each (synthetic entries made from a real one)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+CLI, SERVER = sys.argv[1], sys.argv[2]
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_cpu(tmp, live, seconds=20):
+    env = dict(os.environ, TENSORLEAK_LIVE_DIR=os.path.join(tmp, "live"), TENSORLEAK_QUIET="1",
+               TENSORLEAK_LIVE="1" if live else "0", TENSORLEAK_OUTPUT=os.path.join(tmp, "r.%p.json"))
+    ready = os.path.join(tmp, f"ready{live}")
+    p = subprocess.Popen([CLI, "run", "--sim", "--", SERVER, "leaky", "50", os.path.join(tmp, f"s{live}.json"), ready],
+                         stdin=subprocess.PIPE, env=env)
+    while not os.path.exists(ready):
+        time.sleep(0.05)
+    c0 = cpu_seconds(p.pid)
+    time.sleep(seconds)
+    c1 = cpu_seconds(p.pid)
+    p.stdin.close()
+    p.wait()
+    return (c1 - c0) / seconds
+
+
+def scale(tmp):
+    live = os.path.join(tmp, "live")
+    env = dict(os.environ, TENSORLEAK_LIVE_DIR=live, TENSORLEAK_QUIET="1", TENSORLEAK_OUTPUT=os.path.join(tmp, "x.%p.json"))
+    ready = os.path.join(tmp, "ready")
+    p = subprocess.Popen([CLI, "run", "--sim", "--", SERVER, "pool", "5", os.path.join(tmp, "s.json"), ready],
+                         stdin=subprocess.PIPE, env=env)
+    while not os.path.exists(ready):
+        time.sleep(0.05)
+    time.sleep(1.5)
+    with open(os.path.join(live, f"{p.pid}.json")) as f:
+        doc = json.load(f)
+    p.stdin.close()
+    p.wait()
+    many = os.path.join(tmp, "many")
+    os.mkdir(many, 0o700)
+    pool = doc["pools"][0]
+    for i in range(100):
+        d = json.loads(json.dumps(doc))
+        d["pid"] = 100000 + i
+        d["live"]["pid_namespace"] = "pid:[elsewhere]"  # judged by age
+        d["live"]["update_time"] = time.time() + 3600
+        d["pools"] = [dict(pool, name=f"pool {k}") for k in range(20)]
+        path = os.path.join(many, f"{d['pid']}.json")
+        with open(path, "w") as f:
+            json.dump(d, f)
+        os.chmod(path, 0o600)
+    out = {}
+    for name, cmd in (("scrape_ms", [CLI, "exporter", "--textfile", tmp, "--once", "--dir", many]),
+                      ("top_once_ms", [CLI, "top", "--once", "--dir", many])):
+        best = None
+        for _ in range(10):
+            t = time.perf_counter()
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+            ms = (time.perf_counter() - t) * 1000
+            best = ms if best is None else min(best, ms)
+        out[name] = round(best, 1)
+    return out
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    res = scale(tmp)
+    on, off = idle_cpu(tmp, True), idle_cpu(tmp, False)
+    res["idle_cpu_ms_per_s_live_on"] = round(on * 1000, 2)
+    res["idle_cpu_ms_per_s_live_off"] = round(off * 1000, 2)
+    print(json.dumps(res))
