@@ -26,7 +26,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(HERE)
-FIXTURE = os.path.join(os.path.dirname(SOURCE), "shared", "fixtures", "h200-2026-11-30",
+FIXTURE = os.path.join(SOURCE, "tests", "fixtures", "h200-2026-11-30",
                        "torch_native_leak_snapshot.json")
 
 PROG = r'''

@@ -335,8 +335,7 @@ def import_tensorleak_starts_the_bridge_under_a_bare_preload():
 
 
 def the_library_reports_the_h200_state_exactly():
-    fixture = os.path.join(os.path.dirname(SOURCE), "shared", "fixtures", "h200-2026-11-30",
-                           "torch_native_leak_snapshot.json")
+    fixture = os.path.join(SOURCE, "tests", "fixtures", "h200-2026-11-30", "torch_native_leak_snapshot.json")
     r = run([os.path.join(HERE, "progs", "submit_fixture.py"), fixture],
             env={"TENSORLEAK_PYTHON": "0", "TL_SOURCE": SOURCE})
     eq(r.out.split(), ["0", "0"], "submit and snapshot answers")

@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """Unit tests of the bridges' translation, driven by the allocator states
-recorded on an H200 (shared/fixtures/h200-2026-11-30, beside the source tree:
-../shared from the repository root).  Every figure is the framework's own,
+recorded on an H200 (tests/fixtures/h200-2026-11-30).  Every figure is the framework's own,
 so each expected value is computed from the fixture by the rule the README
 there states, and checked exactly."""
 import gzip
@@ -12,7 +11,7 @@ import unittest
 
 SOURCE = os.environ.get("TL_SOURCE") or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(SOURCE, "python"))
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(SOURCE)), "shared", "fixtures", "h200-2026-11-30")
+FIXTURES = os.path.join(SOURCE, "tests", "fixtures", "h200-2026-11-30")
 
 from tensorleak import bridge  # noqa: E402
 from tensorleak.frameworks import cupy as tl_cupy  # noqa: E402
@@ -181,9 +180,18 @@ class JaxProfile(unittest.TestCase):
     """Live arrays' Python sites from jax.profiler.device_memory_profile()
     (pprof, gzip'd) as recorded on the H200: 8 kept 2048x2048 f32 results
     (16 MiB each), 7 allocated at the recording script's line 60 itself and
-    the first one inside the jit call it made there (compiled on first use)."""
-    SCRIPT = "/work/steering/.gpu/cases/fixtures.py"
+    the first one inside the jit call it made there (compiled on first use).
+    Files are as the recording machine named them: its site-packages, and
+    the recording script, whose directory only that machine had: that
+    frame's file is checked as one absolute path ending in the script's
+    name, the same in every site."""
+    SCRIPT = "fixtures.py"
     PKG = "/opt/torch/.venv/lib/python3.12/site-packages/jax/_src/"
+
+    def named(self, path):
+        """SCRIPT for the recording script's absolute path, any other file as it is."""
+        script = path.startswith("/") and path.endswith("/" + self.SCRIPT) and not path.startswith(self.PKG)
+        return self.SCRIPT if script else path
 
     def profile(self, name):
         with open(os.path.join(FIXTURES, name), "rb") as f:
@@ -199,7 +207,9 @@ class JaxProfile(unittest.TestCase):
     def check(self, name, stats_name):
         sites = tl_jax.profile_sites(self.profile(name))
         self.assertEqual(list(sites), ["cuda:0"])
-        got = [(s["bytes"], s["count"], [(f["function"], f["file"], f["line"]) for f in s["frames"]])
+        outside = {f["file"] for s in sites["cuda:0"] for f in s["frames"] if not f["file"].startswith(self.PKG)}
+        self.assertEqual(len(outside), 1, outside)
+        got = [(s["bytes"], s["count"], [(f["function"], self.named(f["file"]), f["line"]) for f in s["frames"]])
                for s in sites["cuda:0"]]
         self.assertEqual(got, self.expected())
         self.assertTrue(all(f["python"] for s in sites["cuda:0"] for f in s["frames"]))
@@ -279,7 +289,7 @@ class JaxProfile(unittest.TestCase):
         rows = self.read(jax, sites=True)
         self.assertEqual(calls, ["gpu"])
         self.assertEqual(rows[0]["allocated_bytes"], 8 * 16 * MiB)
-        self.assertEqual([(s["bytes"], s["count"], s["frames"][0]["file"], s["frames"][0]["line"])
+        self.assertEqual([(s["bytes"], s["count"], self.named(s["frames"][0]["file"]), s["frames"][0]["line"])
                           for s in rows[0]["sites"]],
                          [(7 * 16 * MiB, 7, self.SCRIPT, 60), (16 * MiB, 1, self.PKG + "interpreters/pxla.py", 420)])
         json.dumps(rows)

@@ -2,7 +2,7 @@
  * Growth of series (growth.c): a framework pool's allocated bytes, an owner
  * class's reserved bytes, one value per mark.  Driven by constructed step
  * patterns and by the per-request figures recorded on an H200
- * (shared/fixtures/h200-2026-11-30): growth is flagged for the KV-cache leak
+ * (tests/fixtures/h200-2026-11-30): growth is flagged for the KV-cache leak
  * within 6 requests, never for a warm-up followed by a plateau.
  */
 #include "report.h"

@@ -1,6 +1,6 @@
 """A stand-in for cupy, for tests without a GPU: the default memory pool and
 pinned memory pool with the public API recorded on the H200
-(shared/fixtures/h200-2026-11-30/cupy_pool_stats.json: used_bytes,
+(tests/fixtures/h200-2026-11-30/cupy_pool_stats.json: used_bytes,
 total_bytes, free_bytes, n_free_blocks; the pinned pool: n_free_blocks)."""
 import os
 import sys

@@ -1,6 +1,6 @@
 """A stand-in for jax, for tests without a GPU: XLA's device allocator as
 device.memory_stats() reports it (the keys recorded on the H200,
-shared/fixtures/h200-2026-11-30/jax_*_stats.json).  Preallocates 75 % of the
+tests/fixtures/h200-2026-11-30/jax_*_stats.json).  Preallocates 75 % of the
 simulated GPU unless XLA_PYTHON_CLIENT_PREALLOCATE=false, as XLA does."""
 import os
 import sys

@@ -3,7 +3,7 @@ shape of PyTorch's native one (segments cudaMalloc'ed from the simulated
 runtime through ctypes, split into blocks, kept when freed) that answers
 torch.cuda.memory_stats(), memory._snapshot() and _record_memory_history()
 with the key names and shapes recorded on the H200
-(shared/fixtures/h200-2026-11-30/torch_native_leak_snapshot.json).
+(tests/fixtures/h200-2026-11-30/torch_native_leak_snapshot.json).
 Only what the bridge and the test programs use."""
 import ctypes
 import os
