@@ -466,7 +466,7 @@ static __thread TL_TLS_IE struct capture_memo *cmemo; /* tl_thread_block */
  * Python frames have a budget of their own (TENSORLEAK_PYTHON_DEPTH)
  * besides the native one (max): a PyTorch allocation is 15-25 native frames
  * deep (allocator, dispatcher, bindings) before the evaluation loop
- * (../shared/gpu-runs/2026-11-30-h200, torch-leak), so in one shared budget
+ * (tests/gpu/torch_loop.py --leak on an H200, 2026-11-30), so in one budget
  * the native frames would push out the very Python lines the stack is for.
  *
  * *same: the frames are cmemo's (then `frames` is not written); *held: cmemo

@@ -1,6 +1,6 @@
 /* A native library deep enough to fill a stack on its own, as PyTorch is
  * (allocator, dispatcher and bindings: 15-25 frames between the CUDA call
- * and the evaluation loop in ../shared/gpu-runs/2026-11-30-h200).  Built
+ * and the evaluation loop in tests/gpu/torch_loop.py on an H200).  Built
  * with frame pointers and without sibling calls, so each level is a frame. */
 #include <stddef.h>
 

@@ -3,7 +3,7 @@
 Each module has `read(module) -> [pool, ...]`, given the framework module the
 program itself imported (the bridge looks in sys.modules and never imports
 one), and pure translation functions that turn the framework's own answers
-(the shapes recorded on an H200 in shared/fixtures/h200-2026-11-30) into pool
+(the shapes recorded on an H200 in tests/fixtures/h200-2026-11-30) into pool
 rows: dicts with name, kind, device, reserved_bytes, allocated_bytes,
 free_bytes, largest_free_block (None when the framework does not say),
 fragmentation (None likewise), segments, peak_*_bytes, framework, and for
