@@ -8,12 +8,12 @@
  *               one 8 MiB segment, a 2 MiB block kept, 1 MiB blocks handed
  *               out and back
  */
-#include <cuda_runtime.h>
+#include "cudart_compat.h"
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <tensorleak.h>
+#include "tensorleak.h"
 #include <time.h>
 #include <unistd.h>
 
