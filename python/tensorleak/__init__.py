@@ -12,12 +12,13 @@ nothing in a program that does not use it.
 
 import ctypes
 import os
+import re
 import sys
 
 __all__ = [
     "loaded", "mark", "snapshot", "snapshot_to",
     "pool_create", "pool_segment", "pool_segment_release", "pool_alloc", "pool_free", "pool_destroy",
-    "Pool", "library_path", "cli_path", "sim_dir", "package_dir",
+    "Pool", "library_path", "cli_path", "sim_dir", "package_dir", "parse_size", "format_size",
 ]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -194,6 +195,48 @@ class Pool:
     def destroy(self):
         pool_destroy(self.handle)
         self.handle = None
+
+
+_SIZE_SHIFTS = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}
+_SIZE_PATTERN = re.compile(r"([0-9]+)[ \t]*(?:([KkMmGgTt])[Ii]?[Bb]?)?")
+
+
+def parse_size(value):
+    """Bytes from a size as the library reads its TENSORLEAK_* sizes
+    (src/options.c, tl_parse_size): whole bytes with an optional K, M, G or
+    T, then an optional i and B, all powers of 1024 ("1048576", "1M",
+    "1MiB", "4GB"), or a non-negative int.  One liberty, for sizes written
+    in Python (markers, pytest options): blanks may separate the number
+    from its unit, as the reports print sizes ("1 MiB").  Fractions
+    ("1.5 GB"), a bare "B" and anything else the library refuses raise
+    ValueError, so a size means the same in a marker and in the
+    environment."""
+    if isinstance(value, bool):
+        raise ValueError("not a size: %r" % (value,))
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("negative size: %r" % (value,))
+        return value
+    match = _SIZE_PATTERN.fullmatch(str(value))
+    if not match:
+        raise ValueError("not a size: %r (expected whole bytes with an optional K, M, G or T unit, "
+                         "e.g. 1048576, 1M, 1MiB, \"1 MiB\")" % (value,))
+    nbytes = int(match.group(1)) << _SIZE_SHIFTS[(match.group(2) or "").lower()]
+    if nbytes >= 1 << 64:
+        raise ValueError("size out of range: %r" % (value,))
+    return nbytes
+
+
+def format_size(nbytes):
+    """Bytes as tensorleak's reports write them: "512 B", "1.0 MiB"."""
+    if nbytes < 1024:
+        return "%d B" % nbytes
+    value = nbytes / 1024.0
+    for unit in ("KiB", "MiB", "GiB"):
+        if value < 1024.0:
+            return "%.1f %s" % (value, unit)
+        value /= 1024.0
+    return "%.1f TiB" % value
 
 
 def package_dir():

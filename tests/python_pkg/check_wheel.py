@@ -174,17 +174,18 @@ def check_pytest_gate(py, env, work, tensorleak, extra_args=()):
     for name, headline in want.items():
         check(messages.get(name, "").startswith(headline),
               "%s fails with %r (got %r)" % (name, headline, messages.get(name, "").splitlines()[:1]))
-    leak_text = messages.get("test_leaks_one_mib", "")
-    check("Leak of 1.0 MiB in 1 allocation(s) [device] allocated from:" in leak_text,
-          "the leak's report names its size and kind")
-    check(re.search(r"#\d+ in test_leaks_one_mib %s:%d \[python\]" % (
-        re.escape(test_file), line_of(test_file, "kept.append(cuda_malloc(1 << 20))")), leak_text) is not None,
-        "the leak's stack shows the test's own Python line")
-    grow_text = messages.get("test_pool_grows_every_run[2]", "")
-    check("Growth of 2.0 MiB per run over 3 runs [device] held by annotated pools, allocated from:" in grow_text,
-          "the growth names the annotated pools' segments")
     check("Leak of 1.0 MiB in pool 'torch cuda:0' [pytorch]: allocated by the framework during the test" in
           messages.get("test_keeps_a_tensor", ""), "the framework pool's leak names the pool")
+    check("1.0 MiB in 1 block(s) at %s:%d in test_keeps_a_tensor" % (
+        framework_file, line_of(framework_file, "tensors.append(torch.empty(1 << 20))")) in
+        messages.get("test_keeps_a_tensor", ""), "the framework pool's leak names the test's block")
+    leak_line = line_of(test_file, "kept.append(cuda_malloc(1 << 20))")
+    check("\nLeak of 1.0 MiB in 1 allocation(s) [device] at %s:%d in test_leaks_one_mib\n" % (test_file, leak_line)
+          in messages.get("test_leaks_one_mib", ""), "the leak's line names its size, kind and the test's line")
+    grow_line = line_of(test_file, "segment = cuda_malloc(2 << 20)")
+    check("\nGrowth of 2.0 MiB per run over 3 runs: [device] held by annotated pools at %s:%d in "
+          "test_pool_grows_every_run\n" % (test_file, grow_line) in messages.get("test_pool_grows_every_run[2]", ""),
+          "the growth's line names its rate, runs, owner and the test's line")
     check("tensorleak: 7 test(s) left device memory allocated" in r.stdout, "the session summary counts 7 tests")
     for name in ("test_leaks_one_mib", "test_leak_over_allowance"):
         check(re.search(r"test_gpu\.py::%s: leaked" % name, r.stdout) is not None, "the summary lists %s" % name)
@@ -194,15 +195,81 @@ def check_pytest_gate(py, env, work, tensorleak, extra_args=()):
                     and not f.startswith("tensorleak.")})
     check(len(stems) == 7 and all(os.path.exists(os.path.join(report_dir, s + ".txt")) for s in stems),
           "--tensorleak-report keeps a JSON and a text report per failing test: %s" % kept)
-    leak_json = [s for s in stems if s.endswith("test_leaks_one_mib")]
-    if check(len(leak_json) == 1, "the leaking test's report is kept"):
-        path = os.path.join(report_dir, leak_json[0] + ".json")
-        r = run([tensorleak, "report", path], env=env, stdout=subprocess.PIPE, text=True)
-        check(r.returncode == 0 and "Leak of 1.0 MiB in 1 allocation(s) [device]" in r.stdout,
-              "`tensorleak report` reads the kept report")
-        r = run([tensorleak, "check", path, "--max-leaked-bytes", "0"], env=env, stdout=subprocess.PIPE, text=True)
-        check(r.returncode == 1, "`tensorleak check` fails the kept report (exit %d)" % r.returncode)
+    for name, stem in (("test_leaks_one_mib", "test_gpu.py_test_leaks_one_mib"),
+                       ("test_pool_grows_every_run[2]", "test_gpu.py_test_pool_grows_every_run_2"),
+                       ("test_keeps_a_tensor", "test_framework.py_test_keeps_a_tensor")):
+        if not check(stem in stems, "the report of %s is kept" % name):
+            continue
+        path = os.path.join(report_dir, stem + ".json")
+        r = run([tensorleak, "report", path, "--format", "text"], env=env, stdout=subprocess.PIPE, text=True)
+        text = r.stdout.rstrip("\n")
+        check(r.returncode == 0 and text and text in messages.get(name, ""),
+              "%s's failure holds `tensorleak report --format text` of its kept report" % name)
+        with open(path) as f:
+            report = json.load(f)
+        with open(os.path.join(report_dir, stem + ".txt")) as f:
+            check(f.read().rstrip("\n") == messages.get(name, "").rstrip("\n"),
+                  "%s's kept text is its failure text" % name)
+        if name == "test_leaks_one_mib":
+            leaks = report.get("leaks") or []
+            own = (leaks[0]["stack"] or [{}])[-1] if leaks else {}
+            check([(l["bytes"], l["count"]) for l in leaks] == [(1 << 20, 1)] and own.get("function") == name
+                  and own.get("line") == leak_line,
+                  "the kept report holds the test's leak, its stack cut at the test's own frame: %s" % own)
+            r = run([tensorleak, "check", path, "--max-leaked-bytes", "0"], env=env, stdout=subprocess.PIPE, text=True)
+            check(r.returncode == 1, "`tensorleak check` fails the kept report (exit %d)" % r.returncode)
+        if name == "test_pool_grows_every_run[2]":
+            growth = [(g.get("scope"), g.get("bytes_per_mark"), g.get("marks"), (g.get("stack") or [{}])[-1].get("line"))
+                      for g in report.get("growth") or []]
+            check(growth == [("call_site", 2 << 20, 3, grow_line)],
+                  "the kept report's growth row is the test's: 2 MiB per run over 3 runs (%s)" % growth)
 
+
+def check_pytest_gate_fallbacks(py, env, work, extra_args, cli_on_path):
+    """A renderer that fails leaves a short failure text (when the plugin
+    finds the CLI on PATH: `cli_on_path`); under pytest-rerunfailures a
+    leaking test is rerun and then fails."""
+    if cli_on_path:
+        check_failing_renderer(py, env, work, extra_args)
+    else:
+        print("note: the package's own CLI comes first: the failing renderer was checked in tree")
+
+    if subprocess.run([py, "-c", "import pytest_rerunfailures"], env=env, stderr=subprocess.DEVNULL).returncode != 0:
+        print("note: pytest-rerunfailures is not installed for %s: the rerun was not checked" % py)
+        return
+    junit = os.path.join(work, "junit-rerun.xml")
+    r = run([py, "-m", "pytest", "--tensorleak", "-p", "no:cacheprovider", "--reruns", "1", "--junitxml", junit]
+            + list(extra_args) + [os.path.join(SUITE, "test_gpu.py"), "-k", "test_leaks_one_mib or test_frees_what_it"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=work)
+    print(r.stdout[-1500:])
+    failure = ET.parse(junit).getroot().find(".//failure") if os.path.exists(junit) else None
+    check(r.returncode == 1 and re.search(r"1 failed, 1 passed, .*1 rerun", r.stdout) is not None and failure is not None
+          and (failure.text or "").startswith("tensorleak: leaked 1.0 MiB in 1 allocation(s) at "),
+          "under pytest-rerunfailures --reruns 1 the leaking test is rerun once, then fails as a leak (exit %d)"
+          % r.returncode)
+    check("tensorleak: 1 test(s) left device memory allocated" in r.stdout,
+          "the session summary counts the rerun test once")
+
+
+def check_failing_renderer(py, env, work, extra_args):
+    bin_dir = os.path.join(work, "failing-cli")
+    os.makedirs(bin_dir, exist_ok=True)
+    fake = os.path.join(bin_dir, "tensorleak")
+    with open(fake, "w") as f:
+        f.write("#!/bin/sh\necho 'cannot read the report' >&2\nexit 3\n")
+    os.chmod(fake, 0o755)
+    junit = os.path.join(work, "junit-failing-cli.xml")
+    r = run([py, "-m", "pytest", "--tensorleak", "-p", "no:cacheprovider", "--junitxml", junit, "-q"]
+            + list(extra_args) + [os.path.join(SUITE, "test_gpu.py"), "-k", "test_leaks_one_mib"],
+            env=dict(env, PATH=bin_dir + os.pathsep + env.get("PATH", "")), stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, cwd=work)
+    failure = ET.parse(junit).getroot().find(".//failure") if os.path.exists(junit) else None
+    text = (failure.text or "") if failure is not None else ""
+    check(r.returncode == 1 and text.startswith("tensorleak: leaked 1.0 MiB in 1 allocation(s) at ")
+          and text.rstrip().endswith("(the report's text is not shown: %s report exited with 3: cannot read the report)"
+                                     % fake),
+          "a CLI that fails leaves the headline and says why the report's text is missing (exit %d): %r"
+          % (r.returncode, text[-300:]))
 
 
 def main():
@@ -220,6 +287,7 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    caller_pythonpath = env.get("PYTHONPATH")
     for var in ("LD_PRELOAD", "LD_LIBRARY_PATH", "TENSORLEAK_LIBRARY", "PYTHONPATH", "PYTEST_ADDOPTS"):
         env.pop(var, None)
 
@@ -230,10 +298,14 @@ def main():
                   "python3-pytest-repeat)" % sys.executable)
             return 77
         sim = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(args.cli))), "sim")
-        env.update(PYTHONPATH=os.path.join(args.source, "python"), TENSORLEAK_LIBRARY=os.path.abspath(args.in_tree),
-                   LD_LIBRARY_PATH=sim)
+        # The failure texts come from the meson build's CLI, found on PATH;
+        # the caller's PYTHONPATH may add pytest plugins (pytest-rerunfailures).
+        pythonpath = [os.path.join(args.source, "python")] + ([caller_pythonpath] if caller_pythonpath else [])
+        env.update(PYTHONPATH=os.pathsep.join(pythonpath), TENSORLEAK_LIBRARY=os.path.abspath(args.in_tree),
+                   LD_LIBRARY_PATH=sim, PATH=os.path.dirname(os.path.abspath(args.cli)) + os.pathsep + env["PATH"])
         check_site_bytes(sys.executable, env, os.path.abspath(args.in_tree), sim)
         check_pytest_gate(sys.executable, env, work, args.cli, ["-p", "tensorleak.pytest_plugin"])
+        check_pytest_gate_fallbacks(sys.executable, env, work, ["-p", "tensorleak.pytest_plugin"], cli_on_path=True)
         print("%d check(s) failed" % len(failures) if failures else "all checks passed")
         return 1 if failures else 0
 
@@ -260,8 +332,9 @@ def main():
     check(re.search(r"tensorleak-[\d.]+-py3-none-manylinux_2_\d+_x86_64\.whl$", wheel) is not None,
           "the wheel is tagged py3-none-manylinux_2_N (%s)" % os.path.basename(wheel))
 
-    if run([py, "-m", "pip", "install", "-q", wheel, "pytest", "pytest-repeat"], env=env).returncode != 0:
-        return check(False, "pip install of the wheel, pytest and pytest-repeat") or 1
+    if run([py, "-m", "pip", "install", "-q", wheel, "pytest", "pytest-repeat", "pytest-rerunfailures"],
+           env=env).returncode != 0:
+        return check(False, "pip install of the wheel, pytest, pytest-repeat and pytest-rerunfailures") or 1
     site = subprocess.run([py, "-c", "import tensorleak, os; print(os.path.dirname(tensorleak.__file__))"],
                           env=env, stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
     check(site.startswith(venv), "tensorleak is imported from the venv (%s)" % site)
@@ -349,6 +422,7 @@ def main():
                                       "--tensorleak-sim")), "pytest --help lists the plugin's options")
     check_site_bytes(py, env, os.path.join(site, "lib", "libtensorleak.so"), os.path.join(site, "lib", "tensorleak", "sim"))
     check_pytest_gate(py, env, work, tensorleak, ["--tensorleak-sim"])
+    check_pytest_gate_fallbacks(py, env, work, ["--tensorleak-sim"], cli_on_path=False)
 
     print("%d check(s) failed" % len(failures) if failures else "all checks passed")
     return 1 if failures else 0
