@@ -298,6 +298,13 @@ SIM_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int 
     return rc;
 }
 
+/* The CUDA 4.0 entry point: the same call (cuda.h maps the name to _v2 since
+ * 6.5; the driver still exports it for binaries built before). */
+SIM_EXPORT CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
+{
+    return cuMemHostRegister_v2(p, bytesize, Flags);
+}
+
 /* p must be the address a cuMemHostRegister was given (cuda.h:
  * CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED otherwise). */
 SIM_EXPORT CUresult cuMemHostUnregister(void *p)

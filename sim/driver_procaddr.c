@@ -128,6 +128,7 @@ static const struct proc_entry table[] = {
     V(cuMemHostAlloc, cuMemHostAlloc, 2020),
     V(cuMemFreeHost, cuMemFreeHost, 2000),
     V(cuMemAllocManaged, cuMemAllocManaged, 6000),
+    V(cuMemHostRegister, cuMemHostRegister, 4000),
     V(cuMemHostRegister, cuMemHostRegister_v2, 6050),
     V(cuMemHostUnregister, cuMemHostUnregister, 4000),
     V(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2, 3020),

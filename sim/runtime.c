@@ -214,6 +214,20 @@ SIMRT_EXPORT cudaError_t cudaFreeHost(void *ptr)
     return e != cudaSuccess ? e : DRV(cuMemFreeHost, ptr);
 }
 
+/* cudaHostRegister flags have the driver's values (Portable 1, Mapped 2,
+ * IoMemory 4, ReadOnly 8). */
+SIMRT_EXPORT cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuMemHostRegister_v2, ptr, size, flags);
+}
+
+SIMRT_EXPORT cudaError_t cudaHostUnregister(void *ptr)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuMemHostUnregister, ptr);
+}
+
 /* ---- streams ---- */
 
 SIMRT_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream)

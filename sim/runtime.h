@@ -27,6 +27,8 @@
 #define SIMRT_ERROR_ALREADY_MAPPED ((cudaError_t)208)
 #define SIMRT_ERROR_NOT_MAPPED ((cudaError_t)211)
 #define SIMRT_ERROR_ILLEGAL_STATE ((cudaError_t)401)
+#define SIMRT_ERROR_HOST_MEMORY_ALREADY_REGISTERED ((cudaError_t)712)
+#define SIMRT_ERROR_HOST_MEMORY_NOT_REGISTERED ((cudaError_t)713)
 
 /* Every driver entry point the runtime uses:
  *   X(field/prototype, base name asked for, CUDA version, flags)
@@ -53,6 +55,8 @@
     X(cuMemAllocHost_v2, "cuMemAllocHost", 3020, 0)               \
     X(cuMemHostAlloc, "cuMemHostAlloc", 2020, 0)                  \
     X(cuMemFreeHost, "cuMemFreeHost", 2000, 0)                    \
+    X(cuMemHostRegister_v2, "cuMemHostRegister", 6050, 0)         \
+    X(cuMemHostUnregister, "cuMemHostUnregister", 4000, 0)        \
     X(cuMemAllocManaged, "cuMemAllocManaged", 6000, 0)            \
     X(cuMemAllocAsync, "cuMemAllocAsync", 11020, 0)               \
     X(cuMemAllocAsync_ptsz, "cuMemAllocAsync", 11020, 2)          \

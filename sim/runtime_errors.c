@@ -28,6 +28,8 @@ cudaError_t simrt_result(CUresult r)
     case 401: return SIMRT_ERROR_ILLEGAL_STATE;
     case 500: return cudaErrorSymbolNotFound;
     case 709: return cudaErrorContextIsDestroyed;
+    case 712: return SIMRT_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    case 713: return SIMRT_ERROR_HOST_MEMORY_NOT_REGISTERED;
     case 800: return cudaErrorNotPermitted;
     case 801: return cudaErrorNotSupported;
     default: return cudaErrorUnknown;
@@ -56,6 +58,8 @@ static const struct {
     { 401, "cudaErrorIllegalState", "the operation cannot be performed in the present state" },
     { 500, "cudaErrorSymbolNotFound", "named symbol not found" },
     { 709, "cudaErrorContextIsDestroyed", "context is destroyed" },
+    { 712, "cudaErrorHostMemoryAlreadyRegistered", "part or all of the requested memory range is already mapped" },
+    { 713, "cudaErrorHostMemoryNotRegistered", "pointer does not correspond to a registered memory region" },
     { 800, "cudaErrorNotPermitted", "operation not permitted" },
     { 801, "cudaErrorNotSupported", "operation not supported" },
     { 999, "cudaErrorUnknown", "unknown error" },

@@ -170,6 +170,7 @@ CUresult cuDevicePrimaryCtxReset(CUdevice dev);
 CUresult cuStreamDestroy(CUstream hStream);
 CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd);
 CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev);
+CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags);
 
 /* Test-only introspection, exported from libcuda.so.1 but NOT part of CUDA:
  * bytes of device memory consumed (capacity - free) and the largest

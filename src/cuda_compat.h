@@ -25,6 +25,7 @@
  * cuDevicePrimaryCtxReset at 7000), so we hook them under their own names. */
 #undef cuCtxDestroy
 #undef cuDevicePrimaryCtxReset
+#undef cuMemHostRegister
 #else
 
 #define CUDA_VERSION 13000
@@ -76,6 +77,10 @@ typedef enum CUdevice_attribute_enum {
 #define CU_MEMHOSTALLOC_PORTABLE 0x01
 #define CU_MEMHOSTALLOC_DEVICEMAP 0x02
 #define CU_MEMHOSTALLOC_WRITECOMBINED 0x04
+#define CU_MEMHOSTREGISTER_PORTABLE 0x01
+#define CU_MEMHOSTREGISTER_DEVICEMAP 0x02
+#define CU_MEMHOSTREGISTER_IOMEMORY 0x04
+#define CU_MEMHOSTREGISTER_READ_ONLY 0x08
 
 typedef enum CUmemAttach_flags_enum {
     CU_MEM_ATTACH_GLOBAL = 0x1,
@@ -215,6 +220,8 @@ CUresult cuMemAllocHost_v2(void **pp, size_t bytesize);
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags);
 CUresult cuMemFreeHost(void *p);
 CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
+CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags);
+CUresult cuMemHostUnregister(void *p);
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream);
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream);
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream);
@@ -247,6 +254,7 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemo
 /* Legacy variants with the same signatures as their _v2 successors. */
 CUresult cuCtxDestroy(CUcontext ctx);
 CUresult cuDevicePrimaryCtxReset(CUdevice dev);
+CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags);
 /* The four-argument cuGetProcAddress of CUDA 11.3–11.8, still exported. */
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 

@@ -25,6 +25,9 @@
     X(cuMemHostAlloc, cuMemHostAlloc, 2020, 0)                           \
     X(cuMemFreeHost, cuMemFreeHost, 2000, 0)                             \
     X(cuMemAllocManaged, cuMemAllocManaged, 6000, 0)                     \
+    X(cuMemHostRegister, cuMemHostRegister, 4000, 0)                     \
+    X(cuMemHostRegister_v2, cuMemHostRegister, 6050, 0)                  \
+    X(cuMemHostUnregister, cuMemHostUnregister, 4000, 0)                 \
     X(cuMemAllocAsync, cuMemAllocAsync, 11020, 0)                        \
     X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, 1)                   \
     X(cuMemFreeAsync, cuMemFreeAsync, 11020, 0)                          \
@@ -54,6 +57,8 @@
     X(cudaMallocHost)                \
     X(cudaHostAlloc)                 \
     X(cudaFreeHost)                  \
+    X(cudaHostRegister)              \
+    X(cudaHostUnregister)            \
     X(cudaMallocManaged)             \
     X(cudaMallocPitch)               \
     X(cudaMallocAsync)               \

@@ -125,6 +125,34 @@ TL_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
     return rc;
 }
 
+/* ---- host registration -------------------------------------------------- */
+/* The program's own memory pinned in place (offload and swap buffers): the
+ * row is the registration, kept until cuMemHostUnregister or the teardown of
+ * the context that made it.  The 4.0 entry point has the same signature. */
+
+#define HOST_REGISTER(fn)                                                                                 \
+    TL_EXPORT CUresult fn(void *p, size_t bytesize, unsigned int Flags)                                   \
+    {                                                                                                     \
+        ENTER();                                                                                          \
+        CUresult rc = CALL_REAL(fn, p, bytesize, Flags);                                                  \
+        after_alloc(outer, rc, TL_KIND_HOST_REGISTERED, TL_SPACE_MEM, rc == CUDA_SUCCESS ? (uintptr_t)p : 0, \
+                    bytesize, -1, 0);                                                                     \
+        LEAVE();                                                                                          \
+        return rc;                                                                                        \
+    }
+
+HOST_REGISTER(cuMemHostRegister_v2)
+HOST_REGISTER(cuMemHostRegister)
+
+TL_EXPORT CUresult cuMemHostUnregister(void *p)
+{
+    ENTER();
+    CUresult rc = TRACKED_FREE(outer, TL_SPACE_MEM, (uintptr_t)p, TL_MASK(TL_KIND_HOST_REGISTERED),
+                               CALL_REAL(cuMemHostUnregister, p));
+    LEAVE();
+    return rc;
+}
+
 /* ---- stream-ordered allocator ------------------------------------------- */
 /* pools.c: the pool an async allocation came from, as an index (aux). */
 void tl_pool_note_created(CUmemoryPool pool, const CUmemPoolProps *props);

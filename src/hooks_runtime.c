@@ -74,10 +74,25 @@ TL_EXPORT cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flag
     return rc;
 }
 
-TL_EXPORT cudaError_t cudaFreeHost(void *ptr)
+/* A release of host memory by its pointer: pinned (cudaFreeHost) or
+ * registered (cudaHostUnregister), each only of its own kind. */
+#define HOST_RELEASE(fn, kind)                                                                             \
+    TL_EXPORT cudaError_t fn(void *ptr)                                                                    \
+    {                                                                                                      \
+        ENTER();                                                                                           \
+        cudaError_t rc = TRACKED_FREE(outer, (uintptr_t)ptr, TL_MASK(kind), CALL_REAL(fn, ptr));          \
+        LEAVE();                                                                                           \
+        return rc;                                                                                         \
+    }
+
+HOST_RELEASE(cudaFreeHost, TL_KIND_HOST_PINNED)
+HOST_RELEASE(cudaHostUnregister, TL_KIND_HOST_REGISTERED)
+
+TL_EXPORT cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 {
     ENTER();
-    cudaError_t rc = TRACKED_FREE(outer, (uintptr_t)ptr, TL_MASK(TL_KIND_HOST_PINNED), CALL_REAL(cudaFreeHost, ptr));
+    cudaError_t rc = CALL_REAL(cudaHostRegister, ptr, size, flags);
+    after_alloc(outer, rc, TL_KIND_HOST_REGISTERED, rc == cudaSuccess ? (uintptr_t)ptr : 0, size, 0);
     LEAVE();
     return rc;
 }

@@ -192,6 +192,7 @@ enum tl_kind {
     TL_KIND_VMM_RESERVATION,
     TL_KIND_POOL_BLOCK,
     TL_KIND_ASYNC, /* stream-ordered pool allocation (reported as "device") */
+    TL_KIND_HOST_REGISTERED, /* the program's own host memory pinned in place (cuMemHostRegister) */
     TL_KIND_COUNT
 };
 const char *tl_kind_name(enum tl_kind kind);

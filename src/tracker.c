@@ -68,6 +68,7 @@ const char *tl_kind_name(enum tl_kind kind)
         [TL_KIND_VMM_RESERVATION] = "vmm_reservation",
         [TL_KIND_POOL_BLOCK] = "pool_block",
         [TL_KIND_ASYNC] = "device",
+        [TL_KIND_HOST_REGISTERED] = "host_registered",
     };
     return (unsigned)kind < TL_KIND_COUNT ? names[kind] : "unknown";
 }
@@ -355,8 +356,10 @@ static bool released_by_teardown(const struct tl_live *rec, void *arg)
     if (rec->space != TL_SPACE_MEM || !t->match[rec->ctx])
         return false;
     /* cuCtxDestroy frees cuMemAlloc-family memory only: not stream-ordered
-     * pool memory nor VMM handles (cuda.h, cuCtxDestroy). */
-    if (rec->kind != TL_KIND_DEVICE && rec->kind != TL_KIND_HOST_PINNED && rec->kind != TL_KIND_MANAGED)
+     * pool memory nor VMM handles (cuda.h, cuCtxDestroy).  It also undoes
+     * the context's host registrations (the memory stays the program's). */
+    if (rec->kind != TL_KIND_DEVICE && rec->kind != TL_KIND_HOST_PINNED && rec->kind != TL_KIND_MANAGED &&
+        rec->kind != TL_KIND_HOST_REGISTERED)
         return false;
     tl_track_forget(rec);
     atomic_fetch_add_explicit(&tl_stats.teardown_bytes, rec->size, memory_order_relaxed);
