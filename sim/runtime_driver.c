@@ -21,6 +21,16 @@
 
 struct simrt_driver simrt_drv;
 
+/* The load runs dlopen and dlsym under this once-lock, and both take the
+ * loader's lock.  So a library constructor whose first CUDA call comes
+ * while another thread's first CUDA call is loading the driver deadlocks:
+ * that thread waits in dlsym for the loader's lock the constructor's dlopen
+ * holds, the constructor waits for the once-lock.  The real runtime, loading
+ * the driver inside its one-time initialisation, can deadlock the same way,
+ * so the simulation keeps it rather than hide it (loading the driver
+ * outside the once-lock would make the simulated runtime safer than the
+ * real one); a program that needs CUDA in constructors makes one CUDA call
+ * before it starts threads. */
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static cudaError_t load_result = cudaErrorInsufficientDriver;
 
