@@ -16,7 +16,7 @@ CHILDREN = 60
 
 def a_child_forked_while_a_state_is_freed_reports_a_whole_state():
     warnings.simplefilter("ignore")
-    r = run(["-W", "ignore", PROG, str(CHILDREN)], env={"TENSORLEAK_PYTHON": "0"}, timeout=110)
+    r = run(["-W", "ignore", PROG, str(CHILDREN)], env={"TENSORLEAK_PYTHON": "0"}, timeout=240)
     eq((r.rc, r.out.strip()), (0, "0"), "exit status and children that did not exit cleanly")
     snaps = [x for x in r.by_reason("api") if x.get("label") == "child"]
     eq(len(snaps), CHILDREN, "one snapshot per child")
