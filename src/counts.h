@@ -42,13 +42,6 @@ static inline bool tl_holds_memory(uint8_t kind)
            kind == TL_KIND_HOST_REGISTERED;
 }
 
-/* Host memory pinned by the driver: counted in the process's bytes, in no
- * device's. */
-static inline bool tl_is_host_memory(uint8_t kind)
-{
-    return kind == TL_KIND_HOST_PINNED || kind == TL_KIND_HOST_REGISTERED;
-}
-
 /* Kinds that are address space, not memory: a VA reservation
  * (cuMemAddressReserve) and a mapping (cuMemMap) of a handle into one.  Their
  * rows are tracked (a forgotten one is a leak of its kind) but their bytes
@@ -104,7 +97,7 @@ static inline __attribute__((always_inline)) void tl_count_row(struct tl_shard_c
         else
             tl_raise_peak(&tl_stats.peak_live_bytes, now);
     }
-    if (rec->device < TL_MAX_DEVICES && !tl_is_host_memory(kind)) {
+    if (rec->device < TL_MAX_DEVICES && kind != TL_KIND_HOST_PINNED) {
         unsigned d = rec->device;
         c->device_count[d] += sign;
         tl_shard_add(&c->device_bytes[d], bytes);

@@ -128,7 +128,8 @@ TL_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
 /* ---- host registration -------------------------------------------------- */
 /* The program's own memory pinned in place (offload and swap buffers): the
  * row is the registration, kept until cuMemHostUnregister or the teardown of
- * the context that made it.  The 4.0 entry point has the same signature. */
+ * the context that made it.  Its bytes are the process's, in no device's
+ * (TL_NO_DEVICE).  The 4.0 entry point has the same signature. */
 
 #define HOST_REGISTER(fn)                                                                                 \
     TL_EXPORT CUresult fn(void *p, size_t bytesize, unsigned int Flags)                                   \
@@ -136,7 +137,7 @@ TL_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
         ENTER();                                                                                          \
         CUresult rc = CALL_REAL(fn, p, bytesize, Flags);                                                  \
         after_alloc(outer, rc, TL_KIND_HOST_REGISTERED, TL_SPACE_MEM, rc == CUDA_SUCCESS ? (uintptr_t)p : 0, \
-                    bytesize, -1, 0);                                                                     \
+                    bytesize, TL_NO_DEVICE, 0);                                                           \
         LEAVE();                                                                                          \
         return rc;                                                                                        \
     }

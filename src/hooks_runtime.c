@@ -92,7 +92,11 @@ TL_EXPORT cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flag
 {
     ENTER();
     cudaError_t rc = CALL_REAL(cudaHostRegister, ptr, size, flags);
-    after_alloc(outer, rc, TL_KIND_HOST_REGISTERED, rc == cudaSuccess ? (uintptr_t)ptr : 0, size, 0);
+    /* No device's memory (TL_NO_DEVICE), as in the driver's hook. */
+    if (outer && rc == cudaSuccess)
+        tl_track_alloc(TL_KIND_HOST_REGISTERED, TL_SPACE_MEM, (uintptr_t)ptr, size, TL_NO_DEVICE, 0);
+    else
+        after_alloc(outer, rc, TL_KIND_HOST_REGISTERED, 0, size, 0);
     LEAVE();
     return rc;
 }

@@ -32,6 +32,9 @@ void *tl_thread_block(void **slot, size_t size);
  * up to TENSORLEAK_PYTHON_DEPTH Python frames (each at most TL_MAX_DEPTH). */
 #define TL_MAX_FRAMES (2 * TL_MAX_DEPTH)
 #define TL_MAX_DEVICES 16
+/* The device of a row that is no device's memory (a host registration):
+ * beyond every device, so no device's figures count it. */
+#define TL_NO_DEVICE 255
 #define TL_MAX_CONTEXTS 255
 
 /* ---- private_deps.c ------------------------------------------------------ */

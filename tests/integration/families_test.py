@@ -50,6 +50,16 @@ def host_registrations_never_undone_are_leaks_at_their_call_sites():
     check("2 leaked registered host ranges (1.2 MiB)" in r.err, "headline: " + r.err)
 
 
+def a_context_teardown_undoes_its_host_registrations():
+    r = run(prog("families"), "host", "reset")
+    eq(r.rc, 0, "exit status")
+    eq(r.out.splitlines()[-1], "cudaDeviceReset 0", "reset")
+    s = r.report["summary"]
+    eq(r.report["leaks"], [], "leaks")
+    eq((s["live_bytes"], s["live_allocations"]), (0, 0), "live")
+    eq((s["released_by_teardown_bytes"], s["released_by_teardown_allocations"]), (MiB + 256 * KiB, 2), "teardown")
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]]()  # an unknown name fails with KeyError
     print("ok", sys.argv[1])

@@ -9,6 +9,8 @@
  *                   through the 4.0 entry point (cuGetProcAddress at 4000)
  *                   and 128 KiB through the driver's export are unregistered;
  *                   a second registration of a registered range fails.
+ *   families host reset   the same, then cudaDeviceReset: the teardown of the
+ *                   primary context undoes the two registrations left.
  *
  * Prints each driver answer that is not success, so the test sees the
  * program's behaviour is unchanged under the preload.
@@ -17,6 +19,7 @@
 #include "cudart_compat.h"
 
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +66,7 @@ static __attribute__((noinline)) void register_through_runtime(void *p, size_t b
     printf("cudaHostRegister %d\n", (int)rc);
 }
 
-static int host_family(void)
+static int host_family(bool reset)
 {
     void *a = buffer(1 << 20), *b = buffer(256 << 10), *c = buffer(64 << 10), *d = buffer(128 << 10);
     register_through_procaddr(a, 1 << 20);
@@ -77,6 +80,8 @@ static int host_family(void)
     printf("cudaHostRegister again %d\n", (int)cudaHostRegister(d, 4096, 0));
     printf("cudaHostUnregister %d\n", (int)cudaHostUnregister(d));
     printf("cudaHostUnregister again %d\n", (int)cudaHostUnregister(d));
+    if (reset)
+        printf("cudaDeviceReset %d\n", (int)cudaDeviceReset());
     return 0;
 }
 
@@ -92,6 +97,6 @@ int main(int argc, char **argv)
     if (!get_proc)
         return 2;
     if (strcmp(argv[1], "host") == 0)
-        return host_family();
+        return host_family(argc > 2 && strcmp(argv[2], "reset") == 0);
     return 2;
 }
