@@ -49,6 +49,7 @@ void tl_private_deps_warn(void)
 
 #include <dlfcn.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <link.h>
 #include <string.h>
 
@@ -59,7 +60,15 @@ void tl_private_deps_warn(void)
 
 /* Why the libraries could not be loaded, "" when they were (or not tried). */
 static char failure[PATH_MAX + 256];
-#define FAIL(...) (snprintf(failure, sizeof failure, __VA_ARGS__), false)
+
+__attribute__((format(printf, 1, 2))) static bool fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(failure, sizeof failure, fmt, ap);
+    va_end(ap);
+    return false;
+}
 
 void tl_private_deps_warn(void)
 {
@@ -89,15 +98,15 @@ bool tl_private_deps_load(void)
     char path[PATH_MAX];
     char dir[PATH_MAX];
     if (!own_directory(dir, sizeof dir) || (size_t)snprintf(path, sizeof path, "%s/%s", dir, TL_PRIVATE_DEPS_NAME) >= sizeof path)
-        return FAIL("cannot find the directory of libtensorleak.so to load %s", TL_PRIVATE_DEPS_NAME);
+        return fail("cannot find the directory of libtensorleak.so to load %s", TL_PRIVATE_DEPS_NAME);
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *why = dlerror();
-        return FAIL("cannot load %s (%s)", path, why ? why : "unknown error");
+        return fail("cannot load %s (%s)", path, why ? why : "unknown error");
     }
     const char *version = tl_real_dlsym(h, "tl_private_deps_version");
     if (!version || strcmp(version, TL_VERSION) != 0) {
-        FAIL("%s is of tensorleak %s, this library of %s", path, version ? version : "(unknown)", TL_VERSION);
+        fail("%s is of tensorleak %s, this library of %s", path, version ? version : "(unknown)", TL_VERSION);
         dlclose(h);
         return false;
     }
@@ -105,14 +114,14 @@ bool tl_private_deps_load(void)
     void *funcs[COUNT(tl_dep_func_names)];
     for (size_t i = 0; i < COUNT(tl_dep_func_names); i++)
         if (!(funcs[i] = tl_real_dlsym(h, tl_dep_func_names[i]))) {
-            FAIL("%s lacks %s (a libunwind, libdw or jansson older than the build's?)", path, tl_dep_func_names[i]);
+            fail("%s lacks %s (a libunwind, libdw or jansson older than the build's?)", path, tl_dep_func_names[i]);
             dlclose(h);
             return false;
         }
     void *datas[COUNT(tl_dep_data)];
     for (size_t i = 0; i < COUNT(tl_dep_data); i++)
         if (!(datas[i] = tl_real_dlsym(h, tl_dep_data[i].name))) {
-            FAIL("%s lacks %s", path, tl_dep_data[i].name);
+            fail("%s lacks %s", path, tl_dep_data[i].name);
             dlclose(h);
             return false;
         }
