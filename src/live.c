@@ -33,6 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <uthash.h>
+
 #define LIVE_GROWTH_ROWS 64
 #define LIVE_POOL_ROWS 256
 
@@ -137,35 +139,74 @@ static int open_dir(char *dir, size_t len)
     return fd;
 }
 
-/* The first frame a person would look at: the Python line when the stack
- * has one, else the first frame with a source line, else the first. */
-static void site_of(json_t *stack, char *out, size_t len)
+/* The frame a person would look at first, as one line: the Python line
+ * when the stack has one, else the first frame with a source file, else the
+ * first frame.  Remembered by call-site id, since a growing site stays in the
+ * rows for many updates and symbolizing its stack anew each second would
+ * decompress debug sections each time; forgotten when libraries are loaded
+ * or unloaded (the same addresses may then be other code) and in a forked
+ * child.  Only the watcher thread uses it (under the report lock). */
+struct site_line {
+    UT_hash_handle hh;
+    uint32_t id;
+    char text[];
+};
+static struct site_line *site_lines;
+static unsigned long long site_loads[2];
+
+static void forget_site_lines(void)
 {
-    json_t *choice = NULL, *f;
-    size_t i;
-    for (i = 0; !choice && i < json_array_size(stack); i++)
-        if (json_is_true(json_object_get(f = json_array_get(stack, i), "python")))
-            choice = f;
-    for (i = 0; !choice && i < json_array_size(stack); i++)
-        if (json_is_string(json_object_get(f = json_array_get(stack, i), "file")))
-            choice = f;
-    if (!choice)
-        choice = json_array_get(stack, 0);
-    if (!choice) {
-        snprintf(out, len, "unknown");
-        return;
+    struct site_line *e, *tmp;
+    HASH_ITER(hh, site_lines, e, tmp) {
+        HASH_DEL(site_lines, e);
+        free(e);
     }
-    const char *fn = json_string_value(json_object_get(choice, "function"));
-    const char *file = json_string_value(json_object_get(choice, "file"));
-    const char *module = json_string_value(json_object_get(choice, "module"));
-    const char *offset = json_string_value(json_object_get(choice, "offset"));
-    long long line = json_integer_value(json_object_get(choice, "line"));
-    if (file)
-        snprintf(out, len, "%s %s:%lld", fn ? fn : "??", file, line);
-    else {
-        const char *base = module ? strrchr(module, '/') : NULL;
-        snprintf(out, len, "%s (%s+%s)", fn ? fn : "??", base ? base + 1 : module ? module : "?", offset ? offset : "?");
+}
+
+static const char *site_of(struct tl_report_model *m, const struct tl_callsite *cs)
+{
+    struct site_line *e;
+    HASH_FIND(hh, site_lines, &cs->id, sizeof cs->id, e);
+    if (e)
+        return e->text;
+    /* Inlined callees count as frames of their own, as the report lists them. */
+    const struct tl_frame_info *python = NULL, *first = NULL;
+    struct tl_inline_frame pick = {0}, shown[TL_MAX_INLINE + 1];
+    bool found = false;
+    for (int i = 0; !python && i < cs->nframes; i++) {
+        const struct tl_frame_info *f = tl_report_frame(m, cs->frames[i]);
+        if (f->python) {
+            python = f;
+            break;
+        }
+        if (!first)
+            first = f;
+        int k = tl_frame_expand(f, shown);
+        for (int j = 0; !found && j < k; j++)
+            if (shown[j].file) {
+                pick = shown[j];
+                found = true;
+            }
     }
+    char text[512];
+    if (python)
+        snprintf(text, sizeof text, "%s %s:%d", python->function ? python->function : "??",
+                 python->file ? python->file : "??", python->line);
+    else if (found)
+        snprintf(text, sizeof text, "%s %s:%d", pick.function ? pick.function : "??", pick.file, pick.line);
+    else if (first) {
+        const char *base = first->module ? strrchr(first->module, '/') : NULL;
+        snprintf(text, sizeof text, "%s (%s+0x%lx)", first->function ? first->function : "??",
+                 base ? base + 1 : first->module ? first->module : "?", (unsigned long)first->offset);
+    } else
+        snprintf(text, sizeof text, "unknown");
+    size_t len = strlen(text) + 1;
+    if (!(e = malloc(sizeof *e + len)))
+        return "unknown";
+    e->id = cs->id;
+    memcpy(e->text, text, len);
+    HASH_ADD(hh, site_lines, id, sizeof e->id, e);
+    return e->text;
 }
 
 /* A copy of the listed fields of `src` (those it has): what the live file
@@ -182,19 +223,40 @@ static json_t *pick(json_t *src, const char *const *keys, size_t nkeys)
 }
 #define PICK(src, keys) pick(src, keys, sizeof keys / sizeof keys[0])
 
-static json_t *growth_rows(json_t *growth, unsigned long marks)
+/* The growth rows (growth.c) with one line for a site's stack: a call
+ * site's from its stack, a pool's, owner's or Python line's as growth.c
+ * describes it. */
+static json_t *growth_rows(struct tl_report_model *m, unsigned long marks)
 {
-    static const char *const keys[] = {"scope", "kind", "bytes_per_mark", "count_per_mark", "marks", "suppressed",
-                                       "pool", "pool_kind", "owner", "owner_class", "from_bytes", "to_bytes"};
+    static const char *const keys[] = {"scope", "kind", "pool", "pool_kind", "owner", "owner_class", "from_bytes",
+                                       "to_bytes", "site"};
+    unsigned long long loads[2];
+    tl_module_loads(loads);
+    if (loads[0] != site_loads[0] || loads[1] != site_loads[1]) {
+        forget_site_lines();
+        site_loads[0] = loads[0];
+        site_loads[1] = loads[1];
+    }
     json_t *out = json_array();
-    for (size_t i = 0; i < json_array_size(growth) && i < LIVE_GROWTH_ROWS; i++) {
-        json_t *g = json_array_get(growth, i), *o = PICK(g, keys);
-        char site[512];
-        site_of(json_object_get(g, "stack"), site, sizeof site);
-        json_object_set_new(o, "site", json_string(site));
-        json_int_t n = json_integer_value(json_object_get(g, "marks"));
+    for (size_t i = 0; i < m->ngrowth && i < LIVE_GROWTH_ROWS; i++) {
+        const struct tl_growth_row *g = &m->growth[i];
+        json_t *o = g->cs ? json_object() : PICK(g->extra, keys);
+        if (g->cs) {
+            json_object_set_new(o, "scope", json_string("call_site"));
+            json_object_set_new(o, "kind", json_string(tl_kind_name(g->cs->kind)));
+            json_object_set_new(o, "site", json_string(site_of(m, g->cs)));
+            json_object_set_new(o, "count_per_mark", json_integer(g->count_per_mark));
+        } else {
+            json_object_set_new(o, "count_per_mark", json_null());
+            if (!json_object_get(o, "site"))
+                json_object_set_new(o, "site", json_string("unknown"));
+        }
+        json_object_set_new(o, "bytes_per_mark", json_integer(g->bytes_per_mark));
+        json_object_set_new(o, "marks", json_integer(g->marks));
+        json_object_set_new(o, "suppressed", json_boolean(g->suppressed));
         /* The streak spans `marks` marks up to the last one. */
-        json_object_set_new(o, "since_mark", json_integer(marks > (unsigned long)n ? (json_int_t)(marks - (unsigned long)n) : 0));
+        json_object_set_new(o, "since_mark",
+                            json_integer(marks > (unsigned long)g->marks ? (json_int_t)(marks - (unsigned long)g->marks) : 0));
         json_array_append_new(out, o);
     }
     return out;
@@ -220,12 +282,13 @@ static void build_document(struct tl_report_model *m, void *arg)
     struct build *b = arg;
     /* Nothing per call site is published: leaving them out of the model
      * spares symbolizing every stack once a second. */
-    size_t nsites = m->nsites, nheld = m->nheld, ninvalid = m->ninvalid;
-    m->nsites = m->nheld = m->ninvalid = 0;
+    size_t nsites = m->nsites, nheld = m->nheld, ninvalid = m->ninvalid, ngrowth = m->ngrowth;
+    m->nsites = m->nheld = m->ninvalid = m->ngrowth = 0;
     json_t *root = tl_report_to_json(m);
     m->nsites = nsites;
     m->nheld = nheld;
     m->ninvalid = ninvalid;
+    m->ngrowth = ngrowth;
     if (!root)
         return;
     static const char *const keys[] = {"tool", "version", "pid", "rank", "host", "summary", "owners", "devices"};
@@ -239,7 +302,7 @@ static void build_document(struct tl_report_model *m, void *arg)
     json_object_set_new(mk, "last_label", m->nmarks ? json_string(m->marks[m->nmarks - 1].label) : json_null());
     json_object_set_new(mk, "last_time", m->nmarks ? json_real(m->marks[m->nmarks - 1].time) : json_null());
     json_object_set_new(root, "marks", mk);
-    json_object_set_new(root, "growth", growth_rows(json_object_get(full, "growth"), marks));
+    json_object_set_new(root, "growth", growth_rows(m, marks));
     json_object_set_new(root, "pools", pool_rows(json_object_get(full, "pools")));
     json_decref(full);
 
@@ -417,8 +480,10 @@ void tl_interval_reports_retain(const char *path)
 void tl_live_state_after_fork(void)
 {
     pthread_mutex_init(&live_lock, NULL);
-    /* The parent's reports and entry stay the parent's. */
+    /* The parent's reports and entry stay the parent's; its call-site ids
+     * are not the child's. */
     forget_kept();
+    forget_site_lines();
     self.pid = 0;
     next_due = 0;
 }

@@ -34,6 +34,7 @@
 #include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "owners_default.h"
 
@@ -288,6 +289,56 @@ static int owner_of(struct tl_report_model *m, struct tl_callsite *cs, demangle_
     return 0;
 }
 
+/* owner_of's answers by call-site id (the owner index + 1; 0 = not asked
+ * yet), so that a report, or the live state rewritten every second, does not
+ * symbolize every frame of every site again: that decompresses debug
+ * sections each time.  A site's frames and the rules never change; the
+ * libraries mapped at its addresses may (dlopen, dlclose), so the answers
+ * are kept while glibc's counts of loads and unloads stay the same, and in
+ * the process that found them (a forked child numbers its sites anew).
+ * Under owners_lock. */
+static struct {
+    uint8_t *owner;
+    size_t cap;
+    unsigned long long adds, subs;
+    pid_t pid;
+} site_owners;
+
+/* Forgets the answers when the loaded libraries changed (counts: glibc's
+ * loads and unloads, tl_module_loads, read before owners_lock is taken)
+ * or the process is a child that did not find them. */
+static void site_owners_check(const unsigned long long counts[2])
+{
+    pid_t pid = getpid();
+    if (counts[0] != site_owners.adds || counts[1] != site_owners.subs || pid != site_owners.pid) {
+        if (site_owners.owner)
+            memset(site_owners.owner, 0, site_owners.cap);
+        site_owners.adds = counts[0];
+        site_owners.subs = counts[1];
+        site_owners.pid = pid;
+    }
+}
+
+static int site_owner(struct tl_report_model *m, struct tl_callsite *cs, demangle_fn demangle)
+{
+    if (cs->id < site_owners.cap && site_owners.owner[cs->id])
+        return site_owners.owner[cs->id] - 1;
+    int o = owner_of(m, cs, demangle);
+    if (cs->id >= site_owners.cap) {
+        size_t cap = site_owners.cap ? site_owners.cap : 1024;
+        while (cap <= cs->id)
+            cap *= 2;
+        uint8_t *grown = realloc(site_owners.owner, cap);
+        if (!grown)
+            return o; /* not remembered: asked again next time */
+        memset(grown + site_owners.cap, 0, cap - site_owners.cap);
+        site_owners.owner = grown;
+        site_owners.cap = cap;
+    }
+    site_owners.owner[cs->id] = (uint8_t)(o + 1);
+    return o;
+}
+
 /* A VA reservation or a mapping: held or leaked as what it is, but its
  * bytes are address space, never added to an owner's or the held memory
  * (the handle mapped there is what holds memory). */
@@ -305,11 +356,14 @@ static bool holds(enum owner_class c)
  * holding owners move from `sites` to `held`.  Fills m->owners. */
 void tl_owners_collect(struct tl_report_model *m)
 {
+    unsigned long long loads[2];
+    tl_module_loads(loads);
     pthread_mutex_lock(&owners_lock);
     if (nowners == 0) {
         pthread_mutex_unlock(&owners_lock);
         return;
     }
+    site_owners_check(loads);
     demangle_fn demangle = (demangle_fn)tl_real_dlsym(RTLD_DEFAULT, "__cxa_demangle");
     long long bytes[MAX_OWNERS] = {0}, count[MAX_OWNERS] = {0};
     size_t keep = 0;
@@ -317,7 +371,7 @@ void tl_owners_collect(struct tl_report_model *m)
     size_t nmoved = 0;
     for (size_t i = 0; i < m->nsites; i++) {
         struct tl_site s = m->sites[i];
-        int o = nrules ? owner_of(m, s.cs, demangle) : 0;
+        int o = nrules ? site_owner(m, s.cs, demangle) : 0;
         s.owner = owners[o].name;
         s.owner_class = class_names[owners[o].cls];
         if (!is_address_space(s.cs))

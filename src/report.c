@@ -447,7 +447,7 @@ void tl_report_check_invariants(struct tl_report_model *m)
             note_repair(m, "bytes >= 0", "summary", byte_names[i], *bytes[i], 0);
             *bytes[i] = 0;
         }
-    if (m->repairs_total) {
+    if (m->repairs_total && !m->silent) {
         const struct tl_repair *r = &m->repairs[0];
         tl_warn(NULL, "%zu impossible figure(s) in this report repaired (first: %s at %s, %s %lld -> %lld); listed under "
                       "\"repairs\" in the report",
@@ -837,7 +837,7 @@ int tl_report_with_model(void (*fn)(struct tl_report_model *m, void *arg), void 
     pthread_mutex_lock(&tl_report_lock);
     writing_here = true;
     /* Figures as a snapshot would show them: no exit verdict, no number. */
-    struct tl_report_model m = {.reason = TL_REASON_API};
+    struct tl_report_model m = {.reason = TL_REASON_API, .silent = true};
     int rc = -1;
     if (build_model(&m)) {
         fn(&m, arg);

@@ -130,6 +130,7 @@ struct tl_report_model {
     size_t nowners;
 
     unsigned gate_failed; /* tl_fail_kind bits */
+    bool silent;          /* the live state's model: its checks print nothing */
     void *symbolizer;
     json_t *bridge; /* bridge.c: the "bridge" object (framework state used), or NULL */
 

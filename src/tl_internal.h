@@ -446,6 +446,10 @@ const char *tl_demangle(const char *name);
 int tl_frame_expand(const struct tl_frame_info *f, struct tl_inline_frame *out);
 /* Begins a symbolization session over the current address space. */
 void *tl_symbolizer_open(void);
+/* glibc's counts of libraries loaded and unloaded so far
+ * (dl_iterate_phdr's dlpi_adds and dlpi_subs): when they change, an address
+ * may belong to other code than it did.  Takes the loader's lock. */
+void tl_module_loads(unsigned long long counts[2]);
 void tl_symbolize(void *session, uintptr_t address, struct tl_frame_info *out);
 void tl_symbolizer_close(void *session);
 /* Symbolizes and keeps every call-site frame in [lo, hi) (a library about to
