@@ -18,8 +18,11 @@ fi
 ninja -C "$build" >/dev/null || { echo "$0: the build failed" >&2; exit 2; }
 log="$build/meson-logs/testlog-races.json"
 rm -f "$log"
-# --logbase writes this run's log apart from the last ordinary `meson test`.
-meson test -C "$build" --suite race --repeat "$n" --num-processes 2 --no-rebuild \
+echo "$(meson test -C "$build" --suite race --list 2>/dev/null | grep -c ' / ') race tests, $n times each, two at a time"
+# meson builds what the tests need (the TSan target is not built by
+# default); --logbase writes this run's log apart from the last ordinary
+# `meson test`.
+meson test -C "$build" --suite race --repeat "$n" --num-processes 2 \
     --logbase testlog-races >/dev/null 2>&1
 if [ ! -s "$log" ]; then
     echo "$0: meson test wrote no log ($log)" >&2
