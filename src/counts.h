@@ -52,6 +52,34 @@ static inline bool tl_is_address_space(uint8_t kind)
     return kind == TL_KIND_VMM_RESERVATION || kind == TL_KIND_VMM_MAPPING;
 }
 
+/* A row entering (bytes > 0) or leaving the live table, inside its critical
+ * section (tl_count_row, live_table.c): its owner's running live bytes and
+ * peak (address space counts in none, nor a row of no owner).  Inline: it runs on every allocation and free. */
+static inline __attribute__((always_inline)) void tl_owner_count_row(const struct tl_live *rec, long long bytes,
+                                                                     bool exclusive)
+{
+    if (tl_is_address_space(rec->kind))
+        return;
+    /* Only a device row's aux can mark it held by a pool (pools.c). */
+    int o = TL_UNLIKELY(rec->kind == TL_KIND_DEVICE && rec->aux) ? tl_owner_of_held_row(rec) : rec->owner - 1;
+    if (TL_UNLIKELY(o < 0))
+        return;
+    struct tl_owner_running *r = &tl_owner_running[o];
+    long long now;
+    if (exclusive) {
+        now = atomic_load_explicit(&r->live, memory_order_relaxed) + bytes;
+        atomic_store_explicit(&r->live, now, memory_order_relaxed);
+    } else {
+        now = atomic_fetch_add_explicit(&r->live, bytes, memory_order_relaxed) + bytes;
+    }
+    if (bytes > 0) {
+        if (exclusive)
+            tl_raise_peak_exclusive(&r->peak, now);
+        else
+            tl_raise_peak(&r->peak, now);
+    }
+}
+
 /* Adds (sign +1) or drops (-1) a row to/from the totals; the caller holds
  * the lock of the shard that owns `c`, or owns the table (`exclusive`: no
  * other thread changes any total, so plain adds do). */

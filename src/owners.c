@@ -64,13 +64,9 @@ static int pools_owner = -1; /* "annotated pools": the segments they hold */
 static pthread_mutex_t owners_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t static_lock = PTHREAD_MUTEX_INITIALIZER; /* static_frames below */
 
-/* Running totals per owner index: live bytes and their highest value.  The
- * two share a cache line; written as tracker.c writes tl_stats.live_bytes
- * (plain stores while one thread owns the live table, atomics otherwise). */
-static struct {
-    _Alignas(16) atomic_llong live;
-    atomic_llong peak;
-} running[MAX_OWNERS];
+/* Running totals per owner index (counts.h keeps them, tl_owner_count_row). */
+struct tl_owner_running tl_owner_running[TL_MAX_OWNERS];
+_Static_assert(TL_MAX_OWNERS == MAX_OWNERS, "one owner limit");
 
 static int find_or_add_owner(const char *name, enum owner_class cls)
 {
@@ -196,7 +192,7 @@ static void owners_after_fork_child(void)
 {
     pthread_mutex_init(&owners_lock, NULL);
     pthread_mutex_init(&static_lock, NULL);
-    memset(running, 0, sizeof running);
+    memset(tl_owner_running, 0, sizeof tl_owner_running);
     for (int o = 0; o < nowners; o++)
         owners[o].peak_bytes = 0;
 }
@@ -407,7 +403,7 @@ void tl_owners_collect(struct tl_report_model *m)
         /* The running peak; where this report attributes more to the owner
          * than allocation time did (a rule on a source file, which only a
          * report can read), the report's own figure bounds it from below. */
-        long long peak = atomic_load_explicit(&running[o].peak, memory_order_relaxed);
+        long long peak = atomic_load_explicit(&tl_owner_running[o].peak, memory_order_relaxed);
         if (peak > owners[o].peak_bytes)
             owners[o].peak_bytes = peak;
         if (bytes[o] > owners[o].peak_bytes)
@@ -433,27 +429,16 @@ void tl_owners_collect(struct tl_report_model *m)
  * applies in reports but not here.  Nothing here holds a lock of ours while
  * dladdr or the symbolizer runs: a thread inside dlopen holds the loader's
  * lock and may allocate from a library constructor meanwhile. */
-#define CACHE_CHUNK 4096u
-#define CACHE_DIR 4096u /* as many ids as callsite.c's directory holds */
-/* owner index + 1 per call-site id; 0 = not decided yet.  Chunks are
- * allocated on first use and never freed. */
-static _Atomic(_Atomic(uint8_t) *) owner_cache[CACHE_DIR];
-
-/* The owner index decided for call site `id`, or -1 when none is yet. */
-static inline int cached_owner(uint32_t id)
-{
-    if (id / CACHE_CHUNK >= CACHE_DIR)
-        return -1;
-    _Atomic(uint8_t) *chunk = atomic_load_explicit(&owner_cache[id / CACHE_CHUNK], memory_order_acquire);
-    int v = chunk ? atomic_load_explicit(&chunk[id % CACHE_CHUNK], memory_order_relaxed) : 0;
-    return v - 1;
-}
+#define CACHE_CHUNK TL_OWNER_CACHE_CHUNK
+#define CACHE_DIR TL_OWNER_CACHE_DIR
+_Atomic(_Atomic(uint8_t) *) tl_owner_cache[TL_OWNER_CACHE_DIR];
+#define cached_owner tl_cached_owner
 
 static void cache_owner(uint32_t id, int owner)
 {
     if (id / CACHE_CHUNK >= CACHE_DIR)
         return;
-    _Atomic(_Atomic(uint8_t) *) *slot = &owner_cache[id / CACHE_CHUNK];
+    _Atomic(_Atomic(uint8_t) *) *slot = &tl_owner_cache[id / CACHE_CHUNK];
     _Atomic(uint8_t) *chunk = atomic_load_explicit(slot, memory_order_acquire);
     if (!chunk) {
         _Atomic(uint8_t) *fresh = calloc(CACHE_CHUNK, sizeof *fresh);
@@ -569,37 +554,19 @@ static int owner_by_dladdr(struct tl_callsite *cs, demangle_fn demangle)
     return 0;
 }
 
-void tl_owner_prepare(struct tl_callsite *cs)
+void tl_owner_decide(struct tl_callsite *cs)
 {
-    if (!cs || TL_LIKELY(cached_owner(cs->id) >= 0))
-        return;
-    int o = nrules ? owner_by_dladdr(cs, (demangle_fn)tl_real_dlsym(RTLD_DEFAULT, "__cxa_demangle")) : 0;
-    cache_owner(cs->id, o);
+    int o = tl_cached_owner(cs->id);
+    if (o < 0) {
+        o = nrules ? owner_by_dladdr(cs, (demangle_fn)tl_real_dlsym(RTLD_DEFAULT, "__cxa_demangle")) : 0;
+        cache_owner(cs->id, o);
+    }
+    atomic_store_explicit(&cs->owner, (uint8_t)(o + 1), memory_order_relaxed);
 }
 
-void tl_owner_count_row(const struct tl_live *rec, long long bytes, bool exclusive)
+int tl_owner_of_held_row(const struct tl_live *rec)
 {
-    if (tl_is_address_space(rec->kind))
-        return; /* never in an owner's bytes (tl_owners_collect) */
-    /* Only a device row's aux can mark it held (pools.c); others skip the call. */
-    int o = rec->kind == TL_KIND_DEVICE && rec->aux && tl_pools_is_held(rec) ? pools_owner
-            : rec->callsite                                                  ? cached_owner(rec->callsite)
-                                                                             : -1;
-    if (TL_UNLIKELY(o < 0))
-        return; /* no call site, or no owner decided for it: not in any owner's figures */
-    long long now;
-    if (exclusive) {
-        now = atomic_load_explicit(&running[o].live, memory_order_relaxed) + bytes;
-        atomic_store_explicit(&running[o].live, now, memory_order_relaxed);
-    } else {
-        now = atomic_fetch_add_explicit(&running[o].live, bytes, memory_order_relaxed) + bytes;
-    }
-    if (bytes > 0) {
-        if (exclusive)
-            tl_raise_peak_exclusive(&running[o].peak, now);
-        else
-            tl_raise_peak(&running[o].peak, now);
-    }
+    return tl_pools_is_held(rec) ? pools_owner : rec->owner - 1;
 }
 
 int tl_owner_class_of(struct tl_callsite *cs);

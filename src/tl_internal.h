@@ -204,6 +204,7 @@ struct tl_callsite {
     uint32_t id;
     uint8_t kind;
     uint8_t nframes;
+    _Atomic uint8_t owner; /* owner index + 1 once decided (owners.c), 0 before */
     uint64_t hash;
     atomic_llong live_bytes;
     atomic_llong live_count;
@@ -235,13 +236,13 @@ enum tl_space { TL_SPACE_MEM = 0, TL_SPACE_VMM_HANDLE = 1, TL_SPACE_VMM_MAP = 2,
 struct tl_live {
     uint64_t addr;     /* 0 = empty slot */
     uint64_t size;
-    uint64_t seq;
     uint32_t callsite; /* id; 0 = none (unknown) */
     uint32_t tid;
     uint8_t space;
     uint8_t kind;
     uint8_t device;
     uint8_t ctx;       /* context index (tracker.c), 0 = unknown */
+    uint8_t owner;     /* owner index + 1 (owners.c, its call site's), 0 = none */
     uint32_t aux;      /* kind-specific: pool index, handle refcount */
 };
 
@@ -384,13 +385,50 @@ size_t tl_invalid_frees(struct tl_invalid_free *out, size_t max);
 struct tl_callsite *tl_callsite_by_id(uint32_t id);
 
 /* ---- owners.c ------------------------------------------------------------ */
-/* Decides the owner of a call site once (dladdr names; no lock of ours held
- * meanwhile); before its first row enters the live table.  NULL: nothing. */
-void tl_owner_prepare(struct tl_callsite *cs);
-/* A row entering (bytes > 0) or leaving the live table, inside its critical
- * section (tl_count_row): its owner's running live bytes and peak (address
- * space counts in none). */
-void tl_owner_count_row(const struct tl_live *rec, long long bytes, bool exclusive);
+/* Each owner's running live bytes and their highest value, by owner index.
+ * The two share a cache line; written as tracker.c writes
+ * tl_stats.live_bytes (plain stores while one thread owns the live table,
+ * atomics otherwise), by tl_owner_count_row (counts.h). */
+#define TL_MAX_OWNERS 128
+struct tl_owner_running {
+    _Alignas(16) atomic_llong live;
+    atomic_llong peak;
+};
+extern struct tl_owner_running tl_owner_running[TL_MAX_OWNERS];
+/* The owner index + 1 of each call site by id, 0 = not decided yet, in
+ * chunks allocated on first use and never freed (as many ids as callsite.c's
+ * directory holds). */
+#define TL_OWNER_CACHE_CHUNK 4096u
+#define TL_OWNER_CACHE_DIR 4096u
+extern _Atomic(_Atomic(uint8_t) *) tl_owner_cache[TL_OWNER_CACHE_DIR];
+/* The owner index decided for call site `id`, or -1 when none is yet. */
+static inline int tl_cached_owner(uint32_t id)
+{
+    if (TL_UNLIKELY(id / TL_OWNER_CACHE_CHUNK >= TL_OWNER_CACHE_DIR))
+        return -1;
+    _Atomic(uint8_t) *chunk = atomic_load_explicit(&tl_owner_cache[id / TL_OWNER_CACHE_CHUNK], memory_order_acquire);
+    int v = chunk ? atomic_load_explicit(&chunk[id % TL_OWNER_CACHE_CHUNK], memory_order_relaxed) : 0;
+    return v - 1;
+}
+/* Decides the owner of a call site (dladdr names; no lock of ours held
+ * meanwhile) and keeps it by id. */
+void tl_owner_decide(struct tl_callsite *cs);
+/* The owner index of a call site whose row is about to enter the live
+ * table, decided once (-1: no call site, or out of memory to keep it). */
+static inline int tl_owner_prepare(struct tl_callsite *cs)
+{
+    if (!cs)
+        return -1;
+    int o = atomic_load_explicit(&cs->owner, memory_order_relaxed) - 1;
+    if (TL_UNLIKELY(o < 0)) {
+        tl_owner_decide(cs);
+        o = atomic_load_explicit(&cs->owner, memory_order_relaxed) - 1;
+    }
+    return o;
+}
+/* The owner of a device row whose aux is set: "annotated pools" when a pool
+ * holds it as a segment, else the row's own (-1: none). */
+int tl_owner_of_held_row(const struct tl_live *rec);
 
 /* ---- budget.c ------------------------------------------------------------ */
 extern atomic_bool tl_budget_active;    /* a TENSORLEAK_BUDGET is set */

@@ -17,16 +17,10 @@ atomic_bool tl_active;
  * on the hot path (the hooks redeclare it the same way). */
 __thread int tl_hook_depth TL_TLS_IE;
 
-/* Sequence numbers are taken in blocks, one shared atomic per SEQ_BLOCK
- * allocations of a thread: unique, increasing within a thread. */
-#define SEQ_BLOCK 256
-static atomic_ullong next_seq = 1;
-
 /* A thread's small tracker state, one TLS block. */
 struct tracker_tls {
     uint32_t tid;
     unsigned ctx_generation; /* of the cached context */
-    uint64_t seq_next, seq_end;
     void *ctx;               /* the context last resolved on this thread */
     int ctx_index;
 };
@@ -37,15 +31,6 @@ static uint32_t current_tid(void)
     if (TL_UNLIKELY(!tt.tid))
         tt.tid = (uint32_t)syscall(SYS_gettid);
     return tt.tid;
-}
-
-static uint64_t take_seq(void)
-{
-    if (TL_UNLIKELY(tt.seq_next == tt.seq_end)) {
-        tt.seq_next = atomic_fetch_add_explicit(&next_seq, SEQ_BLOCK, memory_order_relaxed);
-        tt.seq_end = tt.seq_next + SEQ_BLOCK;
-    }
-    return tt.seq_next++;
 }
 
 /* Forked children get a new tid; the cached one would be the parent's. */
@@ -134,8 +119,8 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
     struct tl_live rec = {
         .addr = addr,
         .size = size,
-        .seq = take_seq(),
         .callsite = cs ? cs->id : 0,
+        .owner = (uint8_t)(tl_owner_prepare(cs) + 1), /* charged to its owner inside the table */
         .tid = current_tid(),
         .space = space,
         .kind = (uint8_t)kind,
@@ -143,7 +128,6 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
         .ctx = (uint8_t)ctx,
         .aux = aux,
     };
-    tl_owner_prepare(cs); /* the row is charged to its owner inside the table */
     if (!tl_live_add(&rec, true)) {
         tl_note_dropped("out of memory for the live-allocation table");
         return;
