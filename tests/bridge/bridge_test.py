@@ -252,10 +252,12 @@ def a_program_holding_the_gil_gets_its_report_without_waiting_forever():
     eq(r.rc, 3, "exit status")
     api = r.by_reason("api")
     eq(len(api), 2, "api reports (one per request)")
-    # No state was ever read (the bridge thread never got the GIL before).
-    eq(api[0]["bridge"]["state"], "none", "first report: no framework state")
     eq(api[0]["bridge"]["note"], "the Python bridge did not answer within 2000 ms (GIL held?): last state used",
        "the first report says why")
+    # Usually no state was ever read (the bridge thread never got the GIL
+    # before); on a loaded machine it may have got it once before the first
+    # request, and that state is the last one, stale.
+    check(api[0]["bridge"]["state"] in ("none", "stale"), "first report's state: " + api[0]["bridge"]["state"])
     # The second: either the first request is still unanswered (no wait at
     # all) or it was answered in between and this one waited its 2 s.
     check(api[1]["bridge"]["note"] in ("the Python bridge did not answer (GIL held): last state used",
