@@ -229,8 +229,11 @@ def sigusr1_snapshot_has_fresh_framework_state():
 def interval_reports_from_the_watcher_thread_have_fresh_state():
     # The watcher thread (no Python thread state) asks; the bridge answers
     # while the main thread runs Python code (the interpreter switches the
-    # GIL every few milliseconds).
-    r = run([KV, "leak", "4", "none"], env={"TENSORLEAK_INTERVAL": "0.3", "KV_SLEEP": "0.5"})
+    # GIL every few milliseconds).  Four requests of 0.75 s at a tick every
+    # 0.1 s: about 30 ticks while the program runs, ten times the three
+    # fresh ones asked for, so that a loaded machine's late ticks still
+    # leave three (0.5 s requests at 0.3 s ticks left two under load).
+    r = run([KV, "leak", "4", "none"], env={"TENSORLEAK_INTERVAL": "0.1", "KV_SLEEP": "0.75"})
     eq(r.rc, 3, "exit status")
     iv = sorted(r.by_reason("interval"), key=lambda rep: rep["seq"])
     states = [rep["bridge"]["state"] for rep in iv]

@@ -2,8 +2,8 @@
 # repeat_races.sh N [BUILD_DIR]: runs every test of suite 'race' (threads,
 # signals, forks, dlopen and clock races: see the meson.build files under
 # tests/) N times, two at a time, and prints how many runs of each test
-# passed, were skipped and failed, then the totals.  A race that fails one run in a few
-# hundred shows here before it shows in CI.  Exit status 0 when every run
+# passed, were skipped and failed, then the totals.  A race that fails one
+# run in a few hundred shows here before it shows in CI.  Exit status 0 when every run
 # passed, 1 otherwise, 2 on a usage error.  BUILD_DIR defaults to ./build.
 set -u
 n=${1:-}
@@ -16,25 +16,28 @@ if [ ! -f "$build/build.ninja" ]; then
     exit 2
 fi
 ninja -C "$build" >/dev/null || { echo "$0: the build failed" >&2; exit 2; }
-log="$build/meson-logs/testlog-races.json"
-rm -f "$log"
+logs="$build/meson-logs"
+rm -f "$logs"/testlog-races-*.json
 echo "$(meson test -C "$build" --suite race --list 2>/dev/null | grep -c ' / ') race tests, $n times each, two at a time"
-# meson builds what the tests need (the TSan target is not built by
-# default); --logbase writes this run's log apart from the last ordinary
-# `meson test`.
-meson test -C "$build" --suite race --repeat "$n" --num-processes 2 \
-    --logbase testlog-races >/dev/null 2>&1
-if [ ! -s "$log" ]; then
-    echo "$0: meson test wrote no log ($log)" >&2
-    exit 2
-fi
-python3 - "$log" <<'PY'
+# One `meson test` per repetition: with --repeat meson stops at the first
+# repetition that fails, and the counts are the point here.  meson builds
+# what the tests need (the TSan target is not built by default); --logbase
+# keeps each repetition's log apart from the last ordinary `meson test`.
+for i in $(seq "$n"); do
+    meson test -C "$build" --suite race --num-processes 2 --logbase "testlog-races-$i" >/dev/null 2>&1
+    if [ ! -s "$logs/testlog-races-$i.json" ]; then
+        echo "$0: meson test wrote no log ($logs/testlog-races-$i.json)" >&2
+        exit 2
+    fi
+done
+python3 - "$logs"/testlog-races-*.json <<'PY'
 import collections, json, sys
 runs = collections.defaultdict(collections.Counter)
-with open(sys.argv[1]) as f:
-    for line in f:
-        t = json.loads(line)
-        runs[t["name"].split(" / ", 1)[-1]][t["result"].lower()] += 1
+for path in sys.argv[1:]:
+    with open(path) as f:
+        for line in f:
+            t = json.loads(line)
+            runs[t["name"].split(" / ", 1)[-1]][t["result"].lower()] += 1
 total = collections.Counter()
 for name in sorted(runs):
     c = runs[name]
