@@ -269,10 +269,23 @@ static void apply_keep(const char *name, const char *v)
     tl_opt.keep = (int)n;
 }
 
+/* TENSORLEAK_FRAMES: "python" (the default) shows the innermost Python
+ * frame first with native runs folded, "all" every frame as recorded. */
+static void apply_frames(const char *name, const char *v)
+{
+    if (strcmp(v, "all") == 0)
+        tl_opt.frames_all = true;
+    else if (strcmp(v, "python") == 0)
+        tl_opt.frames_all = false;
+    else
+        bad(name, v, "expected python or all");
+}
+
 static const struct { const char *name; apply_fn apply; } table[] = {
     {"TENSORLEAK_OUTPUT", apply_output},
     {"TENSORLEAK_DEPTH", apply_depth},
     {"TENSORLEAK_PYTHON_DEPTH", apply_python_depth},
+    {"TENSORLEAK_FRAMES", apply_frames},
     {"TENSORLEAK_FAIL_ON", apply_fail_on},
     {"TENSORLEAK_EXITCODE", apply_exitcode},
     {"TENSORLEAK_SUPPRESSIONS", apply_suppressions},

@@ -4,6 +4,9 @@
  */
 #include "report.h"
 #include "../tools/headline.h"
+#include "../tools/stack_view.h"
+
+#include <stdlib.h>
 
 #include <string.h>
 #include <time.h>
@@ -37,32 +40,69 @@ static const char *basename_of(const char *path)
     return s ? s + 1 : path;
 }
 
+/* One frame a person reads: an address's inlined callee or real function. */
+struct shown_frame {
+    const struct tl_frame_info *f;
+    uintptr_t address;
+    struct tl_inline_frame at;
+};
+
+static void print_frame(FILE *out, int index, const struct shown_frame *s)
+{
+    if (s->f->python) { /* "#3 in serve_request app.py:42 [python]" */
+        fprintf(out, "    #%d in %s %s:%d [python]\n", index, s->at.function ? s->at.function : "??",
+                s->at.file ? s->at.file : "??", s->at.line);
+        return;
+    }
+    fprintf(out, "    #%d 0x%lx in %s", index, (unsigned long)s->address, s->at.function ? s->at.function : "??");
+    if (s->at.file && s->at.line > 0)
+        fprintf(out, " %s:%d", s->at.file, s->at.line);
+    else if (s->at.file)
+        fprintf(out, " %s", s->at.file);
+    if (s->f->module)
+        fprintf(out, " (%s+0x%lx)", basename_of(s->f->module), (unsigned long)s->f->offset);
+    fputc('\n', out);
+}
+
+/* A stack as `tensorleak report` prints it (tools/stack_view.h: the
+ * innermost Python frame first and native runs folded, or every frame with
+ * TENSORLEAK_FRAMES=all), numbered as the report's JSON lists the frames. */
 static void print_stack(struct tl_report_model *m, FILE *out, const uintptr_t *frames, int n)
 {
-    if (n == 0)
+    if (n == 0) {
         fprintf(out, "    (no stack: TENSORLEAK_DEPTH=0)\n");
-    int shown_index = 0;
+        return;
+    }
+    size_t cap = (size_t)n * (TL_MAX_INLINE + 1), count = 0;
+    struct shown_frame *shown = calloc(cap, sizeof *shown);
+    struct tl_view_frame *view = calloc(cap, sizeof *view);
+    struct tl_view_row *rows = calloc(cap, sizeof *rows);
+    if (!shown || !view || !rows) {
+        free(shown), free(view), free(rows);
+        fprintf(out, "    (stack not shown: out of memory)\n");
+        return;
+    }
     for (int i = 0; i < n; i++) {
         const struct tl_frame_info *f = tl_report_frame(m, frames[i]);
-        struct tl_inline_frame shown[TL_MAX_INLINE + 1];
-        int k = tl_frame_expand(f, shown);
+        struct tl_inline_frame at[TL_MAX_INLINE + 1];
+        int k = tl_frame_expand(f, at);
         for (int j = 0; j < k; j++) {
-            if (f->python) { /* pyframes (helper C): "#3 in serve_request app.py:42 [python]" */
-                fprintf(out, "    #%d in %s %s:%d [python]\n", shown_index++, shown[j].function ? shown[j].function : "??",
-                        shown[j].file ? shown[j].file : "??", shown[j].line);
-                continue;
-            }
-            fprintf(out, "    #%d 0x%lx in %s", shown_index++, (unsigned long)frames[i],
-                    shown[j].function ? shown[j].function : "??");
-            if (shown[j].file && shown[j].line > 0)
-                fprintf(out, " %s:%d", shown[j].file, shown[j].line);
-            else if (shown[j].file)
-                fprintf(out, " %s", shown[j].file);
-            if (f->module)
-                fprintf(out, " (%s+0x%lx)", basename_of(f->module), (unsigned long)f->offset);
-            fputc('\n', out);
+            shown[count] = (struct shown_frame){f, frames[i], at[j]};
+            view[count] = (struct tl_view_frame){f->python, f->module};
+            count++;
         }
     }
+    size_t nrows = tl_stack_view(view, count, tl_opt.frames_all, rows);
+    for (size_t r = 0; r < nrows; r++) {
+        if (!rows[r].fold) {
+            print_frame(out, (int)rows[r].first, &shown[rows[r].first]);
+            continue;
+        }
+        char words[256];
+        tl_stack_view_fold_words(view, &rows[r], words, sizeof words);
+        fprintf(out, "    ... %s\n", words);
+    }
+    free(shown), free(view), free(rows);
 }
 
 void tl_format_realtime(double t, char *buf, size_t len)

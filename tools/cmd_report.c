@@ -16,6 +16,8 @@ enum format { FORMAT_TEXT, FORMAT_JSON, FORMAT_FOLDED, FORMAT_HTML, FORMAT_SARIF
 static const char usage[] =
     "usage: tensorleak report FILE... [--format text|json|folded|html|sarif|torch-snapshot] [-o OUT]\n"
     "                         [--source-root DIR]  (sarif: paths relative to DIR)\n"
+    "                         [--frames python|all]  (text, html: Python frames first, native runs\n"
+    "                         folded; all: every frame as recorded)\n"
     "       (several FILEs only with html or sarif)";
 
 static bool parse_format(const char *name, enum format *out)
@@ -46,6 +48,7 @@ int cmd_report(int argc, char **argv)
         { "format", required_argument, NULL, 'f' },
         { "output", required_argument, NULL, 'o' },
         { "source-root", required_argument, NULL, 's' },
+        { "frames", required_argument, NULL, 'F' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -65,6 +68,13 @@ int cmd_report(int argc, char **argv)
             break;
         case 's':
             sarif_set_source_root(optarg);
+            break;
+        case 'F':
+            if (strcmp(optarg, "all") != 0 && strcmp(optarg, "python") != 0) {
+                cli_error("report: --frames takes python or all, not '%s'", optarg);
+                return CLI_EXIT_USAGE;
+            }
+            format_frames_all = strcmp(optarg, "all") == 0;
             break;
         case 'h':
             puts(usage);

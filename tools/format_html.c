@@ -29,6 +29,7 @@
 #include "cli.h"
 #include "report.h"
 #include "sizes.h"
+#include "stack_view.h"
 
 #include "tl_version.h"
 
@@ -163,38 +164,75 @@ static void put_frame_location(FILE *out, const struct tl_frame *f)
     fputs("</span>", out);
 }
 
+static void put_frame(FILE *out, const struct tl_frame *f)
+{
+    fputs("<li><code>", out);
+    put_text(out, f->function && *f->function ? f->function : "??");
+    fputs("</code>", out);
+    put_frame_location(out, f);
+    if (f->python) {
+        fputs(" <span class=\"mod\">[python]</span>", out);
+    } else if (f->module && *f->module) {
+        fputs(" <span class=\"mod\">(", out);
+        put_text(out, report_basename(f->module));
+        if (f->offset && *f->offset) {
+            fputc('+', out);
+            put_text(out, f->offset);
+        }
+        fputs(")</span>", out);
+    }
+    fputs("</li>", out);
+}
+
+/* The rows of the text report (Python first, format_stack_rows); a folded
+ * native run is a <details> that opens on click to its frames. */
 static void put_stack(FILE *out, const struct tl_stack *stack)
 {
     if (stack->count == 0) {
         fputs("<p class=\"meta\">No stack (TENSORLEAK_DEPTH=0).</p>", out);
         return;
     }
-    fputs("<ol class=\"stack\" start=\"0\">", out);
-    for (size_t i = 0; i < stack->count && i < FRAMES_SHOWN; i++) {
-        const struct tl_frame *f = &stack->frames[i];
-        fputs("<li><code>", out);
-        put_text(out, f->function && *f->function ? f->function : "??");
-        fputs("</code>", out);
-        put_frame_location(out, f);
-        if (f->python) { /* pyframes (helper C) */
-            fputs(" <span class=\"mod\">[python]</span>", out);
-        } else if (f->module && *f->module) {
-            fputs(" <span class=\"mod\">(", out);
-            put_text(out, report_basename(f->module));
-            if (f->offset && *f->offset) {
-                fputc('+', out);
-                put_text(out, f->offset);
-            }
-            fputs(")</span>", out);
-        }
-        fputs("</li>", out);
+    struct tl_view_row *rows;
+    size_t nrows = format_stack_rows(stack, &rows);
+    bool folded = false;
+    for (size_t r = 0; rows && r < nrows; r++)
+        folded |= rows[r].fold;
+    if (!folded) { /* every frame as recorded */
+        free(rows);
+        fputs("<ol class=\"stack\" start=\"0\">", out);
+        for (size_t i = 0; i < stack->count && i < FRAMES_SHOWN; i++)
+            put_frame(out, &stack->frames[i]);
+        if (stack->count > FRAMES_SHOWN)
+            fprintf(out, "<li>… %zu more frames</li>", stack->count - FRAMES_SHOWN);
+        fputs("</ol>", out);
+        return;
     }
-    if (stack->count > FRAMES_SHOWN)
-        fprintf(out, "<li>… %zu more frames</li>", stack->count - FRAMES_SHOWN);
+    fputs("<ol class=\"stack\">", out);
+    for (size_t r = 0; r < nrows; r++) {
+        if (!rows[r].fold) {
+            fprintf(out, "<li value=\"%zu\" class=\"frame\">", rows[r].first);
+            /* put_frame's own <li> would nest: write its content here. */
+            const struct tl_frame *f = &stack->frames[rows[r].first];
+            fputs("<code>", out);
+            put_text(out, f->function && *f->function ? f->function : "??");
+            fputs("</code>", out);
+            put_frame_location(out, f);
+            fputs(" <span class=\"mod\">[python]</span></li>", out);
+            continue;
+        }
+        char words[256];
+        format_fold_words(stack, &rows[r], words, sizeof words);
+        fputs("<li class=\"fold\"><details><summary>… ", out);
+        put_text(out, words);
+        fprintf(out, "</summary><ol class=\"stack\" start=\"%zu\">", rows[r].first);
+        for (size_t i = rows[r].first; i < rows[r].first + rows[r].count; i++)
+            put_frame(out, &stack->frames[i]);
+        fputs("</ol></details></li>", out);
+    }
     fputs("</ol>", out);
+    free(rows);
 }
 
-/* "<code>function</code> file:line" of the frame to look at first. */
 static void put_site_name(FILE *out, const struct tl_stack *stack)
 {
     const struct tl_frame *f = sarif_user_frame(stack);

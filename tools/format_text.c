@@ -8,8 +8,10 @@
 #include "report.h"
 #include "sizes.h"
 #include "headline.h"
+#include "stack_view.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -40,14 +42,60 @@ void format_frame(FILE *out, size_t index, const struct tl_frame *f)
     fputc('\n', out);
 }
 
+bool format_frames_all;
+
+size_t format_stack_rows(const struct tl_stack *stack, struct tl_view_row **rows)
+{
+    *rows = NULL;
+    if (stack->count == 0)
+        return 0;
+    struct tl_view_frame *view = calloc(stack->count, sizeof *view);
+    *rows = calloc(stack->count, sizeof **rows);
+    size_t n = 0;
+    if (view && *rows) {
+        for (size_t i = 0; i < stack->count; i++)
+            view[i] = (struct tl_view_frame){ stack->frames[i].python, stack->frames[i].module };
+        n = tl_stack_view(view, stack->count, format_frames_all, *rows);
+    } else { /* out of memory: every frame as recorded */
+        free(*rows);
+        *rows = NULL;
+    }
+    free(view);
+    return n;
+}
+
+void format_fold_words(const struct tl_stack *stack, const struct tl_view_row *row, char *buf, size_t size)
+{
+    struct tl_view_frame view[row->count];
+    for (size_t i = 0; i < row->count; i++)
+        view[i] = (struct tl_view_frame){ false, stack->frames[row->first + i].module };
+    struct tl_view_row local = { 0, row->count, true };
+    tl_stack_view_fold_words(view, &local, buf, size);
+}
+
 void format_stack(FILE *out, const struct tl_stack *stack)
 {
     if (stack->count == 0) {
         fputs("    (no stack: TENSORLEAK_DEPTH=0)\n", out);
         return;
     }
-    for (size_t i = 0; i < stack->count; i++)
-        format_frame(out, i, &stack->frames[i]);
+    struct tl_view_row *rows;
+    size_t n = format_stack_rows(stack, &rows);
+    if (!rows) {
+        for (size_t i = 0; i < stack->count; i++)
+            format_frame(out, i, &stack->frames[i]);
+        return;
+    }
+    for (size_t r = 0; r < n; r++) {
+        if (!rows[r].fold) {
+            format_frame(out, rows[r].first, &stack->frames[rows[r].first]);
+            continue;
+        }
+        char words[256];
+        format_fold_words(stack, &rows[r], words, sizeof words);
+        fprintf(out, "    ... %s\n", words);
+    }
+    free(rows);
 }
 
 /* "==4242==", LeakSanitizer's line prefix; "==?==" when there is no single pid (merged). */

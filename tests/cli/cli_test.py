@@ -122,6 +122,29 @@ def report_text_matches_the_leaksanitizer_layout(c):
 
 
 @case
+def report_text_shows_the_python_line_first_and_folds_native_runs(c):
+    # python_stack.json: a ctypes call from app.py, seven native frames
+    # (libffi, _ctypes, libpython) below the first Python frame.
+    out, _ = c.expect(["report", "python_stack.json"], 0, stdout_file="python_stack.txt", stderr="")
+    lines = out.splitlines()
+    at = lines.index("Leak of 4.0 MiB in 4 allocation(s) [device] allocated from:")
+    check_eq(lines[at + 1:at + 5], [
+        "    #7 in cuda_malloc /srv/app/app.py:21 [python]",
+        "    ... 7 native frames: libffi, _ctypes, libpython3.11",
+        "    #8 in serve /srv/app/app.py:26 [python]",
+        "    #9 in <module> /srv/app/app.py:33 [python]"], "the Python-first stack")
+    # Every frame as recorded, numbered alike; the interpreter's frames
+    # below <module> are the ones the default leaves out.
+    out, _ = c.expect(["report", "--frames", "all", "python_stack.json"], 0, stdout_file="python_stack_all.txt", stderr="")
+    check_eq(out.count("[python]"), 6, "Python frames with --frames all (3 per stack, leak and growth)")
+    check_eq("    #0 0x" in out and "(libffi.so.8.1.2+0x6f7a)" in out and "... 7 native" not in out, True,
+             "--frames all prints the native frames one by one")
+    c.expect(["report", "--frames", "python", "python_stack.json"], 0, stdout_file="python_stack.txt", stderr="")
+    c.expect(["report", "--frames", "some", "python_stack.json"], 2,
+             stderr="tensorleak: report: --frames takes python or all, not 'some'\n")
+
+
+@case
 def report_text_of_a_clean_run_says_no_leaks(c):
     c.expect(["report", "clean.json"], 0, stdout_file="clean.txt", stderr="")
 

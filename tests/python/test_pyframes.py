@@ -340,7 +340,7 @@ def cli_prints_python_frames_and_demangles_names_of_older_reports():
     old = p.report_path + ".old.json"
     with open(old, "w") as f:
         json.dump(rep, f)
-    out = subprocess.run([CLI, "report", "--format", "text", old], capture_output=True, text=True)
+    out = subprocess.run([CLI, "report", "--format", "text", "--frames", "all", old], capture_output=True, text=True)
     eq(out.returncode, 0, "report of the older file: " + out.stderr)
     check("DeviceCachingAllocator::alloc_block(" in out.stdout and MANGLED not in out.stdout, out.stdout)
 
