@@ -89,17 +89,24 @@ def read_state(modules=None, full=True):
     return {"time": time.time(), "full": full, "pools": pools, "errors": errors}
 
 
+# One state read and handed over at a time: the library keeps the last
+# submission, so a state read earlier (the bridge thread answering a live
+# update) must never arrive after one read later (the final state at exit).
+_submit_lock = threading.Lock()
+
+
 def submit_now(full=True):
     """Reads the state in this thread and hands it to the library: `full` for
     a report, figures only for a mark."""
-    lib = _state["lib"]
-    if lib is None or _state["closed"]:
-        return False
-    try:
-        text = json.dumps(read_state(full=full), separators=(",", ":"))
-    except Exception as e:
-        text = json.dumps({"time": time.time(), "pools": [], "errors": ["bridge: %s: %s" % (type(e).__name__, e)]})
-    return lib.tensorleak_bridge_submit(text.encode()) == 0
+    with _submit_lock:
+        lib = _state["lib"]
+        if lib is None or _state["closed"]:
+            return False
+        try:
+            text = json.dumps(read_state(full=full), separators=(",", ":"))
+        except Exception as e:
+            text = json.dumps({"time": time.time(), "pools": [], "errors": ["bridge: %s: %s" % (type(e).__name__, e)]})
+        return lib.tensorleak_bridge_submit(text.encode()) == 0
 
 
 def _serve():
@@ -116,12 +123,14 @@ def _serve():
 
 
 def _at_exit():
-    # The interpreter is about to finalize: the last state a report can have.
+    # The interpreter is about to finalize: the last state a report can have,
+    # and no submission after it.
     if _state["lib"] is None or _state["closed"]:
         return
     submit_now()
-    _state["closed"] = True
-    _state["lib"].tensorleak_bridge_close()
+    with _submit_lock:
+        _state["closed"] = True
+        _state["lib"].tensorleak_bridge_close()
 
 
 def activate():
@@ -158,8 +167,9 @@ def activate():
 def _after_fork_child():
     # The thread is gone in a forked child; the child reports on its own.
     # A lock another thread held at the fork stays held in the child: a new one.
-    global _lock
+    global _lock, _submit_lock
     _lock = threading.Lock()
+    _submit_lock = threading.Lock()
     _state["thread"] = None
     _state["closed"] = False
     try:
