@@ -70,6 +70,37 @@ def scale(tmp):
             ms = (time.perf_counter() - t) * 1000
             best = ms if best is None else min(best, ms)
         out[name] = round(best, 1)
+    # A scrape as Prometheus makes it: GET /metrics from a running exporter
+    # (no process start), best of 20.
+    import socket
+    import urllib.request
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    exporter = subprocess.Popen([CLI, "exporter", "--listen", f"127.0.0.1:{port}", "--dir", many],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}/metrics"
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=5).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        best = None
+        for _ in range(20):
+            t = time.perf_counter()
+            body = urllib.request.urlopen(url, timeout=5).read()
+            ms = (time.perf_counter() - t) * 1000
+            best = ms if best is None else min(best, ms)
+        out["scrape_http_ms"] = round(best, 1)
+        out["scrape_http_bytes"] = len(body)
+    finally:
+        exporter.terminate()
+        exporter.wait()
     return out
 
 
