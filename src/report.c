@@ -233,7 +233,29 @@ static struct {
     bool ok;
     uint64_t total;
     double time;
+    char uuid[48]; /* a device's UUID never changes: asked once */
 } last_info[TL_MAX_DEVICES];
+
+/* The device's UUID in nvidia-smi's form, once per device ("" when the
+ * driver has no cuDeviceGetUuid or says no). */
+static void device_uuid(int dev)
+{
+    if (last_info[dev].uuid[0])
+        return;
+    typedef int (*deviceget_fn)(int *, int);
+    typedef int (*uuid_fn)(unsigned char *, int);
+    deviceget_fn deviceget = (deviceget_fn)tl_driver_symbol("cuDeviceGet");
+    uuid_fn uuid = (uuid_fn)tl_driver_symbol("cuDeviceGetUuid_v2");
+    if (!uuid)
+        uuid = (uuid_fn)tl_driver_symbol("cuDeviceGetUuid");
+    int handle;
+    unsigned char b[16];
+    if (!deviceget || !uuid || deviceget(&handle, dev) != 0 || uuid(b, handle) != 0)
+        return;
+    snprintf(last_info[dev].uuid, sizeof last_info[dev].uuid,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4],
+             b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
 
 /* Driver view per device: cuMemGetInfo answers for the current context's
  * device, so visit each known context and put the caller's back. */
@@ -272,6 +294,7 @@ static void device_info(struct tl_report_model *m)
             last_info[dev].ok = true;
             last_info[dev].total = total_b;
             last_info[dev].time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+            device_uuid(dev);
         }
     }
     setcur(saved);
@@ -283,6 +306,8 @@ static void device_info_last_good(struct tl_report_model *m)
 {
     for (int d = 0; d < TL_MAX_DEVICES; d++) {
         struct tl_device_row *r = &m->devices[d];
+        if (r->present)
+            memcpy(r->uuid, last_info[d].uuid, sizeof r->uuid);
         if (r->present && !r->have_info && last_info[d].ok) {
             r->total_last_good = true;
             r->total = last_info[d].total;

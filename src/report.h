@@ -41,6 +41,9 @@ struct tl_device_row {
      * last answer, read at total_time (CLOCK_REALTIME seconds). */
     bool total_last_good;
     double total_time;
+    /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (cuDeviceGetUuid), as
+     * nvidia-smi and DCGM print it; "" when the driver did not say. */
+    char uuid[48];
 };
 
 struct tl_layout_block {

@@ -278,6 +278,7 @@ json_t *tl_report_to_json(struct tl_report_model *m)
             continue;
         json_t *o = json_object();
         json_object_set_new(o, "device", json_integer(d));
+        json_object_set_new(o, "uuid", dr->uuid[0] ? json_string(dr->uuid) : json_null());
         json_object_set_new(o, "free", dr->have_info ? json_integer((json_int_t)dr->free) : json_null());
         json_object_set_new(o, "total", dr->have_info || dr->total_last_good ? json_integer((json_int_t)dr->total)
                                                                              : json_null());

@@ -130,7 +130,10 @@ static void device_series(FILE *out, int f, const struct live_proc *p)
         default: if (!r->has_total) continue; v = r->total; break;
         }
         sample_start(out, f, p);
-        fprintf(out, ",device=\"%d\"} %llu\n", r->device, v);
+        fprintf(out, ",device=\"%d\"", r->device);
+        if (r->uuid[0]) /* joins DCGM's UUID label */
+            fprintf(out, ",gpu_uuid=\"%s\"", r->uuid);
+        fprintf(out, "} %llu\n", v);
     }
 }
 

@@ -110,6 +110,9 @@ static void parse_devices(json_t *arr, struct live_proc *p)
         r->device = get_int(d, "device", -1);
         if (r->device < 0 || r->device >= LIVE_MAX_DEVICES)
             continue;
+        get_str(d, "uuid", r->uuid, sizeof r->uuid, "");
+        if (strncmp(r->uuid, "GPU-", 4) != 0 || strspn(r->uuid + 4, "0123456789abcdef-") != strlen(r->uuid + 4))
+            r->uuid[0] = 0; /* not a UUID as the library writes one: no label */
         r->has_free = get_u64(d, "free", &r->free);
         r->has_total = get_u64(d, "total", &r->total);
         get_u64(d, "reserved_bytes", &r->reserved);

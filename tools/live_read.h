@@ -57,6 +57,7 @@ static inline const char *live_refusal(const struct stat *st, uid_t uid, bool wa
  * the file did not say (unknown, shown as such, never as 0). */
 struct live_device {
     int device;
+    char uuid[48]; /* "GPU-...", "" when unknown */
     bool has_free, has_total, has_largest, has_frag;
     uint64_t free, total, reserved, allocated, largest;
     double frag;

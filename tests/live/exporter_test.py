@@ -94,6 +94,11 @@ def check_leaky(samples, s, snap):
     assert value(samples, "tensorleak_device_allocated_bytes", pid=pid, device=0) == dev["allocated_bytes"]
     assert value(samples, "tensorleak_device_gap_bytes", pid=pid, device=0) == dev["gap_bytes"]
     assert value(samples, "tensorleak_device_total_bytes", pid=pid, device=0) == dev["total"]
+    # The device's UUID as the driver says it (the simulated driver's: the
+    # bytes of "tensorleak-sim"), the label DCGM's series join on.
+    assert dev["uuid"] == "GPU-74656e73-6f72-6c65-616b-2d73696d0000", dev
+    for name in ("reserved", "allocated", "gap", "free", "total"):
+        assert value(samples, f"tensorleak_device_{name}_bytes", pid=pid, device=0, gpu_uuid=dev["uuid"]) is not None
     assert value(samples, "tensorleak_peak_live_bytes", pid=pid) == snap["summary"]["peak_live_bytes"]
     assert value(samples, "tensorleak_marks_total", pid=pid) == len(snap["marks"])
     growth = [(l["site"], v) for n, l, v in samples if n == "tensorleak_growth_bytes_per_mark" and l["pid"] == str(pid)]
