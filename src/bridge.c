@@ -576,18 +576,6 @@ void tl_bridge_foreach_series(void (*pool)(const char *, const char *, long long
 
 /* ---- activation ---------------------------------------------------------- */
 
-static bool python_enabled(void)
-{
-    const char *v = secure_getenv("TENSORLEAK_PYTHON");
-    bool on = false;
-    if (v && *v && tl_parse_bool(v, &on) != 0) {
-        static atomic_bool once;
-        tl_warn(&once, "TENSORLEAK_PYTHON=%s is not 0 or 1; the Python bridge stays off", v);
-        return false;
-    }
-    return on;
-}
-
 /* The directory that holds the tensorleak package: beside the library in a
  * wheel (site-packages/tensorleak/lib/libtensorleak.so), else the source
  * tree's python/ for a build-tree library. */
@@ -712,7 +700,7 @@ void tl_bridge_kick(void)
         return; /* not yet: a later call tries again */
     if (atomic_exchange(&kicked, true))
         return;
-    if (!python_enabled())
+    if (!tl_opt.python)
         return;
     if (!package_dir(boot_dir, sizeof boot_dir) || strpbrk(boot_dir, "'\\\"\n")) {
         boot_dir[0] = 0; /* `import tensorleak` may still work from sys.path */

@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { CLASSES = 4 }; /* cache, workspace, library, user: owners.c's order */
+enum { CLASSES = TL_BUDGET_CLASSES }; /* cache, workspace, library, user: owners.c's order */
 static const char *const class_names[CLASSES] = {"cache", "workspace", "library", "user"};
 
 atomic_bool tl_budget_active;
@@ -43,11 +43,13 @@ int tl_owner_class_of(struct tl_callsite *cs);
 
 static bool counts_as_device_memory(uint8_t kind)
 {
-    return kind == TL_KIND_DEVICE || kind == TL_KIND_MANAGED || kind == TL_KIND_ASYNC || kind == TL_KIND_VMM_HANDLE;
+    return kind == TL_KIND_DEVICE || kind == TL_KIND_MANAGED || kind == TL_KIND_ASYNC || kind == TL_KIND_VMM_HANDLE ||
+           kind == TL_KIND_ARRAY;
 }
 
-static int parse(const char *v)
+int tl_budget_parse(const char *v, struct tl_budget_spec *out)
 {
+    struct tl_budget_spec spec = {0};
     char buf[256];
     if (strlen(v) >= sizeof buf || !*v)
         return -1;
@@ -59,7 +61,7 @@ static int parse(const char *v)
         if (!colon) {
             if (tl_parse_size(tok, &bytes) != 0 || bytes == 0)
                 return -1;
-            total_budget = bytes;
+            spec.total = bytes;
             continue;
         }
         *colon = 0;
@@ -71,30 +73,20 @@ static int parse(const char *v)
                 c = i;
         if (c < 0)
             return -1;
-        class_budget[c] = bytes;
+        spec.per_class[c] = bytes;
     }
+    *out = spec;
     return 0;
 }
 
-void tl_budget_load(void);
 void tl_budget_load(void)
 {
-    const char *v = getenv("TENSORLEAK_BUDGET");
-    const char *e = getenv("TENSORLEAK_BUDGET_ENFORCE");
-    if (v && parse(v) != 0) {
-        total_budget = 0;
-        memset(class_budget, 0, sizeof class_budget);
-        tl_warn(NULL, "ignoring TENSORLEAK_BUDGET='%.200s' (expected SIZE and/or CLASS:SIZE with CLASS one of cache, "
-                      "workspace, library, user, comma-separated); no budget", v);
-    }
+    total_budget = tl_opt.budget.total;
+    memcpy(class_budget, tl_opt.budget.per_class, sizeof class_budget);
     bool any = total_budget != 0;
     for (int c = 0; c < CLASSES; c++)
         any |= class_budget[c] != 0;
-    bool enforce = false;
-    if (e && tl_parse_bool(e, &enforce) != 0) {
-        tl_warn(NULL, "ignoring TENSORLEAK_BUDGET_ENFORCE='%.200s' (expected 1/0, true/false, yes/no, on/off); not enforcing", e);
-        enforce = false;
-    }
+    bool enforce = tl_opt.budget_enforce;
     if (enforce && !any)
         tl_warn(NULL, "TENSORLEAK_BUDGET_ENFORCE is set but TENSORLEAK_BUDGET is not; nothing to enforce");
     atomic_store(&tl_budget_active, any);

@@ -1,5 +1,6 @@
 /*
- * options.c — every TENSORLEAK_* setting, read once at start.
+ * options.c — every TENSORLEAK_* setting, read once at start, and the rank
+ * variables, read when a report names its rank.
  *
  * The variables are read from `environ` directly (as mimalloc does): getenv
  * is not safe that early in a preloaded process, and under secure execution
@@ -281,6 +282,39 @@ static void apply_frames(const char *name, const char *v)
         bad(name, v, "expected python or all");
 }
 
+/* TENSORLEAK_OWNERS: the path only; owners.c reads the file, and says so
+ * when it cannot.  Empty is none. */
+static void apply_owners(const char *name, const char *v)
+{
+    if (strlen(v) >= sizeof tl_opt.owners) { bad(name, v, "too long"); return; }
+    strcpy(tl_opt.owners, v);
+}
+
+/* TENSORLEAK_BUDGET: a bad value sets no budget at all, not part of one. */
+static void apply_budget(const char *name, const char *v)
+{
+    (void)name;
+    if (tl_budget_parse(v, &tl_opt.budget) != 0)
+        tl_warn(NULL, "ignoring TENSORLEAK_BUDGET='%.200s' (expected SIZE and/or CLASS:SIZE with CLASS one of cache, "
+                      "workspace, library, user, comma-separated); no budget", v);
+}
+
+static void apply_budget_enforce(const char *name, const char *v)
+{
+    (void)name;
+    if (tl_parse_bool(v, &tl_opt.budget_enforce) != 0)
+        tl_warn(NULL, "ignoring TENSORLEAK_BUDGET_ENFORCE='%.200s' (expected 1/0, true/false, yes/no, on/off); not enforcing", v);
+}
+
+/* TENSORLEAK_PYTHON: empty is off, as unset is; a bad value keeps the
+ * bridge off. */
+static void apply_python(const char *name, const char *v)
+{
+    (void)name;
+    if (*v && tl_parse_bool(v, &tl_opt.python) != 0)
+        tl_warn(NULL, "TENSORLEAK_PYTHON=%s is not 0 or 1; the Python bridge stays off", v);
+}
+
 static const struct { const char *name; apply_fn apply; } table[] = {
     {"TENSORLEAK_OUTPUT", apply_output},
     {"TENSORLEAK_DEPTH", apply_depth},
@@ -300,7 +334,30 @@ static const struct { const char *name; apply_fn apply; } table[] = {
     {"TENSORLEAK_LIVE_DIR", apply_live_dir},
     {"TENSORLEAK_LIVE_INTERVAL", apply_live_interval},
     {"TENSORLEAK_KEEP", apply_keep},
+    {"TENSORLEAK_OWNERS", apply_owners},
+    {"TENSORLEAK_BUDGET", apply_budget},
+    {"TENSORLEAK_BUDGET_ENFORCE", apply_budget_enforce},
+    {"TENSORLEAK_PYTHON", apply_python},
 };
+
+/* Variables read by the other programs, known so that setting them draws no
+ * "unknown variable" warning: the preload library `tensorleak run` and the
+ * Python package use (the CLI, python/tensorleak), and PyTorch's allocation
+ * history (python/tensorleak/bridge.py). */
+static const char *const others[] = {"TENSORLEAK_LIBRARY", "TENSORLEAK_TORCH_HISTORY"};
+
+/* The rank variables, in the order they are tried (tl_options_rank). */
+static const char *const rank_variables[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+
+const char *tl_options_rank(void)
+{
+    for (size_t i = 0; i < sizeof rank_variables / sizeof rank_variables[0]; i++) {
+        const char *v = getenv(rank_variables[i]);
+        if (v && *v)
+            return v;
+    }
+    return NULL;
+}
 
 static const char *find(char **envp, const char *name)
 {
@@ -340,8 +397,6 @@ void tl_options_load(char **envp)
         bool known = false;
         for (size_t i = 0; i < sizeof table / sizeof table[0] && !known; i++)
             known = strlen(table[i].name) == len && strncmp(table[i].name, *e, len) == 0;
-        static const char *const others[] = {"TENSORLEAK_LIBRARY", "TENSORLEAK_OWNERS", "TENSORLEAK_BUDGET", "TENSORLEAK_BUDGET_ENFORCE",
-                                             "TENSORLEAK_PYTHON", "TENSORLEAK_TORCH_HISTORY" /* issue 13 (D): bridge.c, bridge.py */};
         for (size_t i = 0; i < sizeof others / sizeof others[0] && !known; i++)
             known = strlen(others[i]) == len && strncmp(others[i], *e, len) == 0;
         if (!known)

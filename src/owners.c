@@ -203,8 +203,8 @@ void tl_owners_load(void)
     pthread_mutex_lock(&owners_lock);
     nowners = 0;
     find_or_add_owner("user", CLASS_USER);
-    const char *user_file = getenv("TENSORLEAK_OWNERS");
-    if (user_file && *user_file) {
+    const char *user_file = tl_opt.owners;
+    if (*user_file) {
         FILE *fp = fopen(user_file, "re");
         if (!fp) {
             tl_warn(NULL, "TENSORLEAK_OWNERS: cannot read %s: %s; no user owner rules", user_file, strerror(errno));

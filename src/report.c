@@ -36,17 +36,6 @@
 pthread_mutex_t tl_report_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned report_seq;
 
-static const char *rank_string(void)
-{
-    static const char *const vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && *v)
-            return v;
-    }
-    return NULL;
-}
-
 int tl_expand_pattern(const char *pattern, unsigned seq, char *out, size_t outlen)
 {
     size_t o = 0;
@@ -65,7 +54,7 @@ int tl_expand_pattern(const char *pattern, unsigned seq, char *out, size_t outle
                 tmp[sizeof tmp - 1] = 0;
                 break;
             case 'r': {
-                const char *r = rank_string();
+                const char *r = tl_options_rank();
                 snprintf(tmp, sizeof tmp, "%s", r ? r : "0");
                 break;
             }

@@ -126,13 +126,7 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     json_object_set_new(root, "label", str_or_null(m->label));
     json_object_set_new(root, "seq", json_integer(m->seq));
     json_object_set_new(root, "pid", json_integer(getpid()));
-    const char *rank = NULL;
-    static const char *const vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
-    for (size_t i = 0; i < 4 && !rank; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && *v)
-            rank = v;
-    }
+    const char *rank = tl_options_rank();
     char *end = NULL;
     long r = rank ? strtol(rank, &end, 10) : 0;
     json_object_set_new(root, "rank", rank && end && !*end ? json_integer(r) : json_null());

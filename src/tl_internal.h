@@ -62,6 +62,14 @@ enum tl_fail_kind {
     TL_FAIL_OOM = 1u << 3,
 };
 
+/* A TENSORLEAK_BUDGET value: bytes per device in all, and per owner class
+ * in owners.c's class order (cache, workspace, library, user); 0 = none. */
+#define TL_BUDGET_CLASSES 4
+struct tl_budget_spec {
+    uint64_t total;
+    uint64_t per_class[TL_BUDGET_CLASSES];
+};
+
 struct tl_options {
     char output[1024];       /* TENSORLEAK_OUTPUT pattern */
     int depth;               /* TENSORLEAK_DEPTH, 0..TL_MAX_DEPTH: native frames */
@@ -81,6 +89,10 @@ struct tl_options {
     char live_dir[1024];     /* TENSORLEAK_LIVE_DIR, "" = the per-user default */
     double live_interval;    /* TENSORLEAK_LIVE_INTERVAL seconds between live updates */
     int keep;                /* TENSORLEAK_KEEP: interval reports kept per process, 0 = all */
+    char owners[4096];       /* TENSORLEAK_OWNERS rule file, "" = none (owners.c reads it) */
+    struct tl_budget_spec budget; /* TENSORLEAK_BUDGET, all 0 = none (budget.c) */
+    bool budget_enforce;     /* TENSORLEAK_BUDGET_ENFORCE */
+    bool python;             /* TENSORLEAK_PYTHON: start the Python bridge (bridge.c) */
 };
 extern struct tl_options tl_opt;
 
@@ -93,6 +105,13 @@ int tl_parse_size(const char *s, uint64_t *out);
 int tl_parse_int(const char *s, long min, long max, long *out);
 int tl_parse_fail_on(const char *s, unsigned *out);
 int tl_parse_signal(const char *s, int *out);
+/* The process's rank for %r and the report's "rank": the first of RANK,
+ * OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID set and not empty, NULL when
+ * none is.  Unlike the TENSORLEAK_* variables it is read from the
+ * environment at each call (reports are written long after start, where
+ * getenv is safe): a worker process, a forked child included, may set its
+ * rank in its environment after the library started. */
+const char *tl_options_rank(void);
 
 /* Hash of a frame array for the per-thread caches (call sites, validated
  * frame-pointer walks).  Four independent multiply lanes, so 32 frames cost
@@ -451,6 +470,10 @@ struct tl_budget_row {
     bool exceeded;
 };
 int tl_budget_rows(struct tl_budget_row *out, int max);
+/* Parses a TENSORLEAK_BUDGET value (`SIZE` and/or `CLASS:SIZE`, comma
+ * separated) into *out; returns 0, or -1 with *out untouched. */
+int tl_budget_parse(const char *v, struct tl_budget_spec *out);
+/* Applies tl_opt.budget and tl_opt.budget_enforce (after tl_options_load). */
 void tl_budget_load(void);
 void tl_format_size(uint64_t bytes, char *buf, size_t len);
 

@@ -120,6 +120,8 @@ def every_variable_the_readme_and_man_page_document_is_known_to_the_library():
         "TENSORLEAK_QUIET": "0", "TENSORLEAK_FOLLOW_FORK": "1", "TENSORLEAK_OWNERS": empty,
         "TENSORLEAK_DEFAULT_OWNERS": "0", "TENSORLEAK_BUDGET": "64G", "TENSORLEAK_BUDGET_ENFORCE": "0",
         "TENSORLEAK_PYTHON": "0", "TENSORLEAK_TORCH_HISTORY": "0", "TENSORLEAK_LIBRARY": LIB,
+        "TENSORLEAK_FRAMES": "python", "TENSORLEAK_LIVE": "1", "TENSORLEAK_LIVE_DIR": os.path.join(tmp, "live"),
+        "TENSORLEAK_LIVE_INTERVAL": "1", "TENSORLEAK_KEEP": "100",
     }
     names = documented_variables()
     for must in ("TENSORLEAK_OUTPUT", "TENSORLEAK_DEPTH", "TENSORLEAK_DEFAULT_OWNERS", "TENSORLEAK_BUDGET"):
@@ -141,6 +143,35 @@ def every_variable_the_readme_and_man_page_document_is_known_to_the_library():
     r = run(prog("owners_demo"), env=dict(ENV, TENSORLEAK_DEFAULT_OWNERS="0"))
     eq([l for l in r.err.splitlines() if "TENSORLEAK_DEFAULT_OWNERS" in l], [], "no warning about the variable")
     eq([o["name"] for o in r.report["owners"]], ["user"], "owners without the default rules")
+
+
+def quoted_strings(source, array):
+    """The upper-case string literals of C array `array` in `source`: the
+    variable names (a table row's other members are functions)."""
+    m = re.search(r"\b" + array + r"\[\]\s*=\s*\{(.*?)\};", source, re.S)
+    check(m, f"no array {array} in src/options.c: the extraction is broken")
+    return re.findall(r'"([A-Z][A-Z0-9_]*)"', m.group(1))
+
+
+def every_variable_the_library_knows_is_in_the_readme_settings_table():
+    with open(os.path.join(SOURCE, "src", "options.c"), encoding="utf-8") as f:
+        source = f.read()
+    known = quoted_strings(source, "table") + quoted_strings(source, "others")
+    ranks = quoted_strings(source, "rank_variables")
+    for must in ("TENSORLEAK_OUTPUT", "TENSORLEAK_BUDGET", "TENSORLEAK_LIBRARY"):
+        check(must in known, f"{must} not found in src/options.c: the extraction is broken ({known})")
+    check("RANK" in ranks, f"RANK not found in src/options.c: the extraction is broken ({ranks})")
+    with open(os.path.join(SOURCE, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    m = re.search(r"^## Settings\n(.*?)^## ", readme, re.S | re.M)
+    check(m, "no Settings section in README.md")
+    rows = [l for l in m.group(1).splitlines() if l.startswith("| `")]
+    check(len(rows) > 10, "README.md's settings table: the extraction is broken")
+    # A row's first column may name more than one variable (SIGNAL / MARK_SIGNAL).
+    documented = {n for l in rows for n in re.findall(r"`(TENSORLEAK_[A-Z0-9_]+)`", l.split(" | ")[0])}
+    eq([n for n in known if n not in documented], [], "variables src/options.c knows that README.md's settings table lacks")
+    table = "\n".join(rows)
+    eq([n for n in ranks if f"`{n}`" not in table], [], "rank variables README.md's settings table does not name")
 
 
 if __name__ == "__main__":
