@@ -220,7 +220,7 @@ void exporter_write_metrics(FILE *out, const struct live_set *s)
 static char *metrics_now(const char *dir, size_t *len, char *why, size_t whylen)
 {
     struct live_set s;
-    if (live_read_dir(dir, true, &s, why, whylen) != 0)
+    if (live_read_source(dir, true, &s, why, whylen) != 0)
         return NULL;
     char *text = NULL;
     FILE *out = open_memstream(&text, len);
@@ -391,6 +391,8 @@ int cmd_exporter(int argc, char **argv)
         cli_error("exporter: the live directory's path is too long");
         return CLI_EXIT_USAGE;
     }
+    /* Root exports every user's tracked processes (NULL), unless told a directory. */
+    const char *source = live_all_users(dir_arg) ? NULL : dir;
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGINT);
@@ -398,7 +400,7 @@ int cmd_exporter(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     if (textfile) {
         for (;;) {
-            bool ok = write_textfile(dir, textfile);
+            bool ok = write_textfile(source, textfile);
             if (once)
                 return ok ? CLI_EXIT_OK : CLI_EXIT_FAIL;
             struct timespec t = {(time_t)every, (long)((every - (double)(time_t)every) * 1e9)};
@@ -413,7 +415,7 @@ int cmd_exporter(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, answer, dir, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+    struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, answer, (void *)source, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                             MHD_OPTION_THREAD_POOL_SIZE, 4U, MHD_OPTION_CONNECTION_LIMIT, 512U,
                                             MHD_OPTION_CONNECTION_TIMEOUT, 10U, MHD_OPTION_END);
     if (!d) {
@@ -421,7 +423,8 @@ int cmd_exporter(int argc, char **argv)
         return CLI_EXIT_FAIL;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    fprintf(stderr, "tensorleak exporter: serving %s on port %u, reading %s\n", listen, info ? info->port : 0, dir);
+    fprintf(stderr, "tensorleak exporter: serving %s on port %u, reading %s\n", listen, info ? info->port : 0,
+            source ? source : "every user's live directory");
     fflush(stderr);
     int sig;
     while (sigwait(&stop, &sig) != 0)

@@ -1,6 +1,6 @@
 /*
- * cmd_top.c — `tensorleak top`: every tracked process of the user (of all
- * users for root, given their directory with --dir) from the live state
+ * cmd_top.c — `tensorleak top`: every tracked process of the user (of every
+ * user for root, from each per-user live directory) from the live state
  * files, refreshed every second in an ncurses view; `--once` prints the
  * table once, `--json` prints it for scripts.
  *
@@ -343,7 +343,8 @@ static void draw(const struct live_set *s, const char *dir, size_t selected, boo
         mvprintw(row++, 0, "%.*s", cols, "no tracked process (run one under tensorleak)");
     if (detail && selected < s->n)
         draw_detail(&s->procs[selected], row, rows, cols);
-    snprintf(line, sizeof line, "live state: %s%s", dir, s->refused ? " (entries refused: see --once)" : "");
+    snprintf(line, sizeof line, "live state: %s%s", dir ? dir : "every user's live directory",
+             s->refused ? " (entries refused: see --once)" : "");
     mvprintw(rows - 1, 0, "%.*s", cols, line);
     refresh();
 }
@@ -368,7 +369,7 @@ static int run_view(const char *dir)
         struct live_set s;
         char why[512];
         const char *error = NULL;
-        if (live_read_dir(dir, true, &s, why, sizeof why) != 0)
+        if (live_read_source(dir, true, &s, why, sizeof why) != 0)
             error = why;
         qsort(s.procs, s.n, sizeof *s.procs, compare);
         /* The selection follows its process across refreshes. */
@@ -446,11 +447,13 @@ int cmd_top(int argc, char **argv)
         cli_error("top: the live directory's path is too long");
         return CLI_EXIT_USAGE;
     }
+    /* Root sees every user's tracked processes (dir NULL), unless told a directory. */
+    const char *source = live_all_users(dir_arg) ? NULL : dir;
     if (!once && !as_json)
-        return run_view(dir);
+        return run_view(source);
     struct live_set s;
     char why[512];
-    if (live_read_dir(dir, true, &s, why, sizeof why) != 0) {
+    if (live_read_source(source, true, &s, why, sizeof why) != 0) {
         cli_error("top: %s", why);
         return CLI_EXIT_USAGE;
     }

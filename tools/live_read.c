@@ -19,6 +19,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <ctype.h>
+#include <glob.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
@@ -377,7 +379,21 @@ static bool entry_name(const char *name, int *pid)
     return true;
 }
 
-int live_read_dir(const char *dir, bool remove_dead, struct live_set *out, char *why, size_t whylen)
+/* Whether process `pid` (of this pid namespace) runs as `uid`: root reads
+ * every user's directory, where a user's entry must be of that user's own
+ * process, not figures planted for someone else's pid. */
+static bool process_of(int pid, uid_t uid)
+{
+    char path[32];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%d", pid);
+    return stat(path, &st) == 0 && st.st_uid == uid;
+}
+
+/* live_read_dir, with the owner the directory must have: `owner`, or, when
+ * it is (uid_t)-1, the reader (any user's for root). */
+static int read_dir_owned(const char *dir, uid_t owner, bool remove_dead, struct live_set *out, char *why,
+                          size_t whylen)
 {
     memset(out, 0, sizeof *out);
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -387,7 +403,10 @@ int live_read_dir(const char *dir, bool remove_dead, struct live_set *out, char 
     }
     struct stat dst;
     uid_t me = geteuid();
-    const char *bad = fstat(dfd, &dst) != 0 ? "cannot stat" : live_refusal(&dst, me == 0 ? dst.st_uid : me, true);
+    if (owner == (uid_t)-1)
+        owner = me == 0 ? (uid_t)-2 : me;
+    const char *bad = fstat(dfd, &dst) != 0 ? "cannot stat"
+                                            : live_refusal(&dst, owner == (uid_t)-2 ? dst.st_uid : owner, true);
     DIR *d = bad ? NULL : fdopendir(dfd);
     if (!d) {
         snprintf(why, whylen, "%s: %s", dir, bad ? bad : strerror(errno));
@@ -431,6 +450,13 @@ int live_read_dir(const char *dir, bool remove_dead, struct live_set *out, char 
             refuse(out, e->d_name, err);
             continue;
         }
+        unsigned long long ticks;
+        if (me == 0 && st.st_uid != 0 && same_pid_namespace(p.pid_ns) && proc_alive(p.pid, &ticks) &&
+            !process_of(p.pid, st.st_uid)) {
+            live_proc_free(&p);
+            refuse(out, e->d_name, "its process belongs to another user");
+            continue;
+        }
         if (entry_dead(&p, now)) {
             out->dead++;
             live_proc_free(&p);
@@ -454,4 +480,88 @@ int live_read_dir(const char *dir, bool remove_dead, struct live_set *out, char 
     }
     closedir(d);
     return 0;
+}
+
+int live_read_dir(const char *dir, bool remove_dead, struct live_set *out, char *why, size_t whylen)
+{
+    return read_dir_owned(dir, (uid_t)-1, remove_dead, out, why, whylen);
+}
+
+bool live_all_users(const char *override)
+{
+    const char *env = getenv("TENSORLEAK_LIVE_DIR");
+    return geteuid() == 0 && !(override && *override) && !(env && *env);
+}
+
+/* The uid a per-user live directory's path names: /run/user/UID/tensorleak
+ * (XDG_RUNTIME_DIR) or /tmp/tensorleak-UID; -1 for any other path. */
+static long uid_of_path(const char *path)
+{
+    const char *digits = NULL, *end_text = "";
+    if (strncmp(path, "/run/user/", 10) == 0)
+        digits = path + 10, end_text = "/tensorleak";
+    else if (strncmp(path, "/tmp/tensorleak-", 16) == 0)
+        digits = path + 16;
+    if (!digits || !isdigit((unsigned char)*digits))
+        return -1;
+    char *end;
+    errno = 0;
+    long uid = strtol(digits, &end, 10);
+    return errno || uid < 0 || strcmp(end, end_text) != 0 ? -1 : uid;
+}
+
+static int add_set(struct live_set *all, struct live_set *one)
+{
+    if (one->n) {
+        struct live_proc *grown = realloc(all->procs, (all->n + one->n) * sizeof *grown);
+        if (!grown) {
+            live_set_free(one);
+            return -1;
+        }
+        all->procs = grown;
+        memcpy(all->procs + all->n, one->procs, one->n * sizeof *one->procs);
+        all->n += one->n;
+    }
+    if (one->refused && !all->refused)
+        memcpy(all->first_refusal, one->first_refusal, sizeof all->first_refusal);
+    all->refused += one->refused;
+    all->dead += one->dead;
+    free(one->procs);
+    return 0;
+}
+
+int live_read_all(bool remove_dead, struct live_set *out, char *why, size_t whylen)
+{
+    memset(out, 0, sizeof *out);
+    static const char *const patterns[] = {"/run/user/*/tensorleak", "/tmp/tensorleak-*"};
+    for (size_t k = 0; k < sizeof patterns / sizeof patterns[0]; k++) {
+        glob_t g;
+        if (glob(patterns[k], GLOB_NOSORT, NULL, &g) != 0)
+            continue;
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+            long uid = uid_of_path(g.gl_pathv[i]);
+            struct live_set one;
+            char err[256];
+            if (uid < 0) /* not a per-user directory's name */
+                continue;
+            if (read_dir_owned(g.gl_pathv[i], (uid_t)uid, remove_dead, &one, err, sizeof err) != 0) {
+                /* A directory of the wrong owner or mode: its entries are refused. */
+                if (!out->refused++)
+                    snprintf(out->first_refusal, sizeof out->first_refusal, "%.250s", err);
+                continue;
+            }
+            if (add_set(out, &one) != 0) {
+                globfree(&g);
+                snprintf(why, whylen, "out of memory");
+                return -1;
+            }
+        }
+        globfree(&g);
+    }
+    return 0;
+}
+
+int live_read_source(const char *dir, bool remove_dead, struct live_set *out, char *why, size_t whylen)
+{
+    return dir ? live_read_dir(dir, remove_dead, out, why, whylen) : live_read_all(remove_dead, out, why, whylen);
 }

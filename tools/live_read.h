@@ -132,6 +132,16 @@ int live_read_dir(const char *dir, bool remove_dead, struct live_set *out, char 
 /* The directory to read: `override` (--dir) when given, else as the
  * publisher chooses it from the environment. */
 int live_default_dir(char *out, size_t len, const char *override);
+/* Whether to read every user's live directory: for root, unless --dir or
+ * TENSORLEAK_LIVE_DIR names one. */
+bool live_all_users(const char *override);
+/* Every user's per-user directory (/run/user/UID/tensorleak and
+ * /tmp/tensorleak-UID), each owned by the user its name says, each entry of
+ * that user's own process; a directory of the wrong owner or mode counts as
+ * refused. */
+int live_read_all(bool remove_dead, struct live_set *out, char *why, size_t whylen);
+/* live_read_dir(dir), or live_read_all when dir is NULL. */
+int live_read_source(const char *dir, bool remove_dead, struct live_set *out, char *why, size_t whylen);
 void live_proc_free(struct live_proc *p);
 void live_set_free(struct live_set *s);
 /* The whole process, or a device of it: held by caches, libraries and

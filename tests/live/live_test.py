@@ -5,6 +5,7 @@ Each case is one meson test: python3 live_test.py CASE.
 """
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -261,6 +262,65 @@ def top_in_tmux_sorts_selects_follows_resizes_and_quits(tmp):
         subprocess.run(sock + ["kill-server"], capture_output=True, timeout=30)
         a.stop()
         b.stop()
+
+
+def root_sees_every_users_processes_and_refuses_what_a_user_could_forge(tmp):
+    """Root's top (no --dir, no TENSORLEAK_LIVE_DIR) reads every user's
+    per-user directory; a directory named for one user but owned by another,
+    or a user's entry for a process that is not that user's, is refused."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        print("SKIP: needs root and setpriv (util-linux) to run a server as another user")
+        sys.exit(77)
+    uid, forged_uid = 65534, 65533
+    own, forged = f"/tmp/tensorleak-{uid}", f"/tmp/tensorleak-{forged_uid}"
+    for d in (own, forged):
+        shutil.rmtree(d, ignore_errors=True)
+    os.chmod(tmp, 0o777)  # the other user's report goes here
+    env = {k: v for k, v in os.environ.items() if k not in ("TENSORLEAK_LIVE_DIR", "XDG_RUNTIME_DIR")}
+    env.update({"TENSORLEAK_LIVE_INTERVAL": "0.2", "TENSORLEAK_OUTPUT": os.path.join(tmp, "o.%p.json"),
+                "TENSORLEAK_QUIET": "1", "HOME": tmp})
+    ready = os.path.join(tmp, "ready")
+    p = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", CLI, "run", "--sim", "--",
+                          SERVER, "leaky", "2", os.path.join(tmp, "snap.json"), ready],
+                         stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp)
+    try:
+        wait_for("the other user's server", lambda: os.path.exists(ready) or p.poll() is not None)
+        assert p.poll() is None, p.stderr.read().decode()
+        wait_for("its live entry", lambda: os.path.exists(os.path.join(own, f"{p.pid}.json")))
+        st = os.stat(own)
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (uid, 0o700), st
+        # Forged: a directory named for another user, and, in the user's own
+        # directory, an entry for a process of root's (this test's).
+        os.mkdir(forged, 0o700)
+        shutil.copy(os.path.join(own, f"{p.pid}.json"), os.path.join(forged, f"{p.pid}.json"))
+        os.chown(forged, uid, uid)
+        os.chown(os.path.join(forged, f"{p.pid}.json"), uid, uid)
+        with open(os.path.join(own, f"{p.pid}.json")) as f:
+            doc = json.load(f)
+        doc["pid"] = os.getpid()
+        doc["live"]["start_ticks"] = 0
+        planted = os.path.join(own, f"{os.getpid()}.json")
+        with open(planted, "w") as f:
+            json.dump(doc, f)
+        os.chmod(planted, 0o600)
+        os.chown(planted, uid, uid)
+        root_env = {k: v for k, v in os.environ.items() if k != "TENSORLEAK_LIVE_DIR"}
+        r = subprocess.run([CLI, "top", "--json"], capture_output=True, text=True, timeout=60, env=root_env)
+        assert r.returncode == 0, r.stderr
+        rows = json.loads(r.stdout)
+        procs = rows["processes"] if isinstance(rows, dict) else rows
+        pids = [q["pid"] for q in procs]
+        assert pids.count(p.pid) == 1, (p.pid, pids)
+        assert os.getpid() not in pids, pids
+        # With --dir, only that directory, as for any user.
+        r = subprocess.run([CLI, "top", "--json", "--dir", forged], capture_output=True, text=True, timeout=60, env=root_env)
+        assert r.returncode == 0, r.stderr
+    finally:
+        if p.poll() is None:
+            p.stdin.close()
+            p.wait(timeout=60)
+        for d in (own, forged):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def run_case(cases):
