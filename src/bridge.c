@@ -711,7 +711,6 @@ void tl_bridge_kick(void)
         atomic_store(&scheduled, true);
 }
 
-void tl_bridge_after_fork(void);
 void tl_bridge_after_fork(void)
 {
     /* The bridge thread does not exist in a forked child. */

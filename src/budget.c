@@ -39,8 +39,6 @@ static atomic_bool over_total[TL_MAX_DEVICES];
 static atomic_bool over_class[CLASSES][TL_MAX_DEVICES];
 static atomic_ullong refusals, crossings;
 
-int tl_owner_class_of(struct tl_callsite *cs);
-
 static bool counts_as_device_memory(uint8_t kind)
 {
     return kind == TL_KIND_DEVICE || kind == TL_KIND_MANAGED || kind == TL_KIND_ASYNC || kind == TL_KIND_VMM_HANDLE ||
@@ -132,7 +130,6 @@ static void crossed(const char *what, uint64_t budget, long long now, int device
 }
 
 /* After a tracked allocation (tracker.c); no table lock is held. */
-void tl_budget_after_alloc(struct tl_callsite *cs, const struct tl_live *rec);
 void tl_budget_after_alloc(struct tl_callsite *cs, const struct tl_live *rec)
 {
     if (!counts_as_device_memory(rec->kind))
@@ -149,7 +146,6 @@ void tl_budget_after_alloc(struct tl_callsite *cs, const struct tl_live *rec)
 
 /* After a tracked free, teardown or restore; may run under table locks, so
  * only counters and flags here. */
-void tl_budget_after_free(const struct tl_live *rec);
 void tl_budget_after_free(const struct tl_live *rec)
 {
     if (!counts_as_device_memory(rec->kind))
@@ -166,7 +162,6 @@ void tl_budget_after_free(const struct tl_live *rec)
 
 /* Enforcement, before the driver is called: true when `bytes` more of
  * `kind` would cross a budget; the hook then answers out-of-memory. */
-bool tl_budget_refuse(enum tl_kind kind, uint64_t bytes);
 bool tl_budget_refuse(enum tl_kind kind, uint64_t bytes)
 {
     if (!counts_as_device_memory((uint8_t)kind))
@@ -212,13 +207,11 @@ bool tl_budget_refuse(enum tl_kind kind, uint64_t bytes)
     return true;
 }
 
-unsigned long long tl_budget_refusals(void);
 unsigned long long tl_budget_refusals(void)
 {
     return atomic_load(&refusals);
 }
 
-unsigned long long tl_budget_crossings(void);
 unsigned long long tl_budget_crossings(void)
 {
     return atomic_load(&crossings);

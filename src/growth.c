@@ -44,7 +44,6 @@ static size_t nseries, capseries;
 static struct tl_mark_row timeline[TL_MAX_MARKS];
 static unsigned nmarks;
 
-uint64_t tl_pools_reserved_now(void);
 
 /* ---- series (pure: unit-tested on the H200 fixtures) -------------------- */
 
@@ -251,7 +250,6 @@ static void list_site(struct tl_callsite *cs, void *arg)
 }
 
 static const char *const class_name[] = {"cache", "workspace", "library", "user"};
-int tl_owner_class_of(struct tl_callsite *cs);
 
 static void mark_site(struct tl_callsite *cs, void *arg)
 {
@@ -488,7 +486,6 @@ void tl_growth_collect(struct tl_report_model *m)
         qsort(m->growth, m->ngrowth, sizeof *m->growth, by_rate_desc);
 }
 
-void tl_growth_after_fork(void);
 void tl_growth_after_fork(void)
 {
     pthread_mutex_init(&mark_lock, NULL);

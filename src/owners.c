@@ -114,8 +114,7 @@ static int parse_kinds(const char *s, size_t len, unsigned *out)
 
 /* Parses one rules text.  Returns the number of malformed lines; each is
  * named (at most 5 per file). */
-int tl_owner_rules_parse(const char *text, size_t len, const char *origin);
-int tl_owner_rules_parse(const char *text, size_t len, const char *origin)
+static int tl_owner_rules_parse(const char *text, size_t len, const char *origin)
 {
     int bad = 0;
     unsigned lineno = 0;
@@ -197,7 +196,6 @@ static void owners_after_fork_child(void)
         owners[o].peak_bytes = 0;
 }
 
-void tl_owners_load(void);
 void tl_owners_load(void)
 {
     pthread_mutex_lock(&owners_lock);
@@ -569,7 +567,6 @@ int tl_owner_of_held_row(const struct tl_live *rec)
     return tl_pools_is_held(rec) ? pools_owner : rec->owner - 1;
 }
 
-int tl_owner_class_of(struct tl_callsite *cs);
 int tl_owner_class_of(struct tl_callsite *cs)
 {
     if (!cs)

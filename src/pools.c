@@ -614,7 +614,6 @@ void tl_pools_collect(struct tl_report_model *m)
 
 /* Reserved bytes right now, for the timeline of marks: direct device memory
  * plus every pool's reserve.  Cheaper than a report: no table walk. */
-uint64_t tl_pools_reserved_now(void);
 uint64_t tl_pools_reserved_now(void)
 {
     long long direct = 0;

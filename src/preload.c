@@ -31,14 +31,6 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static pid_t owner_pid;
 atomic_bool tl_used; /* some CUDA entry point was reached */
 
-void tl_snapshot_start(void);
-void tl_snapshot_after_fork(void);
-void tl_snapshot_watch(void);
-void tl_tracker_after_fork(void);
-void tl_pools_after_fork(void);
-void tl_suppressions_load(void);
-void tl_owners_load(void);
-
 static void after_fork_child(void)
 {
     owner_pid = getpid();
@@ -140,8 +132,7 @@ void tl_ensure_init(void)
         tl_private_deps_warn();
         atomic_store_explicit(&tl_used, true, memory_order_relaxed);
         tl_snapshot_watch();
-        extern void tl_bridge_kick(void); /* issue 13 (D): a Python program's first CUDA call */
-        tl_bridge_kick();
+        tl_bridge_kick(); /* a Python program's first CUDA call starts its bridge */
     }
 }
 

@@ -39,7 +39,6 @@ static bool is_our_hook(void *fn)
 /* Called by the dlsym trampoline.  Does no initialisation beyond resolving
  * glibc's dlsym: heavy work inside dlsym hung driver start-up in other
  * interposers (HAMi-core #52). */
-void *tl_dlsym_route(void *handle, const char *name, void **result);
 void *tl_dlsym_route(void *handle, const char *name, void **result)
 {
     static void *glibc_dlsym;

@@ -489,7 +489,6 @@ static void detect(void)
  * module with one, ctypes every library) looks again.  No allocation, no
  * loader call beyond the first lookup of the real function; detect_lock is
  * never held across anything that waits. */
-void *tl_dlopen_route(int which, uintptr_t arg2, uintptr_t arg3);
 void *tl_dlopen_route(int which, uintptr_t arg2, uintptr_t arg3)
 {
     void *fn = real_dl(which);

@@ -263,7 +263,6 @@ static void device_info(struct tl_report_model *m)
     void *saved = NULL;
     if (getcur(&saved) != 0)
         return;
-    extern int tl_known_contexts(void **out, int max);
     void *ctxs[TL_MAX_CONTEXTS + 1];
     int n = tl_known_contexts(ctxs, TL_MAX_CONTEXTS);
     if (saved)

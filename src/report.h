@@ -184,7 +184,6 @@ bool tl_pools_is_held(const struct tl_live *rec);
 void tl_growth_collect(struct tl_report_model *m);
 /* owners.c: attributes sites to owners, moves held ones to m->held. */
 void tl_owners_collect(struct tl_report_model *m);
-void tl_owners_load(void);
 /* suppress.c: suppression rules on a call site's stack. */
 const char *tl_suppressed(struct tl_report_model *m, const char *kind, struct tl_callsite *cs);
 
@@ -198,9 +197,6 @@ void tl_bridge_refresh_mark(bool may_wait);
 /* Adds the last framework state to the model: pool rows, the device
  * summary's allocated (the cache's gap), the "bridge" object. */
 void tl_bridge_apply(struct tl_report_model *m);
-/* Starts the Python bridge when TENSORLEAK_PYTHON is on and an initialized
- * interpreter is in the process (Py_AddPendingCall; cheap after the first). */
-void tl_bridge_kick(void);
 /* For growth.c, under its mark lock: the last state's pools (name, kind,
  * allocated) and Python sites (key, stack, bytes), one callback each. */
 void tl_bridge_foreach_series(void (*pool)(const char *name, const char *kind, long long allocated, void *arg),

@@ -19,9 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-void tl_mark(const char *label);
-void tl_growth_after_fork(void);
-
 static int wake_pipe[2] = {-1, -1};
 static pthread_t watcher;
 static bool watcher_running;
@@ -167,7 +164,6 @@ void tl_snapshot_watch(void)
 void tl_snapshot_after_fork(void)
 {
     tl_growth_after_fork();
-    extern void tl_bridge_after_fork(void); /* issue 13 (D) */
     tl_bridge_after_fork();
     tl_live_state_after_fork();
     if (wake_pipe[0] < 0)

@@ -205,6 +205,10 @@ long long tl_py_code_frees(void);
  * a call site is created, so the hot path pays nothing). */
 unsigned long tl_callsite_python_count(void);
 
+/* Called by dlopen_trampoline.S, before glibc's dlopen or dlmopen: notes the
+ * call for the interpreter lookup and returns the real function to jump to. */
+void *tl_dlopen_route(int which, uintptr_t arg2, uintptr_t arg3);
+
 /* ---- callsite.c --------------------------------------------------------- */
 enum tl_kind {
     TL_KIND_DEVICE = 0,
@@ -404,6 +408,12 @@ struct tl_invalid_free {
 size_t tl_invalid_frees(struct tl_invalid_free *out, size_t max);
 struct tl_callsite *tl_callsite_by_id(uint32_t id);
 
+/* Forked children get a new tid; the cached one would be the parent's. */
+void tl_tracker_after_fork(void);
+/* The live contexts we know of (report.c visits each for cuMemGetInfo):
+ * stores at most max, returns how many. */
+int tl_known_contexts(void **out, int max);
+
 /* ---- owners.c ------------------------------------------------------------ */
 /* Each owner's running live bytes and their highest value, by owner index.
  * The two share a cache line; written as tracker.c writes
@@ -450,6 +460,13 @@ static inline int tl_owner_prepare(struct tl_callsite *cs)
  * holds it as a segment, else the row's own (-1: none). */
 int tl_owner_of_held_row(const struct tl_live *rec);
 
+/* Reads the owner rules (tl_opt.owners, then the shipped ones unless
+ * TENSORLEAK_DEFAULT_OWNERS is off), at start. */
+void tl_owners_load(void);
+/* The owner class of a call site (budget.c's and growth.c's class order:
+ * cache, workspace, library, user); a site without a stack is the user's. */
+int tl_owner_class_of(struct tl_callsite *cs);
+
 /* ---- budget.c ------------------------------------------------------------ */
 extern atomic_bool tl_budget_active;    /* a TENSORLEAK_BUDGET is set */
 extern atomic_bool tl_budget_enforcing; /* ... and TENSORLEAK_BUDGET_ENFORCE */
@@ -476,6 +493,42 @@ int tl_budget_parse(const char *v, struct tl_budget_spec *out);
 /* Applies tl_opt.budget and tl_opt.budget_enforce (after tl_options_load). */
 void tl_budget_load(void);
 void tl_format_size(uint64_t bytes, char *buf, size_t len);
+
+/* ---- pools.c -------------------------------------------------------------- */
+/* Reserved bytes right now, for the timeline of marks: direct device memory
+ * plus every pool's reserve.  Cheaper than a report: no table walk. */
+uint64_t tl_pools_reserved_now(void);
+/* In a forked child: a fresh lock, and the parent's pools are not alive. */
+void tl_pools_after_fork(void);
+
+/* ---- growth.c ------------------------------------------------------------- */
+/* A mark: the figures growth is judged on, with `label` (signal, interval or
+ * the API's). */
+void tl_mark(const char *label);
+void tl_growth_after_fork(void);
+
+/* ---- snapshot.c (signals, interval reports, the watcher thread) ----------- */
+/* At start: the pipe and the handlers, no thread. */
+void tl_snapshot_start(void);
+/* At the program's first CUDA call: starts the watcher thread. */
+void tl_snapshot_watch(void);
+void tl_snapshot_after_fork(void);
+
+/* ---- suppress.c ----------------------------------------------------------- */
+/* Reads TENSORLEAK_SUPPRESSIONS' file at start; bad lines warn and are skipped. */
+void tl_suppressions_load(void);
+
+/* ---- bridge.c (activation; its report-model functions are in report.h) --- */
+/* Starts the Python bridge when TENSORLEAK_PYTHON is on and an initialized
+ * interpreter is in the process (Py_AddPendingCall; cheap after the first). */
+void tl_bridge_kick(void);
+/* In a forked child: the bridge thread does not exist there. */
+void tl_bridge_after_fork(void);
+
+/* ---- procaddr.c ----------------------------------------------------------- */
+/* Called by dlsym_trampoline.S in place of glibc's dlsym: *result is our hook
+ * when `name` is a function we interpose; returns the dlsym to jump to. */
+void *tl_dlsym_route(void *handle, const char *name, void **result);
 
 /* ---- symbolize.c -------------------------------------------------------- */
 /* Functions the compiler inlined at one return address, innermost first. */
