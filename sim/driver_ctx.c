@@ -110,6 +110,7 @@ static void destroy_streams_locked(const struct CUctx_st *ctx)
 static void teardown_locked(struct CUctx_st *ctx)
 {
     sim_alloc_release_ctx_locked(ctx);
+    sim_array_release_ctx_locked(ctx);
     destroy_streams_locked(ctx);
 }
 

@@ -180,6 +180,121 @@ SIMRT_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t wi
     return e;
 }
 
+/* Rows of extent.width bytes, extent.height x extent.depth of them, each
+ * padded to the driver's pitch: cudaMallocPitch's layout, as NVIDIA's
+ * runtime makes it. */
+SIMRT_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent)
+{
+    cudaError_t e = enter();
+    if (e != cudaSuccess)
+        return e;
+    if (!pitchedDevPtr || (extent.depth && extent.height > SIZE_MAX / extent.depth))
+        return cudaErrorInvalidValue;
+    CUdeviceptr p = 0;
+    size_t pitch = 0;
+    e = DRV(cuMemAllocPitch_v2, &p, &pitch, extent.width, extent.height * extent.depth, 4);
+    if (e == cudaSuccess)
+        *pitchedDevPtr = (struct cudaPitchedPtr){(void *)(uintptr_t)p, pitch, extent.width, extent.height};
+    return e;
+}
+
+/* ---- CUDA arrays: a cudaArray_t is the driver's CUarray ---- */
+
+/* The driver's format and channel count for a channel description: every
+ * channel present has the first one's width (8, 16 or 32 bits); 16-bit
+ * floats are CU_AD_FORMAT_HALF.  0 when it has none. */
+static unsigned channels_of(const struct cudaChannelFormatDesc *d, CUarray_format *format)
+{
+    int bits = d->x;
+    unsigned n = (d->x > 0) + (d->y > 0) + (d->z > 0) + (d->w > 0);
+    if ((n != 1 && n != 2 && n != 4) || (d->y && d->y != bits) || (d->z && d->z != bits) || (d->w && d->w != bits))
+        return 0;
+    static const CUarray_format table[3][3] = {
+        [cudaChannelFormatKindSigned] = {CU_AD_FORMAT_SIGNED_INT8, CU_AD_FORMAT_SIGNED_INT16, CU_AD_FORMAT_SIGNED_INT32},
+        [cudaChannelFormatKindUnsigned] = {CU_AD_FORMAT_UNSIGNED_INT8, CU_AD_FORMAT_UNSIGNED_INT16,
+                                           CU_AD_FORMAT_UNSIGNED_INT32},
+        [cudaChannelFormatKindFloat] = {0, CU_AD_FORMAT_HALF, CU_AD_FORMAT_FLOAT},
+    };
+    int w = bits == 8 ? 0 : bits == 16 ? 1 : bits == 32 ? 2 : -1;
+    if (w < 0 || (unsigned)d->f > cudaChannelFormatKindFloat || !table[d->f][w])
+        return 0;
+    *format = table[d->f][w];
+    return n;
+}
+
+static cudaError_t array_desc(const struct cudaChannelFormatDesc *desc, struct cudaExtent extent, unsigned flags,
+                              CUDA_ARRAY3D_DESCRIPTOR *out)
+{
+    CUarray_format format;
+    unsigned n = desc ? channels_of(desc, &format) : 0;
+    if (!n)
+        return cudaErrorInvalidValue;
+    *out = (CUDA_ARRAY3D_DESCRIPTOR){extent.width, extent.height, extent.depth, format, n, flags};
+    return cudaSuccess;
+}
+
+SIMRT_EXPORT cudaError_t cudaMalloc3DArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc,
+                                           struct cudaExtent extent, unsigned int flags)
+{
+    cudaError_t e = enter();
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    if (e == cudaSuccess && !array)
+        e = cudaErrorInvalidValue;
+    if (e == cudaSuccess)
+        e = array_desc(desc, extent, flags, &d);
+    return e != cudaSuccess ? e : DRV(cuArray3DCreate_v2, (CUarray *)array, &d);
+}
+
+SIMRT_EXPORT cudaError_t cudaMallocArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc, size_t width,
+                                         size_t height, unsigned int flags)
+{
+    return cudaMalloc3DArray(array, desc, (struct cudaExtent){width, height, 0}, flags);
+}
+
+SIMRT_EXPORT cudaError_t cudaMallocMipmappedArray(cudaMipmappedArray_t *mipmappedArray,
+                                                  const struct cudaChannelFormatDesc *desc, struct cudaExtent extent,
+                                                  unsigned int numLevels, unsigned int flags)
+{
+    cudaError_t e = enter();
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    if (e == cudaSuccess && !mipmappedArray)
+        e = cudaErrorInvalidValue;
+    if (e == cudaSuccess)
+        e = array_desc(desc, extent, flags, &d);
+    return e != cudaSuccess ? e : DRV(cuMipmappedArrayCreate, (CUmipmappedArray *)mipmappedArray, &d, numLevels);
+}
+
+/* Freeing 0 does nothing (cuda_runtime_api.h). */
+SIMRT_EXPORT cudaError_t cudaFreeArray(cudaArray_t array)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess || !array ? e : DRV(cuArrayDestroy, (CUarray)array);
+}
+
+SIMRT_EXPORT cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess || !mipmappedArray ? e : DRV(cuMipmappedArrayDestroy, (CUmipmappedArray)mipmappedArray);
+}
+
+SIMRT_EXPORT cudaError_t cudaArrayGetMemoryRequirements(struct cudaArrayMemoryRequirements *memoryRequirements,
+                                                        cudaArray_t array, int device)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e
+                            : DRV(cuArrayGetMemoryRequirements, (CUDA_ARRAY_MEMORY_REQUIREMENTS *)memoryRequirements,
+                                  (CUarray)array, device);
+}
+
+SIMRT_EXPORT cudaError_t cudaMipmappedArrayGetMemoryRequirements(struct cudaArrayMemoryRequirements *memoryRequirements,
+                                                                 cudaMipmappedArray_t mipmap, int device)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e
+                            : DRV(cuMipmappedArrayGetMemoryRequirements,
+                                  (CUDA_ARRAY_MEMORY_REQUIREMENTS *)memoryRequirements, (CUmipmappedArray)mipmap, device);
+}
+
 SIMRT_EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 {
     cudaError_t e = enter();

@@ -58,6 +58,12 @@
     X(cuMemHostRegister_v2, "cuMemHostRegister", 6050, 0)         \
     X(cuMemHostUnregister, "cuMemHostUnregister", 4000, 0)        \
     X(cuMemAllocManaged, "cuMemAllocManaged", 6000, 0)            \
+    X(cuArray3DCreate_v2, "cuArray3DCreate", 3020, 0)             \
+    X(cuArrayDestroy, "cuArrayDestroy", 2000, 0)                  \
+    X(cuArrayGetMemoryRequirements, "cuArrayGetMemoryRequirements", 11060, 0) \
+    X(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", 5000, 0)  \
+    X(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", 5000, 0) \
+    X(cuMipmappedArrayGetMemoryRequirements, "cuMipmappedArrayGetMemoryRequirements", 11060, 0) \
     X(cuMemAllocAsync, "cuMemAllocAsync", 11020, 0)               \
     X(cuMemAllocAsync_ptsz, "cuMemAllocAsync", 11020, 2)          \
     X(cuMemFreeAsync, "cuMemFreeAsync", 11020, 0)                 \

@@ -13,6 +13,7 @@
  *   driver_ctx.c      contexts (primary and created), streams, synchronisation
  *   driver_alloc.c    cuMemAlloc family, pinned and registered host, managed,
  *                     cuMemGetInfo, what holds an address (sim_span_find_locked)
+ *   driver_array.c    CUDA arrays and mipmapped arrays, their memory requirements
  *   driver_memory.c   the bytes behind device memory; copies, memsets, pointer
  *                     attributes, address ranges, advice
  *   driver_event.c    events
@@ -275,6 +276,9 @@ CUresult sim_ctx_resolve_locked(CUcontext ctx, struct CUctx_st **out); /* NULL: 
 
 /* ---- driver_alloc.c: allocations owned by a context ---- */
 void sim_alloc_release_ctx_locked(struct CUctx_st *ctx);
+
+/* ---- driver_array.c: CUDA arrays owned by a context ---- */
+void sim_array_release_ctx_locked(struct CUctx_st *ctx);
 
 /* What holds an address: the allocation (cuMemAlloc family, pinned or
  * registered host memory, a pool block or a VMM mapping) it lies in. */

@@ -33,6 +33,37 @@ typedef enum cudaError {
 } cudaError_t;
 
 typedef struct CUstream_st *cudaStream_t;
+typedef struct cudaArray *cudaArray_t;
+typedef struct cudaMipmappedArray *cudaMipmappedArray_t;
+
+enum cudaChannelFormatKind {
+    cudaChannelFormatKindSigned = 0,
+    cudaChannelFormatKindUnsigned = 1,
+    cudaChannelFormatKindFloat = 2,
+    cudaChannelFormatKindNone = 3
+};
+
+struct cudaChannelFormatDesc {
+    int x, y, z, w;
+    enum cudaChannelFormatKind f;
+};
+
+struct cudaExtent {
+    size_t width, height, depth;
+};
+
+struct cudaPitchedPtr {
+    void *ptr;
+    size_t pitch, xsize, ysize;
+};
+
+struct cudaArrayMemoryRequirements {
+    size_t size;
+    size_t alignment;
+    unsigned int reserved[4];
+};
+
+#define cudaArrayDefault 0x00
 typedef struct CUmemPoolHandle_st *cudaMemPool_t;
 
 #define cudaHostAllocDefault 0x00
@@ -91,6 +122,19 @@ cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags);
 cudaError_t cudaHostUnregister(void *ptr);
 cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags);
 cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height);
+cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent);
+cudaError_t cudaMallocArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc, size_t width, size_t height,
+                            unsigned int flags);
+cudaError_t cudaMalloc3DArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc, struct cudaExtent extent,
+                              unsigned int flags);
+cudaError_t cudaMallocMipmappedArray(cudaMipmappedArray_t *mipmappedArray, const struct cudaChannelFormatDesc *desc,
+                                     struct cudaExtent extent, unsigned int numLevels, unsigned int flags);
+cudaError_t cudaFreeArray(cudaArray_t array);
+cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray);
+cudaError_t cudaArrayGetMemoryRequirements(struct cudaArrayMemoryRequirements *memoryRequirements, cudaArray_t array,
+                                           int device);
+cudaError_t cudaMipmappedArrayGetMemoryRequirements(struct cudaArrayMemoryRequirements *memoryRequirements,
+                                                    cudaMipmappedArray_t mipmap, int device);
 cudaError_t cudaMemGetInfo(size_t *free, size_t *total);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDevice(int *device);

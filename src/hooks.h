@@ -28,6 +28,11 @@
     X(cuMemHostRegister, cuMemHostRegister, 4000, 0)                     \
     X(cuMemHostRegister_v2, cuMemHostRegister, 6050, 0)                  \
     X(cuMemHostUnregister, cuMemHostUnregister, 4000, 0)                 \
+    X(cuArrayCreate_v2, cuArrayCreate, 3020, 0)                          \
+    X(cuArray3DCreate_v2, cuArray3DCreate, 3020, 0)                      \
+    X(cuArrayDestroy, cuArrayDestroy, 2000, 0)                           \
+    X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000, 0)           \
+    X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000, 0)         \
     X(cuMemAllocAsync, cuMemAllocAsync, 11020, 0)                        \
     X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, 1)                   \
     X(cuMemFreeAsync, cuMemFreeAsync, 11020, 0)                          \
@@ -61,6 +66,12 @@
     X(cudaHostUnregister)            \
     X(cudaMallocManaged)             \
     X(cudaMallocPitch)               \
+    X(cudaMalloc3D)                  \
+    X(cudaMallocArray)               \
+    X(cudaMalloc3DArray)             \
+    X(cudaMallocMipmappedArray)      \
+    X(cudaFreeArray)                 \
+    X(cudaFreeMipmappedArray)        \
     X(cudaMallocAsync)               \
     X(cudaMallocAsync_ptsz)          \
     X(cudaFreeAsync)                 \
@@ -162,5 +173,10 @@ static inline void *tl_real_fast(enum tl_hook_id id)
     })
 
 uint32_t tl_pool_index_for_async(CUmemoryPool pool, bool from_current_device);
+
+/* The device memory a CUDA array (or, with `mipmapped`, a mipmapped array)
+ * holds, as the driver answers cuArrayGetMemoryRequirements for the current
+ * device; 0 when the driver cannot say (before CUDA 11.6). */
+uint64_t tl_array_bytes(void *handle, bool mipmapped);
 
 #endif

@@ -154,6 +154,81 @@ TL_EXPORT CUresult cuMemHostUnregister(void *p)
     return rc;
 }
 
+/* ---- CUDA arrays --------------------------------------------------------- */
+/* Texture memory of image and video pipelines: the row is keyed by the
+ * array's handle (TL_SPACE_ARRAY) and holds what the driver says the array
+ * takes (cuArrayGetMemoryRequirements: rows padded to its pitch, levels of a
+ * mipmap summed, rounded to its alignment), not width x height.  The driver
+ * is asked after the creation and outside the nesting count: the query is
+ * no hook of ours. */
+
+typedef CUresult (*array_requirements_fn)(CUDA_ARRAY_MEMORY_REQUIREMENTS *, void *, CUdevice);
+typedef CUresult (*ctx_device_fn)(CUdevice *);
+
+uint64_t tl_array_bytes(void *handle, bool mipmapped)
+{
+    static _Atomic(array_requirements_fn) query[2];
+    static _Atomic(ctx_device_fn) ctx_device;
+    array_requirements_fn q = atomic_load_explicit(&query[mipmapped], memory_order_acquire);
+    if (!q) {
+        q = (array_requirements_fn)tl_driver_symbol(mipmapped ? "cuMipmappedArrayGetMemoryRequirements"
+                                                              : "cuArrayGetMemoryRequirements");
+        atomic_store_explicit(&query[mipmapped], q, memory_order_release);
+    }
+    ctx_device_fn get_device = atomic_load_explicit(&ctx_device, memory_order_acquire);
+    if (!get_device) {
+        get_device = (ctx_device_fn)tl_driver_symbol("cuCtxGetDevice");
+        atomic_store_explicit(&ctx_device, get_device, memory_order_release);
+    }
+    CUdevice dev = 0;
+    CUDA_ARRAY_MEMORY_REQUIREMENTS req;
+    memset(&req, 0, sizeof req);
+    if (!q || !get_device || get_device(&dev) != CUDA_SUCCESS || q(&req, handle, dev) != CUDA_SUCCESS)
+        return 0;
+    return req.size;
+}
+
+/* A creation through `call`, which leaves the handle in *pHandle. */
+#define ARRAY_CREATE(pHandle, mipmapped, call)                                                         \
+    ENTER();                                                                                           \
+    CUresult rc = (call);                                                                              \
+    if (outer && rc == CUDA_SUCCESS)                                                                   \
+        tl_track_alloc(TL_KIND_ARRAY, TL_SPACE_ARRAY, (uintptr_t)*(pHandle),                           \
+                       tl_array_bytes((void *)*(pHandle), (mipmapped)), -1, 0);                        \
+    else                                                                                               \
+        after_alloc(outer, rc, TL_KIND_ARRAY, TL_SPACE_ARRAY, 0, 0, -1, 0);                            \
+    LEAVE();                                                                                           \
+    return rc
+
+TL_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray)
+{
+    ARRAY_CREATE(pHandle, false, CALL_REAL(cuArrayCreate_v2, pHandle, pAllocateArray));
+}
+
+TL_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pAllocateArray)
+{
+    ARRAY_CREATE(pHandle, false, CALL_REAL(cuArray3DCreate_v2, pHandle, pAllocateArray));
+}
+
+TL_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *pMipmappedArrayDesc,
+                                          unsigned int numMipmapLevels)
+{
+    ARRAY_CREATE(pHandle, true, CALL_REAL(cuMipmappedArrayCreate, pHandle, pMipmappedArrayDesc, numMipmapLevels));
+}
+
+#define ARRAY_DESTROY(fn, handle_type)                                                                  \
+    TL_EXPORT CUresult fn(handle_type handle)                                                           \
+    {                                                                                                   \
+        ENTER();                                                                                        \
+        CUresult rc = TRACKED_FREE(outer, TL_SPACE_ARRAY, (uintptr_t)handle, TL_MASK(TL_KIND_ARRAY),      \
+                                   CALL_REAL(fn, handle));                                              \
+        LEAVE();                                                                                        \
+        return rc;                                                                                      \
+    }
+
+ARRAY_DESTROY(cuArrayDestroy, CUarray)
+ARRAY_DESTROY(cuMipmappedArrayDestroy, CUmipmappedArray)
+
 /* ---- stream-ordered allocator ------------------------------------------- */
 /* pools.c: the pool an async allocation came from, as an index (aux). */
 void tl_pool_note_created(CUmemoryPool pool, const CUmemPoolProps *props);

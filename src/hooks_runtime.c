@@ -122,6 +122,74 @@ TL_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width
     return rc;
 }
 
+/* Pitched linear memory in three dimensions: device memory like
+ * cudaMallocPitch's, pitch x height x depth bytes as the runtime laid it out. */
+TL_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent)
+{
+    ENTER();
+    uint64_t asked = (uint64_t)extent.width * extent.height * extent.depth;
+    BUDGET_GUARD(TL_KIND_DEVICE, asked);
+    cudaError_t rc = CALL_REAL(cudaMalloc3D, pitchedDevPtr, extent);
+    after_alloc(outer, rc, TL_KIND_DEVICE, rc == cudaSuccess ? (uintptr_t)pitchedDevPtr->ptr : 0,
+                rc == cudaSuccess ? (uint64_t)pitchedDevPtr->pitch * extent.height * extent.depth : asked, 0);
+    LEAVE();
+    return rc;
+}
+
+/* CUDA arrays: a cudaArray_t is the driver's CUarray, so the driver says
+ * what one holds (tl_array_bytes); the driver hook the runtime reaches
+ * inside only forwards. */
+#define ARRAY_ALLOC(handle, mipmapped, call)                                                           \
+    ENTER();                                                                                           \
+    cudaError_t rc = (call);                                                                           \
+    if (outer && rc == cudaSuccess)                                                                    \
+        tl_track_alloc(TL_KIND_ARRAY, TL_SPACE_ARRAY, (uintptr_t)*(handle),                            \
+                       tl_array_bytes((void *)*(handle), (mipmapped)), -1, 0);                         \
+    else if (outer)                                                                                    \
+        tl_track_failure(rc == cudaErrorMemoryAllocation, TL_KIND_ARRAY, 0, -1);                       \
+    LEAVE();                                                                                           \
+    return rc
+
+TL_EXPORT cudaError_t cudaMallocArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc, size_t width,
+                                      size_t height, unsigned int flags)
+{
+    ARRAY_ALLOC(array, false, CALL_REAL(cudaMallocArray, array, desc, width, height, flags));
+}
+
+TL_EXPORT cudaError_t cudaMalloc3DArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc,
+                                        struct cudaExtent extent, unsigned int flags)
+{
+    ARRAY_ALLOC(array, false, CALL_REAL(cudaMalloc3DArray, array, desc, extent, flags));
+}
+
+TL_EXPORT cudaError_t cudaMallocMipmappedArray(cudaMipmappedArray_t *mipmappedArray,
+                                               const struct cudaChannelFormatDesc *desc, struct cudaExtent extent,
+                                               unsigned int numLevels, unsigned int flags)
+{
+    ARRAY_ALLOC(mipmappedArray, true,
+                CALL_REAL(cudaMallocMipmappedArray, mipmappedArray, desc, extent, numLevels, flags));
+}
+
+#define ARRAY_FREE(fn, handle)                                                                         \
+    ENTER();                                                                                           \
+    struct tl_live rec_;                                                                               \
+    bool had_ = outer && handle && tl_track_free(TL_SPACE_ARRAY, (uintptr_t)handle, TL_MASK(TL_KIND_ARRAY), &rec_); \
+    cudaError_t rc = CALL_REAL(fn, handle);                                                            \
+    if (had_ && rc != cudaSuccess)                                                                     \
+        tl_track_restore(&rec_);                                                                       \
+    LEAVE();                                                                                           \
+    return rc
+
+TL_EXPORT cudaError_t cudaFreeArray(cudaArray_t array)
+{
+    ARRAY_FREE(cudaFreeArray, array);
+}
+
+TL_EXPORT cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray)
+{
+    ARRAY_FREE(cudaFreeMipmappedArray, mipmappedArray);
+}
+
 #define ASYNC_ALLOC(fn, pool, from_device, ...)                                                            \
     ENTER();                                                                                               \
     BUDGET_GUARD(TL_KIND_ASYNC, size);                                                                      \

@@ -87,7 +87,7 @@ static int parse_kinds(const char *s, size_t len, unsigned *out)
         {"host_pinned", 1u << TL_KIND_HOST_PINNED}, {"managed", 1u << TL_KIND_MANAGED},
         {"vmm_handle", 1u << TL_KIND_VMM_HANDLE}, {"vmm_mapping", 1u << TL_KIND_VMM_MAPPING},
         {"vmm_reservation", 1u << TL_KIND_VMM_RESERVATION}, {"pool_block", 1u << TL_KIND_POOL_BLOCK},
-        {"host_registered", 1u << TL_KIND_HOST_REGISTERED},
+        {"host_registered", 1u << TL_KIND_HOST_REGISTERED}, {"array", 1u << TL_KIND_ARRAY},
     };
     if (len == 1 && *s == '*') {
         *out = ~0u;
@@ -157,7 +157,7 @@ static int tl_owner_rules_parse(const char *text, size_t len, const char *origin
         if (!why && cls < 0)
             why = "class must be cache, workspace, library or user";
         if (!why && parse_kinds(f[3], flen[3], &kinds) != 0)
-            why = "kinds must be * or a comma list of device, async, host_pinned, managed, vmm_handle, vmm_mapping, vmm_reservation, pool_block, host_registered";
+            why = "kinds must be * or a comma list of device, async, host_pinned, managed, vmm_handle, vmm_mapping, vmm_reservation, pool_block, host_registered, array";
         if (!why && p == e)
             why = "empty pattern";
         if (why) {

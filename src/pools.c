@@ -434,7 +434,8 @@ static bool collect_row(const struct tl_live *rec, void *arg)
             c->async_driver_bytes[rec->aux] += driver_block_bytes(rec->size);
         } else
             c->async_unpooled[dev] += (long long)rec->size;
-    } else if ((rec->kind == TL_KIND_DEVICE || rec->kind == TL_KIND_MANAGED || rec->kind == TL_KIND_VMM_HANDLE) &&
+    } else if ((rec->kind == TL_KIND_DEVICE || rec->kind == TL_KIND_MANAGED || rec->kind == TL_KIND_VMM_HANDLE ||
+                rec->kind == TL_KIND_ARRAY) &&
                !tl_pools_is_held(rec)) {
         c->direct_reserved[dev] += (long long)rec->size;
     }

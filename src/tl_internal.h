@@ -220,6 +220,7 @@ enum tl_kind {
     TL_KIND_POOL_BLOCK,
     TL_KIND_ASYNC, /* stream-ordered pool allocation (reported as "device") */
     TL_KIND_HOST_REGISTERED, /* the program's own host memory pinned in place (cuMemHostRegister) */
+    TL_KIND_ARRAY, /* a CUDA array or mipmapped array (texture memory); its size is the driver's */
     TL_KIND_COUNT
 };
 const char *tl_kind_name(enum tl_kind kind);
@@ -255,7 +256,8 @@ void tl_callsite_reset_after_fork(void);
 /* ---- live_table.c ------------------------------------------------------- */
 /* A live allocation.  Key: (space, addr).  40 bytes, stored inline in an
  * open-addressing table. */
-enum tl_space { TL_SPACE_MEM = 0, TL_SPACE_VMM_HANDLE = 1, TL_SPACE_VMM_MAP = 2, TL_SPACE_VMM_VA = 3 };
+/* 4 is pools.c's (annotated pool blocks); arrays are keyed by handle. */
+enum tl_space { TL_SPACE_MEM = 0, TL_SPACE_VMM_HANDLE = 1, TL_SPACE_VMM_MAP = 2, TL_SPACE_VMM_VA = 3, TL_SPACE_ARRAY = 5 };
 
 struct tl_live {
     uint64_t addr;     /* 0 = empty slot */

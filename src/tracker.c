@@ -54,6 +54,7 @@ const char *tl_kind_name(enum tl_kind kind)
         [TL_KIND_POOL_BLOCK] = "pool_block",
         [TL_KIND_ASYNC] = "device",
         [TL_KIND_HOST_REGISTERED] = "host_registered",
+        [TL_KIND_ARRAY] = "array",
     };
     return (unsigned)kind < TL_KIND_COUNT ? names[kind] : "unknown";
 }
@@ -113,7 +114,9 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
     struct tl_callsite *cs =
         tl_opt.depth > 0 ? tl_stack_site(kind, tl_opt.depth) : tl_callsite_intern(kind, NULL, 0);
     int ctx_device = -1;
-    int ctx = (space == TL_SPACE_MEM && kind != TL_KIND_POOL_BLOCK) ? current_context_index(&ctx_device) : 0;
+    int ctx = ((space == TL_SPACE_MEM && kind != TL_KIND_POOL_BLOCK) || space == TL_SPACE_ARRAY)
+                  ? current_context_index(&ctx_device)
+                  : 0;
     if (device < 0)
         device = ctx_device >= 0 ? ctx_device : 0;
     struct tl_live rec = {
@@ -337,13 +340,14 @@ struct teardown {
 static bool released_by_teardown(const struct tl_live *rec, void *arg)
 {
     const struct teardown *t = arg;
-    if (rec->space != TL_SPACE_MEM || !t->match[rec->ctx])
+    if ((rec->space != TL_SPACE_MEM && rec->space != TL_SPACE_ARRAY) || !t->match[rec->ctx])
         return false;
     /* cuCtxDestroy frees cuMemAlloc-family memory only: not stream-ordered
      * pool memory nor VMM handles (cuda.h, cuCtxDestroy).  It also undoes
-     * the context's host registrations (the memory stays the program's). */
+     * the context's host registrations (the memory stays the program's)
+     * and destroys its CUDA arrays. */
     if (rec->kind != TL_KIND_DEVICE && rec->kind != TL_KIND_HOST_PINNED && rec->kind != TL_KIND_MANAGED &&
-        rec->kind != TL_KIND_HOST_REGISTERED)
+        rec->kind != TL_KIND_HOST_REGISTERED && rec->kind != TL_KIND_ARRAY)
         return false;
     tl_track_forget(rec);
     atomic_fetch_add_explicit(&tl_stats.teardown_bytes, rec->size, memory_order_relaxed);

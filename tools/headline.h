@@ -8,7 +8,7 @@
  * Leaks are counted by what they hold, so that every count names its kind
  * truly: device memory (cuMemAlloc family, stream-ordered blocks, VMM
  * handles), pinned host memory (allocated, or the program's registered),
- * managed memory, blocks of annotated pools;
+ * managed memory, CUDA arrays (texture memory), blocks of annotated pools;
  * VMM address ranges and mappings are address space, counted without bytes
  * (their size is said apart, after the call sites).
  */
@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { TL_HEADLINE_GROUPS = 8 };
+enum { TL_HEADLINE_GROUPS = 9 };
 
 struct tl_headline {
     long long count[TL_HEADLINE_GROUPS];
@@ -37,6 +37,7 @@ static const struct {
     {"host_pinned", "pinned host allocation", "pinned host allocations", true},
     {"host_registered", "registered host range", "registered host ranges", true},
     {"managed", "managed allocation", "managed allocations", true},
+    {"array", "CUDA array", "CUDA arrays", true},
     {"pool_block", "pool block", "pool blocks", true},
     {"vmm_reservation", "VMM address range", "VMM address ranges", false},
     {"vmm_mapping", "VMM mapping", "VMM mappings", false},

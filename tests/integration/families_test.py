@@ -60,6 +60,77 @@ def a_context_teardown_undoes_its_host_registrations():
     eq((s["released_by_teardown_bytes"], s["released_by_teardown_allocations"]), (MiB + 256 * KiB, 2), "teardown")
 
 
+
+# The driver's sizes (sim/README.md, CUDA arrays): rows padded to 512 bytes,
+# levels summed, the whole rounded to 64 KiB.
+ARRAY_2D = 7 * 64 * KiB        # 1000 floats x 100 rows: 4096 x 100 = 400 KiB
+ARRAY_3D = 15 * 64 * KiB       # 300 uchar4 x 200 x 3: 1536 x 600 = 900 KiB
+MIPMAP = 12 * 64 * KiB         # 512 x 512 halves, 10 levels: 767.5 KiB
+PITCHED_3D = 1024 * 10 * 5     # cudaMalloc3D 1000 x 10 x 5 bytes at pitch 1024
+
+
+def cuda_arrays_never_destroyed_are_leaks_at_their_call_sites_with_the_drivers_size():
+    plain = run(prog("families"), "array", preload=False)
+    r = run(prog("families"), "array")
+    eq(r.rc, 0, "exit status")
+    eq(r.out, plain.out, "program output under the preload")
+    eq(r.out.splitlines(), [
+        "cudaMallocArray 0 size %d alignment 65536" % ARRAY_2D,
+        "cuArray3DCreate(3020) 0 size %d alignment 65536" % ARRAY_3D,
+        "cuMipmappedArrayCreate 0 size %d alignment 65536" % MIPMAP,
+        "cudaMalloc3D 0 pitch 1024 xsize 1000 ysize 10",
+        "cuArrayCreate(3020) 0 size %d alignment 65536" % (19 * 64 * KiB),
+        "cudaFreeArray 0",
+        "cudaMalloc3DArray 0 size %d alignment 65536" % (2 * MiB),
+        "cuArrayDestroy 0",
+        "cudaFreeArray again 400",
+        "cudaMallocMipmappedArray 0 size %d alignment 65536" % (6 * 64 * KiB),
+        "cuMipmappedArrayDestroy(5000) 0",
+        "cuMipmappedArrayCreate(5000) 0 size %d alignment 65536" % (64 * KiB),
+        "cudaFreeMipmappedArray 0",
+        "cuMipmappedArrayCreate 9 levels 1",
+        "cuArrayCreate odd format 1",
+        "cuArrayCreate(3020) 1D 0 size %d alignment 65536" % (64 * KiB),
+        "cuArrayDestroy(2000) 0",
+        "cuArrayDestroy(2000) again 400",
+    ], "driver answers")
+    rep = r.report
+    eq(leak_rows(rep), sorted([
+        ("array", ARRAY_2D, 1, "array_through_runtime", marker_line(SRC, "FAMILY-SITE array runtime")),
+        ("array", ARRAY_3D, 1, "array3d_through_procaddr", marker_line(SRC, "FAMILY-SITE array procaddr")),
+        ("array", MIPMAP, 1, "mipmap_through_driver", marker_line(SRC, "FAMILY-SITE array mipmap")),
+        ("device", PITCHED_3D, 1, "pitched_3d_through_runtime", marker_line(SRC, "FAMILY-SITE array malloc3d")),
+    ]), "leaks")
+    leaked = ARRAY_2D + ARRAY_3D + MIPMAP + PITCHED_3D
+    s = rep["summary"]
+    eq((s["leaked_bytes"], s["leaked_allocations"]), (leaked, 4), "leaked")
+    eq((s["live_bytes"], s["live_allocations"]), (leaked, 4), "live")
+    # The 3D array (2 MiB) was live with the four leaks.
+    eq(s["peak_live_bytes"], leaked + 2 * MiB, "peak")
+    # Runtime creations counted once, not again at the driver they reach.
+    eq(s["total_allocations"], 9, "total allocations")
+    eq(s["failed_allocations"], 2, "refused shapes")
+    eq(s["invalid_frees"], 2, "an array destroyed twice more")
+    eq([f["kind"] for f in rep["invalid_frees"]], ["array", "array"], "invalid free kinds")
+    # Device memory, once: the driver's own count agrees.
+    d = rep["devices"]
+    eq([(x["device"], x["reserved_bytes"], x["allocated_bytes"], x["total"] - x["free"]) for x in d],
+       [(0, leaked, leaked, leaked)], "devices")
+    check("1 leaked device allocation (50.0 KiB) and 3 leaked CUDA arrays (2.1 MiB)" in r.err, "headline: " + r.err)
+
+
+def a_context_teardown_destroys_its_cuda_arrays():
+    r = run(prog("families"), "array", "reset")
+    eq(r.rc, 0, "exit status")
+    eq(r.out.splitlines()[-1], "cudaDeviceReset 0", "reset")
+    s = r.report["summary"]
+    eq(r.report["leaks"], [], "leaks")
+    eq((s["live_bytes"], s["live_allocations"]), (0, 0), "live")
+    eq((s["released_by_teardown_bytes"], s["released_by_teardown_allocations"]),
+       (ARRAY_2D + ARRAY_3D + MIPMAP + PITCHED_3D, 4), "teardown")
+    eq([(x["reserved_bytes"], x["total"] - x["free"]) for x in r.report["devices"]], [(0, 0)], "devices")
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]]()  # an unknown name fails with KeyError
     print("ok", sys.argv[1])

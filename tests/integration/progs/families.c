@@ -11,6 +11,15 @@
  *                   a second registration of a registered range fails.
  *   families host reset   the same, then cudaDeviceReset: the teardown of the
  *                   primary context undoes the two registrations left.
+ *   families array  CUDA arrays: a 2D array through cudaMallocArray, a 3D
+ *                   one through cuGetProcAddress("cuArray3DCreate", 3020), a
+ *                   mipmapped one through the driver's export and a
+ *                   1000 x 10 x 5 cudaMalloc3D are never freed; arrays made
+ *                   through cuGetProcAddress and the runtime are destroyed
+ *                   through another path; a destroyed array is freed twice
+ *                   more; two shapes are refused.  Prints the driver's size
+ *                   of each (cuArrayGetMemoryRequirements).
+ *   families array reset  the same, then cudaDeviceReset.
  *
  * Prints each driver answer that is not success, so the test sees the
  * program's behaviour is unchanged under the preload.
@@ -85,6 +94,111 @@ static int host_family(bool reset)
     return 0;
 }
 
+/* ---- CUDA arrays ---- */
+
+typedef CUresult (*array_create_fn)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
+typedef CUresult (*array3d_create_fn)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
+typedef CUresult (*array_destroy_fn)(CUarray);
+typedef CUresult (*mipmap_create_fn)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned int);
+typedef CUresult (*mipmap_destroy_fn)(CUmipmappedArray);
+
+static void print_size(const char *what, CUresult rc, const void *handle, bool mipmapped)
+{
+    CUDA_ARRAY_MEMORY_REQUIREMENTS req = {0};
+    CUresult q = rc != CUDA_SUCCESS ? rc
+                 : mipmapped       ? cuMipmappedArrayGetMemoryRequirements(&req, (CUmipmappedArray)handle, 0)
+                                   : cuArrayGetMemoryRequirements(&req, (CUarray)handle, 0);
+    printf("%s %d size %zu alignment %zu\n", what, (int)q, req.size, req.alignment);
+}
+
+static __attribute__((noinline)) cudaArray_t array_through_runtime(void)
+{
+    struct cudaChannelFormatDesc f = {32, 0, 0, 0, cudaChannelFormatKindFloat};
+    cudaArray_t a = NULL;
+    cudaError_t rc = cudaMallocArray(&a, &f, 1000, 100, cudaArrayDefault); /* FAMILY-SITE array runtime */
+    print_size("cudaMallocArray", (CUresult)rc, a, false);
+    return a;
+}
+
+static __attribute__((noinline)) CUarray array3d_through_procaddr(void)
+{
+    array3d_create_fn create = (array3d_create_fn)driver_fn("cuArray3DCreate", 3020);
+    CUDA_ARRAY3D_DESCRIPTOR d = {300, 200, 3, CU_AD_FORMAT_UNSIGNED_INT8, 4, 0};
+    CUarray a = NULL;
+    CUresult rc = create(&a, &d); /* FAMILY-SITE array procaddr */
+    print_size("cuArray3DCreate(3020)", rc, a, false);
+    return a;
+}
+
+static __attribute__((noinline)) CUmipmappedArray mipmap_through_driver(void)
+{
+    CUDA_ARRAY3D_DESCRIPTOR d = {512, 512, 0, CU_AD_FORMAT_HALF, 1, 0};
+    CUmipmappedArray m = NULL;
+    CUresult rc = cuMipmappedArrayCreate(&m, &d, 10); /* FAMILY-SITE array mipmap */
+    print_size("cuMipmappedArrayCreate", rc, m, true);
+    return m;
+}
+
+static __attribute__((noinline)) void pitched_3d_through_runtime(void)
+{
+    struct cudaPitchedPtr p = {0};
+    cudaError_t rc = cudaMalloc3D(&p, (struct cudaExtent){1000, 10, 5}); /* FAMILY-SITE array malloc3d */
+    printf("cudaMalloc3D %d pitch %zu xsize %zu ysize %zu\n", (int)rc, p.pitch, p.xsize, p.ysize);
+}
+
+static int array_family(bool reset)
+{
+    array_through_runtime();
+    array3d_through_procaddr();
+    mipmap_through_driver();
+    pitched_3d_through_runtime();
+
+    /* Destroyed, each through another path than it was made by. */
+    array_create_fn create = (array_create_fn)driver_fn("cuArrayCreate", 3020);
+    array_destroy_fn destroy = (array_destroy_fn)driver_fn("cuArrayDestroy", 2000);
+    mipmap_create_fn mcreate = (mipmap_create_fn)driver_fn("cuMipmappedArrayCreate", 5000);
+    mipmap_destroy_fn mdestroy = (mipmap_destroy_fn)driver_fn("cuMipmappedArrayDestroy", 5000);
+    CUDA_ARRAY_DESCRIPTOR d2 = {640, 480, CU_AD_FORMAT_UNSIGNED_INT16, 2};
+    CUarray a2 = NULL;
+    CUresult rc = create(&a2, &d2);
+    print_size("cuArrayCreate(3020)", rc, a2, false);
+    printf("cudaFreeArray %d\n", (int)cudaFreeArray((cudaArray_t)a2));
+
+    struct cudaChannelFormatDesc u8 = {8, 8, 8, 8, cudaChannelFormatKindUnsigned};
+    cudaArray_t a3 = NULL;
+    cudaError_t e = cudaMalloc3DArray(&a3, &u8, (struct cudaExtent){64, 64, 64}, 0);
+    print_size("cudaMalloc3DArray", (CUresult)e, a3, false);
+    printf("cuArrayDestroy %d\n", (int)cuArrayDestroy((CUarray)a3));
+    printf("cudaFreeArray again %d\n", (int)cudaFreeArray(a3));
+
+    cudaMipmappedArray_t m1 = NULL;
+    struct cudaChannelFormatDesc f32 = {32, 0, 0, 0, cudaChannelFormatKindFloat};
+    e = cudaMallocMipmappedArray(&m1, &f32, (struct cudaExtent){256, 256, 0}, 9, 0);
+    print_size("cudaMallocMipmappedArray", (CUresult)e, m1, true);
+    printf("cuMipmappedArrayDestroy(5000) %d\n", (int)mdestroy((CUmipmappedArray)m1));
+
+    CUDA_ARRAY3D_DESCRIPTOR d3 = {128, 0, 0, CU_AD_FORMAT_FLOAT, 4, 0};
+    CUmipmappedArray m2 = NULL;
+    rc = mcreate(&m2, &d3, 8);
+    print_size("cuMipmappedArrayCreate(5000)", rc, m2, true);
+    printf("cudaFreeMipmappedArray %d\n", (int)cudaFreeMipmappedArray((cudaMipmappedArray_t)m2));
+
+    /* Refused by the driver: too many levels, and an unknown format. */
+    CUmipmappedArray bad = NULL;
+    printf("cuMipmappedArrayCreate 9 levels %d\n", (int)mcreate(&bad, &d3, 9));
+    CUDA_ARRAY_DESCRIPTOR odd = {16, 16, (CUarray_format)0x7f, 1};
+    printf("cuArrayCreate odd format %d\n", (int)create(&a2, &odd));
+    CUDA_ARRAY_DESCRIPTOR d1 = {4096, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1};
+    CUarray a1 = NULL;
+    rc = create(&a1, &d1);
+    print_size("cuArrayCreate(3020) 1D", rc, a1, false);
+    printf("cuArrayDestroy(2000) %d\n", (int)destroy(a1));
+    printf("cuArrayDestroy(2000) again %d\n", (int)destroy(a3));
+    if (reset)
+        printf("cudaDeviceReset %d\n", (int)cudaDeviceReset());
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -98,5 +212,7 @@ int main(int argc, char **argv)
         return 2;
     if (strcmp(argv[1], "host") == 0)
         return host_family(argc > 2 && strcmp(argv[2], "reset") == 0);
+    if (strcmp(argv[1], "array") == 0)
+        return array_family(argc > 2 && strcmp(argv[2], "reset") == 0);
     return 2;
 }
