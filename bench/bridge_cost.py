@@ -69,7 +69,7 @@ def jax_profiles(n):
     (frameworks/jax.py profile_sites, gunzip included), per full report:
     the two H200 recordings, and a made-up profile of 1,000 distinct stacks
     30 frames deep (XLA writes one sample per stack, size and device), encoded
-    by the stand-in jax's writer.  (Added by helper G.)"""
+    by the stand-in jax's writer."""
     import importlib.util
     sys.path.insert(0, os.path.join(SOURCE, "python"))
     from tensorleak.frameworks import jax as tl_jax

@@ -72,7 +72,7 @@ int dlclose(void *handle)
     int rc = fn(handle);
     if (rc == 0) {
         unw_flush_cache(unw_local_addr_space, 0, 0);
-        tl_cfi_flush(); /* cfi_walk.c's rules by address (helper C) */
+        tl_cfi_flush(); /* cfi_walk.c's rules by address */
     }
     return rc;
 }

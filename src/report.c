@@ -122,7 +122,7 @@ struct gather {
     long long *held_count;
     size_t n;
     long long live_bytes, live_count;
-    long long address_space_bytes, address_space_count; /* issue 14 (B): VA reservations apart */
+    long long address_space_bytes, address_space_count; /* VA reservations apart */
 };
 
 static bool gather_row(const struct tl_live *rec, void *arg)
@@ -133,7 +133,7 @@ static bool gather_row(const struct tl_live *rec, void *arg)
         g->live_bytes += (long long)rec->size;
         g->live_count++;
     }
-    if (rec->kind == TL_KIND_VMM_RESERVATION) { /* issue 14 (B): address space, shown apart */
+    if (rec->kind == TL_KIND_VMM_RESERVATION) { /* address space, shown apart */
         g->address_space_bytes += (long long)rec->size;
         g->address_space_count++;
     }
@@ -152,7 +152,7 @@ static bool gather_row(const struct tl_live *rec, void *arg)
 static int by_bytes_desc(const void *a, const void *b)
 {
     const struct tl_site *x = a, *y = b;
-    /* issue 14 (B): memory first; address space (reservations, mappings)
+    /* Memory first; address space (reservations, mappings)
      * after it, however large its ranges. */
     bool xa = x->cs->kind == TL_KIND_VMM_RESERVATION || x->cs->kind == TL_KIND_VMM_MAPPING;
     bool ya = y->cs->kind == TL_KIND_VMM_RESERVATION || y->cs->kind == TL_KIND_VMM_MAPPING;
@@ -650,11 +650,11 @@ static void free_model(struct tl_report_model *m)
         for (size_t k = 0; k < m->pools[i].nlayout; k++)
             free(m->pools[i].layout[k].blocks);
         free(m->pools[i].layout);
-        json_decref(m->pools[i].extra); /* issue 13 (D) */
+        json_decref(m->pools[i].extra);
     }
     free(m->pools);
     for (size_t i = 0; m->growth && i < m->ngrowth; i++)
-        json_decref(m->growth[i].extra); /* issue 13 (D) */
+        json_decref(m->growth[i].extra);
     json_decref(m->bridge);
     free(m->growth);
     free(m->marks);
@@ -763,7 +763,7 @@ static bool build_model(struct tl_report_model *m)
 static int report_write(enum tl_reason reason, const char *label, const struct tl_oom_event *oom, unsigned *gate_failed,
                         const char *exact_path)
 {
-    /* issue 13 (D): framework state first, outside the report lock; never
+    /* Framework state first, outside the report lock; never
      * waited for inside a hook (OOM, budget) or at exit. */
     tl_bridge_refresh(tl_hook_depth == 0 &&
                       (reason == TL_REASON_SIGNAL || reason == TL_REASON_API || reason == TL_REASON_INTERVAL));

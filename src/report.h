@@ -33,7 +33,7 @@ struct tl_device_row {
     uint64_t reserved, allocated;
     uint64_t largest_free;
     double fragmentation;
-    /* issue 14 (A): some free space lies where tensorleak sees no layout (a
+    /* Some free space lies where tensorleak sees no layout (a
      * driver pool, a cache nobody annotated): largest_free and
      * fragmentation are unknown. */
     bool layout_unknown;
@@ -71,7 +71,7 @@ struct tl_pool_row {
     size_t nlayout;
     bool layout_truncated;
     json_t *extra; /* bridge.c: fields merged into this row's JSON (framework pools) */
-    /* issue 14 (A): no layout (stream-ordered pool with free bytes):
+    /* No layout (stream-ordered pool with free bytes):
      * largest_free and fragmentation are unknown.  Stream-ordered pools:
      * which driver reading the figures are ("current", "last_good" when the
      * driver stopped answering, "none" when it never answered) and when it
@@ -143,7 +143,7 @@ struct tl_report_model {
     long long address_space_bytes, address_space_count;
     long long leaked_address_space_bytes;
 
-    /* issue 14 (A): the summary's largest_free/fragmentation are unknown;
+    /* The summary's largest_free/fragmentation are unknown;
      * figures repaired to keep the report's invariants (report.c). */
     bool layout_unknown;
     struct tl_repair {
@@ -155,12 +155,12 @@ struct tl_report_model {
     size_t nrepairs, repairs_total;
 };
 
-/* report.c (issue 14, A): repairs figures that break the report's
+/* report.c: repairs figures that break the report's
  * invariants (gap >= 0, allocated <= reserved, largest free <= free,
  * fragmentation in [0, 1], nothing above the device's memory), listing each
  * repair in m->repairs and warning once. */
 void tl_report_check_invariants(struct tl_report_model *m);
-/* report.c (A): asks the driver for each device's memory now and keeps the
+/* report.c: asks the driver for each device's memory now and keeps the
  * answer for reports the driver no longer answers for (pools.c at exit). */
 void tl_report_read_devices_now(void);
 
@@ -170,7 +170,7 @@ json_t *tl_stack_to_json(struct tl_report_model *m, const uintptr_t *frames, int
 /* report_text.c */
 void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path);
 void tl_format_size(uint64_t bytes, char *buf, size_t len);
-/* issue 14 (A): CLOCK_REALTIME seconds as ISO-8601 UTC with milliseconds. */
+/* CLOCK_REALTIME seconds as ISO-8601 UTC with milliseconds. */
 void tl_format_realtime(double t, char *buf, size_t len);
 
 /* Symbolizes with a per-report cache. */
@@ -187,7 +187,7 @@ void tl_owners_collect(struct tl_report_model *m);
 /* suppress.c: suppression rules on a call site's stack. */
 const char *tl_suppressed(struct tl_report_model *m, const char *kind, struct tl_callsite *cs);
 
-/* ---- bridge.c (helper D): framework pools pushed by the Python bridge ---- */
+/* ---- bridge.c: framework pools pushed by the Python bridge ------------- */
 /* Before a report or a mark: asks the bridge thread for fresh framework state
  * and waits a bounded time when `may_wait` (never inside a hook, at exit or
  * after a timed-out request that is still unanswered). */

@@ -94,7 +94,7 @@ static json_t *site_json(struct tl_report_model *m, const struct tl_site *s)
 {
     json_t *o = json_object();
     json_object_set_new(o, "kind", json_string(tl_kind_name(s->cs->kind)));
-    /* issue 15 (E): the call site's id, as tensorleak_site_bytes (epoch.c) gives it. */
+    /* The call site's id, as tensorleak_site_bytes (epoch.c) gives it. */
     json_object_set_new(o, "site", json_integer(s->cs->id));
     json_object_set_new(o, "bytes", json_integer(s->bytes));
     json_object_set_new(o, "count", json_integer(s->count));
@@ -152,12 +152,12 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     json_object_set_new(sum, "reserved_bytes", json_integer((json_int_t)m->reserved));
     json_object_set_new(sum, "allocated_bytes", json_integer((json_int_t)m->allocated));
     json_object_set_new(sum, "gap_bytes", json_integer((json_int_t)(m->reserved - m->allocated)));
-    /* Unknown is null, never 0 (issue 14, A). */
+    /* Unknown is null, never 0. */
     json_object_set_new(sum, "largest_free_block", m->layout_unknown ? json_null() : json_integer((json_int_t)m->largest_free));
     json_object_set_new(sum, "fragmentation", m->layout_unknown ? json_null() : json_real(m->fragmentation));
     json_object_set_new(sum, "invariants_repaired", json_integer((json_int_t)m->repairs_total));
     json_object_set_new(sum, "held_bytes", json_integer(m->held_bytes));
-    /* issue 14 (B): VA reservations are address space, apart from memory. */
+    /* VA reservations are address space, apart from memory. */
     json_object_set_new(sum, "address_space_bytes", json_integer(m->address_space_bytes));
     json_object_set_new(sum, "address_space_reservations", json_integer(m->address_space_count));
     json_object_set_new(sum, "leaked_address_space_bytes", json_integer(m->leaked_address_space_bytes));
@@ -181,7 +181,7 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     json_t *trk = json_object();
     json_object_set_new(trk, "stacks_unwound", json_integer((json_int_t)tl_stack_unwinds()));
     json_object_set_new(trk, "thread_entries_learned", json_integer((json_int_t)tl_stack_entries_learned()));
-    /* pyframes (helper C): distinct stacks (call sites) with Python frames /
+    /* Distinct stacks (call sites) with Python frames /
      * captures whose Python frame chain failed a check. */
     json_object_set_new(trk, "python_stacks", json_integer((json_int_t)tl_callsite_python_count()));
     json_object_set_new(trk, "python_stacks_unreadable", json_integer((json_int_t)tl_py_chains_unreadable()));
@@ -259,7 +259,7 @@ json_t *tl_report_to_json(struct tl_report_model *m)
             json_object_set_new(o, "reading", json_string(p->reading ? p->reading : "none"));
             json_object_set_new(o, "reading_time", p->reading_time > 0 ? iso_time(p->reading_time) : json_null());
         }
-        if (p->extra) /* issue 13 (D): a framework pool's own fields (bridge.c) */
+        if (p->extra) /* a framework pool's own fields (bridge.c) */
             json_object_update(o, p->extra);
         json_array_append_new(pools, o);
     }
@@ -307,7 +307,7 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     for (size_t i = 0; i < m->ngrowth; i++) {
         const struct tl_growth_row *g = &m->growth[i];
         json_t *o = json_object();
-        if (!g->cs) { /* issue 13 (D): a pool, owner or Python-site row (growth.c) */
+        if (!g->cs) { /* a pool, owner or Python-site row (growth.c) */
             json_object_update(o, g->extra);
             json_object_set_new(o, "bytes_per_mark", json_integer(g->bytes_per_mark));
             json_object_set_new(o, "count_per_mark", json_null());
@@ -316,7 +316,7 @@ json_t *tl_report_to_json(struct tl_report_model *m)
             json_array_append_new(growth, o);
             continue;
         }
-        json_object_set_new(o, "scope", json_string("call_site")); /* issue 13 (D) */
+        json_object_set_new(o, "scope", json_string("call_site"));
         json_object_set_new(o, "kind", json_string(tl_kind_name(g->cs->kind)));
         json_object_set_new(o, "bytes_per_mark", json_integer(g->bytes_per_mark));
         json_object_set_new(o, "count_per_mark", json_integer(g->count_per_mark));
@@ -326,7 +326,7 @@ json_t *tl_report_to_json(struct tl_report_model *m)
         json_array_append_new(growth, o);
     }
     json_object_set_new(root, "growth", growth);
-    /* issue 13 (D): which framework state the pools come from (null: none) */
+    /* Which framework state the pools come from (null: none) */
     json_object_set(root, "bridge", m->bridge ? m->bridge : json_null());
 
     json_t *marks = json_array();

@@ -146,7 +146,7 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         fprintf(out, "==%d== tensorleak: ", pid);
         tl_headline_print(out, &headline, tl_format_size);
         fprintf(out, " from %zu call sites", nleak_sites);
-        if (m->leaked_address_space_bytes > 0) { /* issue 14 (B): apart from memory */
+        if (m->leaked_address_space_bytes > 0) { /* apart from memory */
             tl_format_size((uint64_t)m->leaked_address_space_bytes, b, sizeof b);
             fprintf(out, "; %s of address space left reserved", b);
         }
@@ -157,7 +157,7 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         if (s->suppressed)
             continue;
         tl_format_size((uint64_t)s->bytes, a, sizeof a);
-        /* issue 14 (B): a range is address space, a mapping's memory is its handle's. */
+        /* A range is address space, a mapping's memory is its handle's. */
         const char *what = s->cs->kind == TL_KIND_VMM_RESERVATION ? " of address space (not memory)"
                            : s->cs->kind == TL_KIND_VMM_MAPPING   ? " mapped range (memory counted at its handle)"
                                                                   : "";
@@ -169,7 +169,7 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         const struct tl_growth_row *g = &m->growth[i];
         if (g->suppressed)
             continue;
-        if (!g->cs) { /* issue 13 (D): pool, owner or Python-site growth */
+        if (!g->cs) { /* pool, owner or Python-site growth */
             tl_growth_print_scoped(m, out, g);
             continue;
         }
@@ -190,7 +190,7 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
     }
     for (size_t i = 0; i < m->npools; i++) {
         const struct tl_pool_row *p = &m->pools[i];
-        if (p->extra && p->device < 0) { /* issue 13 (D): a framework's host pool */
+        if (p->extra && p->device < 0) { /* a framework's host pool */
             tl_bridge_print_host_pool(out, pid, p);
             continue;
         }
@@ -206,7 +206,7 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         } else if (p->reading && !strcmp(p->reading, "none")) {
             fprintf(out, " [the driver never answered]");
         }
-        if (p->extra) /* issue 13 (D): which framework, state of when */
+        if (p->extra) /* which framework, state of when */
             tl_bridge_print_pool_note(out, p);
         fputc('\n', out);
     }
@@ -232,7 +232,7 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         tl_format_size((uint64_t)m->held_bytes, a, sizeof a);
         fprintf(out, "==%d== held by pools at exit (not leaks): %s\n", pid, a);
     }
-    if (m->address_space_bytes > 0) { /* issue 14 (B) */
+    if (m->address_space_bytes > 0) {
         tl_format_size((uint64_t)m->address_space_bytes, a, sizeof a);
         fprintf(out, "==%d== address space reserved (VMM ranges, not memory): %s in %lld range(s)\n", pid, a,
                 m->address_space_count);

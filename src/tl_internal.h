@@ -591,7 +591,7 @@ bool tl_report_lock_for_fatal(void);
 /* Expands TENSORLEAK_OUTPUT's %p %h %r %n %%; returns 0 or -1 if too long. */
 int tl_expand_pattern(const char *pattern, unsigned seq, char *out, size_t outlen);
 
-/* Helper A (report files): the exit report is written under the plain
+/* Report files: the exit report is written under the plain
  * pattern, every other report under a numbered name (`.N` before a final
  * ".json", or at the end, when the pattern has no %n); `numbered` picks.
  * Returns 0 or -1 if too long. */

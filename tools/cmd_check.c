@@ -7,7 +7,7 @@
  * array falls back to summary.leaked_bytes). Growth bytes: bytes_per_mark *
  * marks summed over the "growth" rows of each scope, same exclusions with
  * `growth:` rules, and the largest of those sums taken: call sites, framework
- * pools, owners' reserves and Python lines (issue 13) are views of the same
+ * pools, owners' reserves and Python lines are views of the same
  * memory (a KV cache kept in PyTorch's cache grows its pool's allocated
  * bytes, its owner's reserve and the caching allocator's call site at once),
  * so adding them would count one leak two to four times.
@@ -97,7 +97,7 @@ int cmd_check(int argc, char **argv)
     if (report.has_leaks_array) {
         for (size_t i = 0; i < report.leak_count; i++) {
             const struct tl_leak *l = &report.leaks[i];
-            if (l->suppressed || report_kind_is_address_space(l->kind) || /* issue 14 (B): not memory */
+            if (l->suppressed || report_kind_is_address_space(l->kind) || /* not memory */
                 suppressions_match_stack(&supp, TL_SUPP_LEAK, &l->stack) >= 0)
                 continue;
             leaked = saturating_add(leaked, l->bytes);
@@ -109,7 +109,7 @@ int cmd_check(int argc, char **argv)
     uint64_t by_scope[sizeof scopes / sizeof scopes[0] + 1] = {0}; /* the last: a scope this version does not know */
     for (size_t i = 0; i < report.growth_count; i++) {
         const struct tl_growth *g = &report.growth[i];
-        if (g->suppressed || report_kind_is_address_space(g->kind) || /* issue 14 (B): not memory */
+        if (g->suppressed || report_kind_is_address_space(g->kind) || /* not memory */
             suppressions_match_stack(&supp, TL_SUPP_GROWTH, &g->stack) >= 0)
             continue;
         size_t k = 0;

@@ -182,7 +182,7 @@ static int diff_reports(const struct tl_report *old, const struct tl_report *new
     for (size_t i = 0; i < n; i++) {
         int64_t db = sites[i].new_bytes - sites[i].old_bytes;
         int64_t dc = sites[i].new_count - sites[i].old_count;
-        if (!report_kind_is_address_space(sites[i].shown->kind)) /* issue 14 (B): not memory */
+        if (!report_kind_is_address_space(sites[i].shown->kind)) /* not memory */
             total_bytes = add_sat(total_bytes, db);
         total_count = add_sat(total_count, dc);
         if (db != 0 || dc != 0)

@@ -89,7 +89,7 @@ static json_t *merged_summary(const struct input *in, size_t n)
 #undef MAX
     }
     /* One rank that could not know its largest free block makes the
-     * largest over all ranks unknown too (issue 14: unknown is not zero). */
+     * largest over all ranks unknown too (unknown is not zero). */
     bool unknown = false;
     for (size_t i = 0; i < n; i++)
         unknown |= in[i].report.summary.layout_unknown;
@@ -103,7 +103,7 @@ static json_t *merged_summary(const struct input *in, size_t n)
         json_object_set_new(obj, "fragmentation", unknown ? json_null() : json_real(sum.fragmentation));
     TL_SUMMARY_U64_FIELDS(TL_EMIT_FIELD)
 #undef TL_EMIT_FIELD
-    /* issue 14 (B): address space, summed apart from memory, when reported. */
+    /* Address space, summed apart from memory, when reported. */
     static const char *const apart[] = {"address_space_bytes", "address_space_reservations",
                                         "leaked_address_space_bytes"};
     for (size_t k = 0; k < sizeof apart / sizeof apart[0]; k++) {
@@ -126,7 +126,7 @@ static uint64_t entry_weight(json_t *entry, const char *key, const char *times)
 {
     json_t *v = json_object_get(entry, key);
     uint64_t w = json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0;
-    /* issue 14 (B): address space sorts after memory, however large the range. */
+    /* Address space sorts after memory, however large the range. */
     if (report_kind_is_address_space(json_string_value(json_object_get(entry, "kind"))))
         w = 0;
     if (times) {

@@ -368,7 +368,7 @@ int cmd_run(int argc, char **argv)
         ok = ok && setenv("TENSORLEAK_BUDGET_ENFORCE", "1", 1) == 0;
     if (interval)
         ok = ok && setenv("TENSORLEAK_INTERVAL", interval, 1) == 0;
-    /* issue 13 (D): the Python bridge is on under `run` unless the caller
+    /* The Python bridge is on under `run` unless the caller
      * said otherwise (a bare LD_PRELOAD leaves it off). */
     ok = ok && setenv("TENSORLEAK_PYTHON", "1", 0) == 0;
     if (sim)

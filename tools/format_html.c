@@ -476,7 +476,7 @@ static size_t owner_rows(const struct tl_report *r, struct owner_row *rows, size
             if (!e->owner || (l == 1 && e->suppressed))
                 continue;
             size_t k = 0;
-            /* issue 14 (B): a range or a mapping names its owner but adds no memory. */
+            /* A range or a mapping names its owner but adds no memory. */
             uint64_t bytes = report_kind_is_address_space(e->kind) ? 0 : e->bytes;
             while (k < n && !same_owner(rows[k].name, e->owner))
                 k++;
@@ -972,7 +972,7 @@ static void put_growth(FILE *out, const struct tl_report *r)
     char a[SIZE_HUMAN_MAX];
     for (size_t i = 0; i < r->growth_count; i++) {
         const struct tl_growth *g = &r->growth[i];
-        /* Rows without a call site (issue 13): a pool's allocated bytes, an
+        /* Rows without a call site: a pool's allocated bytes, an
          * owner's reserve, a Python line of a pool; no allocation count. */
         const char *scope = g->scope && strcmp(g->scope, "call_site") != 0 ? g->scope : NULL;
         fprintf(out, "<details class=\"site growth\"><summary><span class=\"bytes\">+%s per mark"

@@ -70,7 +70,7 @@ bool sarif_is_user_frame(const struct tl_frame *f)
     return true;
 }
 
-/* pyframes (helper C): the program's own Python line comes first: a Python
+/* The program's own Python line comes first: a Python
  * frame outside the interpreter's library and installed packages. */
 static bool is_program_python_frame(const struct tl_frame *f)
 {
@@ -230,7 +230,7 @@ static void add_report(json_t *results, const struct tl_report *rep, bool tag_re
     bool snapshot = rep->reason && strcmp(rep->reason, "exit") != 0;
     for (size_t i = 0; i < rep->leak_count; i++) {
         const struct tl_leak *l = &rep->leaks[i];
-        /* issue 14 (B): a range or a mapping is address space, not memory. */
+        /* A range or a mapping is address space, not memory. */
         const char *what = !report_kind_is_address_space(l->kind) ? ""
                            : strcmp(l->kind, "vmm_reservation") == 0 ? " of address space (not memory)"
                                                                      : " mapped range (memory counted at its handle)";
@@ -249,7 +249,7 @@ static void add_report(json_t *results, const struct tl_report *rep, bool tag_re
     }
     for (size_t i = 0; i < rep->growth_count; i++) {
         const struct tl_growth *g = &rep->growth[i];
-        /* Rows without a call site (issue 13) say what grew, as the text does. */
+        /* Rows without a call site say what grew, as the text does. */
         const char *scope = g->scope && strcmp(g->scope, "call_site") != 0 ? g->scope : NULL;
         int n = snprintf(text, sizeof(text), "Growth of %s (%" PRIu64 " bytes) per mark over %" PRIu64 " marks",
                          size_human(g->bytes_per_mark, a), g->bytes_per_mark, g->marks);
@@ -316,7 +316,7 @@ static void add_report(json_t *results, const struct tl_report *rep, bool tag_re
 }
 
 /* A largest free block or fragmentation as SARIF carries it: the number,
- * or the string "unknown" where the report says null (issue 14). */
+ * or the string "unknown" where the report says null. */
 static json_t *u64_or_unknown(bool unknown, uint64_t v)
 {
     return unknown ? json_string("unknown") : json_integer((json_int_t)v);

@@ -22,7 +22,7 @@ static const char *or_unknown(const char *s)
 
 void format_frame(FILE *out, size_t index, const struct tl_frame *f)
 {
-    if (f->python) { /* pyframes (helper C): as the library prints it */
+    if (f->python) { /* as the library prints it */
         fprintf(out, "    #%zu in %s %s:%lld [python]\n", index, or_unknown(f->function), or_unknown(f->file), f->line);
         return;
     }
@@ -158,7 +158,7 @@ static void header(FILE *out, const struct tl_report *r)
                 s->leaked_allocations == 1 ? "" : "s", size_human(s->leaked_bytes, human));
     fprintf(out, " from %zu call sites", sites);
     json_t *as = json_object_get(json_object_get(r->root, "summary"), "leaked_address_space_bytes");
-    if (json_is_integer(as) && json_integer_value(as) > 0) /* issue 14 (B), as the library prints it */
+    if (json_is_integer(as) && json_integer_value(as) > 0) /* as the library prints it */
         fprintf(out, "; %s of address space left reserved", size_human((uint64_t)json_integer_value(as), human));
     fputc('\n', out);
 }
@@ -185,7 +185,7 @@ static void leaks(FILE *out, const struct tl_report *r)
         const struct tl_leak *l = &r->leaks[i];
         if (l->suppressed)
             continue;
-        /* issue 14 (B): as the library prints it: address space is not memory. */
+        /* As the library prints it: address space is not memory. */
         const char *what = !report_kind_is_address_space(l->kind) ? ""
                            : strcmp(l->kind, "vmm_reservation") == 0 ? " of address space (not memory)"
                                                                      : " mapped range (memory counted at its handle)";
@@ -197,7 +197,7 @@ static void leaks(FILE *out, const struct tl_report *r)
     }
 }
 
-/* A growth row without a call site (issue 13), as the library prints it
+/* A growth row without a call site, as the library prints it
  * (src/growth.c, tl_growth_print_scoped): a framework pool's allocated
  * bytes, an owner's reserve, a Python line of a pool. */
 static bool scoped_growth(FILE *out, const struct tl_growth *g)
@@ -385,7 +385,7 @@ static void totals(FILE *out, const struct tl_report *r)
     if (s->held_bytes > 0)
         fprintf(out, "%s held by pools at exit (not leaks): %s\n", pfx.text,
                 size_human(s->held_bytes, human));
-    json_t *sum = json_object_get(r->root, "summary"); /* issue 14 (B): address space, apart */
+    json_t *sum = json_object_get(r->root, "summary"); /* address space, apart */
     json_t *as = json_object_get(sum, "address_space_bytes"), *asn = json_object_get(sum, "address_space_reservations");
     if (json_is_integer(as) && json_integer_value(as) > 0 && json_is_integer(asn))
         fprintf(out, "%s address space reserved (VMM ranges, not memory): %s in %lld range(s)\n", pfx.text,

@@ -99,7 +99,7 @@ struct tl_growth {
     struct tl_stack stack;
     bool has_rank;
     long long rank;
-    /* Rows without a call site (issue 13): "scope" "pool" (a framework pool's
+    /* Rows without a call site: "scope" "pool" (a framework pool's
      * allocated bytes), "owner" (an owner's reserve), "python_site"; NULL or
      * "call_site" for a call site's row. */
     const char *scope;
@@ -144,7 +144,7 @@ struct tl_pool {
     size_t layout_count;
     bool has_rank;
     long long rank;
-    /* A framework's pool read by the Python bridge (issue 13): "framework"
+    /* A framework's pool read by the Python bridge: "framework"
      * {name, version, mode}, when its state was read, whether fresh. */
     bool has_framework;
     const char *framework_name, *framework_version, *framework_mode;
@@ -253,7 +253,7 @@ void report_free(struct tl_report *report);
 /* Last path component of a module path ("leaky_inference"). */
 const char *report_basename(const char *path);
 
-/* issue 14 (helper B): a VA reservation or a mapping is address space, not
+/* A VA reservation or a mapping is address space, not
  * memory: listed as what it is, never added to a byte figure (the handle
  * mapped there holds the memory). */
 bool report_kind_is_address_space(const char *kind);

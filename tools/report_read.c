@@ -41,7 +41,7 @@ static void fail(struct loader *ld, const char *fmt, ...)
     ld->failed = true;
 }
 
-bool report_kind_is_address_space(const char *kind) /* issue 14 (helper B) */
+bool report_kind_is_address_space(const char *kind)
 {
     return kind && (strcmp(kind, "vmm_reservation") == 0 || strcmp(kind, "vmm_mapping") == 0);
 }
@@ -111,7 +111,7 @@ static uint64_t get_u64(struct loader *ld, json_t *obj, const char *where, const
 }
 
 /*
- * A byte figure that may be unknown (issue 14): null means "tensorleak could
+ * A byte figure that may be unknown: null means "tensorleak could
  * not know" (largest free block, fragmentation of a pool without a layout);
  * absent (reports before null was written) means 0, as before.
  */
@@ -182,7 +182,7 @@ static json_t *element_object(struct loader *ld, json_t *array, size_t i, const 
     return e;
 }
 
-/* pyframes (helper C): a C++ name in a report the library wrote before it
+/* A C++ name in a report the library wrote before it
  * demangled (or without a C++ runtime loaded) is shown demangled, by
  * libstdc++'s __cxa_demangle when the machine has it.  The demangled string
  * replaces "function" in the tree, which owns it as it owns every string. */

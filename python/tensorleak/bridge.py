@@ -80,7 +80,7 @@ def read_state(modules=None, full=True):
             reader = _reader(name)
             if name == "torch":
                 pools.extend(reader.read(mod, layout=full or _state["history"]))
-            elif name == "jax":  # live arrays' Python sites in full reads only (helper G)
+            elif name == "jax":  # live arrays' Python sites in full reads only
                 pools.extend(reader.read(mod, sites=full, errors=errors))
             else:
                 pools.extend(reader.read(mod))

@@ -661,7 +661,7 @@ import html_sarif_cases  # noqa: E402
 html_sarif_cases.register(case, Failure, check_eq, SKIP)
 
 
-# ---- issue 14 items 3 and 4 (helper A): unknown is not zero, no impossible figures
+# ---- unknown is not zero, no impossible figures
 # async_exit.json: a real exit report of samples/async_pool on the simulated
 # driver with SIMCUDA_POOL_QUERY=fail-at-exit (the driver pool's figures are
 # its last good reading; its layout, hence largest free block and

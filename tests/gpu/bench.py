@@ -12,8 +12,8 @@ Two workloads:
          cudaMalloc + cudaFree pair (checked: a live tensor leaves memory_reserved() at
          0, since the uncached path bypasses the cache), so the per-iteration time is the driver's cost of a pair plus tensorleak's.
 
-Method (issue 14: the first run's table compared one process per tool, "without"
-always first, and called process-to-process noise a 25 % speed-up): the loop runs
+Method (one process per tool, "without" always first, would read
+process-to-process noise as a 25 % speed-up): the loop runs
 for --warmup-s seconds first (kernels, cuBLAS, the allocator, and the GPU's clocks
 ramping up from idle), then --passes timed passes of --steps steps each; every pass
 time is printed, run.sh alternates processes with and without tensorleak in ABBA

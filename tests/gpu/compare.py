@@ -176,7 +176,7 @@ def eval_sample(rec):
     exit_r = pick(reports, gt.get("pid"), "exit")
     end_r = pick(reports, gt.get("pid"), "api")
     if rec["tool"] == "cli-default":
-        # Issue 14 §1: under the default pattern the snapshot and the exit report each
+        # Under the default pattern the snapshot and the exit report each
         # keep a file; the exit report has the plain name.
         names = sorted(os.path.basename(r["_path"]) for r in reports)
         plain = "tensorleak.%s.json" % gt.get("pid")
@@ -328,7 +328,7 @@ def eval_torch(rec):
         else:
             row.add("allocated vs torch", INFO, "segments only under %s: tensorleak %s, torch %s"
                     % (conf, fmt_b(alc), fmt_b(gt["allocated"])))
-        # Under `tensorleak run` the bridge adds PyTorch's own pool row (issue 13).
+        # Under `tensorleak run` the bridge adds PyTorch's own pool row.
         tp = fw_pool(end_r, "pytorch")
         if tp is not None:
             pa = num(tp.get("allocated_bytes"))
@@ -353,13 +353,13 @@ def eval_torch(rec):
             else:
                 row.add("growth", OK if not growth else BAD, "%d growth entr(y/ies), expected none" % len(growth))
                 row.cells["growth"] = "none" if not growth else "**flagged**"
-    # Issue 16: a leaking loop's stacks name torch_loop.py (a leak there under
+    # A leaking loop's stacks name torch_loop.py (a leak there under
     # cudaMallocAsync, where each kept tensor is a driver allocation; elsewhere the
     # caching allocator's segments, held, are what can name it).
     if gt.get("expect_growth") and (end_r is not None or exit_r is not None):
         check_user_line(row, [end_r, exit_r], "torch_loop.py", gt.get("user_lines") or [],
                         "cudaMallocAsync" in conf)
-    # Issue 8 §4: owners at exit.  Native and expandable_segments: >= 99 % of the held
+    # Owners at exit.  Native and expandable_segments: >= 99 % of the held
     # plus leaked device memory is held by PyTorch's caching allocator (the kept tensors
     # of the leaking loop lie inside its segments) and nothing is leaked.  Under
     # backend:cudaMallocAsync each tensor is its own allocation, program data: tensors
@@ -369,7 +369,7 @@ def eval_torch(rec):
         row.add("exit report", BAD, "no exit report for pid %s" % gt.get("pid"))
     elif "owners" not in exit_r:
         row.cells["owners"] = "n/a"
-        row.add("owners", NA, "exit report has no owners[] (issue 8 not in this build)")
+        row.add("owners", NA, "exit report has no owners[] (a build without owners)")
     else:
         eval_owners(row, gt, conf, exit_r)
     return row
@@ -442,7 +442,7 @@ def num(v):
 def invariant_problems(r):
     """What a report breaks of SPEC's invariants: gap >= 0, allocated <= reserved per
     pool and device, largest free block <= free, fragmentation in [0, 1] or null, no
-    figure negative or above the devices' memory (issue 14, items 2-4)."""
+    figure negative or above the devices' memory."""
     out = []
     total = sum(int(num(d.get("total")) or 0) for d in r.get("devices") or [])
     s = r.get("summary") or {}
@@ -546,7 +546,7 @@ def python_frames_in(report, user_file):
 
 
 def check_user_line(row, reports, user_file, user_lines, strict):
-    """Issue 16: some stack of the reports names user_file in a Python frame.  strict:
+    """Some stack of the reports names user_file in a Python frame.  strict:
     in a leak, growth entry or pool site (held segments do not count)."""
     found = []
     for r in reports:
@@ -687,7 +687,7 @@ def eval_framework(rec):
                    for r in list(by_label.values()) + [exit_r] if r is not None and r.get("growth")]
         row.add("no growth", BAD if flagged else OK, "growth entries in %s" % (", ".join(flagged) or "no report"))
         row.cells["growth"] = "**flagged**" if flagged else "none"
-    # Issue 16: the leak is named at the workload's own line.  Where the framework names
+    # The leak is named at the workload's own line.  Where the framework names
     # who allocated each block (PyTorch's allocation history, JAX's device memory
     # profile) or each buffer is a driver allocation (cudaMallocAsync, cuda.bindings,
     # numba-cuda), a leak, growth entry or pool site must name it; inside a cache that
@@ -926,7 +926,7 @@ def evaluate(records, env):
             [[row.cells.get(k, "") for k in ("loop", "conf", "tool", "torch_res", "tl_res", "torch_alloc", "tl_alloc",
                                      "delta", "growth", "owners", "line")] + [row.verdict()] for row in trows])))
 
-    # Framework loops (issue 13 §7, issue 16)
+    # Framework loops
     frows = [eval_framework(r) for r in records if r["kind"] == "fw"]
     rows.extend(frows)
     if frows:
@@ -1105,7 +1105,7 @@ def cmd_selftest(_a):
             p = evaluate([dict(trecs[0], stdout=out3, stderr=out3, reports_dir=os.path.join(d, "t3%d" % n),
                                extra="", tool="cli")], {"tensorleak_lib": "x"})[2]
             assert p == [] if n == 0 else (len(p) == 1 and "bridge pool allocated" in p[0]), p
-        # 7 (issue 8): owners at exit, per allocator mode
+        # 7: owners at exit, per allocator mode
         def site(kind, nbytes, owner, cls):
             return {"kind": kind, "bytes": nbytes, "count": 1, "owner": owner, "owner_class": cls,
                     "stack": tl_stack}
@@ -1205,7 +1205,7 @@ def cmd_selftest(_a):
         _, _, problems = evaluate(brecs, {})
         setup = [p for p in problems if p.startswith("setup")]
         assert len(setup) == 2, problems  # no library, a required step skipped
-        # 8 (issue 13 §7, 16): framework loops.  Pool rows shaped as the bridges emit them
+        # 8: framework loops.  Pool rows shaped as the bridges emit them
         # (kind, reserved/allocated/free, largest_free_block null when unknown, framework
         # mode, stale, sites with Python frames), growth entries with a scope.
         py_stack = [{"function": "update", "file": "/x/transformers/cache_utils.py", "line": 147, "python": True},

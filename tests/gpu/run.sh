@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/gpu/run.sh [--dry-run]: tensorleak's real-GPU verification kit (issue 7).
+# tests/gpu/run.sh [--dry-run]: tensorleak's real-GPU verification kit.
 #
 # On a machine with an NVIDIA GPU (the device tool's H200: CUDA toolkit, PyTorch,
 # transformers, JAX, CuPy, compute-sanitizer, no internet), in at most TL_GPU_BUDGET
@@ -539,7 +539,7 @@ else
     [ -n "$TL_CLI" ] && rec torch leak - cli "" 120 required -- "$PY" "$KIT/torch_loop.py" --leak --requests 20
 fi
 
-# 3. the frameworks' own allocators (issue 13 §7, issue 16), under `tensorleak run`, which
+# 3. the frameworks' own allocators, under `tensorleak run`, which
 # turns the framework bridges on: GPT-2 on PyTorch's three allocator modes (the native
 # leak also with PyTorch's allocation history, which names the leak's Python line), JAX
 # with and without preallocation, CuPy's default pool; NVIDIA's cuda.bindings and
@@ -561,7 +561,7 @@ else
     for row in $FW_ROWS; do
         IFS='|' read -r loop mode setting <<<"$row"
         n=8
-        # issue 13: the GPT-2 leak flagged within 6 requests, its clean twin over 50 never
+        # The GPT-2 leak flagged within 6 requests, its clean twin over 50 never
         [ "$mode" = clean ] && [ "$loop" = gpt2 ] && n=50
         PYTHONPATH=$SRC/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 \
             rec fw "$loop" "$mode" cli "$setting" 120 required -- \
@@ -593,7 +593,7 @@ else
     done
 fi
 
-# 5. overhead (issue 14): per row, processes with and without tensorleak alternate in
+# 5. overhead: per row, processes with and without tensorleak alternate in
 # ABBA order (a drift in clocks or load over the row falls on both sides alike); each
 # process warms up (time-based, also ramping the GPU clocks) before its timed passes,
 # and compare.py shows the medians with their spread.  Rows: the inference loop under

@@ -45,7 +45,7 @@ USER_TAG = "# TL_USER_LINE"
 
 def tagged_lines(path):
     """Lines of a workload tagged USER_TAG: where its kept memory is allocated, the
-    lines a leak's stack should name (issue 16)."""
+    lines a leak's stack should name."""
     with open(os.path.abspath(path)) as f:
         return [i for i, line in enumerate(f, 1) if line.rstrip().endswith(USER_TAG)]
 
@@ -301,7 +301,7 @@ def driver_check(result):
 
 def driver_setup(args):
     """NVIDIA's cuda.bindings: Cython bindings that call the driver without the GIL
-    (issue 16's case for Python frames read from a thread that released it)."""
+    (the case of Python frames read from a thread that released it)."""
     from cuda.bindings import driver
 
     if args.device != "cuda":

@@ -642,7 +642,7 @@ def pool_destroyed_during_snapshots_never_deadlocks():
 
 
 
-# ---- issue 14 item 1 (helper A): no report replaces another ---------------
+# ---- no report replaces another ---------------
 
 def run_cli_sim(progname, *args, cwd, output=None):
     """`tensorleak run --sim` with the default pattern, in `cwd`."""
@@ -708,7 +708,7 @@ def snapshot_to_writes_exactly_the_given_path():
     check("snapshot_to -1\n" in plain.stdout and not os.path.exists(os.path.join(tmp, "never.json")), plain.stdout)
 
 
-# ---- issue 14, helper B: memory counted once; owners by what holds memory ----
+# ---- memory counted once; owners by what holds memory ----
 
 GiB = 1 << 30
 
@@ -929,7 +929,7 @@ def cli_counts_address_space_apart_in_check_text_merge_and_html():
 
 
 
-# ---- issue 14 items 3 and 4 (helper A): no impossible figures; unknown is not zero
+# ---- no impossible figures; unknown is not zero
 
 ISO_MS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
 

@@ -1,5 +1,5 @@
 /*
- * test_figures.c — the report's invariants (issue 14 item 3): impossible
+ * test_figures.c — the report's invariants: impossible
  * figures are repaired before anything is written, each repair is listed,
  * one warning names the first; sizes are never formatted from a negative
  * number.  The inputs are the figures of the first H200 run's exit reports.

@@ -1,5 +1,5 @@
 /*
- * Unit tests of pyframes.c (issue 16) without an interpreter in the process:
+ * Unit tests of pyframes.c without an interpreter in the process:
  * Python frame values (tagged, interned by function, file and line), their
  * symbolization, and the merge's rule for Python frames whose evaluation
  * frame is not on the native stack.  The interpreter cases run for real in

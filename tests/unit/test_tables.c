@@ -461,7 +461,7 @@ Test(report_path, pattern_expands_pid_sequence_rank_and_percent)
     unsetenv("RANK");
 }
 
-/* issue 14 item 1: numbered names for every report but the exit report. */
+/* Numbered names for every report but the exit report. */
 Test(report_path, numbered_reports_get_a_sequence_before_json_or_at_the_end)
 {
     char out[256], want[256];
