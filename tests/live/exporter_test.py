@@ -161,7 +161,7 @@ def the_http_endpoint_answers_fifty_concurrent_scrapes_and_404_elsewhere(tmp):
 
 def a_sigkilled_process_leaves_metrics_within_two_intervals(tmp):
     live = os.path.join(tmp, "live")
-    s = Server(tmp, "leaky", 3, env=live_env(live, "0.5"))
+    s = Server(tmp, "leaky", 3, env=live_env(live, "2"))
     s.wait_ready()
     fresh_entry(live, s.pid, time.time())
     e = Exporter(live)
@@ -171,7 +171,9 @@ def a_sigkilled_process_leaves_metrics_within_two_intervals(tmp):
     killed = time.monotonic()
     status, body = e.get()
     assert status == 200 and f'pid="{s.pid}"' not in body
-    assert time.monotonic() - killed < 1.0  # two intervals of 0.5 s
+    # The first scrape after the death (a few ms normally) is within two
+    # intervals of 2 s: the dead pid is seen, not waited out.
+    assert time.monotonic() - killed < 4.0
     e.stop()
 
 
