@@ -700,6 +700,10 @@ void tl_bridge_kick(void)
         return; /* not yet: a later call tries again */
     if (atomic_exchange(&kicked, true))
         return;
+    if (tl_opt.python_rejected[0]) {
+        tl_warn(NULL, "TENSORLEAK_PYTHON=%s is not 0 or 1; the Python bridge stays off", tl_opt.python_rejected);
+        return;
+    }
     if (!tl_opt.python)
         return;
     if (!package_dir(boot_dir, sizeof boot_dir) || strpbrk(boot_dir, "'\\\"\n")) {

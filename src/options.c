@@ -307,12 +307,14 @@ static void apply_budget_enforce(const char *name, const char *v)
 }
 
 /* TENSORLEAK_PYTHON: empty is off, as unset is; a bad value keeps the
- * bridge off. */
+ * bridge off.  Its warning is the bridge's (bridge.c), said only where a
+ * bridge could start, in a Python program: a C program is not told about a
+ * switch it has no use for. */
 static void apply_python(const char *name, const char *v)
 {
     (void)name;
     if (*v && tl_parse_bool(v, &tl_opt.python) != 0)
-        tl_warn(NULL, "TENSORLEAK_PYTHON=%s is not 0 or 1; the Python bridge stays off", v);
+        snprintf(tl_opt.python_rejected, sizeof tl_opt.python_rejected, "%s", v);
 }
 
 static const struct { const char *name; apply_fn apply; } table[] = {

@@ -93,6 +93,7 @@ struct tl_options {
     struct tl_budget_spec budget; /* TENSORLEAK_BUDGET, all 0 = none (budget.c) */
     bool budget_enforce;     /* TENSORLEAK_BUDGET_ENFORCE */
     bool python;             /* TENSORLEAK_PYTHON: start the Python bridge (bridge.c) */
+    char python_rejected[1024]; /* a TENSORLEAK_PYTHON value that is no boolean, "" = none */
 };
 extern struct tl_options tl_opt;
 
