@@ -172,6 +172,11 @@ static inline void *tl_real_fast(enum tl_hook_id id)
         real_ ? real_(__VA_ARGS__) : (missing);                                \
     })
 
+/* ---- pools.c: the driver's stream-ordered pools (they need CUDA types) --- */
+/* A pool made by cuMemPoolCreate / destroyed by cuMemPoolDestroy. */
+void tl_pool_note_created(CUmemoryPool pool, const CUmemPoolProps *props);
+void tl_pool_note_destroyed(CUmemoryPool pool);
+/* The pool index a stream-ordered allocation's row carries (its aux). */
 uint32_t tl_pool_index_for_async(CUmemoryPool pool, bool from_current_device);
 
 /* The device memory a CUDA array (or, with `mipmapped`, a mipmapped array)

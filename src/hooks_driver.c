@@ -230,9 +230,7 @@ ARRAY_DESTROY(cuArrayDestroy, CUarray)
 ARRAY_DESTROY(cuMipmappedArrayDestroy, CUmipmappedArray)
 
 /* ---- stream-ordered allocator ------------------------------------------- */
-/* pools.c: the pool an async allocation came from, as an index (aux). */
-void tl_pool_note_created(CUmemoryPool pool, const CUmemPoolProps *props);
-void tl_pool_note_destroyed(CUmemoryPool pool);
+/* The pool an async allocation came from is its row's aux (pools.c, hooks.h). */
 
 #define ASYNC_ALLOC(fn, pool, from_device, ...)                                                                       \
     ENTER();                                                                                                          \

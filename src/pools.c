@@ -164,7 +164,6 @@ static void note_driver_pool_locked(void)
         tl_warn(NULL, "cannot register the exit-time pool reading; stream-ordered pools may show their last report's figures");
 }
 
-void tl_pool_note_created(CUmemoryPool pool, const CUmemPoolProps *props);
 void tl_pool_note_created(CUmemoryPool pool, const CUmemPoolProps *props)
 {
     pthread_mutex_lock(&pools_lock);
@@ -191,7 +190,6 @@ static bool release_pool_rows(const struct tl_live *rec, void *arg)
     return true;
 }
 
-void tl_pool_note_destroyed(CUmemoryPool pool);
 void tl_pool_note_destroyed(CUmemoryPool pool)
 {
     pthread_mutex_lock(&pools_lock);
@@ -208,7 +206,6 @@ void tl_pool_note_destroyed(CUmemoryPool pool)
     tl_live_unlock_all();
 }
 
-uint32_t tl_pool_index_for_async(CUmemoryPool pool, bool from_current_device);
 uint32_t tl_pool_index_for_async(CUmemoryPool pool, bool from_current_device)
 {
     int device = -1;

@@ -34,7 +34,6 @@ static uint32_t current_tid(void)
 }
 
 /* Forked children get a new tid; the cached one would be the parent's. */
-void tl_tracker_after_fork(void);
 void tl_tracker_after_fork(void)
 {
     tt.tid = 0;
@@ -384,7 +383,6 @@ void tl_teardown_context(void *ctx, int device)
 }
 
 /* The live contexts we know of (report.c visits each for cuMemGetInfo). */
-int tl_known_contexts(void **out, int max);
 int tl_known_contexts(void **out, int max)
 {
     int n = 0;

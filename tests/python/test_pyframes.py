@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Python frames in allocation stacks (issue 16), and C++ demangling.
+"""Python frames in allocation stacks, and C++ demangling.
 
 Each test runs leaky_app.py (or a C program) under libtensorleak.so on the
 simulated runtime and checks the report exactly: the Python functions, this
