@@ -159,7 +159,10 @@ def live_off_writes_no_entry(tmp):
     s.wait_ready()
     time.sleep(1.0)  # five intervals
     assert not os.path.exists(live)
-    assert s.stop() == ""
+    err = s.stop()
+    # Off is silent: no live-state line (what else the run said is shown).
+    assert not [l for l in err.splitlines() if "live" in l], err
+    assert not os.path.exists(live)
 
 
 def a_live_directory_open_to_others_is_one_warning_and_no_entry(tmp):
