@@ -54,6 +54,15 @@ static double state_time; /* CLOCK_REALTIME when it was submitted */
 static bool state_full;   /* it has the layouts (a report's), not only figures */
 static unsigned long state_seq; /* want_seq that the state answered */
 static unsigned long gave_up_seq; /* the request a waiter stopped waiting for */
+/* The latest request the bridge thread took (tensorleak_bridge_wait
+ * returned it), and, in the bridge thread, the one it is reading the state
+ * for.  Its submission answers that request and those before it, never a
+ * later one: the bridge thread may read the state in the middle of a
+ * request, whenever the program lets go of the GIL, so a state read then
+ * does not answer a mark made after it.  A mark or report joins a pending
+ * request only while it is not taken. */
+static unsigned long taken_seq;
+static __thread unsigned long reading_for TL_TLS_IE;
 /* The verdict of this thread's last refresh, for the report it writes next
  * (refresh and apply run in the same thread; marks and reports of other
  * threads have their own). */
@@ -109,6 +118,7 @@ int tensorleak_bridge_wait(int timeout_ms)
         }
         if (want_seq != served_seq) {
             rc = want_full ? 1 : 2;
+            taken_seq = reading_for = want_seq;
             break;
         }
         if (pthread_cond_timedwait(&br_cond, &br_lock, &until) == ETIMEDOUT)
@@ -148,10 +158,16 @@ int tensorleak_bridge_submit(const char *text)
     state = j;
     state_time = t;
     state_full = full;
-    state_seq = want_seq;
+    /* The bridge thread answers the request it took; any other thread (a
+     * Python mark, reading the state itself) every request made so far. */
+    unsigned long answers = reading_for ? reading_for : want_seq;
+    reading_for = 0;
+    state_seq = answers;
     if (full || !want_full) { /* figures alone do not answer a report */
-        served_seq = want_seq;
-        want_full = false;
+        if (answers > served_seq)
+            served_seq = answers;
+        if (served_seq == want_seq)
+            want_full = false;
     }
     pthread_cond_broadcast(&br_cond);
     pthread_mutex_unlock(&br_lock);
@@ -184,19 +200,24 @@ static bool lock_bounded(void)
     return pthread_mutex_timedlock(&br_lock, &until) == 0;
 }
 
-static void refresh(bool may_wait, bool full);
+static void refresh(bool may_wait, bool full, bool live);
 
 void tl_bridge_refresh(bool may_wait)
 {
-    refresh(may_wait, true);
+    refresh(may_wait, true, false);
 }
 
 void tl_bridge_refresh_mark(bool may_wait)
 {
-    refresh(may_wait, false);
+    refresh(may_wait, false, false);
 }
 
-static void refresh(bool may_wait, bool full)
+void tl_bridge_refresh_live(void)
+{
+    refresh(true, false, true);
+}
+
+static void refresh(bool may_wait, bool full, bool live)
 {
     if (may_wait) /* not from inside a hook or a fatal signal: kicking looks symbols up */
         tl_bridge_kick();
@@ -219,13 +240,14 @@ static void refresh(bool may_wait, bool full)
         snprintf(last_note, sizeof last_note, "last state, read at exit before the interpreter finalized");
     } else if (!may_wait) {
         snprintf(last_note, sizeof last_note, "report written inside an allocation or at exit: last state used");
-    } else if (want_seq != served_seq && gave_up_seq == want_seq) {
+    } else if (!live && want_seq != served_seq && gave_up_seq == want_seq) {
         /* Someone already waited the whole bound for this request: the GIL
          * is still held.  Waiting again would stall every report. */
         snprintf(last_note, sizeof last_note, "the Python bridge did not answer (GIL held): last state used");
     } else {
         /* Join a request in progress when its answer serves us too. */
-        unsigned long mine_seq = want_seq != served_seq && (want_full || !full) ? want_seq : ++want_seq;
+        bool join = want_seq != served_seq && want_seq != taken_seq && (want_full || !full);
+        unsigned long mine_seq = join ? want_seq : ++want_seq;
         want_full |= full;
         pthread_cond_broadcast(&br_cond);
         struct timespec until;
@@ -243,7 +265,8 @@ static void refresh(bool may_wait, bool full)
             last_fresh = true;
             last_note[0] = 0;
         } else {
-            gave_up_seq = want_seq;
+            if (!live)
+                gave_up_seq = want_seq;
             snprintf(last_note, sizeof last_note,
                      "the Python bridge did not answer within %d ms (GIL held?): last state used", TL_BRIDGE_WAIT_MS);
         }
@@ -721,5 +744,6 @@ void tl_bridge_after_fork(void)
     pthread_mutex_init(&br_lock, NULL);
     init_cond();
     waiting_seen = false;
-    want_seq = served_seq = gave_up_seq = 0;
+    want_seq = served_seq = gave_up_seq = taken_seq = 0;
+    reading_for = 0;
 }

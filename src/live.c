@@ -383,7 +383,7 @@ static void publish(void)
     }
     if (self.pid != getpid())
         read_identity();
-    tl_bridge_refresh_mark(true); /* the frameworks' figures, a bounded wait */
+    tl_bridge_refresh_live(); /* the frameworks' figures, a bounded wait that marks never join */
     struct build b = {0};
     if (tl_report_with_model(build_document, &b) != 0 || !b.text) {
         free(b.text);
