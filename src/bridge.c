@@ -54,13 +54,13 @@ static double state_time; /* CLOCK_REALTIME when it was submitted */
 static bool state_full;   /* it has the layouts (a report's), not only figures */
 static unsigned long state_seq; /* want_seq that the state answered */
 static unsigned long gave_up_seq; /* the request a waiter stopped waiting for */
-/* The latest request the bridge thread took (tensorleak_bridge_wait
- * returned it), and, in the bridge thread, the one it is reading the state
- * for.  Its submission answers that request and those before it, never a
- * later one: the bridge thread may read the state in the middle of a
+/* The latest request whose state is being read (tensorleak_bridge_reading,
+ * called just before the read), and, in the thread reading it, that
+ * request.  Its submission answers that request and those before it, never
+ * a later one: the bridge thread may read the state in the middle of a
  * request, whenever the program lets go of the GIL, so a state read then
  * does not answer a mark made after it.  A mark or report joins a pending
- * request only while it is not taken. */
+ * request only while nobody has begun to read for it. */
 static unsigned long taken_seq;
 static __thread unsigned long reading_for TL_TLS_IE;
 /* The verdict of this thread's last refresh, for the report it writes next
@@ -118,7 +118,6 @@ int tensorleak_bridge_wait(int timeout_ms)
         }
         if (want_seq != served_seq) {
             rc = want_full ? 1 : 2;
-            taken_seq = reading_for = want_seq;
             break;
         }
         if (pthread_cond_timedwait(&br_cond, &br_lock, &until) == ETIMEDOUT)
@@ -126,6 +125,17 @@ int tensorleak_bridge_wait(int timeout_ms)
     }
     pthread_mutex_unlock(&br_lock);
     return rc;
+}
+
+/* The caller is about to read the framework state: what it submits next
+ * answers the requests made until now, not later ones. */
+TL_EXPORT void tensorleak_bridge_reading(void);
+void tensorleak_bridge_reading(void)
+{
+    pthread_once(&br_cond_once, init_cond);
+    pthread_mutex_lock(&br_lock);
+    taken_seq = reading_for = want_seq;
+    pthread_mutex_unlock(&br_lock);
 }
 
 /* Stores the framework state (a JSON object with "time", "pools", "errors")

@@ -45,6 +45,11 @@ def _library():
     wait.argtypes, wait.restype = (ctypes.c_int,), ctypes.c_int
     submit.argtypes, submit.restype = (ctypes.c_char_p,), ctypes.c_int
     close.argtypes, close.restype = (), None
+    # Says a read begins, so that the state answers only what was asked
+    # before it (a library without it: every request made until the submit).
+    reading = getattr(proc, "tensorleak_bridge_reading", None)
+    if reading is not None:
+        reading.argtypes, reading.restype = (), None
     return proc
 
 
@@ -102,6 +107,9 @@ def submit_now(full=True):
         lib = _state["lib"]
         if lib is None or _state["closed"]:
             return False
+        reading = getattr(lib, "tensorleak_bridge_reading", None)
+        if reading is not None:
+            reading()
         try:
             text = json.dumps(read_state(full=full), separators=(",", ":"))
         except Exception as e:
