@@ -421,37 +421,12 @@ void tl_owners_collect(struct tl_report_model *m)
 /* ---- owner at allocation time (running peaks, budgets) ------------------ *
  * Reports symbolize with libdwfl; the hot path cannot.  A call site's owner
  * is computed once, when it first allocates, from dladdr (module path,
- * exported symbol name), which is what the default rules match, and kept by
- * call-site id; a static function's name comes from the symbol table where a
+ * exported symbol name), which is what the default rules match, and kept in
+ * the call site (tl_callsite.owner); a static function's name comes from the symbol table where a
  * module rule would otherwise decide (below).  A rule on a source file
  * applies in reports but not here.  Nothing here holds a lock of ours while
  * dladdr or the symbolizer runs: a thread inside dlopen holds the loader's
  * lock and may allocate from a library constructor meanwhile. */
-#define CACHE_CHUNK TL_OWNER_CACHE_CHUNK
-#define CACHE_DIR TL_OWNER_CACHE_DIR
-_Atomic(_Atomic(uint8_t) *) tl_owner_cache[TL_OWNER_CACHE_DIR];
-#define cached_owner tl_cached_owner
-
-static void cache_owner(uint32_t id, int owner)
-{
-    if (id / CACHE_CHUNK >= CACHE_DIR)
-        return;
-    _Atomic(_Atomic(uint8_t) *) *slot = &tl_owner_cache[id / CACHE_CHUNK];
-    _Atomic(uint8_t) *chunk = atomic_load_explicit(slot, memory_order_acquire);
-    if (!chunk) {
-        _Atomic(uint8_t) *fresh = calloc(CACHE_CHUNK, sizeof *fresh);
-        if (!fresh) {
-            tl_note_dropped("out of memory for the owner of a call site");
-            return;
-        }
-        if (atomic_compare_exchange_strong_explicit(slot, &chunk, fresh, memory_order_acq_rel, memory_order_acquire))
-            chunk = fresh;
-        else
-            free(fresh); /* another thread's chunk won */
-    }
-    atomic_store_explicit(&chunk[id % CACHE_CHUNK], (uint8_t)(owner + 1), memory_order_relaxed);
-}
-
 /* The first rule for `kind` matching a module path or a function name
  * (raw, demangled), or -1; *by_module tells whether only the module matched. */
 static long first_rule(uint8_t kind, const char *module, const char *fn, demangle_fn demangle, bool *by_module)
@@ -554,11 +529,8 @@ static int owner_by_dladdr(struct tl_callsite *cs, demangle_fn demangle)
 
 void tl_owner_decide(struct tl_callsite *cs)
 {
-    int o = tl_cached_owner(cs->id);
-    if (o < 0) {
-        o = nrules ? owner_by_dladdr(cs, (demangle_fn)tl_real_dlsym(RTLD_DEFAULT, "__cxa_demangle")) : 0;
-        cache_owner(cs->id, o);
-    }
+    /* Two threads may decide at once: both find the same owner. */
+    int o = nrules ? owner_by_dladdr(cs, (demangle_fn)tl_real_dlsym(RTLD_DEFAULT, "__cxa_demangle")) : 0;
     atomic_store_explicit(&cs->owner, (uint8_t)(o + 1), memory_order_relaxed);
 }
 
@@ -571,7 +543,6 @@ int tl_owner_class_of(struct tl_callsite *cs)
 {
     if (!cs)
         return CLASS_USER;
-    tl_owner_prepare(cs);
-    int o = cached_owner(cs->id);
+    int o = tl_owner_prepare(cs);
     return o >= 0 && o < nowners ? (int)owners[o].cls : CLASS_USER;
 }

@@ -428,26 +428,11 @@ struct tl_owner_running {
     atomic_llong peak;
 };
 extern struct tl_owner_running tl_owner_running[TL_MAX_OWNERS];
-/* The owner index + 1 of each call site by id, 0 = not decided yet, in
- * chunks allocated on first use and never freed (as many ids as callsite.c's
- * directory holds). */
-#define TL_OWNER_CACHE_CHUNK 4096u
-#define TL_OWNER_CACHE_DIR 4096u
-extern _Atomic(_Atomic(uint8_t) *) tl_owner_cache[TL_OWNER_CACHE_DIR];
-/* The owner index decided for call site `id`, or -1 when none is yet. */
-static inline int tl_cached_owner(uint32_t id)
-{
-    if (TL_UNLIKELY(id / TL_OWNER_CACHE_CHUNK >= TL_OWNER_CACHE_DIR))
-        return -1;
-    _Atomic(uint8_t) *chunk = atomic_load_explicit(&tl_owner_cache[id / TL_OWNER_CACHE_CHUNK], memory_order_acquire);
-    int v = chunk ? atomic_load_explicit(&chunk[id % TL_OWNER_CACHE_CHUNK], memory_order_relaxed) : 0;
-    return v - 1;
-}
 /* Decides the owner of a call site (dladdr names; no lock of ours held
- * meanwhile) and keeps it by id. */
+ * meanwhile) and keeps it in cs->owner. */
 void tl_owner_decide(struct tl_callsite *cs);
 /* The owner index of a call site whose row is about to enter the live
- * table, decided once (-1: no call site, or out of memory to keep it). */
+ * table, decided once (-1: no call site). */
 static inline int tl_owner_prepare(struct tl_callsite *cs)
 {
     if (!cs)
