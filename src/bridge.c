@@ -210,24 +210,19 @@ static bool lock_bounded(void)
     return pthread_mutex_timedlock(&br_lock, &until) == 0;
 }
 
-static void refresh(bool may_wait, bool full, bool live);
+static void refresh(bool may_wait, bool full);
 
 void tl_bridge_refresh(bool may_wait)
 {
-    refresh(may_wait, true, false);
+    refresh(may_wait, true);
 }
 
 void tl_bridge_refresh_mark(bool may_wait)
 {
-    refresh(may_wait, false, false);
+    refresh(may_wait, false);
 }
 
-void tl_bridge_refresh_live(void)
-{
-    refresh(true, false, true);
-}
-
-static void refresh(bool may_wait, bool full, bool live)
+static void refresh(bool may_wait, bool full)
 {
     if (may_wait) /* not from inside a hook or a fatal signal: kicking looks symbols up */
         tl_bridge_kick();
@@ -250,7 +245,7 @@ static void refresh(bool may_wait, bool full, bool live)
         snprintf(last_note, sizeof last_note, "last state, read at exit before the interpreter finalized");
     } else if (!may_wait) {
         snprintf(last_note, sizeof last_note, "report written inside an allocation or at exit: last state used");
-    } else if (!live && want_seq != served_seq && gave_up_seq == want_seq) {
+    } else if (want_seq != served_seq && gave_up_seq == want_seq) {
         /* Someone already waited the whole bound for this request: the GIL
          * is still held.  Waiting again would stall every report. */
         snprintf(last_note, sizeof last_note, "the Python bridge did not answer (GIL held): last state used");
@@ -275,8 +270,7 @@ static void refresh(bool may_wait, bool full, bool live)
             last_fresh = true;
             last_note[0] = 0;
         } else {
-            if (!live)
-                gave_up_seq = want_seq;
+            gave_up_seq = want_seq;
             snprintf(last_note, sizeof last_note,
                      "the Python bridge did not answer within %d ms (GIL held?): last state used", TL_BRIDGE_WAIT_MS);
         }

@@ -383,7 +383,10 @@ static void publish(void)
     }
     if (self.pid != getpid())
         read_identity();
-    tl_bridge_refresh_live(); /* the frameworks' figures, a bounded wait that marks never join */
+    /* The frameworks' figures are the bridge's last state (read at the last
+     * mark, snapshot or report): asking the bridge thread for a fresh one
+     * every second raced with the requests of marks and reports, whose
+     * figures-and-layout state a later figures-only answer could replace. */
     struct build b = {0};
     if (tl_report_with_model(build_document, &b) != 0 || !b.text) {
         free(b.text);

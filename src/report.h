@@ -194,9 +194,6 @@ const char *tl_suppressed(struct tl_report_model *m, const char *kind, struct tl
 void tl_bridge_refresh(bool may_wait);
 /* The same for a mark: the frameworks' figures only (no layouts). */
 void tl_bridge_refresh_mark(bool may_wait);
-/* For the live state (live.c): a fresh state, waited for as a mark waits,
- * in a request no mark or report joins, whose timeout leaves theirs alone. */
-void tl_bridge_refresh_live(void);
 /* Adds the last framework state to the model: pool rows, the device
  * summary's allocated (the cache's gap), the "bridge" object. */
 void tl_bridge_apply(struct tl_report_model *m);
