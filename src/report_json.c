@@ -103,6 +103,17 @@ static json_t *site_json(struct tl_report_model *m, const struct tl_site *s)
     json_object_set_new(o, "owner", str_or_null(s->owner));
     json_object_set_new(o, "owner_class", str_or_null(s->owner_class));
     json_object_set_new(o, "stack", tl_stack_to_json(m, s->cs->frames, s->cs->nframes));
+    json_t *allocs = json_array();
+    for (size_t i = 0; i < s->nallocations; i++) {
+        const struct tl_site_allocation *a = &s->allocations[i];
+        json_t *e = json_object();
+        json_object_set_new(e, "address", a->address ? hex(a->address) : json_null());
+        json_object_set_new(e, "bytes", json_integer((json_int_t)a->bytes));
+        json_object_set_new(e, "device", a->device < TL_MAX_DEVICES ? json_integer(a->device) : json_null());
+        json_array_append_new(allocs, e);
+    }
+    json_object_set_new(o, "allocations", allocs);
+    json_object_set_new(o, "allocations_unlisted", json_integer(s->count - (long long)s->nallocations));
     return o;
 }
 

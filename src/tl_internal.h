@@ -75,6 +75,7 @@ struct tl_options {
     int depth;               /* TENSORLEAK_DEPTH, 0..TL_MAX_DEPTH: native frames */
     int python_depth;        /* TENSORLEAK_PYTHON_DEPTH, 0..TL_MAX_DEPTH: Python frames besides */
     bool frames_all;         /* TENSORLEAK_FRAMES=all: text stacks show every frame, not Python first */
+    int addresses;           /* TENSORLEAK_ADDRESSES: allocations a report lists per call site */
     unsigned fail_on;        /* TENSORLEAK_FAIL_ON: tl_fail_kind bits */
     int exitcode;            /* TENSORLEAK_EXITCODE */
     char suppressions[1024]; /* TENSORLEAK_SUPPRESSIONS path, "" = none */

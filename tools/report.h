@@ -67,10 +67,23 @@ struct tl_stack {
 };
 
 /* One entry of "leaks" (or of "sites"): a deduplicated call site. */
+/* One entry of a site's optional "allocations" list. */
+struct tl_allocation {
+    bool has_address;           /* false: a row keyed by a handle (null) */
+    uint64_t address;
+    uint64_t bytes;
+    long long device;           /* -1: host memory (null) */
+};
+
 struct tl_leak {
     const char *kind;           /* "device", "host_pinned", ... */
     uint64_t bytes;
     uint64_t count;
+    /* Optional "allocations": some of its live allocations; has_allocations
+     * false in reports written before they were listed. */
+    bool has_allocations;
+    struct tl_allocation *allocations;
+    size_t allocation_count;
     bool suppressed;
     const char *suppression;    /* "leak:pattern" that matched, if any */
     struct tl_stack stack;

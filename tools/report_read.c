@@ -253,6 +253,51 @@ static void free_stack(struct tl_stack *s)
     s->count = 0;
 }
 
+/* A site's optional "allocations": {address: hex string or null, bytes,
+ * device: int or null} each; more of them than its count is an error. */
+static void read_allocations(struct loader *ld, json_t *site, const char *where, struct tl_leak *l)
+{
+    char awhere[WHERE_MAX + 32];
+    json_t *list = get(ld, site, where, "allocations", WANT_ARRAY, false);
+    l->has_allocations = list != NULL;
+    if (!list || json_array_size(list) == 0)
+        return;
+    size_t n = json_array_size(list);
+    if (n > l->count) {
+        fail(ld, "%s.allocations: %zu listed, more than its count (%" PRIu64 ")", where, n, l->count);
+        return;
+    }
+    l->allocations = calloc(n, sizeof(*l->allocations));
+    if (!l->allocations) {
+        fail(ld, "%s.allocations: out of memory", where);
+        return;
+    }
+    l->allocation_count = n;
+    for (size_t i = 0; i < n && !ld->failed; i++) {
+        snprintf(awhere, sizeof(awhere), "%s.allocations[%zu]", where, i);
+        json_t *e = element_object(ld, list, i, awhere);
+        if (!e)
+            return;
+        struct tl_allocation *a = &l->allocations[i];
+        const char *addr = get_str(ld, e, awhere, "address");
+        get(ld, e, awhere, "bytes", WANT_U64, true);
+        a->bytes = get_u64(ld, e, awhere, "bytes");
+        json_t *dev = get(ld, e, awhere, "device", WANT_U64, false);
+        a->device = dev ? (long long)json_integer_value(dev) : -1;
+        if (addr) {
+            size_t digits = strncmp(addr, "0x", 2) == 0 ? strspn(addr + 2, "0123456789abcdefABCDEF") : 0;
+            errno = 0;
+            unsigned long long v = digits ? strtoull(addr + 2, NULL, 16) : 0;
+            if (!digits || addr[2 + digits] || digits > 16 || errno) {
+                fail(ld, "%s.address: '%.40s' is not a hex address (0x...)", awhere, addr);
+                return;
+            }
+            a->has_address = true;
+            a->address = v;
+        }
+    }
+}
+
 static void read_leaks(struct loader *ld, json_t *root, const char *key,
                        struct tl_leak **out, size_t *count)
 {
@@ -271,6 +316,7 @@ static void read_leaks(struct loader *ld, json_t *root, const char *key,
         l->suppressed = get_bool(ld, e, where, "suppressed");
         l->suppression = get_str(ld, e, where, "suppression");
         read_stack(ld, e, where, &l->stack);
+        read_allocations(ld, e, where, l);
         l->has_rank = get(ld, e, where, "rank", WANT_INT, false) != NULL;
         l->rank = get_int(ld, e, where, "rank");
         l->owner = get_str(ld, e, where, "owner");
@@ -686,14 +732,20 @@ bad:
 
 void report_free(struct tl_report *r)
 {
-    for (size_t i = 0; i < r->leak_count; i++)
+    for (size_t i = 0; i < r->leak_count; i++) {
         free_stack(&r->leaks[i].stack);
+        free(r->leaks[i].allocations);
+    }
     free(r->leaks);
-    for (size_t i = 0; i < r->site_count; i++)
+    for (size_t i = 0; i < r->site_count; i++) {
         free_stack(&r->sites[i].stack);
+        free(r->sites[i].allocations);
+    }
     free(r->sites);
-    for (size_t i = 0; i < r->held_count; i++)
+    for (size_t i = 0; i < r->held_count; i++) {
         free_stack(&r->held[i].stack);
+        free(r->held[i].allocations);
+    }
     free(r->held);
     free(r->owners);
     free(r->marks);
