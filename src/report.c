@@ -120,8 +120,9 @@ struct gather {
     long long *count;
     long long *held_bytes;
     long long *held_count;
+    long long *unknown_size; /* by call-site id: its live rows of unknown size (not held) */
     size_t n;
-    long long live_bytes, live_count;
+    long long live_bytes, live_count, unknown_size_count;
     long long address_space_bytes, address_space_count; /* VA reservations apart */
 };
 
@@ -133,6 +134,8 @@ static bool gather_row(const struct tl_live *rec, void *arg)
         g->live_bytes += (long long)rec->size;
         g->live_count++;
     }
+    bool unknown = rec->kind == TL_KIND_ARRAY && (rec->aux & TL_ARRAY_SIZE_UNKNOWN);
+    g->unknown_size_count += unknown;
     if (rec->kind == TL_KIND_VMM_RESERVATION) { /* address space, shown apart */
         g->address_space_bytes += (long long)rec->size;
         g->address_space_count++;
@@ -144,6 +147,7 @@ static bool gather_row(const struct tl_live *rec, void *arg)
         } else {
             g->bytes[rec->callsite] += (long long)rec->size;
             g->count[rec->callsite]++;
+            g->unknown_size[rec->callsite] += unknown;
         }
     }
     return false;
@@ -174,9 +178,10 @@ static bool gather(struct tl_report_model *m)
     g.count = calloc(g.n, sizeof *g.count);
     g.held_bytes = calloc(g.n, sizeof *g.held_bytes);
     g.held_count = calloc(g.n, sizeof *g.held_count);
-    if (!g.bytes || !g.count || !g.held_bytes || !g.held_count) {
+    g.unknown_size = calloc(g.n, sizeof *g.unknown_size);
+    if (!g.bytes || !g.count || !g.held_bytes || !g.held_count || !g.unknown_size) {
         tl_live_unlock_all();
-        free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count);
+        free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count); free(g.unknown_size);
         return false;
     }
     tl_live_foreach(gather_row, &g);
@@ -187,6 +192,7 @@ static bool gather(struct tl_report_model *m)
     m->live_count = g.live_count;
     m->address_space_bytes = g.address_space_bytes;
     m->address_space_count = g.address_space_count;
+    m->unknown_size_count = g.unknown_size_count;
     m->peak_live_bytes = atomic_load(&tl_stats.peak_live_bytes);
     size_t nsites = 0, nheld = 0;
     for (size_t id = 1; id < g.n; id++) {
@@ -196,7 +202,7 @@ static bool gather(struct tl_report_model *m)
     m->sites = calloc(nsites + 1, sizeof *m->sites);
     m->held = calloc(nheld + 1, sizeof *m->held);
     if (!m->sites || !m->held) {
-        free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count);
+        free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count); free(g.unknown_size);
         return false;
     }
     for (size_t id = 1; id < g.n; id++) {
@@ -204,13 +210,14 @@ static bool gather(struct tl_report_model *m)
         if (!cs)
             continue;
         if (g.count[id] > 0)
-            m->sites[m->nsites++] = (struct tl_site){.cs = cs, .bytes = g.bytes[id], .count = g.count[id]};
+            m->sites[m->nsites++] = (struct tl_site){.cs = cs, .bytes = g.bytes[id], .count = g.count[id],
+                                                     .unknown_size_count = g.unknown_size[id]};
         if (g.held_count[id] > 0) {
             m->held[m->nheld++] = (struct tl_site){.cs = cs, .bytes = g.held_bytes[id], .count = g.held_count[id]};
             m->held_bytes += g.held_bytes[id];
         }
     }
-    free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count);
+    free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count); free(g.unknown_size);
     qsort(m->sites, m->nsites, sizeof *m->sites, by_bytes_desc);
     qsort(m->held, m->nheld, sizeof *m->held, by_bytes_desc);
     return true;

@@ -14,6 +14,9 @@ struct tl_site {
     struct tl_callsite *cs;
     long long bytes;
     long long count;
+    /* Of count, allocations whose size the driver did not report (CUDA
+     * arrays): bytes leaves them out and reports say its size is unknown. */
+    long long unknown_size_count;
     bool suppressed;
     const char *rule; /* the suppression rule that matched, or NULL */
     const char *owner;       /* owners.c: owner name, or NULL before attribution */
@@ -142,6 +145,8 @@ struct tl_report_model {
      * the unsuppressed leaks. */
     long long address_space_bytes, address_space_count;
     long long leaked_address_space_bytes;
+    /* Live allocations of unknown size (in the counts, in no byte figure). */
+    long long unknown_size_count;
 
     /* The summary's largest_free/fragmentation are unknown;
      * figures repaired to keep the report's invariants (report.c). */

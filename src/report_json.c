@@ -96,8 +96,12 @@ static json_t *site_json(struct tl_report_model *m, const struct tl_site *s)
     json_object_set_new(o, "kind", json_string(tl_kind_name(s->cs->kind)));
     /* The call site's id, as tensorleak_site_bytes (epoch.c) gives it. */
     json_object_set_new(o, "site", json_integer(s->cs->id));
-    json_object_set_new(o, "bytes", json_integer(s->bytes));
+    /* A site holding an allocation of unknown size has unknown bytes, not
+     * the sum of the others. */
+    json_object_set_new(o, "bytes", s->unknown_size_count > 0 ? json_null() : json_integer(s->bytes));
     json_object_set_new(o, "count", json_integer(s->count));
+    if (s->unknown_size_count > 0)
+        json_object_set_new(o, "unknown_size_allocations", json_integer(s->unknown_size_count));
     json_object_set_new(o, "suppressed", json_boolean(s->suppressed));
     json_object_set_new(o, "suppression", str_or_null(s->rule));
     json_object_set_new(o, "owner", str_or_null(s->owner));
@@ -161,6 +165,7 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     json_object_set_new(sum, "address_space_bytes", json_integer(m->address_space_bytes));
     json_object_set_new(sum, "address_space_reservations", json_integer(m->address_space_count));
     json_object_set_new(sum, "leaked_address_space_bytes", json_integer(m->leaked_address_space_bytes));
+    json_object_set_new(sum, "unknown_size_allocations", json_integer(m->unknown_size_count));
     json_object_set_new(sum, "invalid_frees", json_integer((json_int_t)atomic_load(&tl_stats.invalid_frees)));
     json_object_set_new(sum, "suppressed_allocations", json_integer(m->suppressed_count));
     json_object_set_new(sum, "suppressed_bytes", json_integer(m->suppressed_bytes));

@@ -69,8 +69,12 @@ struct tl_stack {
 /* One entry of "leaks" (or of "sites"): a deduplicated call site. */
 struct tl_leak {
     const char *kind;           /* "device", "host_pinned", ... */
-    uint64_t bytes;
+    uint64_t bytes;             /* 0 when bytes_unknown */
     uint64_t count;
+    /* "bytes" is null: some of the allocations have a size the driver did
+     * not report (unknown_size_allocations of them). */
+    bool bytes_unknown;
+    uint64_t unknown_size_allocations;
     bool suppressed;
     const char *suppression;    /* "leak:pattern" that matched, if any */
     struct tl_stack stack;

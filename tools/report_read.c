@@ -267,7 +267,9 @@ static void read_leaks(struct loader *ld, json_t *root, const char *key,
         struct tl_leak *l = &(*out)[i];
         l->kind = get_str(ld, e, where, "kind");
         l->bytes = get_u64(ld, e, where, "bytes");
+        l->bytes_unknown = is_unknown(e, "bytes");
         l->count = get_u64(ld, e, where, "count");
+        l->unknown_size_allocations = get_u64(ld, e, where, "unknown_size_allocations");
         l->suppressed = get_bool(ld, e, where, "suppressed");
         l->suppression = get_str(ld, e, where, "suppression");
         read_stack(ld, e, where, &l->stack);
