@@ -253,13 +253,13 @@ def eval_sample(rec):
         row.add("leaks exact", OK if (n, b) == want else BAD,
                 "tensorleak %s, truth %s" % (fmt_cb(n, b), fmt_cb(*want)))
         ll = live_leaks(exit_r)
-        sn, sb = sum(int(x.get("count", 0)) for x in ll), sum(int(x.get("bytes", 0)) for x in ll)
+        sn, sb = sum(int(x.get("count", 0)) for x in ll), sum(int(x.get("bytes") or 0) for x in ll)
         if (sn, sb) != (n, b):
             row.add("leaks[] add up to summary", BAD, "leaks[] %s, summary %s" % (fmt_cb(sn, sb), fmt_cb(n, b)))
         site_ok = True
         for site in gt.get("sites", []) if want[0] else []:
             m = [x for x in ll if stack_has(x, site["function"])]
-            got = (sum(int(x.get("count", 0)) for x in m), sum(int(x.get("bytes", 0)) for x in m))
+            got = (sum(int(x.get("count", 0)) for x in m), sum(int(x.get("bytes") or 0) for x in m))
             if got != (site["count"], site["bytes"]):
                 site_ok = False
                 row.add("site %s" % site["function"], BAD, "leaks whose stack names %s: %s, truth %s"
@@ -274,7 +274,7 @@ def eval_sample(rec):
                 continue
             names = kinds.split("|")
             m = [x for x in ll if x.get("kind") in names]
-            got = (sum(int(x.get("count", 0)) for x in m), sum(int(x.get("bytes", 0)) for x in m))
+            got = (sum(int(x.get("count", 0)) for x in m), sum(int(x.get("bytes") or 0) for x in m))
             if got != (kc, kb):
                 kind_ok = False
                 row.add("kind %s" % kinds, BAD, "%s, truth %s" % (fmt_cb(*got), fmt_cb(kc, kb)))
