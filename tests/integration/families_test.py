@@ -193,6 +193,15 @@ def a_cuda_array_the_driver_gives_no_size_for_is_unknown_not_zero():
     bad = subprocess.run([cli, "check", paths[0], "--max-leaked-bytes", str(PITCHED_3D - 1)], capture_output=True,
                          text=True)
     eq((ok.returncode, bad.returncode), (0, 1), "check counts the known bytes: " + ok.stdout + bad.stdout)
+    # diff: an array more is an allocation more, of unknown size.
+    older = dict(rep, leaks=[l for l in rep["leaks"] if not frames(l)[0][0].startswith("mipmap_through_driver")])
+    with open(os.path.join(tmp, "older.json"), "w") as f:
+        json.dump(older, f)
+    d = subprocess.run([cli, "diff", os.path.join(tmp, "older.json"), paths[0]], capture_output=True, text=True)
+    eq(d.returncode, 0, "diff: " + d.stderr)
+    eq([l for l in d.stdout.splitlines() if not l.startswith(" ")][1:],
+       ["+0 byte(s) (+0 B), +1 allocation(s) [array, size unknown]: 0 -> 0 byte(s), 0 -> 1 allocation(s), from:"],
+       "diff")
 
 
 if __name__ == "__main__":
