@@ -237,6 +237,10 @@ struct sim_state {
     int ndevices;
     uint64_t capacity;
     int trace;                      /* SIMCUDA_TRACE */
+    /* SIMCUDA_ARRAY_REQUIREMENTS=deferred-only: cu(Mipmapped)ArrayGet-
+     * MemoryRequirements refuse arrays made without
+     * CUDA_ARRAY3D_DEFERRED_MAPPING, as cuda.h documents. */
+    int array_requirements_deferred_only;
     struct sim_device dev[SIM_MAX_DEVICES];
     struct sim_ranges vmm_va;
 };

@@ -120,13 +120,14 @@ struct gather {
     long long *count;
     long long *held_bytes;
     long long *held_count;
+    long long *unknown_size; /* by call-site id: its live rows of unknown size (not held) */
     size_t n;
     /* The second pass: the allocations each site lists.  Slot 2 id holds
      * the leaks' next free index into `allocations`, 2 id + 1 the held
      * rows'; `end` the index past each one's last place. */
     size_t *next, *end;
     struct tl_site_allocation *allocations;
-    long long live_bytes, live_count;
+    long long live_bytes, live_count, unknown_size_count;
     long long address_space_bytes, address_space_count; /* VA reservations apart */
 };
 
@@ -138,6 +139,8 @@ static bool gather_row(const struct tl_live *rec, void *arg)
         g->live_bytes += (long long)rec->size;
         g->live_count++;
     }
+    bool unknown = rec->kind == TL_KIND_ARRAY && (rec->aux & TL_ARRAY_SIZE_UNKNOWN);
+    g->unknown_size_count += unknown;
     if (rec->kind == TL_KIND_VMM_RESERVATION) { /* address space, shown apart */
         g->address_space_bytes += (long long)rec->size;
         g->address_space_count++;
@@ -149,6 +152,7 @@ static bool gather_row(const struct tl_live *rec, void *arg)
         } else {
             g->bytes[rec->callsite] += (long long)rec->size;
             g->count[rec->callsite]++;
+            g->unknown_size[rec->callsite] += unknown;
         }
     }
     return false;
@@ -168,7 +172,8 @@ static bool list_row(const struct tl_live *rec, void *arg)
     size_t slot = 2 * (size_t)rec->callsite + tl_pools_is_held(rec);
     if (g->next[slot] < g->end[slot])
         g->allocations[g->next[slot]++] = (struct tl_site_allocation){
-            .address = space_has_addresses(rec->space) ? rec->addr : 0, .bytes = rec->size, .device = rec->device};
+            .address = space_has_addresses(rec->space) ? rec->addr : 0, .bytes = rec->size, .device = rec->device,
+            .size_unknown = rec->kind == TL_KIND_ARRAY && (rec->aux & TL_ARRAY_SIZE_UNKNOWN)};
     return false;
 }
 
@@ -241,9 +246,10 @@ static bool gather(struct tl_report_model *m)
     g.count = calloc(g.n, sizeof *g.count);
     g.held_bytes = calloc(g.n, sizeof *g.held_bytes);
     g.held_count = calloc(g.n, sizeof *g.held_count);
-    if (!g.bytes || !g.count || !g.held_bytes || !g.held_count) {
+    g.unknown_size = calloc(g.n, sizeof *g.unknown_size);
+    if (!g.bytes || !g.count || !g.held_bytes || !g.held_count || !g.unknown_size) {
         tl_live_unlock_all();
-        free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count);
+        free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count); free(g.unknown_size);
         return false;
     }
     tl_live_foreach(gather_row, &g);
@@ -258,6 +264,7 @@ static bool gather(struct tl_report_model *m)
     m->live_count = g.live_count;
     m->address_space_bytes = g.address_space_bytes;
     m->address_space_count = g.address_space_count;
+    m->unknown_size_count = g.unknown_size_count;
     m->peak_live_bytes = atomic_load(&tl_stats.peak_live_bytes);
     m->site_allocations = g.allocations;
     size_t nsites = 0, nheld = 0;
@@ -274,7 +281,8 @@ static bool gather(struct tl_report_model *m)
             continue;
         if (g.count[id] > 0) {
             struct tl_site *s = &m->sites[m->nsites++];
-            *s = (struct tl_site){.cs = cs, .bytes = g.bytes[id], .count = g.count[id]};
+            *s = (struct tl_site){.cs = cs, .bytes = g.bytes[id], .count = g.count[id],
+                                  .unknown_size_count = g.unknown_size[id]};
             attach_allocations(s, &g, 2 * id);
         }
         if (g.held_count[id] > 0) {
@@ -284,7 +292,7 @@ static bool gather(struct tl_report_model *m)
             m->held_bytes += g.held_bytes[id];
         }
     }
-    free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count);
+    free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count); free(g.unknown_size);
     free(g.next); free(g.end);
     if (!ok)
         return false;

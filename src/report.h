@@ -11,11 +11,12 @@
 #include <jansson.h>
 
 /* One live allocation of a call site, as the report lists it: where it
- * lies (0 for rows keyed by a handle, which have no address) and on which
- * device (TL_NO_DEVICE for host memory). */
+ * lies (0 for rows keyed by a handle, which have no address), its size
+ * and on which device (TL_NO_DEVICE for host memory). */
 struct tl_site_allocation {
     uint64_t address, bytes;
     uint8_t device;
+    bool size_unknown; /* an array whose size the driver did not report: bytes null */
 };
 
 struct tl_site {
@@ -27,6 +28,9 @@ struct tl_site {
      * of them are not listed.  Points into the model's site_allocations. */
     struct tl_site_allocation *allocations;
     size_t nallocations;
+    /* Of count, allocations whose size the driver did not report (CUDA
+     * arrays): bytes leaves them out and reports say its size is unknown. */
+    long long unknown_size_count;
     bool suppressed;
     const char *rule; /* the suppression rule that matched, or NULL */
     const char *owner;       /* owners.c: owner name, or NULL before attribution */
@@ -159,6 +163,8 @@ struct tl_report_model {
      * the unsuppressed leaks. */
     long long address_space_bytes, address_space_count;
     long long leaked_address_space_bytes;
+    /* Live allocations of unknown size (in the counts, in no byte figure). */
+    long long unknown_size_count;
 
     /* The summary's largest_free/fragmentation are unknown;
      * figures repaired to keep the report's invariants (report.c). */

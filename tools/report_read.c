@@ -280,8 +280,9 @@ static void read_allocations(struct loader *ld, json_t *site, const char *where,
             return;
         struct tl_allocation *a = &l->allocations[i];
         const char *addr = get_str(ld, e, awhere, "address");
-        get(ld, e, awhere, "bytes", WANT_U64, true);
-        a->bytes = get_u64(ld, e, awhere, "bytes");
+        if (!json_object_get(e, "bytes"))
+            get(ld, e, awhere, "bytes", WANT_U64, true);   /* missing: the error */
+        a->bytes = get_u64(ld, e, awhere, "bytes");        /* null: unknown, 0 */
         json_t *dev = get(ld, e, awhere, "device", WANT_U64, false);
         a->device = dev ? (long long)json_integer_value(dev) : -1;
         if (addr) {
@@ -312,7 +313,9 @@ static void read_leaks(struct loader *ld, json_t *root, const char *key,
         struct tl_leak *l = &(*out)[i];
         l->kind = get_str(ld, e, where, "kind");
         l->bytes = get_u64(ld, e, where, "bytes");
+        l->bytes_unknown = is_unknown(e, "bytes");
         l->count = get_u64(ld, e, where, "count");
+        l->unknown_size_allocations = get_u64(ld, e, where, "unknown_size_allocations");
         l->suppressed = get_bool(ld, e, where, "suppressed");
         l->suppression = get_str(ld, e, where, "suppression");
         read_stack(ld, e, where, &l->stack);
