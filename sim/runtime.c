@@ -15,6 +15,7 @@
  */
 #include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "runtime.h"
 
