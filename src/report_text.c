@@ -150,6 +150,10 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
             tl_format_size((uint64_t)m->leaked_address_space_bytes, b, sizeof b);
             fprintf(out, "; %s of address space left reserved", b);
         }
+        if (m->leaked_ipc_mapped_bytes > 0) { /* the exporter's memory */
+            tl_format_size((uint64_t)m->leaked_ipc_mapped_bytes, b, sizeof b);
+            fprintf(out, "; %s of other processes' memory left mapped", b);
+        }
         fputc('\n', out);
     }
     for (size_t i = 0; i < m->nsites; i++) {
@@ -160,6 +164,7 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         /* A range is address space, a mapping's memory is its handle's. */
         const char *what = s->cs->kind == TL_KIND_VMM_RESERVATION ? " of address space (not memory)"
                            : s->cs->kind == TL_KIND_VMM_MAPPING   ? " mapped range (memory counted at its handle)"
+                           : s->cs->kind == TL_KIND_IPC_MAPPING   ? " of another process's memory (CUDA IPC, counted there)"
                                                                   : "";
         fprintf(out, "Leak of %s%s in %lld allocation(s) [%s] allocated from:\n", a, what, s->count, tl_kind_name(s->cs->kind));
         print_stack(m, out, s->cs->frames, s->cs->nframes);
@@ -236,6 +241,11 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         tl_format_size((uint64_t)m->address_space_bytes, a, sizeof a);
         fprintf(out, "==%d== address space reserved (VMM ranges, not memory): %s in %lld range(s)\n", pid, a,
                 m->address_space_count);
+    }
+    if (m->ipc_mapped_count > 0) {
+        tl_format_size((uint64_t)m->ipc_mapped_bytes, a, sizeof a);
+        fprintf(out, "==%d== mapped from other processes (CUDA IPC, their memory): %s in %lld mapping(s)\n", pid, a,
+                m->ipc_mapped_count);
     }
     if (m->suppressed_count > 0)
         fprintf(out, "==%d== suppressed: %lld byte(s) in %lld allocation(s)\n", pid, m->suppressed_bytes, m->suppressed_count);
