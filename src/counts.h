@@ -48,12 +48,10 @@ static inline bool tl_holds_memory(uint8_t kind)
  * tracked (a forgotten one is a leak of its kind) but their bytes are never
  * added to a byte figure: PyTorch reserves ~1.1x the GPU per expandable
  * segment, a mapping's memory is its handle's, and an IPC mapping's memory
- * is the exporting process's.  One mask test: it runs on every row. */
-#define TL_ADDRESS_SPACE_KINDS \
-    (1u << TL_KIND_VMM_RESERVATION | 1u << TL_KIND_VMM_MAPPING | 1u << TL_KIND_IPC_MAPPING)
+ * is the exporting process's. */
 static inline bool tl_is_address_space(uint8_t kind)
 {
-    return (TL_ADDRESS_SPACE_KINDS >> kind) & 1u;
+    return kind == TL_KIND_VMM_RESERVATION || kind == TL_KIND_VMM_MAPPING || kind == TL_KIND_IPC_MAPPING;
 }
 
 /* A row entering (bytes > 0) or leaving the live table, inside its critical

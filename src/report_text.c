@@ -242,6 +242,20 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         fprintf(out, "==%d== address space reserved (VMM ranges, not memory): %s in %lld range(s)\n", pid, a,
                 m->address_space_count);
     }
+    if (m->nipc_exported > 0) {
+        uint64_t exported = 0;
+        bool unknown = false; /* an export of memory tracking never saw: unknown, not 0 */
+        for (size_t i = 0; i < m->nipc_exported; i++) {
+            unknown |= m->ipc_exported[i].bytes == UINT64_MAX;
+            exported += unknown ? 0 : m->ipc_exported[i].bytes;
+        }
+        if (unknown)
+            snprintf(a, sizeof a, "unknown bytes");
+        else
+            tl_format_size(exported, a, sizeof a);
+        fprintf(out, "==%d== exported to other processes (CUDA IPC, this process's memory): %s in %zu allocation(s)\n",
+                pid, a, m->nipc_exported);
+    }
     if (m->ipc_mapped_count > 0) {
         tl_format_size((uint64_t)m->ipc_mapped_bytes, a, sizeof a);
         fprintf(out, "==%d== mapped from other processes (CUDA IPC, their memory): %s in %lld mapping(s)\n", pid, a,

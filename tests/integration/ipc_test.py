@@ -98,6 +98,8 @@ def mapping_stays_a_leak_of_the_importer(api):
     check("1 leaked CUDA IPC mapping from 1 call sites; 1.0 MiB of other processes' memory left mapped\n" in r.err,
           "importer's headline: " + r.err)
     check("mapped from other processes (CUDA IPC, their memory): 1.0 MiB in 1 mapping(s)\n" in r.err, r.err)
+    check("exported to other processes (CUDA IPC, this process's memory): 1.0 MiB in 1 allocation(s)\n" in r.err,
+          "exporter's line: " + r.err)
     return exporter, importer
 
 
