@@ -391,6 +391,20 @@ static void totals(FILE *out, const struct tl_report *r)
     if (json_is_integer(as) && json_integer_value(as) > 0 && json_is_integer(asn))
         fprintf(out, "%s address space reserved (VMM ranges, not memory): %s in %lld range(s)\n", pfx.text,
                 size_human((uint64_t)json_integer_value(as), human), (long long)json_integer_value(asn));
+    /* CUDA IPC: this process's exported memory, then other processes' mapped here. */
+    json_t *exported = json_object_get(json_object_get(r->root, "ipc"), "exported"), *e;
+    if (json_array_size(exported) > 0) {
+        uint64_t bytes = 0;
+        bool unknown = false;
+        size_t i;
+        json_array_foreach(exported, i, e) {
+            json_t *b = json_object_get(e, "bytes");
+            unknown |= !json_is_integer(b) || json_integer_value(b) < 0;
+            bytes += unknown ? 0 : (uint64_t)json_integer_value(b);
+        }
+        fprintf(out, "%s exported to other processes (CUDA IPC, this process's memory): %s in %zu allocation(s)\n",
+                pfx.text, unknown ? "unknown bytes" : size_human(bytes, human), json_array_size(exported));
+    }
     json_t *ipc = json_object_get(sum, "ipc_mapped_bytes"), *ipcn = json_object_get(sum, "ipc_mappings");
     if (json_is_integer(ipc) && json_integer_value(ipc) > 0 && json_is_integer(ipcn))
         fprintf(out, "%s mapped from other processes (CUDA IPC, their memory): %s in %lld mapping(s)\n", pfx.text,

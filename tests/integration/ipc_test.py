@@ -41,8 +41,8 @@ def two_reports(r):
     """(exporter's, importer's) exit reports of one run."""
     exits = [rep for rep in r.reports if rep["reason"] == "exit"]
     eq(len(exits), 2, "exit reports (one per process)")
-    importer = [rep for rep in exits if "import" in rep["command"]]
-    exporter = [rep for rep in exits if "import" not in rep["command"]]
+    importer = [rep for rep in exits if rep["command"][1].startswith("import")]
+    exporter = [rep for rep in exits if not rep["command"][1].startswith("import")]
     eq((len(exporter), len(importer)), (1, 1), "one exporter and one importer report")
     return exporter[0], importer[0]
 
@@ -115,6 +115,20 @@ def an_ipc_mapping_never_closed_is_a_leak_of_the_importer_apart_from_its_memory_
     mapping_stays_a_leak_of_the_importer("procaddr")
 
 
+def a_handle_whose_exporter_is_gone_is_refused_and_tracks_nothing():
+    plain = run(prog("ipc"), "gone", "runtime", preload=False)
+    r = run(prog("ipc"), "gone", "runtime")
+    eq(r.rc, 0, "exit status: " + r.err)
+    # 205: CUDA_ERROR_MAP_FAILED, as cudaErrorMapBufferObjectFailed.
+    eq(plain.out.splitlines(), ["cudaFree(0) 0", "allocate 1048576 0", "export 0", "cudaFree(0) 0", "open 205"],
+       "driver answers without the preload")
+    eq(r.out, plain.out, "program output under the preload")
+    exporter, importer = two_reports(r)
+    eq([(e["bytes"]) for e in exporter["ipc"]["exported"]], [MiB], "exported at exit")
+    eq((importer["leaks"], importer["ipc"]["mapped"], importer["summary"]["ipc_mappings"],
+        importer["summary"]["total_allocations"]), ([], [], 0, 0), "the refused open is nothing")
+
+
 def merge_pairs_the_mapping_with_the_exported_allocation_and_counts_it_once():
     exporter, importer = mapping_stays_a_leak_of_the_importer("driver")
     tmp = tempfile.mkdtemp(prefix="tl-it-ipc-")
@@ -155,6 +169,8 @@ def merge_pairs_the_mapping_with_the_exported_allocation_and_counts_it_once():
     check("Leak of 1.0 MiB of another process's memory (CUDA IPC, counted there) in 1 allocation(s) "
           "[ipc_mapping, rank 1]" in t.stdout, t.stdout)
     check("mapped from other processes (CUDA IPC, their memory): 1.0 MiB in 1 mapping(s)\n" in t.stdout, t.stdout)
+    check("exported to other processes (CUDA IPC, this process's memory): 1.0 MiB in 1 allocation(s)\n" in t.stdout,
+          t.stdout)
     sarif = subprocess.run([CLI, "report", "--format", "sarif", paths[1]], capture_output=True, text=True).stdout
     check("Leak of 1.0 MiB of another process's memory (CUDA IPC, counted there) (1048576 bytes)" in sarif, sarif[:2000])
     html = subprocess.run([CLI, "report", "--format", "html", paths[1]], capture_output=True, text=True).stdout

@@ -20,6 +20,10 @@
  *             maps the names to (cuIpcOpenMemHandle at 11000; A's second
  *             open through the CUDA 4.1 variant, at 4010).
  *
+ *   ipc gone API   the exporter exports A and exits at once; the importer
+ *             (`ipc import-gone API`) waits for the exporter's end (its pipe
+ *             closes) and tries A's handle: the exporter is gone.
+ *
  * Every driver answer is printed (both processes write to the same stdout,
  * one after the other), so a test sees the program's behaviour is unchanged
  * under the preload.
@@ -181,6 +185,43 @@ static int importer(void)
     return 0;
 }
 
+/* The importer of `ipc gone`: the handle arrives, then end of file when the
+ * exporter has exited (its descriptors, the memory file's among them, are
+ * closed by then). */
+static int importer_of_gone(void)
+{
+    CUipcMemHandle h;
+    char rest;
+    if (fread(&h, sizeof h, 1, stdin) != 1 || fread(&rest, 1, 1, stdin) != 0)
+        return 2;
+    start();
+    open_handle(h, 0);
+    fflush(stdout);
+    return 0;
+}
+
+static int exporter_gone(const char *self, const char *name)
+{
+    start();
+    CUdeviceptr a = allocate(1 << 20);
+    CUipcMemHandle h = export_handle(a);
+    fflush(stdout);
+    int fds[2];
+    if (pipe(fds) != 0)
+        return 2;
+    if (fork() == 0) {
+        dup2(fds[0], 0);
+        close(fds[0]);
+        close(fds[1]);
+        execl(self, self, "import-gone", name, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[0]);
+    if (write(fds[1], &h, sizeof h) != (ssize_t)sizeof h)
+        return 2;
+    return 0; /* exits with the pipe's write end open: the importer sees EOF then */
+}
+
 static int exporter(const char *self, const char *name)
 {
     start();
@@ -234,8 +275,12 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc == 3 && !strcmp(argv[1], "import") && parse_api(argv[2]) == 0)
         return importer();
+    if (argc == 3 && !strcmp(argv[1], "import-gone") && parse_api(argv[2]) == 0)
+        return importer_of_gone();
+    if (argc == 3 && !strcmp(argv[1], "gone") && parse_api(argv[2]) == 0)
+        return exporter_gone("/proc/self/exe", argv[2]);
     if (argc == 2 && parse_api(argv[1]) == 0)
         return exporter("/proc/self/exe", argv[1]);
-    fprintf(stderr, "usage: ipc runtime|driver|procaddr\n");
+    fprintf(stderr, "usage: ipc [gone] runtime|driver|procaddr\n");
     return 2;
 }
