@@ -53,6 +53,7 @@ def leak_rows(rep):
 
 
 def mapping_stays_a_leak_of_the_importer(api):
+    site = "procaddr" if api == "dlsym" else api  # dlsym calls the pointers where procaddr does
     plain = run(prog("ipc"), api, preload=False)
     r = run(prog("ipc"), api)
     eq(r.rc, 0, "exit status: " + r.err)
@@ -62,7 +63,7 @@ def mapping_stays_a_leak_of_the_importer(api):
 
     # The exporter: A (1 MiB) never freed is its leak and its memory; B was
     # freed after the importer was done, C before.  Only A is still exported.
-    eq(leak_rows(exporter), [("device", MiB, 1, "allocate", marker_line(SRC, "IPC-SITE export " + api))],
+    eq(leak_rows(exporter), [("device", MiB, 1, "allocate", marker_line(SRC, "IPC-SITE export " + site))],
        "exporter's leaks")
     s = exporter["summary"]
     eq((s["leaked_bytes"], s["live_bytes"], s["live_allocations"], s["total_allocations"]), (MiB, MiB, 1, 3),
@@ -80,7 +81,7 @@ def mapping_stays_a_leak_of_the_importer(api):
     # reference), at the open's call site; its bytes are the exporter's, in
     # none of the importer's memory figures.  B's second close is an
     # invalid free; the refused opens are nothing.
-    eq(leak_rows(importer), [("ipc_mapping", MiB, 1, "open_handle", marker_line(SRC, "IPC-SITE open " + api))],
+    eq(leak_rows(importer), [("ipc_mapping", MiB, 1, "open_handle", marker_line(SRC, "IPC-SITE open " + site))],
        "importer's leaks")
     s = importer["summary"]
     eq((s["leaked_bytes"], s["leaked_allocations"], s["live_bytes"], s["live_allocations"], s["peak_live_bytes"]),
@@ -127,6 +128,10 @@ def a_handle_whose_exporter_is_gone_is_refused_and_tracks_nothing():
     eq([(e["bytes"]) for e in exporter["ipc"]["exported"]], [MiB], "exported at exit")
     eq((importer["leaks"], importer["ipc"]["mapped"], importer["summary"]["ipc_mappings"],
         importer["summary"]["total_allocations"]), ([], [], 0, 0), "the refused open is nothing")
+
+
+def an_ipc_mapping_never_closed_is_a_leak_of_the_importer_apart_from_its_memory_dlsym():
+    mapping_stays_a_leak_of_the_importer("dlsym")
 
 
 def merge_pairs_the_mapping_with_the_exported_allocation_and_counts_it_once():

@@ -18,7 +18,8 @@
  *             cuIpcOpenMemHandle_v2, cuIpcCloseMemHandle;
  *   procaddr  the same through cuGetProcAddress_v2, at the versions cuda.h
  *             maps the names to (cuIpcOpenMemHandle at 11000; A's second
- *             open through the CUDA 4.1 variant, at 4010).
+ *             open through the CUDA 4.1 variant, at 4010);
+ *   dlsym     the same variants through dlsym on libcuda.so.1's handle.
  *
  *   ipc gone API   the exporter exports A and exits at once; the importer
  *             (`ipc import-gone API`) waits for the exporter's end (its pipe
@@ -31,6 +32,7 @@
 #include "cuda_compat.h"
 #include "cudart_compat.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,12 +46,33 @@ typedef CUresult (*get_handle_fn)(CUipcMemHandle *, CUdeviceptr);
 typedef CUresult (*open_fn)(CUdeviceptr *, CUipcMemHandle, unsigned int);
 typedef CUresult (*close_fn)(CUdeviceptr);
 
-enum api { RUNTIME, DRIVER, PROCADDR };
+enum api { RUNTIME, DRIVER, PROCADDR, DLSYM };
 static enum api api;
+
+/* The exported variant a (base name, version) lookup resolves to, for dlsym. */
+static const char *variant_of(const char *name, int version)
+{
+    if (!strcmp(name, "cuMemAlloc"))
+        return "cuMemAlloc_v2";
+    if (!strcmp(name, "cuMemFree"))
+        return "cuMemFree_v2";
+    if (!strcmp(name, "cuIpcOpenMemHandle") && version >= 11000)
+        return "cuIpcOpenMemHandle_v2";
+    return name;
+}
 
 static void *driver_fn(const char *name, int version)
 {
     void *fn = NULL;
+    if (api == DLSYM) {
+        void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        fn = lib ? dlsym(lib, variant_of(name, version)) : NULL;
+        if (!fn) {
+            fprintf(stderr, "ipc: no %s\n", variant_of(name, version));
+            exit(2);
+        }
+        return fn;
+    }
     CUdriverProcAddressQueryResult st;
     if (cuGetProcAddress_v2(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS || st != 0) {
         fprintf(stderr, "ipc: no %s at %d\n", name, version);
@@ -265,6 +288,8 @@ static int parse_api(const char *s)
         api = DRIVER;
     else if (!strcmp(s, "procaddr"))
         api = PROCADDR;
+    else if (!strcmp(s, "dlsym"))
+        api = DLSYM;
     else
         return -1;
     return 0;
@@ -281,6 +306,6 @@ int main(int argc, char **argv)
         return exporter_gone("/proc/self/exe", argv[2]);
     if (argc == 2 && parse_api(argv[1]) == 0)
         return exporter("/proc/self/exe", argv[1]);
-    fprintf(stderr, "usage: ipc [gone] runtime|driver|procaddr\n");
+    fprintf(stderr, "usage: ipc [gone] runtime|driver|procaddr|dlsym\n");
     return 2;
 }
