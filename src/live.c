@@ -291,7 +291,8 @@ static void build_document(struct tl_report_model *m, void *arg)
     m->ngrowth = ngrowth;
     if (!root)
         return;
-    static const char *const keys[] = {"tool", "version", "pid", "rank", "host", "summary", "owners", "devices"};
+    static const char *const keys[] = {"tool", "version", "pid", "rank", "host", "summary", "owners", "owners_by_device",
+                                       "devices"};
     json_t *full = root;
     root = PICK(full, keys);
     json_object_set_new(root, "schema", json_integer(1));

@@ -20,6 +20,8 @@
  *  - "owners": summed by (name, class) over the ranks, in order of first
  *    appearance, when any input has them; peak_bytes is the sum of the
  *    ranks' peaks (an upper bound: the ranks need not peak together).
+ *  - "owners_by_device": concatenated and tagged, like "devices", when any
+ *    input has it.
  *  - "oom": the first rank's that has one (tagged), else null.
  *  - "ranks": per-input totals {rank, pid, host, leaked_bytes,
  *    leaked_allocations, live_bytes, reserved_bytes} plus its file.
@@ -292,6 +294,8 @@ static json_t *merge_inputs(const struct input *in, size_t n)
         json_object_set_new(out, "held", merged_array(in, n, "held", "bytes", NULL));
     if (any_has(in, n, "owners"))
         json_object_set_new(out, "owners", merged_owners(in, n));
+    if (any_has(in, n, "owners_by_device")) /* device ordinals are each process's own: never summed */
+        json_object_set_new(out, "owners_by_device", merged_array(in, n, "owners_by_device", NULL, NULL));
     json_object_set_new(out, "pools", merged_array(in, n, "pools", NULL, NULL));
     json_object_set_new(out, "devices", merged_array(in, n, "devices", NULL, NULL));
     json_object_set_new(out, "growth",

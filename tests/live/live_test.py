@@ -110,6 +110,45 @@ def the_live_file_is_private_current_and_gone_at_exit(tmp):
     assert os.listdir(live) == []
 
 
+def two_device_env(tmp, live):
+    """live_server twodev's environment: two simulated devices, and the owner
+    rule that makes cache_reserve's memory a cache's."""
+    rules = os.path.join(tmp, "owners.rules")
+    with open(rules, "w") as f:
+        f.write("owner:server cache:cache:*:cache_reserve\n")
+    return dict(live_env(live), SIMCUDA_DEVICES="2", TENSORLEAK_OWNERS=rules)
+
+
+# live_server twodev's owners: (device, owner, class) -> (bytes, allocations).
+TWO_DEVICE_OWNERS = {
+    (0, "user", "user"): (3 * MIB, 1),
+    (1, "user", "user"): (2 * MIB, 1),
+    (1, "server cache", "cache"): (5 * MIB, 1),
+    (None, "user", "user"): (1 * MIB, 1),  # pinned host memory: no device's
+}
+
+
+def owners_are_per_device_in_the_snapshot_the_live_file_and_top(tmp):
+    live = os.path.join(tmp, "live")
+    s = Server(tmp, "twodev", 3, env=two_device_env(tmp, live))
+    snap = s.wait_ready()
+    e = fresh_entry(live, s.pid, time.time())
+    for doc in (snap, e):
+        rows = doc["owners_by_device"]
+        assert [(r["device"], r["name"], r["class"]) for r in rows] == list(TWO_DEVICE_OWNERS), rows
+        assert {(r["device"], r["name"], r["class"]): (r["live_bytes"], r["live_allocations"]) for r in rows} \
+            == TWO_DEVICE_OWNERS, rows
+        # The process-wide rows stay as they were: the sums over the devices.
+        assert {(o["name"], o["class"]): (o["live_bytes"], o["live_allocations"]) for o in doc["owners"]} == {
+            ("user", "user"): (6 * MIB, 3), ("server cache", "cache"): (5 * MIB, 1)}, doc["owners"]
+    assert [d["device"] for d in e["devices"]] == [0, 1]
+    procs, _ = top_json(live)
+    assert [p["pid"] for p in procs] == [s.pid]
+    assert {(r["device"], r["name"], r["class"]): r["live_bytes"] for r in procs[0]["owners_by_device"]} == {
+        k: v[0] for k, v in TWO_DEVICE_OWNERS.items()}, procs[0]["owners_by_device"]
+    s.stop()
+
+
 def a_sigkilled_process_is_dropped_and_its_entry_removed(tmp):
     live = os.path.join(tmp, "live")
     s = Server(tmp, "leaky", 3, env=live_env(live))
