@@ -217,6 +217,10 @@ const char *tl_suppressed(struct tl_report_model *m, const char *kind, struct tl
 void tl_bridge_refresh(bool may_wait);
 /* The same for a mark: the frameworks' figures only (no layouts). */
 void tl_bridge_refresh_mark(bool may_wait);
+/* For the live state (live.c, the watcher thread): the frameworks' figures,
+ * waited for at most half an `interval` (seconds) and 250 ms; a timeout
+ * here never makes a mark or report skip its own wait. */
+void tl_bridge_refresh_live(double interval);
 /* Adds the last framework state to the model: pool rows, the device
  * summary's allocated (the cache's gap), the "bridge" object. */
 void tl_bridge_apply(struct tl_report_model *m);

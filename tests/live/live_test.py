@@ -149,6 +149,55 @@ def owners_are_per_device_in_the_snapshot_the_live_file_and_top(tmp):
     s.stop()
 
 
+def framework_figures_refresh_within_two_intervals_without_marks(tmp):
+    """The live state asks the bridge for the frameworks' figures every
+    interval: a server that never marks shows each request's tensors within
+    two intervals of allocating them."""
+    interval = 0.5
+    live = os.path.join(tmp, "live")
+    acks = os.path.join(tmp, "acks")
+    env = dict(os.environ, **live_env(live, str(interval)), TENSORLEAK_QUIET="1",
+               TENSORLEAK_OUTPUT=os.path.join(tmp, "exit.%p.json"),
+               PYTHONPATH=os.path.join(os.environ["TL_SOURCE"], "tests", "bridge", "fake"))
+    program = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_idle_server.py"), acks]
+    proc = subprocess.Popen([CLI, "run", "--sim", "--"] + program, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env, cwd=tmp, text=True)
+
+    def ack(n):
+        def get():
+            try:
+                with open(acks) as f:
+                    lines = f.read().splitlines()
+            except FileNotFoundError:
+                return None
+            return [tuple(map(float, l.split())) for l in lines] if len(lines) >= n else None
+        return wait_for(f"acknowledgement {n}", get)[n - 1]
+
+    def pytorch_pool(e):
+        pools = [p for p in e["pools"] if p["kind"] == "pytorch"] if e else []
+        return pools[0] if pools else None
+    try:
+        ack(1)
+        # MiB per request, and what the pool then hands out (tensors kept).
+        for k, (step, held) in enumerate([(3, 3), (5, 8), (-1, 3), (2, 5)], start=2):
+            proc.stdin.write(f"{step}\n")
+            proc.stdin.flush()
+            t, allocated = ack(k)
+            assert allocated == held * MIB, (allocated, held)
+            e = wait_for(f"the live state to show {held} MiB",
+                         lambda: (lambda e: e if (pytorch_pool(e) or {}).get("allocated_bytes") == held * MIB else None)(
+                             entry(live, proc.pid)), timeout=10)
+            late = e["live"]["update_time"] - t
+            assert late <= 2 * interval, f"request {k - 1}: figures {late:.3f} s after the allocation"
+            assert e["marks"]["count"] == 0, e["marks"]
+            assert pytorch_pool(e)["state"] == "fresh", pytorch_pool(e)
+    finally:
+        proc.stdin.close()
+        err = proc.stderr.read()
+        assert proc.wait(timeout=60) == 0, err
+    assert err == "", err
+
+
 def a_sigkilled_process_is_dropped_and_its_entry_removed(tmp):
     live = os.path.join(tmp, "live")
     s = Server(tmp, "leaky", 3, env=live_env(live))
