@@ -20,6 +20,8 @@
  *   driver_module.c   module loading (refused: no device code runs here)
  *   driver_pool.c     stream-ordered pools (cuMemAllocAsync, cuMemPool*)
  *   driver_vmm.c      virtual memory management (cuMemCreate, cuMemMap, ...)
+ *   driver_graph.c    stream capture, graphs, graph memory nodes and the
+ *                     devices' graph memory (cuDeviceGraphMemTrim, ...)
  *   driver_procaddr.c cuGetProcAddress and its version table
  *
  * Locking: one process-wide mutex (sim.lock) guards all driver state.  This is
@@ -33,6 +35,8 @@
  *   device d memory:  SIM_DEVICE_BASE + d * SIM_DEVICE_STRIDE, capacity bytes
  *   VMM reservations: SIM_VMM_BASE, SIM_VMM_SIZE (one range for all devices:
  *                     a cuMemAddressReserve range is not tied to a device)
+ *   graph memory:     SIM_GRAPH_VA_BASE, SIM_GRAPH_VA_SIZE (the addresses of
+ *                     graph allocation nodes, fixed when the node is made)
  */
 #ifndef TL_SIMCUDA_H
 #define TL_SIMCUDA_H
@@ -172,6 +176,15 @@ CUresult cuStreamDestroy(CUstream hStream);
 CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd);
 CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev);
 CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags);
+CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,
+                                   CUgraph *graph_out, const CUgraphNode **dependencies_out,
+                                   size_t *numDependencies_out);
+CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,
+                                        CUgraph *graph_out, const CUgraphNode **dependencies_out,
+                                        size_t *numDependencies_out);
+CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,
+                                        CUgraph *graph_out, const CUgraphNode **dependencies_out,
+                                        const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out);
 
 /* Test-only introspection, exported from libcuda.so.1 but NOT part of CUDA:
  * bytes of device memory consumed (capacity - free) and the largest
@@ -189,6 +202,8 @@ size_t simcuda_largest_free_block(int dev);
 #define SIM_DEVICE_STRIDE 0x10000000000ull    /* 1 TiB per device */
 #define SIM_VMM_BASE 0x300000000000ull        /* 48 TiB */
 #define SIM_VMM_SIZE 0x40000000000ull         /* 4 TiB of reservable VA */
+#define SIM_GRAPH_VA_BASE 0x340000000000ull   /* 52 TiB */
+#define SIM_GRAPH_VA_SIZE 0x10000000000ull    /* 1 TiB of graph node addresses */
 #define SIM_DRIVER_VERSION 13000
 
 /* Every cuMemAlloc-family allocation and pool block starts on and is sized in
@@ -268,6 +283,14 @@ struct CUstream_st {
     unsigned long long id;          /* cuStreamGetId: unique in the process */
     int alive;
     struct CUstream_st *next;
+    /* Stream capture (driver_graph.c): CU_STREAM_CAPTURE_STATUS_*, the
+     * mode, the graph being built, the capture's id and the thread that
+     * began it. */
+    int capture_status;
+    int capture_mode;
+    struct CUgraph_st *capture_graph;
+    unsigned long long capture_id;
+    pthread_t capture_thread;
 };
 int sim_ctx_init_primaries(void);
 CUresult sim_ctx_current_locked(struct CUctx_st **out);
@@ -313,6 +336,7 @@ int sim_pool_span_locked(uint64_t addr, struct sim_span *out); /* 1 when addr is
 void sim_pool_trim_device_locked(int device);  /* synchronisation point */
 void sim_pool_arm_exit_failure(void);           /* SIMCUDA_POOL_QUERY */
 bool sim_torn_down(void);                       /* SIMCUDA_POOL_QUERY=fail-at-exit, after exit */
+bool sim_pool_queries_refused(void);            /* SIMCUDA_POOL_QUERY: pool (and graph memory) queries fail now */
 
 /* ---- driver_vmm.c ---- */
 /* The mapping holding va (1 when found, 0 otherwise); *phys is the device
@@ -320,6 +344,22 @@ bool sim_torn_down(void);                       /* SIMCUDA_POOL_QUERY=fail-at-ex
  * same physical piece; *access the mapping's CUmemAccess_flags. */
 int sim_vmm_translate_locked(uint64_t va, uint64_t *phys, uint64_t *run, unsigned *access);
 int sim_vmm_span_locked(uint64_t addr, struct sim_span *out); /* 1 when addr is mapped */
+
+/* ---- driver_graph.c ---- */
+/* cuMemAllocAsync / cuMemFreeAsync on stream s: when s is capturing, the call
+ * becomes an allocation (free) node of its graph and *handled is set; the
+ * result is then the call's answer. */
+CUresult sim_graph_capture_alloc_locked(CUstream s, uint64_t bytesize, int device, CUdeviceptr *dptr, int *handled);
+CUresult sim_graph_capture_free_locked(CUstream s, CUdeviceptr dptr, int *handled);
+/* cuMemFree_v2 / cuMemFreeAsync outside capture of a graph allocation that a
+ * launch left allocated: 1 when dptr was one (and is freed now). */
+int sim_graph_free_outside_locked(uint64_t dptr);
+/* A call that is not permitted while a capture in global (or this thread's
+ * thread-local) mode is under way: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+ * and the capture is invalidated; CUDA_SUCCESS otherwise. */
+CUresult sim_graph_unsafe_call_locked(void);
+/* A stream being destroyed stops capturing (its graph is discarded). */
+void sim_graph_stream_gone_locked(struct CUstream_st *s);
 
 /* ---- driver_procaddr.c ---- */
 void sim_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
