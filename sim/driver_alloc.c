@@ -107,7 +107,7 @@ static CUresult device_alloc(CUdeviceptr *dptr, uint64_t bytesize, enum alloc_ki
 /* Not permitted during a capture in global mode (driver_graph.c). */
 SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    if (sim_is_initialized()) {
+    if (sim_is_initialized() && sim_graph_captures_under_way()) {
         sim_lock();
         CUresult rc = sim_graph_unsafe_call_locked();
         sim_unlock();

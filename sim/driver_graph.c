@@ -102,6 +102,7 @@ static struct graph_mem mem[SIM_MAX_DEVICES];
 static struct sim_ranges node_va;
 static int node_va_ready;
 static struct CUstream_st *capturing[MAX_CAPTURES];
+static int ncapturing; /* non-NULL slots of capturing[]; written under the lock, read with atomics */
 static unsigned long long next_capture_id = 1;
 
 static int graph_known(const struct CUgraph_st *g)
@@ -368,6 +369,7 @@ static CUresult begin_capture(CUstream hStream, CUstreamCaptureMode mode)
         s->capture_id = next_capture_id++;
         s->capture_thread = pthread_self();
         *slot = s;
+        __atomic_store_n(&ncapturing, ncapturing + 1, __ATOMIC_RELAXED);
     }
     sim_unlock();
     return rc;
@@ -386,8 +388,10 @@ SIM_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptu
 static void capture_stop_locked(struct CUstream_st *s)
 {
     struct CUstream_st **slot = capture_slot_locked(s);
-    if (slot)
+    if (slot) {
         *slot = NULL;
+        __atomic_store_n(&ncapturing, ncapturing - 1, __ATOMIC_RELAXED);
+    }
     s->capture_status = CU_STREAM_CAPTURE_STATUS_NONE;
     s->capture_graph = NULL;
 }
@@ -497,18 +501,19 @@ SIM_EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCap
                         numDependencies_out);
 }
 
-/* The capturing created stream behind s, or NULL when s is not capturing. */
+/* The capturing created stream behind s (a handle the caller validated), or
+ * NULL when s is not capturing. */
 static struct CUstream_st *captured_locked(CUstream s)
 {
     if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
         return NULL;
-    return capture_slot_locked(s) ? s : NULL;
+    return s->capture_status != CU_STREAM_CAPTURE_STATUS_NONE ? s : NULL;
 }
 
 CUresult sim_graph_capture_alloc_locked(CUstream hStream, uint64_t bytesize, int device, CUdeviceptr *dptr,
                                         int *handled)
 {
-    struct CUstream_st *s = captured_locked(hStream);
+    struct CUstream_st *s = ncapturing ? captured_locked(hStream) : NULL;
     *handled = s != NULL;
     if (!s)
         return CUDA_SUCCESS;
@@ -519,13 +524,18 @@ CUresult sim_graph_capture_alloc_locked(CUstream hStream, uint64_t bytesize, int
 
 CUresult sim_graph_capture_free_locked(CUstream hStream, CUdeviceptr dptr, int *handled)
 {
-    struct CUstream_st *s = captured_locked(hStream);
+    struct CUstream_st *s = ncapturing ? captured_locked(hStream) : NULL;
     *handled = s != NULL;
     if (!s)
         return CUDA_SUCCESS;
     if (s->capture_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     return node_free_locked(s->capture_graph, dptr, NULL);
+}
+
+int sim_graph_captures_under_way(void)
+{
+    return __atomic_load_n(&ncapturing, __ATOMIC_RELAXED) != 0;
 }
 
 CUresult sim_graph_unsafe_call_locked(void)

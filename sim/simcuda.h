@@ -358,6 +358,9 @@ int sim_graph_free_outside_locked(uint64_t dptr);
  * thread-local) mode is under way: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
  * and the capture is invalidated; CUDA_SUCCESS otherwise. */
 CUresult sim_graph_unsafe_call_locked(void);
+/* Some capture is under way (read without the lock: a cheap test before
+ * sim_graph_unsafe_call_locked on the cuMemAlloc_v2 path). */
+int sim_graph_captures_under_way(void);
 /* A stream being destroyed stops capturing (its graph is discarded). */
 void sim_graph_stream_gone_locked(struct CUstream_st *s);
 

@@ -114,10 +114,12 @@ static uint32_t index_of(const struct pool *p)
 
 /* ---- stream-ordered pools (hooks_driver.c / hooks_runtime.c) ------------ */
 
+/* Graph memory pools have no driver pool (NULL): never asked for here, as
+ * NULL is no pool (tl_pool_note_destroyed, tl_pool_index_for_async). */
 static struct pool *find_driver_pool_locked(void *driver_pool)
 {
     for (int i = 1; i <= npools; i++)
-        if (!pools[i].annotated && !pools[i].graph && pools[i].alive && pools[i].driver_pool == driver_pool)
+        if (!pools[i].annotated && pools[i].alive && pools[i].driver_pool == driver_pool)
             return &pools[i];
     return NULL;
 }
@@ -206,6 +208,8 @@ static void note_driver_pool_locked(void)
 
 void tl_pool_note_created(CUmemoryPool pool, const CUmemPoolProps *props)
 {
+    if (!pool)
+        return;
     pthread_mutex_lock(&pools_lock);
     if (!find_driver_pool_locked(pool)) {
         char name[64];
@@ -232,6 +236,8 @@ static bool release_pool_rows(const struct tl_live *rec, void *arg)
 
 void tl_pool_note_destroyed(CUmemoryPool pool)
 {
+    if (!pool)
+        return; /* the driver refuses it; no pool of ours has no driver pool but graph memory */
     pthread_mutex_lock(&pools_lock);
     struct pool *p = find_driver_pool_locked(pool);
     uint32_t idx = p ? index_of(p) : 0;
