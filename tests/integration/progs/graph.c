@@ -6,7 +6,9 @@
  *           1. cudaStreamBeginCapture; cudaMallocAsync 3 MiB (A) and 1 MiB
  *              (T), cudaFreeAsync T; cudaStreamEndCapture -> g1
  *           2. through cuGetProcAddress: cuStreamBeginCapture (10010),
- *              cuMemAllocAsync (11020) 2 MiB (B), cuStreamEndCapture -> g2
+ *              cuMemAllocAsync (11020) 2 MiB (B), the per-thread variant of
+ *              cuMemAllocFromPoolAsync 1 MiB (E) from a pool made for it,
+ *              cuStreamEndCapture -> g2
  *           3. cuGraphCreate g3; cuGraphAddMemAllocNode 4 MiB (C) and 1 MiB
  *              (D); cuGraphAddMemFreeNode C
  *           4. instantiate and launch g1 (runtime), g2 (cuGetProcAddress
@@ -17,7 +19,7 @@
  *              capture invalidated
  *           7. cudaDeviceGraphMemTrim, then the highs reset
  *           8. cuMemAllocAsync 512 KiB outside capture, never freed
- *           B and D stay allocated at exit: graph memory, not leaks.
+ *           B, E and D stay allocated at exit: graph memory, not leaks.
  *
  * Prints every driver answer and the graph memory figures (in KiB) after
  * steps 4, 5, 7, so the test sees the program's behaviour is unchanged under
@@ -84,10 +86,24 @@ static __attribute__((noinline)) CUgraph capture_through_procaddr(CUstream s)
     CUresult (*begin)(CUstream, CUstreamCaptureMode) = driver_fn("cuStreamBeginCapture", 10010);
     CUresult (*end)(CUstream, CUgraph *) = driver_fn("cuStreamEndCapture", 10000);
     CUresult (*alloc)(CUdeviceptr *, size_t, CUstream) = driver_fn("cuMemAllocAsync", 11020);
+    /* The per-thread-default-stream variants, as a runtime built for them
+     * asks for them (flags 2); given a created stream they act on it. */
+    CUresult (*from_pool)(CUdeviceptr *, size_t, CUmemoryPool, CUstream) = NULL;
+    CUdriverProcAddressQueryResult st;
+    if (get_proc("cuMemAllocFromPoolAsync", (void **)&from_pool, 11020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                 &st) != CUDA_SUCCESS || !from_pool)
+        exit(2);
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemoryPool pool;
+    answer("cuMemPoolCreate", cuMemPoolCreate(&pool, &props));
     CUgraph g = NULL;
-    CUdeviceptr b = 0;
+    CUdeviceptr b = 0, e = 0;
     answer("cuStreamBeginCapture", begin(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
     answer("cuMemAllocAsync B", alloc(&b, 2 * MiB, s)); /* GRAPH-SITE procaddr */
+    answer("cuMemAllocFromPoolAsync_ptsz E", from_pool(&e, 1 * MiB, pool, s)); /* GRAPH-SITE pool */
     answer("cuStreamEndCapture", end(s, &g));
     return g;
 }
