@@ -344,28 +344,31 @@ static struct CUstream_st *capture_stream_locked(CUstream hStream, CUresult *rc)
     return hStream;
 }
 
-static CUresult begin_capture(CUstream hStream, CUstreamCaptureMode mode)
+/* Begins a capture into a new graph, or into `into` (cuStreamBeginCaptureToGraph:
+ * the program's graph, which an invalidated capture leaves to the program). */
+static CUresult begin_capture(CUstream hStream, CUstreamCaptureMode mode, struct CUgraph_st *into)
 {
     if (!sim_is_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
     if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
         mode != CU_STREAM_CAPTURE_MODE_RELAXED)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
     sim_lock();
-    struct CUstream_st *s = capture_stream_locked(hStream, &rc);
+    struct CUstream_st *s = into && !graph_known(into) ? NULL : capture_stream_locked(hStream, &rc);
     if (s && s->capture_status != CU_STREAM_CAPTURE_STATUS_NONE)
         rc = CUDA_ERROR_ILLEGAL_STATE;
     struct CUstream_st **slot = s && rc == CUDA_SUCCESS ? capture_slot_locked(NULL) : NULL;
     if (s && rc == CUDA_SUCCESS && !slot)
         rc = CUDA_ERROR_OUT_OF_MEMORY;
-    struct CUgraph_st *g = rc == CUDA_SUCCESS ? graph_new_locked() : NULL;
+    struct CUgraph_st *g = rc != CUDA_SUCCESS ? NULL : into ? into : graph_new_locked();
     if (rc == CUDA_SUCCESS && !g)
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (rc == CUDA_SUCCESS) {
         s->capture_status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
         s->capture_mode = mode;
         s->capture_graph = g;
+        s->capture_graph_owned = into == NULL;
         s->capture_id = next_capture_id++;
         s->capture_thread = pthread_self();
         *slot = s;
@@ -377,12 +380,38 @@ static CUresult begin_capture(CUstream hStream, CUstreamCaptureMode mode)
 
 SIM_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
 {
-    return begin_capture(hStream, mode);
+    return begin_capture(hStream, mode, NULL);
 }
 
 SIM_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
 {
-    return begin_capture(hStream, mode);
+    return begin_capture(hStream, mode, NULL);
+}
+
+/* Dependencies are ignored, as everywhere here; a graph is required. */
+static CUresult begin_capture_to_graph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+                                       size_t numDependencies, CUstreamCaptureMode mode)
+{
+    if (!hGraph || (numDependencies && !dependencies))
+        return sim_is_initialized() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_INITIALIZED;
+    return begin_capture(hStream, mode, hGraph);
+}
+
+SIM_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+                                                const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                                CUstreamCaptureMode mode)
+{
+    (void)dependencyData;
+    return begin_capture_to_graph(hStream, hGraph, dependencies, numDependencies, mode);
+}
+
+SIM_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+                                                     const CUgraphNode *dependencies,
+                                                     const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                                     CUstreamCaptureMode mode)
+{
+    (void)dependencyData;
+    return begin_capture_to_graph(hStream, hGraph, dependencies, numDependencies, mode);
 }
 
 static void capture_stop_locked(struct CUstream_st *s)
@@ -413,7 +442,8 @@ static CUresult end_capture(CUstream hStream, CUgraph *phGraph)
     if (rc == CUDA_SUCCESS) {
         struct CUgraph_st *g = s->capture_graph;
         if (s->capture_status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
-            graph_free_locked(g);
+            if (s->capture_graph_owned)
+                graph_free_locked(g);
             *phGraph = NULL;
             rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
         } else {
@@ -560,7 +590,8 @@ void sim_graph_stream_gone_locked(struct CUstream_st *s)
 {
     if (!capture_slot_locked(s))
         return;
-    graph_free_locked(s->capture_graph);
+    if (s->capture_graph_owned)
+        graph_free_locked(s->capture_graph);
     capture_stop_locked(s);
 }
 

@@ -108,6 +108,8 @@ static const struct proc_entry table[] = {
     V(cuStreamWaitEvent, cuStreamWaitEvent, 3020),
     V(cuStreamBeginCapture, cuStreamBeginCapture_v2, 10010),
     PTSZ(cuStreamBeginCapture, cuStreamBeginCapture_v2_ptsz, 10010),
+    V(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030),
+    PTSZ(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph_ptsz, 12030),
     V(cuStreamEndCapture, cuStreamEndCapture, 10000),
     PTSZ(cuStreamEndCapture, cuStreamEndCapture_ptsz, 10000),
     V(cuStreamIsCapturing, cuStreamIsCapturing, 10000),

@@ -289,6 +289,7 @@ struct CUstream_st {
     int capture_status;
     int capture_mode;
     struct CUgraph_st *capture_graph;
+    int capture_graph_owned;        /* made by the capture (not cuStreamBeginCaptureToGraph's) */
     unsigned long long capture_id;
     pthread_t capture_thread;
 };

@@ -50,6 +50,8 @@
     X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, 0) \
     X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, 0)           \
     X(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 10010, 1)      \
+    X(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030, 0) \
+    X(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, 12030, 1) \
     X(cuStreamEndCapture, cuStreamEndCapture, 10000, 0)                  \
     X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 1)             \
     X(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, 11040, 0)          \

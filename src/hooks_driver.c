@@ -349,6 +349,23 @@ bool tl_stream_capturing(CUstream stream, bool per_thread)
 CAPTURE_BEGIN(cuStreamBeginCapture_v2)
 CAPTURE_BEGIN(cuStreamBeginCapture_v2_ptsz)
 
+/* A capture into the program's own graph (CUDA 12.3) is a capture all the same. */
+#define CAPTURE_BEGIN_TO_GRAPH(fn)                                                                        \
+    TL_EXPORT CUresult fn(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,               \
+                          const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode) \
+    {                                                                                                     \
+        ENTER();                                                                                          \
+        (void)outer;                                                                                      \
+        CUresult rc = CALL_REAL(fn, hStream, hGraph, dependencies, dependencyData, numDependencies, mode); \
+        if (rc == CUDA_SUCCESS)                                                                           \
+            atomic_fetch_add_explicit(&tl_capturing_streams, 1, memory_order_relaxed);                    \
+        LEAVE();                                                                                          \
+        return rc;                                                                                        \
+    }
+
+CAPTURE_BEGIN_TO_GRAPH(cuStreamBeginCaptureToGraph)
+CAPTURE_BEGIN_TO_GRAPH(cuStreamBeginCaptureToGraph_ptsz)
+
 /* A capture ends with its graph, or with one of the capture errors
  * (901-907: invalidated, unjoined, ...) that also end it; any other answer
  * (no capture, wrong thread) leaves the count alone.  Never below 0. */

@@ -142,3 +142,28 @@ Test(graph, cuGetProcAddress_serves_the_versioned_variants)
     cu_ok(cuGetProcAddress_v2("cuStreamGetCaptureInfo", &fn, 12030, 0, &st));
     cr_assert_eq(fn, dlsym(RTLD_DEFAULT, "cuStreamGetCaptureInfo_v3"));
 }
+
+Test(graph, a_capture_into_the_programs_graph_adds_to_it_and_an_invalidated_one_leaves_it)
+{
+    sim_start(0);
+    CUstream s = new_stream();
+    CUgraph g, same = NULL;
+    cu_ok(cuGraphCreate(&g, 0));
+    cr_assert_eq(cuStreamBeginCaptureToGraph(s, (CUgraph)0x1234, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                 CUDA_ERROR_INVALID_VALUE, "an unknown graph");
+    cu_ok(cuStreamBeginCaptureToGraph(s, g, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CUdeviceptr p;
+    cu_ok(cuMemAllocAsync(&p, MiB, s));
+    cu_ok(cuStreamEndCapture(s, &same));
+    cr_assert_eq(same, g);
+    cu_ok(cuStreamBeginCaptureToGraph(s, g, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CUdeviceptr q;
+    cr_assert_eq(cuMemAlloc_v2(&q, MiB), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    cr_assert_eq(cuStreamEndCapture(s, &same), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    CUgraphExec e;
+    cu_ok(cuGraphInstantiateWithFlags(&e, g, 0)); /* still the program's, with its node */
+    cu_ok(cuGraphLaunch(e, s));
+    cr_assert_eq(used(), MiB);
+    cu_ok(cuGraphExecDestroy(e));
+    cu_ok(cuGraphDestroy(g));
+}

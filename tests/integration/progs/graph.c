@@ -10,7 +10,8 @@
  *              cuMemAllocFromPoolAsync 1 MiB (E) from a pool made for it,
  *              cuStreamEndCapture -> g2
  *           3. cuGraphCreate g3; cuGraphAddMemAllocNode 4 MiB (C) and 1 MiB
- *              (D); cuGraphAddMemFreeNode C
+ *              (D); cuGraphAddMemFreeNode C; then cuStreamBeginCaptureToGraph
+ *              (12030) into g3, cuMemAllocAsync 512 KiB (F)
  *           4. instantiate and launch g1 (runtime), g2 (cuGetProcAddress
  *              "cuGraphInstantiate" at 12000) and g3 (driver export); g2
  *              once more, refused: B is still allocated
@@ -19,7 +20,7 @@
  *              capture invalidated
  *           7. cudaDeviceGraphMemTrim, then the highs reset
  *           8. cuMemAllocAsync 512 KiB outside capture, never freed
- *           B, E and D stay allocated at exit: graph memory, not leaks.
+ *           B, E, D and F stay allocated at exit: graph memory, not leaks.
  *
  * Prints every driver answer and the graph memory figures (in KiB) after
  * steps 4, 5, 7, so the test sees the program's behaviour is unchanged under
@@ -127,6 +128,20 @@ static __attribute__((noinline)) CUgraph add_nodes_directly(void)
     return g;
 }
 
+static __attribute__((noinline)) void capture_into_graph(CUstream s, CUgraph g)
+{
+    CUresult (*begin)(CUstream, CUgraph, const CUgraphNode *, const CUgraphEdgeData *, size_t, CUstreamCaptureMode) =
+        driver_fn("cuStreamBeginCaptureToGraph", 12030);
+    CUresult (*end)(CUstream, CUgraph *) = driver_fn("cuStreamEndCapture", 10000);
+    CUresult (*alloc)(CUdeviceptr *, size_t, CUstream) = driver_fn("cuMemAllocAsync", 11020);
+    CUgraph same = NULL;
+    CUdeviceptr f = 0;
+    answer("cuStreamBeginCaptureToGraph", begin(s, g, NULL, NULL, 0, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    answer("cuMemAllocAsync F", alloc(&f, 512 * KiB, s)); /* GRAPH-SITE to-graph */
+    answer("cuStreamEndCapture", end(s, &same));
+    printf("same graph %d\n", same == g);
+}
+
 static __attribute__((noinline)) void leak_uncaptured(CUstream s)
 {
     CUresult (*alloc)(CUdeviceptr *, size_t, CUstream) = driver_fn("cuMemAllocAsync", 11020);
@@ -151,6 +166,7 @@ int main(int argc, char **argv)
     cudaGraph_t g1 = capture_through_runtime(s, &a);
     CUgraph g2 = capture_through_procaddr(s);
     CUgraph g3 = add_nodes_directly();
+    capture_into_graph(s, g3);
 
     cudaGraphExec_t e1, e2, e3;
     CUresult (*instantiate)(CUgraphExec *, CUgraph, unsigned long long) = driver_fn("cuGraphInstantiate", 12000);
