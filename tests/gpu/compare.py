@@ -324,13 +324,25 @@ def eval_sample(rec):
         if gt.get("pool"):
             gp = gt["pool"]
             pools = [p for p in src.get("pools", []) or [] if p.get("kind") == gp["kind"]]
-            pr = sum(int(p.get("reserved_bytes", 0)) for p in pools)
-            pa = sum(int(p.get("allocated_bytes", 0)) for p in pools)
+            pr = sum(int(p.get("reserved_bytes") or 0) for p in pools)
+            pa = sum(int(p.get("allocated_bytes") or 0) for p in pools)
             good = pools and pr == gp["reserved"] and pa == gp["used"]
             row.add("pool", OK if good else BAD,
                     "%d %s pool(s): reserved %s (driver %s), allocated %s (driver used %s)"
                     % (len(pools), gp["kind"], fmt_b(pr), fmt_b(gp["reserved"]), fmt_b(pa), fmt_b(gp["used"])))
             row.cells["pools"] = ("%s/%s" % (fmt_b(pr), fmt_b(pa))) if good else "**wrong**"
+        if gt.get("graph_held"):
+            # Allocations captured into a graph are the device's graph memory:
+            # held there at their call site (owner "CUDA graph memory"), none a leak.
+            gh = gt["graph_held"]
+            held = [h for h in ((exit_r or src).get("held") or [])
+                    if h.get("owner") == "CUDA graph memory" and stack_has(h, gh["function"])]
+            got = (sum(int(h.get("count", 0)) for h in held), sum(int(h.get("bytes", 0)) for h in held))
+            leaked = [x for x in live_leaks(exit_r or src) if stack_has(x, gh["function"])]
+            good = got == (gh["count"], gh["bytes"]) and not leaked
+            row.add("graph held", OK if good else BAD,
+                    "held by graph memory at %s: %s, truth %s; leaks there: %d"
+                    % (gh["function"], fmt_cb(*got), fmt_cb(gh["count"], gh["bytes"]), len(leaked)))
         devs = src.get("devices") or []
         d0 = [d for d in devs if d.get("device") == 0]
         if not d0:
@@ -1219,6 +1231,38 @@ def cmd_selftest(_a):
         recs3 = [dict(recs[0], stdout=out, stderr=out, rc=139, reports_dir=os.path.join(d, "none"))]
         _, _, problems = evaluate(recs3, {"tensorleak_lib": "x"})
         assert any("ran" in p for p in problems) and any("ground truth" in p for p in problems), problems
+        # 3b: graph memory: the captured allocations held by the graph pool, not leaked
+        def graph_gt(pid):
+            return "TL_GROUND_TRUTH " + json.dumps({
+                "sample": "graph", "pid": pid, "requests": 2, "marks": 2, "expect_growth": None,
+                "leaks": {"count": 1, "bytes": 4 * MiB}, "kinds": {"device": [1, 4 * MiB]},
+                "sites": [{"function": "uncaptured_leak", "count": 1, "bytes": 4 * MiB}],
+                "pool": {"kind": "graph", "reserved": 8 * MiB, "used": 5 * MiB, "reserved_high": 8 * MiB,
+                         "used_high": 7 * MiB},
+                "graph_held": {"function": "graph_alloc_captured", "count": 2, "bytes": 5 * MiB},
+                "expected_held": 40 * MiB, "free_start": 1040 * MiB, "free_end": 1000 * MiB,
+                "total": 2000 * MiB}) + "\n"
+        gstack = [{"function": "cudaMallocAsync"}, {"function": "_Z20graph_alloc_capturedmP11CUstream_st"}]
+        lstack = [{"function": "cudaMallocAsync"}, {"function": "_Z15uncaptured_leakmP11CUstream_st"}]
+        gleak = [{"kind": "device", "bytes": 4 * MiB, "count": 1, "stack": lstack}]
+        gpool = [{"name": "graph memory (device 0)", "kind": "graph", "device": 0, "reserved_bytes": 8 * MiB,
+                  "allocated_bytes": 5 * MiB}]
+        gheld = [{"kind": "device", "bytes": 5 * MiB, "count": 2, "owner": "CUDA graph memory",
+                  "owner_class": "cache", "stack": gstack}]
+        out = put("g1.out", graph_gt(31))
+        report("g1", 31, "exit", leaked_allocations=1, leaked_bytes=4 * MiB, leaks=gleak, held=gheld)
+        report("g1", 31, "api", reserved_bytes=40 * MiB, pools=gpool, label="end")
+        grec = dict(recs[0], name="graph", stdout=out, stderr=out, reports_dir=os.path.join(d, "g1"))
+        assert evaluate([grec], {"tensorleak_lib": "x"})[2] == []
+        # ... and a tracker that takes the captured allocations for leaks of their site
+        out = put("g2.out", graph_gt(32))
+        report("g2", 32, "exit", leaked_allocations=3, leaked_bytes=9 * MiB,
+               leaks=gleak + [dict(gheld[0], owner="user", owner_class="user")])
+        report("g2", 32, "api", reserved_bytes=40 * MiB, pools=[dict(gpool[0], reserved_bytes=None)], label="end")
+        p = evaluate([dict(grec, stdout=out, stderr=out, reports_dir=os.path.join(d, "g2"))], {"tensorleak_lib": "x"})[2]
+        whats = " ".join(p)
+        for w in ("leaks exact", "graph held", "pool"):
+            assert w in whats, (w, p)
         # 4: torch runs: async mode checks allocated; clean with growth flagged is a mismatch
         def torch_gt(pid, mode, conf):
             return "TL_GROUND_TRUTH " + json.dumps({
