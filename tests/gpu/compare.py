@@ -1015,6 +1015,21 @@ def eval_tsnap(rec):
                     ": " + "; ".join(failed) if failed else " all read it",
                     "; on PyTorch's own snapshot: " + ("; ".join(own_failed) or "all read it") if failed else ""))
         row.cells["viz"] = "**%d of 6 fail**" % len(failed) if failed else "6 of 6 read it"
+    # The pool row the segments come from: read by the bridge at this snapshot, with
+    # PyTorch's figures of the same moment.
+    prow = next((p for p in report.get("pools") or [] if p.get("name") == TSNAP_POOL), None)
+    br = report.get("bridge") or {}
+    if prow is None:
+        row.add("pool row", BAD, "no pools[] row '%s' in the snapshot (bridge: %s%s)" % (
+            TSNAP_POOL, br.get("state", "no bridge field"), ", " + br["note"] if br.get("note") else ""))
+    elif prow.get("stale") or br.get("state") not in (None, "fresh"):
+        row.add("pool row", BAD, "read at %s, stale (bridge %s: %s)" % (prow.get("read_at"), br.get("state"),
+                                                                      br.get("note", "")))
+    else:
+        want = (gt.get("reserved"), gt.get("allocated"))
+        got = (num(prow.get("reserved_bytes")), num(prow.get("allocated_bytes")))
+        row.add("pool row", OK if got == want else BAD, "reserved/allocated %s / %s, memory_stats() %s / %s" % (
+            fmt_b(got[0]), fmt_b(got[1]), fmt_b(want[0]), fmt_b(want[1])))
     segs = snap.get("segments") or []
     pool = [s for s in segs if s.get("tensorleak_pool") == TSNAP_POOL]
     plain = [s for s in segs if "tensorleak_pool" not in s]
@@ -1044,10 +1059,13 @@ def eval_tsnap(rec):
                 fmt_b(p["bytes"]), p["address"], ["%#x+%d" % (a, int(x["total_size"])) for a, x in sorted(at.items())][:6]))
             continue
         frames = [f for b in s.get("blocks") or [] for f in b.get("frames") or []]
-        named = any(os.path.basename(f.get("filename") or "") == gt.get("user_file") and f.get("line") == p.get("line")
-                    for f in frames)
+        lines = p.get("lines") or []
+        hit = [f.get("line") for f in frames
+               if os.path.basename(f.get("filename") or "") == gt.get("user_file") and f.get("line") in lines]
+        named = bool(hit)
         row.add("plain %#x" % p["address"], OK if named else BAD, "a segment of %s, %s %s:%s" % (
-            fmt_b(p["bytes"]), "its frames name" if named else "no frame names", gt.get("user_file"), p.get("line")))
+            fmt_b(p["bytes"]), "its frames name" if named else "no frame names", gt.get("user_file"),
+            ",".join(str(n) for n in (hit or lines))))
         found += named
     for p in gt.get("plain_freed") or []:
         row.add("freed %#x" % p["address"], BAD if int(p["address"]) in at else OK,
@@ -1689,7 +1707,7 @@ def cmd_selftest(_a):
             theirs = {"segments": [{"device": 0, "address": base, "total_size": 20 * MiB, "blocks": [
                 {"address": a, "size": s, "state": st, "frames": []} for a, s, st in blocks]}],
                 "device_traces": [[]]}
-            plain = [{"address": base + 64 * MiB, "bytes": 3 * MiB, "line": 140}]
+            plain = [{"address": base + 64 * MiB, "bytes": 3 * MiB, "lines": [64, 140]}]
             gt = {"sample": "torch_snapshot", "pid": pid, "torch_pickle": "/gpu/torch.pickle",
                   "tensorleak_report": "/gpu/tensorleak.json", "snapshot_rc": 0, "reserved": 20 * MiB,
                   "allocated": 2 * MiB, "plain": plain, "plain_freed": [{"address": base + 80 * MiB, "bytes": MiB}],
@@ -1698,8 +1716,8 @@ def cmd_selftest(_a):
                         "tensorleak_pool": "torch cuda:0", "tensorleak_unknown": [], "blocks": [
                             {"address": a + bad.get("shift", 0), "size": s, "state": st, "frames": []}
                             for a, s, st in blocks[bad.get("drop_block", 0):]]}
-            frames = [{"name": "malloc", "filename": "/k/torch_snapshot.py", "line": 64},
-                      {"name": "main", "filename": "/k/torch_snapshot.py", "line": 140}]
+            frames = [{"name": f, "filename": "/k/torch_snapshot.py", "line": n}
+                      for f, n in zip(("malloc", "main"), bad.get("frame_lines", (64, 140)))]
             plain_segs = [{"device": 0, "address": p["address"] + bad.get("plain_off", 0), "total_size": p["bytes"],
                            "tensorleak_unknown": ["stream"], "blocks": [
                                {"address": p["address"], "size": p["bytes"], "state": "active_allocated",
@@ -1723,7 +1741,10 @@ def cmd_selftest(_a):
             put("t%d/tensorleak.json" % n, json.dumps({
                 "tool": "tensorleak", "schema": 1, "reason": "api", "label": "torch_snapshot", "pid": pid,
                 "summary": {"reserved_bytes": total + bad.get("reserved_off", 0), "allocated_bytes": 5 * MiB,
-                            "leaked_bytes": 0, "leaked_allocations": 0}, "leaks": [], "pools": [], "growth": [],
+                            "leaked_bytes": 0, "leaked_allocations": 0}, "leaks": [], "growth": [],
+                "pools": [{"name": "torch cuda:0", "kind": "pytorch", "device": 0, "reserved_bytes": 20 * MiB,
+                           "allocated_bytes": bad.get("pool_allocated", 2 * MiB), "free_bytes": 18 * MiB}],
+                "bridge": {"state": bad.get("bridge", "fresh")},
                 "devices": [{"device": 0, "free": 1000 * MiB, "total": 2000 * MiB}]}))
             out = put("t%d.out" % n, "TL_GROUND_TRUTH " + json.dumps(gt) + "\n")
             rec = dict(recs[0], kind="tsnap", name="torch_snapshot", build="native", tool="cli", stdout=out,
@@ -1754,6 +1775,13 @@ def cmd_selftest(_a):
         row, p = tsnap_case(4, ([], None), stand_in=False, other=40 * MiB)
         assert len(p) == 1 and "total vs PyTorch + plain" in p[0], p
         assert any(c.what == "other plain segments" and c.status == INFO for c in row.checks), row.checks
+        # the plain allocation's stack names other lines; the pool row is stale or off
+        row, p = tsnap_case(5, ([], None), stand_in=False, frame_lines=(99, 98))
+        assert len(p) == 1 and "plain 0x7f0004000000" in p[0] and "no frame names torch_snapshot.py:64,140" in p[0], p
+        row, p = tsnap_case(6, ([], None), stand_in=False, bridge="stale")
+        assert len(p) == 1 and "pool row" in p[0] and "stale" in p[0], p
+        row, p = tsnap_case(7, ([], None), stand_in=False, pool_allocated=3 * MiB)
+        assert len(p) == 1 and "pool row" in p[0] and "20 MiB / 3 MiB, memory_stats() 20 MiB / 2 MiB" in p[0], p
         # 6: records file round trip
         rp = put("records.tsv", "\t".join(["sample", "leaky", "static", "preload", "0", "1.5", out, out, d, ""]) + "\n")
         rr = read_records(rp)

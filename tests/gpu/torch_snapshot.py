@@ -16,7 +16,7 @@ run.sh converts DIR/tensorleak.json with `tensorleak report --format torch-snaps
 into DIR/tensorleak.pickle and compare.py holds that pickle against torch.pickle, the
 plain allocations this program printed and torch.cuda.memory_stats().  Last line:
 
-    TL_GROUND_TRUTH {"sample": "torch_snapshot", "plain": [{"address", "bytes", "line"}],
+    TL_GROUND_TRUTH {"sample": "torch_snapshot", "plain": [{"address", "bytes", "lines"}],
                      "reserved", "allocated", "torch_pickle", "tensorleak_report", ...}
 
 Runs on the stand-in torch of tests/bridge/fake too (the dry run, on the simulated GPU).
@@ -34,7 +34,9 @@ MiB = 1 << 20
 
 
 def plain_lines():
-    """Lines of this file tagged PLAIN_TAG: where the plain allocations are made."""
+    """Lines of this file tagged PLAIN_TAG: where the plain allocations are made (the
+    allocator's call and the program's line that asks for it; a stack cut short by
+    TENSORLEAK_DEPTH keeps the innermost)."""
     with open(os.path.abspath(__file__)) as f:
         return [i for i, line in enumerate(f, 1) if line.rstrip().endswith(PLAIN_TAG)]
 
@@ -61,7 +63,7 @@ class Cudart:
 
     def malloc(self, nbytes):
         p = ctypes.c_void_p()
-        rc = self.lib.cudaMalloc(ctypes.byref(p), nbytes)
+        rc = self.lib.cudaMalloc(ctypes.byref(p), nbytes)  # TL_PLAIN_LINE
         if rc != 0:
             raise RuntimeError("cudaMalloc(%d) returned %d" % (nbytes, rc))
         return p.value
@@ -81,7 +83,7 @@ class DriverBindings:
         self.driver, self.path = driver, "cuda.bindings"
 
     def malloc(self, nbytes):
-        err, ptr = self.driver.cuMemAlloc(nbytes)
+        err, ptr = self.driver.cuMemAlloc(nbytes)  # TL_PLAIN_LINE
         if int(err) != 0:
             raise RuntimeError("cuMemAlloc(%d) returned %s" % (nbytes, err))
         return int(ptr)
@@ -159,7 +161,7 @@ def main():
         "tensorleak_report": report, "snapshot_rc": rc,
         "reserved": int(stats.get("reserved_bytes.all.current", 0)),
         "allocated": int(stats.get("allocated_bytes.all.current", 0)),
-        "plain": [dict(p, line=lines[0]) for p in plain], "plain_freed": [{"address": gone, "bytes": 1 * MiB}],
+        "plain": [dict(p, lines=lines) for p in plain], "plain_freed": [{"address": gone, "bytes": 1 * MiB}],
         "plain_api": rt.path, "kept_tensors": len(kept), "user_file": os.path.basename(__file__),
         "info": {"torch": torch.__version__, "backend": torch.cuda.get_allocator_backend(),
                  "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
