@@ -46,16 +46,12 @@ class Cudart:
     the one the stand-in torch opened), so the allocations share PyTorch's context."""
 
     def __init__(self):
-        self.path = None
         with open("/proc/self/maps") as f:
-            for line in f:
-                p = line.split()[-1] if len(line.split()) >= 6 else ""
-                if "/libcudart.so" in p:
-                    self.path = p
-                    break
-        self.lib = ctypes.CDLL(self.path) if self.path else None
-        if self.lib is None:
+            mapped = [fields[5] for fields in (line.split() for line in f) if len(fields) >= 6]
+        self.path = next((p for p in mapped if "/libcudart.so" in p), None)
+        if self.path is None:
             raise OSError("no libcudart.so in this process")
+        self.lib = ctypes.CDLL(self.path)
         self.lib.cudaMalloc.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t)
         self.lib.cudaMalloc.restype = ctypes.c_int
         self.lib.cudaFree.argtypes = (ctypes.c_void_p,)
