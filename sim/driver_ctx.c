@@ -111,6 +111,7 @@ static void teardown_locked(struct CUctx_st *ctx)
 {
     sim_alloc_release_ctx_locked(ctx);
     sim_array_release_ctx_locked(ctx);
+    sim_ipc_release_ctx_locked(ctx);
     destroy_streams_locked(ctx);
 }
 

@@ -77,6 +77,7 @@ struct ipc_import {
     uint32_t pid;
     uint64_t alloc_id;
     int device;
+    struct CUctx_st *ctx; /* the context that opened it: its teardown unmaps it */
     int refs;
     struct ipc_import *next;
 };
@@ -173,7 +174,7 @@ static int peer_still_exports(const struct ipc_handle *h)
     return s.alloc_id == h->alloc_id;
 }
 
-static CUresult open_locked(CUdeviceptr *pdptr, const struct ipc_handle *h, int device)
+static CUresult open_locked(CUdeviceptr *pdptr, const struct ipc_handle *h, struct CUctx_st *ctx)
 {
     for (struct ipc_import *im = imports; im; im = im->next)
         if (im->pid == h->pid && im->alloc_id == h->alloc_id) {
@@ -210,7 +211,8 @@ static CUresult open_locked(CUdeviceptr *pdptr, const struct ipc_handle *h, int 
     }
     *im = (struct ipc_import){
         .dptr = va + lead, .size = h->size, .va = va, .va_len = map_len, .view = (unsigned char *)map + lead,
-        .map = map, .map_len = map_len, .pid = h->pid, .alloc_id = h->alloc_id, .device = device, .refs = 1,
+        .map = map, .map_len = map_len, .pid = h->pid, .alloc_id = h->alloc_id, .device = ctx->device, .ctx = ctx,
+        .refs = 1,
         .next = imports,
     };
     imports = im;
@@ -235,7 +237,7 @@ static CUresult ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int
     if (rc == CUDA_SUCCESS && h.pid == (uint32_t)getpid())
         rc = CUDA_ERROR_INVALID_CONTEXT;
     if (rc == CUDA_SUCCESS)
-        rc = open_locked(pdptr, &h, ctx->device);
+        rc = open_locked(pdptr, &h, ctx);
     sim_unlock();
     return rc;
 }
@@ -250,6 +252,16 @@ SIM_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle
     return ipc_open(pdptr, handle, Flags);
 }
 
+/* Unlinks *at and gives back its mapping and its IPC-range addresses. */
+static void unmap_locked(struct ipc_import **at)
+{
+    struct ipc_import *im = *at;
+    *at = im->next;
+    munmap(im->map, im->map_len);
+    sim_ranges_free(&ipc_va, im->va, im->va_len);
+    free(im);
+}
+
 SIM_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 {
     if (!sim_is_initialized())
@@ -261,15 +273,25 @@ SIM_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
         at = &(*at)->next;
     if (rc == CUDA_SUCCESS && !*at)
         rc = CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS && --(*at)->refs == 0) {
-        struct ipc_import *im = *at;
-        *at = im->next;
-        munmap(im->map, im->map_len);
-        sim_ranges_free(&ipc_va, im->va, im->va_len);
-        free(im);
-    }
+    if (rc == CUDA_SUCCESS && --(*at)->refs == 0)
+        unmap_locked(at);
     sim_unlock();
     return rc;
+}
+
+/* cuCtxDestroy "destroys and cleans up all resources associated with the
+ * context"; an opened handle is one (cuda.h counts its references per
+ * context).  Afterwards the address is no mapping: copies there fail and a
+ * close is CUDA_ERROR_INVALID_VALUE, as for any address no open returned. */
+void sim_ipc_release_ctx_locked(struct CUctx_st *ctx)
+{
+    struct ipc_import **at = &imports;
+    while (*at) {
+        if ((*at)->ctx == ctx)
+            unmap_locked(at);
+        else
+            at = &(*at)->next;
+    }
 }
 
 static const struct ipc_import *import_holding_locked(uint64_t addr)

@@ -359,6 +359,9 @@ void sim_ipc_forget_locked(uint64_t alloc_id);
  * bytes from addr stay in it. */
 int sim_ipc_translate_locked(uint64_t addr, unsigned char **host, uint64_t *run);
 int sim_ipc_span_locked(uint64_t addr, struct sim_span *out); /* 1 when addr is imported */
+/* The teardown of ctx unmaps every handle it opened, whatever its reference
+ * count: the mapping is a resource of the importing context. */
+void sim_ipc_release_ctx_locked(struct CUctx_st *ctx);
 static inline int sim_in_ipc_space(uint64_t addr) { return addr >= SIM_IPC_BASE && addr - SIM_IPC_BASE < SIM_IPC_SIZE; }
 /* ---- driver_graph.c ---- */
 /* cuMemAllocAsync / cuMemFreeAsync on stream s: when s is capturing, the call

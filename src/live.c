@@ -277,6 +277,35 @@ struct build {
     char *text;
 };
 
+/* Other processes' memory mapped here (CUDA IPC), per importing device:
+ * {"devices": [{"device", "mapped_bytes", "mappings"}]}, devices in
+ * ascending order.  A mapping whose size the driver did not say counts as a
+ * mapping and in no byte figure, as in the report's summary. */
+static json_t *ipc_devices(const struct tl_report_model *m)
+{
+    uint64_t bytes[TL_MAX_DEVICES] = {0};
+    unsigned long long count[TL_MAX_DEVICES] = {0};
+    for (long long i = 0; i < m->ipc_mapped_count; i++) {
+        int d = m->ipc_mapped[i].device;
+        if (d < 0 || d >= TL_MAX_DEVICES)
+            continue;
+        bytes[d] += m->ipc_mapped[i].bytes;
+        count[d]++;
+    }
+    json_t *ipc = json_object(), *devices = json_array();
+    for (int d = 0; d < TL_MAX_DEVICES; d++) {
+        if (!count[d])
+            continue;
+        json_t *o = json_object();
+        json_object_set_new(o, "device", json_integer(d));
+        json_object_set_new(o, "mapped_bytes", json_integer((json_int_t)bytes[d]));
+        json_object_set_new(o, "mappings", json_integer((json_int_t)count[d]));
+        json_array_append_new(devices, o);
+    }
+    json_object_set_new(ipc, "devices", devices);
+    return ipc;
+}
+
 static void build_document(struct tl_report_model *m, void *arg)
 {
     struct build *b = arg;
@@ -315,6 +344,8 @@ static void build_document(struct tl_report_model *m, void *arg)
         json_object_set_new(classes, c, json_integer(json_integer_value(v) + m->owners[i].live_bytes));
     }
     json_object_set_new(root, "owner_classes", classes);
+
+    json_object_set_new(root, "ipc", ipc_devices(m));
 
     json_t *budgets = json_array();
     struct tl_budget_row rows[TL_MAX_DEVICES * 5];

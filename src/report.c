@@ -153,7 +153,7 @@ static void gather_ipc_row(struct gather *g, const struct tl_live *rec)
         g->cap_ipc = want;
     }
     g->ipc[g->nipc++] = (struct tl_ipc_mapping_row){
-        .addr = rec->addr, .bytes = rec->size, .refs = rec->aux, .callsite = rec->callsite};
+        .addr = rec->addr, .bytes = rec->size, .refs = rec->aux, .callsite = rec->callsite, .device = rec->device};
 }
 
 /* The device a row's memory is on, or -1 for host memory (pinned and

@@ -202,6 +202,7 @@ struct tl_report_model {
     struct tl_ipc_mapping_row {
         uint64_t digest, addr, bytes; /* bytes 0: the driver did not say */
         uint32_t refs, callsite;
+        int device; /* the importing context's, TL_NO_DEVICE when unknown */
     } *ipc_mapped;
     struct tl_ipc_export *ipc_exported;
     size_t nipc_exported;

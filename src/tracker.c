@@ -341,17 +341,24 @@ struct teardown {
 static bool released_by_teardown(const struct tl_live *rec, void *arg)
 {
     const struct teardown *t = arg;
-    if ((rec->space != TL_SPACE_MEM && rec->space != TL_SPACE_ARRAY) || !t->match[rec->ctx])
+    if ((rec->space != TL_SPACE_MEM && rec->space != TL_SPACE_ARRAY && rec->space != TL_SPACE_IPC) ||
+        !t->match[rec->ctx])
         return false;
     /* cuCtxDestroy frees cuMemAlloc-family memory only: not stream-ordered
      * pool memory nor VMM handles (cuda.h, cuCtxDestroy).  It also undoes
-     * the context's host registrations (the memory stays the program's)
-     * and destroys its CUDA arrays. */
+     * the context's host registrations (the memory stays the program's),
+     * destroys its CUDA arrays and unmaps the IPC handles it opened, whatever
+     * their reference count (the driver counts them per context). */
     if (rec->kind != TL_KIND_DEVICE && rec->kind != TL_KIND_HOST_PINNED && rec->kind != TL_KIND_MANAGED &&
-        rec->kind != TL_KIND_HOST_REGISTERED && rec->kind != TL_KIND_ARRAY)
+        rec->kind != TL_KIND_HOST_REGISTERED && rec->kind != TL_KIND_ARRAY && rec->kind != TL_KIND_IPC_MAPPING)
         return false;
     tl_track_forget(rec);
-    atomic_fetch_add_explicit(&tl_stats.teardown_bytes, rec->size, memory_order_relaxed);
+    /* A mapping's bytes are the exporter's memory, in no byte figure of this
+     * process but ipc_mapped_bytes: the mapping counts as an allocation
+     * released, its bytes in released_by_teardown_bytes would be counted
+     * twice once reports are merged. */
+    if (rec->kind != TL_KIND_IPC_MAPPING)
+        atomic_fetch_add_explicit(&tl_stats.teardown_bytes, rec->size, memory_order_relaxed);
     atomic_fetch_add_explicit(&tl_stats.teardown_allocs, 1, memory_order_relaxed);
     return true;
 }

@@ -75,9 +75,12 @@ static const struct family families[] = {
     {"tensorleak_marks_total", "counter", "Marks (requests) the process has made."},
     {"tensorleak_budget_bytes", "gauge", "A memory budget (TENSORLEAK_BUDGET) per device and class."},
     {"tensorleak_budget_exceeded", "gauge", "1 while the budget is crossed, else 0."},
+    {"tensorleak_ipc_mapped_bytes", "gauge",
+     "Other processes' device memory mapped here (CUDA IPC), per importing device; the exporting process counts it."},
+    {"tensorleak_ipc_mappings", "gauge", "Open CUDA IPC mappings of other processes' memory."},
 };
 enum { F_INFO, F_UPDATE, F_RES, F_ALLOC, F_GAP, F_FREE, F_TOTAL, F_OWNER, F_PEAK, F_POOL_RES, F_POOL_ALLOC, F_POOL_LARGEST,
-       F_POOL_FRAG, F_GROWTH, F_MARKS, F_BUDGET, F_BUDGET_EX, F_COUNT };
+       F_POOL_FRAG, F_GROWTH, F_MARKS, F_BUDGET, F_BUDGET_EX, F_IPC_BYTES, F_IPC_MAPPINGS, F_COUNT };
 
 /* Whether row i of a process repeats an earlier row's label set (two
  * pools given one name): Prometheus refuses a scrape with a duplicate
@@ -231,7 +234,20 @@ static void family_series(FILE *out, int f, const struct live_proc *p)
         sample_start(out, f, p);
         fprintf(out, "} %lu\n", p->marks);
         break;
-    default:
+    case F_IPC_BYTES: /* absent, not 0, where the file does not say */
+        for (size_t i = 0; p->has_ipc && i < p->nipc; i++) {
+            sample_start(out, f, p);
+            fprintf(out, ",device=\"%d\"} %llu\n", p->ipc[i].device, (unsigned long long)p->ipc[i].mapped_bytes);
+        }
+        break;
+    case F_IPC_MAPPINGS:
+        if (p->has_ipc) {
+            sample_start(out, f, p);
+            fprintf(out, "} %llu\n", (unsigned long long)p->ipc_mappings);
+        }
+        break;
+    case F_BUDGET:
+    case F_BUDGET_EX:
         for (size_t i = 0; i < p->nbudgets; i++) {
             const struct live_budget *b = &p->budgets[i];
             char dev[16];

@@ -183,6 +183,45 @@ static int format_devices(char lines[][160], int max, const struct live_set *s)
     return n;
 }
 
+/* Other processes' memory mapped here (CUDA IPC); null where the file
+ * does not say. */
+static json_t *ipc_json(const struct live_proc *p)
+{
+    if (!p->has_ipc)
+        return json_null();
+    json_t *o = json_object(), *devs = json_array();
+    json_object_set_new(o, "mapped_bytes", json_integer((json_int_t)p->ipc_mapped_bytes));
+    json_object_set_new(o, "mappings", json_integer((json_int_t)p->ipc_mappings));
+    for (size_t k = 0; k < p->nipc; k++) {
+        json_t *g = json_object();
+        json_object_set_new(g, "device", json_integer(p->ipc[k].device));
+        json_object_set_new(g, "mapped_bytes", json_integer((json_int_t)p->ipc[k].mapped_bytes));
+        json_object_set_new(g, "mappings", json_integer((json_int_t)p->ipc[k].mappings));
+        json_array_append_new(devs, g);
+    }
+    json_object_set_new(o, "devices", devs);
+    return o;
+}
+
+/* "CUDA IPC: 4.0M of other processes' memory in 1 mapping(s) (gpu 0: 4.0M)",
+ * or "" when nothing is mapped: their memory, counted by the exporters. */
+static void ipc_line(const struct live_proc *p, char *out, size_t len)
+{
+    char a[16];
+    out[0] = 0;
+    if (!p->has_ipc || !p->ipc_mappings)
+        return;
+    size_str(a, sizeof a, p->ipc_mapped_bytes);
+    int n = snprintf(out, len, "CUDA IPC: %s of other processes' memory in %llu mapping(s)", a,
+                     (unsigned long long)p->ipc_mappings);
+    for (size_t k = 0; k < p->nipc && n > 0 && (size_t)n < len; k++) {
+        size_str(a, sizeof a, p->ipc[k].mapped_bytes);
+        n += snprintf(out + n, len - (size_t)n, "%sgpu %d: %s", k ? ", " : " (", p->ipc[k].device, a);
+    }
+    if (p->nipc && n > 0 && (size_t)n + 1 < len)
+        strcat(out, ")");
+}
+
 static void print_once(const struct live_set *s)
 {
     char line[256], dev[LIVE_MAX_DEVICES][160];
@@ -194,6 +233,11 @@ static void print_once(const struct live_set *s)
     for (size_t i = 0; i < s->n; i++) {
         format_row(line, sizeof line, &s->procs[i], true);
         printf("%s\n", line);
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        ipc_line(&s->procs[i], line, sizeof line);
+        if (line[0])
+            printf("%d %s\n", s->procs[i].pid, line);
     }
 }
 
@@ -258,6 +302,7 @@ static void print_json(const struct live_set *s)
             json_array_append_new(pools, g);
         }
         json_object_set_new(o, "pools", pools);
+        json_object_set_new(o, "ipc", ipc_json(p));
         json_t *owners = p->has_owner_devices ? json_array() : json_null();
         for (size_t k = 0; k < p->nowner_devices; k++) {
             const struct live_owner *w = &p->owner_devices[k];
@@ -306,6 +351,9 @@ static void draw_detail(const struct live_proc *p, int row, int rows, int cols)
                  a, b, frag);
         mvprintw(row++, 0, "%.*s", cols, line);
     }
+    ipc_line(p, line, sizeof line);
+    if (line[0] && row < rows - 1)
+        mvprintw(row++, 0, "%.*s", cols, line);
     /* Per device where the file says it (gpu N, or host for pinned host
      * memory), else process-wide. */
     const struct live_owner *owners = p->has_owner_devices ? p->owner_devices : p->owners;

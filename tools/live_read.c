@@ -150,6 +150,25 @@ static struct live_owner *parse_owners(json_t *arr, bool by_device, size_t *n)
     return rows;
 }
 
+static void parse_ipc(json_t *root, json_t *sum, struct live_proc *p)
+{
+    json_t *arr = json_object_get(json_object_get(root, "ipc"), "devices"), *o;
+    p->has_ipc = json_is_array(arr) && get_u64(sum, "ipc_mapped_bytes", &p->ipc_mapped_bytes) &&
+                 get_u64(sum, "ipc_mappings", &p->ipc_mappings);
+    if (!p->has_ipc)
+        return;
+    size_t i;
+    json_array_foreach(arr, i, o) {
+        if (!json_is_object(o) || p->nipc == LIVE_MAX_DEVICES)
+            continue;
+        struct live_ipc_device *r = &p->ipc[p->nipc];
+        r->device = get_int(o, "device", -1);
+        if (r->device >= 0 && r->device < LIVE_MAX_DEVICES && get_u64(o, "mapped_bytes", &r->mapped_bytes) &&
+            get_u64(o, "mappings", &r->mappings))
+            p->nipc++;
+    }
+}
+
 static int parse_rows(json_t *root, struct live_proc *p)
 {
     json_t *arr, *o;
@@ -261,6 +280,7 @@ int live_parse(const char *text, size_t len, struct live_proc *p, char *why, siz
         p->marks = (unsigned long)count;
     get_str(marks, "last_label", p->last_label, sizeof p->last_label, "");
     parse_devices(json_object_get(root, "devices"), p);
+    parse_ipc(root, sum, p);
     int rc = parse_rows(root, p);
     json_decref(root);
     if (rc != 0) {

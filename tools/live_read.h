@@ -87,6 +87,10 @@ struct live_budget {
     int64_t used;
     bool exceeded;
 };
+struct live_ipc_device {
+    int device;
+    uint64_t mapped_bytes, mappings;
+};
 struct live_proc {
     char file[300];                  /* the entry's path */
     int pid;
@@ -106,6 +110,12 @@ struct live_proc {
     bool has_class[4];
     unsigned long marks;
     char last_label[64];
+    /* CUDA IPC: other processes' memory mapped here (summary), and per
+     * importing device; has_ipc false for files written before they were. */
+    bool has_ipc;
+    uint64_t ipc_mapped_bytes, ipc_mappings;
+    size_t nipc;
+    struct live_ipc_device ipc[LIVE_MAX_DEVICES];
     size_t ndevices, nowners, npools, ngrowth, nbudgets;
     struct live_device devices[LIVE_MAX_DEVICES];
     struct live_owner *owners;

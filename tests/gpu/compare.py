@@ -154,6 +154,90 @@ def gt_delta(gt):
 
 
 # --------------------------------------------------------------------- samples
+CUDA_MEMORY_TYPE_HOST = 1  # cudaPointerAttributes.type of registered (and pinned) host memory
+
+
+def families_truth(gt):
+    """families.cu prints the driver's figures only; the report they imply is
+    derived here, once: each leaked registration's range size, the 3D pitch x
+    height x depth, each leaked array's requirements size where the driver
+    answered and an allocation of unknown size where it refused (tensorleak
+    then counts it in no byte figure).  Host ranges are no device's memory,
+    so expected_held (the device bytes tensorleak can know) leaves them out."""
+    fam = gt["families"]
+    host = [h for h in fam["host"] if h.get("leaked")]
+    arrays = [a for a in fam["arrays"] if a.get("leaked")]
+    known = [a for a in arrays if a.get("req_rc") == 0]
+    pitched = fam["pitched"]
+    hb, ab, pb = sum(h["bytes"] for h in host), sum(a["size"] for a in known), pitched["bytes"]
+    gt["leaks"] = {"count": len(host) + len(arrays) + 1, "bytes": hb + ab + pb}
+    gt["kinds"] = {"host_registered": [len(host), hb], "device": [1, pb]}
+    if len(known) == len(arrays):
+        gt["kinds"]["array"] = [len(arrays), ab]
+    gt["sites"] = ([{"function": h["function"], "count": 1, "bytes": h["bytes"]} for h in host]
+                   + [{"function": a["function"], "count": 1, "bytes": a["size"]} for a in known]
+                   + [{"function": pitched["function"], "count": 1, "bytes": pb}])
+    gt["expected_held"] = ab + pb
+    gt["unknown_size"] = len(arrays) - len(known)
+    return gt
+
+
+def sample_truth(path):
+    gt = tagged_json(path, "TL_GROUND_TRUTH")
+    if isinstance(gt, dict) and isinstance(gt.get("families"), dict):
+        gt = families_truth(gt)
+    return gt
+
+
+def check_families(row, gt, exit_r, end_r):
+    """Host registration and CUDA arrays (families.cu): every range the
+    program registered is one the driver sees as host memory; each leaked
+    array is one leak at its function, of the driver's requirements size or,
+    where the driver refused them, of unknown size (null, never 0); and
+    device 0 holds the device bytes only, none of the registered ranges."""
+    fam = gt["families"]
+    for h in fam["host"]:
+        if h.get("pointer_type") != CUDA_MEMORY_TYPE_HOST:
+            row.add("ground truth", BAD, "a registered %s range reads memory type %s from cudaPointerGetAttributes, "
+                    "not host (%d)" % (fmt_b(h["bytes"]), h.get("pointer_type"), CUDA_MEMORY_TYPE_HOST))
+    row.add("host registrations", INFO, "; ".join(
+        "%s %s: memory type %s, cudaHostGetFlags rc %s flags %s%s" % (
+            h.get("function") or "undone", fmt_b(h["bytes"]), h.get("pointer_type"), h.get("flags_rc"),
+            h.get("flags"), "" if h.get("leaked") else ", after cudaHostUnregister: type %s, rc %s"
+            % (h.get("pointer_type_after"), h.get("flags_rc_after"))) for h in fam["host"]))
+    row.add("array requirements", INFO, "; ".join(
+        "%s%s %s flags %s: %s" % (a["api"], " (deferred mapping)" if a.get("deferred") else "",
+                                  "x".join(str(x) for x in a.get("extent") or []), a.get("flags"),
+                                  ("size %s, alignment %s" % (fmt_b(a["size"]), a.get("alignment")))
+                                  if a.get("req_rc") == 0 else "refused, error %s" % a.get("req_rc"))
+        for a in fam["arrays"]))
+    if exit_r is None:
+        return
+    ll = live_leaks(exit_r)
+    good = True
+    for a in (a for a in fam["arrays"] if a.get("leaked")):
+        m = [x for x in ll if stack_has(x, a["function"])]
+        got = [(x.get("kind"), x.get("count"), x.get("bytes"), x.get("unknown_size_allocations")) for x in m]
+        want = [("array", 1, a["size"], None)] if a.get("req_rc") == 0 else [("array", 1, None, 1)]
+        if got != want:
+            good = False
+            row.add("array %s" % a["function"], BAD, "leaks at %s (kind, count, bytes, unknown size): %s, truth %s%s"
+                    % (a["function"], got, want, "" if a.get("req_rc") == 0
+                       else " (the driver refused its requirements: error %s)" % a.get("req_rc")))
+    un = summary(exit_r, "unknown_size_allocations") or 0
+    if un != gt["unknown_size"]:
+        good = False
+        row.add("unknown size", BAD, "summary.unknown_size_allocations %s, arrays the driver gave no size for %s"
+                % (un, gt["unknown_size"]))
+    d0 = [d for d in (end_r or exit_r).get("devices") or [] if d.get("device") == 0]
+    dev = num(d0[0].get("reserved_bytes")) if d0 else None
+    if dev != gt["expected_held"]:
+        good = False
+        row.add("device bytes", BAD, "devices[0].reserved_bytes %s, truth %s (arrays and pitched memory; the "
+                "registered host ranges are no device's)" % (fmt_b(dev), fmt_b(gt["expected_held"])))
+    row.cells["kinds"] = row.cells.get("kinds", "") + (" + arrays ok" if good else " + **arrays wrong**")
+
+
 def check_run_basics(row, rec, gt):
     if rec["timeout"]:
         row.add("ran", BAD, "timed out after %.0f s" % rec["seconds"])
@@ -218,7 +302,7 @@ def check_states(row, gt, reports, exit_r):
 
 def eval_sample(rec):
     row = Row("samples", (rec["name"], rec["build"], rec["tool"]))
-    gt = tagged_json(rec["stdout"], "TL_GROUND_TRUTH")
+    gt = sample_truth(rec["stdout"])
     row.cells = {"sample": rec["name"], "build": rec["build"], "tool": rec["tool"]}
     if not check_run_basics(row, rec, gt):
         return row, gt
@@ -321,7 +405,12 @@ def eval_sample(rec):
             row.add("reserved vs Δfree", BAD, "reserved_bytes %s, Δfree %s" % (res, delta))
         else:
             t = tol(delta, SAMPLE_TOL)
-            row.add("reserved vs Δfree", OK if abs(res - delta) <= t else BAD,
+            # Arrays the driver gave no size for hold device memory that
+            # cuMemGetInfo sees and tensorleak cannot count.
+            unknown = gt.get("unknown_size")
+            row.add("reserved vs Δfree", INFO if unknown else OK if abs(res - delta) <= t else BAD,
+                    ("%d CUDA array(s) of unknown size (the driver refused their requirements), in Δfree, not in "
+                     "reserved_bytes: " % unknown if unknown else "") +
                     "reserved_bytes %s vs cuMemGetInfo delta %s (tolerance %s; the sample expects %s) in %s report"
                     % (fmt_b(res), fmt_b(delta), fmt_b(t), fmt_b(gt.get("expected_held")), src.get("reason")))
         if gt.get("pool"):
@@ -360,6 +449,8 @@ def eval_sample(rec):
             row.cells["devices"] = "ok" if good else "**wrong**"
     if gt.get("ipc"):
         check_ipc(row, rec, gt, reports, exit_r)
+    if gt.get("families"):
+        check_families(row, gt, exit_r, end_r)
     return row, gt
 
 
@@ -1190,7 +1281,7 @@ def evaluate(records, env):
             rows.append(row)
             srows.append(row)
         elif r["tool"] == "none":
-            gt = tagged_json(r["stdout"], "TL_GROUND_TRUTH")
+            gt = sample_truth(r["stdout"])
             truths[(r["name"], r["build"])] = (gt, r)
             base = Row("baseline", (r["name"], r["build"], "none"))
             check_run_basics(base, r, gt)
@@ -1212,7 +1303,7 @@ def evaluate(records, env):
                and (x["name"], x["build"]) == (r["name"], r["build"])]
         tl = "?"
         if pre:
-            pgt = tagged_json(pre[0]["stdout"], "TL_GROUND_TRUTH")
+            pgt = sample_truth(pre[0]["stdout"])
             reps, _ = load_reports(pre[0]["reports_dir"])
             er = pick(reps, (pgt or {}).get("pid"), "exit")
             tl = fmt_cb(summary(er, "leaked_allocations"), summary(er, "leaked_bytes")) if er else "no report"
@@ -1419,6 +1510,76 @@ def cmd_selftest(_a):
         assert p == [], p
         p = ipc_case("ipc2", dict(apart, leaked_bytes=4 * MiB, live_bytes=4 * MiB), "00000000000000bb")
         assert len(p) == 2 and "ipc importer figures" in p[0] and "ipc handle pairs" in p[1], p
+        # 2c: host registration and CUDA arrays (families.cu): the driver answered
+        # the arrays' requirements, or refused them (cuda.h's documented answer
+        # without cudaArrayDeferredMapping): then the arrays are of unknown size,
+        # null, never 0, and reserved vs Δfree is information only
+        def families_case(tag, req_rc, leaks, device_reserved, unknown):
+            pid = 31
+            arrays = [{"function": f, "api": api, "leaked": leaked, "deferred": deferred, "info_rc": 0,
+                       "extent": ext, "flags": 0x80 if deferred else 0, "format": [32, 0, 0, 0, 2],
+                       "req_rc": 0 if deferred else req_rc, "size": 2 * MiB if not req_rc or deferred else 0,
+                       "alignment": 65536}
+                      for f, api, leaked, deferred, ext in (
+                          ("array2d_leak", "cudaMallocArray", True, False, [1024, 512, 0]),
+                          ("array3d_leak", "cudaMalloc3DArray", True, False, [256, 256, 8]),
+                          ("array2d_leak", "cudaMallocArray", False, False, [512, 512, 0]),
+                          ("array3d_leak", "cudaMalloc3DArray", True, True, [256, 256, 8]))]
+            arrays[3]["leaked"] = False
+            host = [{"function": "register_leak", "bytes": 3 * MiB, "leaked": True, "pointer_type": 1,
+                     "flags_rc": 0, "flags": 0, "pointer_type_after": -1, "flags_rc_after": -1},
+                    {"function": None, "bytes": 1 * MiB, "leaked": False, "pointer_type": 1, "flags_rc": 0,
+                     "flags": 0, "pointer_type_after": 0, "flags_rc_after": 1}]
+            gt = {"sample": "families", "api": "runtime", "pid": pid, "requests": 0, "marks": 0,
+                  "expect_growth": None, "families": {"host": host, "arrays": arrays, "pitched": {
+                      "function": "pitched3d_leak", "pitch": 4096, "xsize": 4096, "ysize": 256, "depth": 2,
+                      "bytes": 2 * MiB}},
+                  "free_start": 1006 * MiB, "free_end": 1000 * MiB, "total": 2000 * MiB}
+            out = put(tag + ".out", "TL_GROUND_TRUTH " + json.dumps(gt) + "\n")
+            known = sum(x["bytes"] or 0 for x in leaks)
+            n = sum(x["count"] for x in leaks)
+            report(tag, pid, "exit", leaks=leaks, summary={
+                "leaked_allocations": n, "leaked_bytes": known, "reserved_bytes": known - 3 * MiB,
+                "allocated_bytes": known - 3 * MiB, "unknown_size_allocations": unknown})
+            report(tag, pid, "api", label="end", reserved_bytes=device_reserved, allocated_bytes=device_reserved,
+                   devices=[{"device": 0, "free": 1000 * MiB, "total": 2000 * MiB,
+                             "reserved_bytes": device_reserved}])
+            rows = evaluate([dict(recs[0], name="families", build="static", stdout=out, stderr=out,
+                                  reports_dir=os.path.join(d, tag))], {"tensorleak_lib": "x"})[0]
+            row = [r for r in rows if r.table == "samples"][0]
+            return row, [c for c in row.checks if c.status == BAD]
+
+        def fam_leak(kind, fn, nbytes, unknown=False):
+            x = {"kind": kind, "bytes": None if unknown else nbytes, "count": 1,
+                 "stack": [{"function": "cuMemHostRegister_v2"}, {"function": fn}, {"function": "main"}]}
+            if unknown:
+                x["unknown_size_allocations"] = 1
+            return x
+        base = [fam_leak("host_registered", "register_leak", 3 * MiB),
+                fam_leak("device", "_ZL14pitched3d_leak10cudaExtent", 2 * MiB)]
+        sized = base + [fam_leak("array", "_ZL12array2d_leakP9array_rowmm", 2 * MiB),
+                        fam_leak("array", "_ZL12array3d_leakP9array_row10cudaExtentj", 2 * MiB)]
+        row, p = families_case("fam1", 0, sized, 6 * MiB, 0)
+        assert p == [] and row.cells["kinds"] == "ok + arrays ok", ([c.as_dict() for c in p], row.cells)
+        unknown = base + [fam_leak("array", "array2d_leak", 0, True), fam_leak("array", "array3d_leak", 0, True)]
+        row, p = families_case("fam2", 1, unknown, 2 * MiB, 2)
+        held = [c for c in row.checks if c.what == "reserved vs Δfree"]
+        assert p == [] and held[0].status == INFO and "2 CUDA array(s) of unknown size" in held[0].detail, \
+            ([c.as_dict() for c in p], [c.as_dict() for c in held])
+        # unknown sizes written as 0, the registered range counted as device memory
+        zero = base + [dict(x, bytes=0) for x in unknown[2:]]
+        for x in zero[2:]:
+            del x["unknown_size_allocations"]
+        row, p = families_case("fam3", 1, zero, 5 * MiB, 0)
+        whats = [c.what for c in p]
+        assert whats == ["array array2d_leak", "array array3d_leak", "unknown size", "device bytes"], \
+            [c.as_dict() for c in p]
+        assert row.cells["kinds"].endswith("**arrays wrong**"), row.cells
+        # the driver gave sizes, tensorleak lost one array and misses the device bytes
+        row, p = families_case("fam4", 0, sized[:3], 4 * MiB, 0)
+        whats = " ".join(c.what for c in p)
+        for w in ("leaks exact", "site ", "kind array", "array array3d_leak", "device bytes"):
+            assert w in whats, (w, [c.as_dict() for c in p])
         # 3: no report at all, program crashed
         out = put("c.out", "")
         recs3 = [dict(recs[0], stdout=out, stderr=out, rc=139, reports_dir=os.path.join(d, "none"))]

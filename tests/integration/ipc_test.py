@@ -130,6 +130,47 @@ def a_handle_whose_exporter_is_gone_is_refused_and_tracks_nothing():
         importer["summary"]["total_allocations"]), ([], [], 0, 0), "the refused open is nothing")
 
 
+def reset_unmaps(api):
+    plain = run(prog("ipc"), "reset", api, preload=False)
+    r = run(prog("ipc"), "reset", api)
+    eq(r.rc, 0, "exit status: " + r.err)
+    # After the reset the address is no mapping (500: CUDA_ERROR_NOT_FOUND)
+    # and its close is refused (1: INVALID_VALUE); A opens again.
+    exporter_part = expected_output(api)[:expected_output(api).index("open 201") + 1]
+    start = ["cudaFree(0) 0"] if api == "runtime" else []
+    eq(plain.out.splitlines(), exporter_part + start + [
+        "open 0", "open 0", "open 0", "reset 0", "address range after reset 500", "close 1", "open 0",
+        "read 0, 1048576 of 1048576 bytes as written", "close 0", "importer exit 0", "free 0"],
+       "driver answers without the preload")
+    eq(r.out, plain.out, "program output under the preload")
+    _, importer = two_reports(r)
+    s = importer["summary"]
+    # A (two references) and B, unmapped by the reset: two allocations
+    # released by teardown, their bytes (the exporter's) in no figure.
+    eq((s["released_by_teardown_allocations"], s["released_by_teardown_bytes"]), (2, 0), "released by the reset")
+    eq((importer["leaks"], importer["ipc"]["mapped"]), ([], []), "no mapping left")
+    eq((s["ipc_mapped_bytes"], s["ipc_mappings"], s["leaked_ipc_mapped_bytes"], s["leaked_allocations"]),
+       (0, 0, 0, 0), "importer's mapped figures")
+    # A's second mapping is a new allocation; the refused close of the
+    # unmapped address is an invalid free, as a close of a closed mapping.
+    eq((s["total_allocations"], s["invalid_frees"]), (3, 1), "importer's counts")
+    eq([(f["kind"], frames(f)[0][0]) for f in importer["invalid_frees"]], [("ipc_mapping", "close_mapping")],
+       "the close after the reset")
+    check("released by context teardown: 0 byte(s) in 2 allocation(s)\n" in r.err, "importer's teardown line: " + r.err)
+
+
+def a_context_reset_unmaps_the_ipc_mappings_it_opened_runtime():
+    reset_unmaps("runtime")
+
+
+def a_context_reset_unmaps_the_ipc_mappings_it_opened_driver():
+    reset_unmaps("driver")
+
+
+def a_context_reset_unmaps_the_ipc_mappings_it_opened_procaddr():
+    reset_unmaps("procaddr")
+
+
 def an_ipc_mapping_never_closed_is_a_leak_of_the_importer_apart_from_its_memory_dlsym():
     mapping_stays_a_leak_of_the_importer("dlsym")
 

@@ -23,7 +23,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from live_test import (CLI, MIB, TWO_DEVICE_OWNERS, Server, fresh_entry, live_env, run_case,  # noqa: E402
-                       two_device_env, wait_for)
+                       top_json, two_device_env, wait_for)
 
 SOURCE = os.environ["TL_SOURCE"]
 FAKE = os.path.join(SOURCE, "tests", "bridge", "fake")
@@ -163,6 +163,44 @@ def owner_series_are_one_per_device_owner_and_class(tmp):
     # The devices' own series stay per device: what each holds of the owners'.
     assert value(samples, "tensorleak_device_reserved_bytes", pid=s.pid, device=1) == 7 * MIB
     assert value(samples, "tensorleak_device_reserved_bytes", pid=s.pid, device=0) == 3 * MIB
+    s.stop()
+
+
+def ipc_mappings_are_exported_per_importing_device_and_shown_by_top(tmp):
+    need("promtool")
+    live = os.path.join(tmp, "live")
+    s = Server(tmp, "ipc", 0, "ipc", env=live_env(live))
+    snap = s.wait_ready()  # the importer's: it maps the exporter's 4 and 2 MiB
+    importer = snap["pid"]
+    assert (snap["summary"]["ipc_mapped_bytes"], snap["summary"]["ipc_mappings"]) == (6 * MIB, 2), snap["summary"]
+    t = time.time()
+    fresh_entry(live, importer, t)
+    fresh_entry(live, s.pid, t)
+    text, _ = textfile(tmp, live)
+    r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    samples = parse(text)
+    assert value(samples, "tensorleak_ipc_mapped_bytes", pid=importer, device=0) == 6 * MIB
+    assert value(samples, "tensorleak_ipc_mappings", pid=importer) == 2
+    # The exporter maps nothing: no byte series, 0 mappings; its own memory
+    # holds the 6 MiB, the importer's none of it.
+    assert value(samples, "tensorleak_ipc_mappings", pid=s.pid) == 0
+    assert not [1 for n, l, v in samples if n == "tensorleak_ipc_mapped_bytes" and l["pid"] == str(s.pid)]
+    assert value(samples, "tensorleak_device_reserved_bytes", pid=s.pid, device=0) == 6 * MIB
+    assert value(samples, "tensorleak_device_reserved_bytes", pid=importer, device=0) == 0
+    for line in ("# HELP tensorleak_ipc_mapped_bytes ", "# TYPE tensorleak_ipc_mapped_bytes gauge\n",
+                 "# TYPE tensorleak_ipc_mappings gauge\n"):
+        assert line in text, line
+    procs, _ = top_json(live)
+    ipc = {p["pid"]: p["ipc"] for p in procs}
+    assert ipc[importer] == {"mapped_bytes": 6 * MIB, "mappings": 2,
+                             "devices": [{"device": 0, "mapped_bytes": 6 * MIB, "mappings": 2}]}, ipc
+    assert ipc[s.pid] == {"mapped_bytes": 0, "mappings": 0, "devices": []}, ipc
+    once = subprocess.run([CLI, "top", "--once", "--dir", live], capture_output=True, text=True, timeout=60)
+    assert once.returncode == 0, once.stderr
+    want = f"{importer} CUDA IPC: 6.0M of other processes' memory in 2 mapping(s) (gpu 0: 6.0M)"
+    assert want in once.stdout.splitlines(), once.stdout
+    assert not [l for l in once.stdout.splitlines() if l.startswith(f"{s.pid} CUDA IPC")], once.stdout
     s.stop()
 
 

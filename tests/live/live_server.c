@@ -11,6 +11,10 @@
  *               3 MiB of user memory on device 0; on device 1 a 5 MiB
  *               reserve by cache_reserve (the tests' owner rule names it)
  *               and 2 MiB of user memory; 1 MiB of pinned host memory
+ *   ipc N       an exporter of two blocks (4 and 2 MiB) that starts its
+ *               importer (itself, `import HEX`, the two handles in hex) and
+ *               waits for it: the importer maps both (CUDA IPC), makes N
+ *               marks and is the one that snapshots, creates READY and waits
  */
 #include "cudart_compat.h"
 #include <poll.h>
@@ -19,6 +23,7 @@
 #include <string.h>
 #include "tensorleak.h"
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void *keep[4096];
@@ -56,13 +61,73 @@ static void serve_two_devices(int i)
     cudaFree(tmp);
 }
 
+static void to_hex(const void *src, size_t len, char *out)
+{
+    for (size_t i = 0; i < len; i++)
+        sprintf(out + 2 * i, "%02x", ((const unsigned char *)src)[i]);
+}
+
+static int from_hex(const char *s, void *dst, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned v;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1)
+            return -1;
+        ((unsigned char *)dst)[i] = (unsigned char)v;
+    }
+    return 0;
+}
+
+/* The exporter of `ipc`: returns the importer's exit status. */
+static int export_to_importer(char **argv)
+{
+    void *a = NULL, *b = NULL;
+    cudaIpcMemHandle_t h[2];
+    char hex[2 * sizeof h + 1];
+    if (cudaMalloc(&a, 4 << 20) || cudaMalloc(&b, 2 << 20) || cudaIpcGetMemHandle(&h[0], a) ||
+        cudaIpcGetMemHandle(&h[1], b))
+        return 3;
+    to_hex(h, sizeof h, hex);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/proc/self/exe", argv[0], "import", hex, argv[3], argv[4], (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid)
+        return 3;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
+}
+
+/* The importer: both handles opened, kept mapped. */
+static int import_handles(const char *hex)
+{
+    cudaIpcMemHandle_t h[2];
+    void *p[2];
+    if (strlen(hex) != 2 * sizeof h || from_hex(hex, h, sizeof h) != 0)
+        return 2;
+    for (int i = 0; i < 2; i++)
+        if (cudaIpcOpenMemHandle(&p[i], h[i], cudaIpcMemLazyEnablePeerAccess) != cudaSuccess)
+            return 3;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 5) {
-        fprintf(stderr, "usage: live_server leaky|pool|twodev N SNAPSHOT READY\n");
+        fprintf(stderr, "usage: live_server leaky|pool|twodev|ipc N SNAPSHOT READY\n");
         return 2;
     }
+    if (!strcmp(argv[1], "ipc"))
+        return export_to_importer(argv);
     int n = atoi(argv[2]);
+    int importer = !strcmp(argv[1], "import");
+    if (importer) { /* argv[2] holds the handles: two marks, nothing allocated */
+        int rc = import_handles(argv[2]);
+        if (rc != 0)
+            return rc;
+        n = 2;
+    }
     tensorleak_pool *pool = NULL;
     char *segment = NULL;
     if (!strcmp(argv[1], "pool")) {
@@ -80,7 +145,7 @@ int main(int argc, char **argv)
             tensorleak_pool_free(pool, segment + (i % 4) * (1 << 20));
         } else if (!strcmp(argv[1], "twodev")) {
             serve_two_devices(i);
-        } else {
+        } else if (!importer) {
             serve_leaky(i);
         }
         tensorleak_mark("request");

@@ -25,6 +25,13 @@
  *             (`ipc import-gone API`) waits for the exporter's end (its pipe
  *             closes) and tries A's handle: the exporter is gone.
  *
+ *   ipc reset API  the exporter as above; the importer (`ipc import-reset
+ *             API`) opens A twice and B once, then resets its primary context
+ *             (cudaDeviceReset, cuDevicePrimaryCtxReset_v2, or that through
+ *             cuGetProcAddress / dlsym), which unmaps both whatever their
+ *             references; a close of A's address is then refused, and A opened
+ *             again is a new mapping, read back and closed.
+ *
  * Every driver answer is printed (both processes write to the same stdout,
  * one after the other), so a test sees the program's behaviour is unchanged
  * under the preload.
@@ -208,6 +215,36 @@ static int importer(void)
     return 0;
 }
 
+static void reset_context(void)
+{
+    typedef CUresult (*reset_fn)(CUdevice);
+    int rc = api == RUNTIME ? (int)cudaDeviceReset()
+             : api == DRIVER ? (int)cuDevicePrimaryCtxReset_v2(0)
+                             : (int)((reset_fn)driver_fn("cuDevicePrimaryCtxReset", 11000))(0);
+    printf("reset %d\n", rc);
+}
+
+static int importer_of_reset(void)
+{
+    CUipcMemHandle h[3];
+    if (fread(h, sizeof h[0], 3, stdin) != 3)
+        return 2;
+    start();
+    CUdeviceptr a = open_handle(h[0], 0);
+    open_handle(h[0], 1);
+    open_handle(h[1], 0);
+    reset_context();
+    size_t size = 0;
+    CUdeviceptr base = 0;
+    printf("address range after reset %d\n", (int)cuMemGetAddressRange_v2(&base, &size, a));
+    close_mapping(a); /* unmapped by the reset */
+    CUdeviceptr again = open_handle(h[0], 0);
+    verify(again, 1 << 20, 1);
+    close_mapping(again);
+    fflush(stdout);
+    return 0;
+}
+
 /* The importer of `ipc gone`: the handle arrives, then end of file when the
  * exporter has exited (its descriptors, the memory file's among them, are
  * closed by then). */
@@ -245,7 +282,8 @@ static int exporter_gone(const char *self, const char *name)
     return 0; /* exits with the pipe's write end open: the importer sees EOF then */
 }
 
-static int exporter(const char *self, const char *name)
+/* importer_mode: the importer's first argument (import, import-reset). */
+static int exporter(const char *self, const char *name, const char *importer_mode)
 {
     start();
     CUdeviceptr a = allocate(1 << 20), b = allocate(256 << 10), c = allocate(64 << 10);
@@ -266,7 +304,7 @@ static int exporter(const char *self, const char *name)
         dup2(fds[0], 0);
         close(fds[0]);
         close(fds[1]);
-        execl(self, self, "import", name, (char *)NULL);
+        execl(self, self, importer_mode, name, (char *)NULL);
         _exit(127);
     }
     close(fds[0]);
@@ -304,8 +342,12 @@ int main(int argc, char **argv)
         return importer_of_gone();
     if (argc == 3 && !strcmp(argv[1], "gone") && parse_api(argv[2]) == 0)
         return exporter_gone("/proc/self/exe", argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "import-reset") && parse_api(argv[2]) == 0)
+        return importer_of_reset();
+    if (argc == 3 && !strcmp(argv[1], "reset") && parse_api(argv[2]) == 0)
+        return exporter("/proc/self/exe", argv[2], "import-reset");
     if (argc == 2 && parse_api(argv[1]) == 0)
-        return exporter("/proc/self/exe", argv[1]);
-    fprintf(stderr, "usage: ipc [gone] runtime|driver|procaddr|dlsym\n");
+        return exporter("/proc/self/exe", argv[1], "import");
+    fprintf(stderr, "usage: ipc [gone|reset] runtime|driver|procaddr|dlsym\n");
     return 2;
 }
