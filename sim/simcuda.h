@@ -316,9 +316,10 @@ bool sim_torn_down(void);                       /* SIMCUDA_POOL_QUERY=fail-at-ex
 
 /* ---- driver_vmm.c ---- */
 /* The mapping holding va (1 when found, 0 otherwise); *phys is the device
- * address backing va and *run how many bytes from va stay contiguous in the
- * same physical piece; *access the mapping's CUmemAccess_flags. */
-int sim_vmm_translate_locked(uint64_t va, uint64_t *phys, uint64_t *run, unsigned *access);
+ * address backing va, or *bytes (else NULL) the host-addressable bytes of a
+ * shareable handle's own memory file, and *run how many bytes from va stay
+ * contiguous there; *access the mapping's CUmemAccess_flags. */
+int sim_vmm_translate_locked(uint64_t va, uint64_t *phys, unsigned char **bytes, uint64_t *run, unsigned *access);
 int sim_vmm_span_locked(uint64_t addr, struct sim_span *out); /* 1 when addr is mapped */
 
 /* ---- driver_procaddr.c ---- */
