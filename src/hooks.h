@@ -48,6 +48,8 @@
     X(cuMemMap, cuMemMap, 10020, 0)                                      \
     X(cuMemUnmap, cuMemUnmap, 10020, 0)                                  \
     X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, 0) \
+    X(cuMemExportToShareableHandle, cuMemExportToShareableHandle, 10020, 0) \
+    X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020, 0) \
     X(cuCtxDestroy, cuCtxDestroy, 2000, 0)                               \
     X(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0)                            \
     X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, 0)         \

@@ -351,6 +351,56 @@ TL_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *han
     return rc;
 }
 
+/* Shareable handles.  An import of an allocation this process holds may
+ * give back a handle it already has (the simulated driver does; cuda.h
+ * leaves it open): one more reference, as cuMemRetainAllocationHandle, its
+ * bytes counted once.  Any other import is a row of its own (kind
+ * TL_KIND_VMM_IMPORTED), sized by the descriptor's file (0 when the file has
+ * no size: the first mapping then sizes it), on the device the driver says. */
+TL_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                                CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+    ENTER();
+    CUresult rc = CALL_REAL(cuMemExportToShareableHandle, shareableHandle, handle, handleType, flags);
+    if (outer && rc == CUDA_SUCCESS)
+        tl_vmm_share_note(handle, handleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ? *(int *)shareableHandle : -1,
+                          false);
+    LEAVE();
+    return rc;
+}
+
+static int imported_handle_device(CUmemGenericAllocationHandle handle)
+{
+    typedef CUresult (*props_fn)(CUmemAllocationProp *, CUmemGenericAllocationHandle);
+    props_fn props = (props_fn)tl_driver_symbol("cuMemGetAllocationPropertiesFromHandle");
+    CUmemAllocationProp prop;
+    if (!props || props(&prop, handle) != CUDA_SUCCESS || prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return -1;
+    return prop.location.id;
+}
+
+TL_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                                  CUmemAllocationHandleType shHandleType)
+{
+    ENTER();
+    CUresult rc = CALL_REAL(cuMemImportFromShareableHandle, handle, osHandle, shHandleType);
+    if (outer && rc == CUDA_SUCCESS) {
+        struct tl_live rec;
+        int fd = shHandleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ? (int)(intptr_t)osHandle : -1;
+        if (tl_live_lookup(TL_SPACE_VMM_HANDLE, *handle, &rec)) {
+            tl_live_set_aux(TL_SPACE_VMM_HANDLE, *handle, rec.aux + 1);
+        } else {
+            tl_vmm_share_note(*handle, fd, true);
+            tl_track_alloc(TL_KIND_VMM_IMPORTED, TL_SPACE_VMM_HANDLE, *handle, tl_vmm_share_file_size(fd),
+                           imported_handle_device(*handle), 1);
+        }
+    }
+    LEAVE();
+    return rc;
+}
+
+#define VMM_HANDLE_KINDS (TL_MASK(TL_KIND_VMM_HANDLE) | TL_MASK(TL_KIND_VMM_IMPORTED))
+
 TL_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     ENTER();
@@ -362,7 +412,9 @@ TL_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
         if (rc == CUDA_SUCCESS)
             tl_live_set_aux(TL_SPACE_VMM_HANDLE, handle, rec.aux - 1);
     } else {
-        rc = TRACKED_FREE(outer, TL_SPACE_VMM_HANDLE, handle, TL_MASK(TL_KIND_VMM_HANDLE), CALL_REAL(cuMemRelease, handle));
+        rc = TRACKED_FREE(outer, TL_SPACE_VMM_HANDLE, handle, VMM_HANDLE_KINDS, CALL_REAL(cuMemRelease, handle));
+        if (outer && rc == CUDA_SUCCESS && tl_vmm_share_count())
+            tl_vmm_share_forget(handle);
     }
     LEAVE();
     return rc;
@@ -375,7 +427,14 @@ TL_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGe
     CUresult rc = CALL_REAL(cuMemMap, ptr, size, offset, handle, flags);
     if (outer && rc == CUDA_SUCCESS) {
         struct tl_live h;
-        int device = tl_live_lookup(TL_SPACE_VMM_HANDLE, handle, &h) ? h.device : -1;
+        bool known = tl_live_lookup(TL_SPACE_VMM_HANDLE, handle, &h);
+        int device = known ? h.device : -1;
+        if (known && h.kind == TL_KIND_VMM_IMPORTED && h.size == 0 && tl_track_free(TL_SPACE_VMM_HANDLE, handle, TL_MASK(TL_KIND_VMM_IMPORTED), &h)) {
+            /* An imported handle of unknown size: its first mapping's extent
+             * is the least it holds. */
+            h.size = offset + size;
+            tl_track_restore(&h);
+        }
         tl_track_alloc(TL_KIND_VMM_MAPPING, TL_SPACE_VMM_MAP, ptr, size, device, 0);
     }
     LEAVE();

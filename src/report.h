@@ -143,6 +143,18 @@ struct tl_report_model {
     long long address_space_bytes, address_space_count;
     long long leaked_address_space_bytes;
 
+    /* Live VMM handles that were exported or imported (vmm_share.c), in
+     * table order; imported_* are the imported ones' share of live_*. */
+    struct tl_share_row {
+        uint32_t site;   /* call-site id */
+        bool imported;
+        bool known;      /* file_dev/file_ino are the allocation's identity */
+        uint64_t file_dev, file_ino;
+        uint64_t bytes;
+    } *shares;
+    size_t nshares, shares_cap;
+    long long imported_bytes, imported_count;
+
     /* The summary's largest_free/fragmentation are unknown;
      * figures repaired to keep the report's invariants (report.c). */
     bool layout_unknown;

@@ -1,0 +1,106 @@
+/*
+ * vmm_share.c — which live VMM handles of this process were exported
+ * (cuMemExportToShareableHandle) or imported (cuMemImportFromShareableHandle),
+ * and the identity of the allocation behind them.
+ *
+ * The identity is the (st_dev, st_ino) of the POSIX file descriptor the
+ * driver exported or the program imported: a descriptor passed with
+ * SCM_RIGHTS names the same open file in the receiving process, so the
+ * exporter's and the importer's reports name one allocation alike, and
+ * `tensorleak merge` counts its bytes once.  Other handle types (fabric,
+ * Win32) and descriptors fstat refuses have no identity (unknown, null).
+ *
+ * Few handles are ever shared, so a small array under a mutex is enough;
+ * nothing here runs unless a program exports or imports (the release hook
+ * asks only when tl_vmm_share_count() is not 0).
+ */
+#include "tl_internal.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+
+static pthread_mutex_t share_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tl_vmm_share *shares;
+static size_t nshares, cap;
+static atomic_size_t live_shares;
+
+size_t tl_vmm_share_count(void)
+{
+    return atomic_load_explicit(&live_shares, memory_order_relaxed);
+}
+
+static struct tl_vmm_share *find_locked(uint64_t handle)
+{
+    for (size_t i = 0; i < nshares; i++)
+        if (shares[i].handle == handle)
+            return &shares[i];
+    return NULL;
+}
+
+void tl_vmm_share_note(uint64_t handle, int fd, bool imported)
+{
+    struct stat st;
+    bool known = fd >= 0 && fstat(fd, &st) == 0;
+    pthread_mutex_lock(&share_lock);
+    struct tl_vmm_share *s = find_locked(handle);
+    if (!s && nshares == cap) {
+        size_t ncap = cap ? 2 * cap : 16;
+        struct tl_vmm_share *grown = realloc(shares, ncap * sizeof *grown);
+        if (grown) {
+            shares = grown;
+            cap = ncap;
+        }
+    }
+    if (!s && nshares < cap) {
+        s = &shares[nshares++];
+        *s = (struct tl_vmm_share){.handle = handle, .imported = imported};
+        atomic_store_explicit(&live_shares, nshares, memory_order_relaxed);
+    }
+    /* A handle exported again keeps what it was (imported or created) and
+     * the first identity it was given. */
+    if (s && !s->known && known) {
+        s->known = true;
+        s->file_dev = (uint64_t)st.st_dev;
+        s->file_ino = (uint64_t)st.st_ino;
+    }
+    pthread_mutex_unlock(&share_lock);
+    if (!s)
+        tl_note_dropped("out of memory for the shared-handle table");
+}
+
+void tl_vmm_share_forget(uint64_t handle)
+{
+    pthread_mutex_lock(&share_lock);
+    struct tl_vmm_share *s = find_locked(handle);
+    if (s) {
+        *s = shares[--nshares];
+        atomic_store_explicit(&live_shares, nshares, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&share_lock);
+}
+
+bool tl_vmm_share_lookup(uint64_t handle, struct tl_vmm_share *out)
+{
+    if (tl_vmm_share_count() == 0)
+        return false;
+    pthread_mutex_lock(&share_lock);
+    struct tl_vmm_share *s = find_locked(handle);
+    if (s)
+        *out = *s;
+    pthread_mutex_unlock(&share_lock);
+    return s != NULL;
+}
+
+uint64_t tl_vmm_share_file_size(int fd)
+{
+    struct stat st;
+    return fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0 ? (uint64_t)st.st_size : 0;
+}
+
+void tl_vmm_share_after_fork(void)
+{
+    /* The child's handles are not the parent's (it has no driver state). */
+    pthread_mutex_init(&share_lock, NULL);
+    nshares = 0;
+    atomic_store_explicit(&live_shares, 0, memory_order_relaxed);
+}

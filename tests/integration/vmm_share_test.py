@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Shareable VMM handles (cuMemExportToShareableHandle,
+cuMemImportFromShareableHandle with POSIX descriptors), in one process and in
+two that pass the descriptor over a unix socket, each under tensorleak.
+
+Run one test per process (`vmm_share_test.py NAME`), as preload_test.py.
+Assertions are exact: the program is deterministic on the simulated driver.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from preload_test import MiB, check, eq, fail, frames, marker_line, prog, run  # noqa: E402
+
+SRC = "tests/integration/progs/vmm_share.c"
+
+
+def placed(site):
+    f = frames(site)[0]
+    return (f[0], f[2])
+
+
+def an_export_imported_back_in_one_process_counts_its_bytes_once():
+    plain = run(prog("vmm_share"), "same", preload=False)
+    r = run(prog("vmm_share"), "same")
+    eq(r.rc, 0, "exit status")
+    eq(r.out, plain.out, "program output under the preload")
+    lines = r.out.splitlines()
+    check("same handle 1" in lines, "the import of an allocation held here is its handle: " + r.out)
+    check('read "written through the import"' in lines, "bytes through the imported mapping: " + r.out)
+    check("retained the import 1" in lines, "retain on the imported mapping: " + r.out)
+    rep = r.report
+    # The created reference is released, the imported one kept: the handle
+    # lives on, 4 MiB once, at its creation.
+    eq([(l["kind"], l["bytes"], l["count"], l["imported"]) + placed(l) for l in rep["leaks"]],
+       [("vmm_handle", 4 * MiB, 1, False, "same", marker_line(SRC, "VMM-SITE same create"))], "leaks")
+    shared = rep["leaks"][0]["shared"]
+    eq([(s["bytes"], s["imported"]) for s in shared], [(4 * MiB, False)], "shared handles")
+    check(shared[0]["identity"] is not None and ":" in shared[0]["identity"], "identity: %r" % shared)
+    s = rep["summary"]
+    eq((s["live_bytes"], s["live_allocations"]), (4 * MiB, 1), "live")
+    eq((s["imported_bytes"], s["imported_allocations"]), (0, 0), "imported")
+    eq([(d["device"], d["reserved_bytes"]) for d in rep["devices"]], [(0, 4 * MiB)], "devices")
+
+
+def the_driver_refuses_what_a_handle_was_not_created_to_share():
+    r = run(prog("vmm_share"), "same")
+    plain = run(prog("vmm_share"), "same", preload=False)
+    eq(r.out, plain.out, "program output under the preload")
+    lines = r.out.splitlines()
+    # 1 CUDA_ERROR_INVALID_VALUE, 801 CUDA_ERROR_NOT_SUPPORTED.
+    eq([l for l in lines if l.split()[0] in ("export", "import", "create")],
+       ["export plain 1", "export win32 1", "import closed fd 1", "import /dev/null 1",
+        "import fabric 801", "create win32 801"], "refusals")
+    s = r.report["summary"]
+    eq(s["failed_allocations"], 1, "the refused create")
+    eq(s["invalid_frees"], 0, "no invalid frees")
+
+
+def an_imported_handle_in_another_process_is_an_imported_row_with_the_exporters_identity():
+    plain = run(prog("vmm_share"), "pair", preload=False)
+    r = run(prog("vmm_share"), "pair")
+    eq(r.rc, 0, "exit status")
+    eq(sorted(r.out.splitlines()), sorted(plain.out.splitlines()), "program output under the preload")
+    lines = r.out.splitlines()
+    check('read "the exporter\'s bytes"' in lines, "the importer sees the exporter's bytes: " + r.out)
+    check('read "the importer was here"' in lines, "the exporter sees the importer's bytes: " + r.out)
+    eq(len(r.reports), 2, "one exit report per process")
+    by_import = {any(l.get("imported") for l in rep["leaks"]): rep for rep in r.reports}
+    exporter, importer = by_import[False], by_import[True]
+    check(exporter["pid"] != importer["pid"], "two processes")
+    eq([(l["kind"], l["bytes"], l["count"], l["imported"]) + placed(l) for l in exporter["leaks"]],
+       [("vmm_handle", 6 * MiB, 1, False, "pair", marker_line(SRC, "VMM-SITE pair create"))], "exporter's leaks")
+    eq([(l["kind"], l["bytes"], l["count"], l["imported"]) + placed(l) for l in importer["leaks"]],
+       [("vmm_handle", 6 * MiB, 1, True, "importer", marker_line(SRC, "VMM-SITE pair import"))], "importer's leaks")
+    ex_id = [s["identity"] for s in exporter["leaks"][0]["shared"]]
+    im_id = [s["identity"] for s in importer["leaks"][0]["shared"]]
+    check(ex_id[0] is not None, "exporter's identity")
+    eq(im_id, ex_id, "the importer's identity is the exporter's (the descriptor's file)")
+    eq([s["imported"] for s in importer["leaks"][0]["shared"]], [True], "imported entry")
+    es, ims = exporter["summary"], importer["summary"]
+    eq((es["live_bytes"], es["imported_bytes"]), (6 * MiB, 0), "exporter's figures")
+    eq((ims["live_bytes"], ims["imported_bytes"], ims["imported_allocations"]), (6 * MiB, 6 * MiB, 1),
+       "importer's figures")
+    # The mapping of the imported handle is on the device the driver says.
+    eq([d["device"] for d in importer["devices"]], [0], "importer's devices")
+    eq(ims["invalid_frees"], 0, "retain and release through the imported mapping are no invalid frees")
+
+
+if __name__ == "__main__":
+    name = sys.argv[1]
+    fn = globals().get(name)
+    if not fn:
+        fail("no test " + name)
+    fn()
+    print("ok", name)
