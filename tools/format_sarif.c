@@ -237,9 +237,11 @@ static void add_report(json_t *results, const struct tl_report *rep, bool tag_re
         snprintf(text, sizeof(text),
                  "%s of %s%s (%" PRIu64 " bytes) in %" PRIu64 " allocation(s) [%s] allocated in %s",
                  snapshot ? "Live" : "Leak", size_human(l->bytes, a), what, l->bytes, l->count,
-                 l->kind ? l->kind : "device", where_text(&l->stack));
+                 report_leak_kind(l), where_text(&l->stack));
         json_t *props = json_pack("{sIsIss}", "bytes", (json_int_t)l->bytes, "count",
                                   (json_int_t)l->count, "kind", l->kind ? l->kind : "device");
+        if (l->imported)
+            json_object_set_new(props, "imported", json_true());
         if (tag_report)
             json_object_set_new(props, "report", json_string(rep->path));
         if (l->has_rank)

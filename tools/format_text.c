@@ -190,7 +190,7 @@ static void leaks(FILE *out, const struct tl_report *r)
                            : strcmp(l->kind, "vmm_reservation") == 0 ? " of address space (not memory)"
                                                                      : " mapped range (memory counted at its handle)";
         fprintf(out, "Leak of %s%s in %" PRIu64 " allocation(s) [%s%s] allocated from:\n",
-                size_human(l->bytes, human), what, l->count, or_unknown(l->kind),
+                size_human(l->bytes, human), what, l->count, l->kind ? report_leak_kind(l) : or_unknown(l->kind),
                 rank_tag(l->has_rank, l->rank, ", ").text);
         format_stack(out, &l->stack);
         fputc('\n', out);

@@ -78,6 +78,7 @@ struct tl_leak {
     long long rank;
     const char *owner;          /* optional: "PyTorch caching allocator", "user" */
     const char *owner_class;    /* optional: "cache", "workspace", "library", "user" */
+    bool imported;              /* vmm_handle: imported from a shareable handle (optional "imported") */
 };
 
 /*
@@ -257,5 +258,9 @@ const char *report_basename(const char *path);
  * memory: listed as what it is, never added to a byte figure (the handle
  * mapped there holds the memory). */
 bool report_kind_is_address_space(const char *kind);
+
+/* A leak's kind as the formats show it: "vmm_handle, imported" for an
+ * imported handle, "device" when the report names none. */
+const char *report_leak_kind(const struct tl_leak *l);
 
 #endif

@@ -46,6 +46,13 @@ bool report_kind_is_address_space(const char *kind)
     return kind && (strcmp(kind, "vmm_reservation") == 0 || strcmp(kind, "vmm_mapping") == 0);
 }
 
+const char *report_leak_kind(const struct tl_leak *l)
+{
+    if (l->imported)
+        return "vmm_handle, imported";
+    return l->kind ? l->kind : "device";
+}
+
 const char *report_basename(const char *path)
 {
     if (!path)
@@ -270,6 +277,7 @@ static void read_leaks(struct loader *ld, json_t *root, const char *key,
         l->count = get_u64(ld, e, where, "count");
         l->suppressed = get_bool(ld, e, where, "suppressed");
         l->suppression = get_str(ld, e, where, "suppression");
+        l->imported = get_bool(ld, e, where, "imported");
         read_stack(ld, e, where, &l->stack);
         l->has_rank = get(ld, e, where, "rank", WANT_INT, false) != NULL;
         l->rank = get_int(ld, e, where, "rank");

@@ -6,11 +6,16 @@ two that pass the descriptor over a unix socket, each under tensorleak.
 Run one test per process (`vmm_share_test.py NAME`), as preload_test.py.
 Assertions are exact: the program is deterministic on the simulated driver.
 """
+import json
 import os
+import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from preload_test import MiB, check, eq, fail, frames, marker_line, prog, run  # noqa: E402
+from preload_test import BUILD, MiB, check, eq, fail, frames, marker_line, prog, run  # noqa: E402
+
+CLI = os.path.join(BUILD, "tools", "tensorleak")
 
 SRC = "tests/integration/progs/vmm_share.c"
 
@@ -85,6 +90,79 @@ def an_imported_handle_in_another_process_is_an_imported_row_with_the_exporters_
     # The mapping of the imported handle is on the device the driver says.
     eq([d["device"] for d in importer["devices"]], [0], "importer's devices")
     eq(ims["invalid_frees"], 0, "retain and release through the imported mapping are no invalid frees")
+
+
+def pair_reports():
+    """The exporter's and the importer's exit reports, written to files."""
+    r = run(prog("vmm_share"), "pair")
+    eq(r.rc, 0, "exit status")
+    eq(len(r.reports), 2, "one exit report per process")
+    tmp = tempfile.mkdtemp(prefix="tl-vmm-share-")
+    paths = []
+    for i, rep in enumerate(r.reports):
+        path = os.path.join(tmp, "rank%d.json" % i)
+        with open(path, "w") as f:
+            json.dump(rep, f)
+        paths.append(path)
+    return r.reports, paths
+
+
+def cli(*args):
+    p = subprocess.run([CLI, *args], capture_output=True, text=True, timeout=30)
+    return p.returncode, p.stdout, p.stderr
+
+
+def merging_the_exporters_and_importers_reports_counts_the_allocation_once():
+    reports, paths = pair_reports()
+    rc, out, err = cli("merge", *paths)
+    eq(rc, 0, "merge exit status: " + err)
+    m = json.loads(out)
+    s = m["summary"]
+    # Each process holds the 6 MiB allocation (two handles); the job holds it once.
+    eq(sum(r["summary"]["live_bytes"] for r in reports), 12 * MiB, "the inputs' sum")
+    eq((s["live_bytes"], s["leaked_bytes"], s["shared_bytes_counted_once"]), (6 * MiB, 6 * MiB, 6 * MiB),
+       "merged figures")
+    eq((s["imported_bytes"], s["imported_allocations"]), (6 * MiB, 1), "imported, summed")
+    eq(sorted((l["bytes"], l["imported"]) for l in m["leaks"]), [(6 * MiB, False), (6 * MiB, True)],
+       "both handles stay listed, per process")
+    # Only the importer's report: its creator is not among the inputs, so
+    # the imported handle is what counts the allocation.
+    importer = [p for p, r in zip(paths, reports) if r["summary"]["imported_bytes"]]
+    rc, out, err = cli("merge", *importer)
+    eq(rc, 0, "merge exit status: " + err)
+    s = json.loads(out)["summary"]
+    eq((s["live_bytes"], s["shared_bytes_counted_once"]), (6 * MiB, 0), "the importer alone")
+
+
+def the_cli_shows_imported_handles():
+    reports, paths = pair_reports()
+    importer = [p for p, r in zip(paths, reports) if r["summary"]["imported_bytes"]][0]
+    exporter = [p for p in paths if p != importer][0]
+    rc, out, err = cli("report", importer)
+    eq(rc, 0, "report exit status: " + err)
+    check("Leak of 6.0 MiB in 1 allocation(s) [vmm_handle, imported] allocated from:" in out,
+          "text report names the imported handle: " + out)
+    rc, out, err = cli("report", exporter)
+    check("[vmm_handle] allocated from:" in out and "imported" not in out, "the exporter's is created: " + out)
+    rc, out, err = cli("report", "--format", "html", importer)
+    eq(rc, 0, "html exit status: " + err)
+    check("vmm_handle, imported" in out, "html names the imported handle")
+    rc, out, err = cli("report", "--format", "sarif", importer)
+    eq(rc, 0, "sarif exit status: " + err)
+    results = json.loads(out)["runs"][0]["results"]
+    eq([r["properties"].get("imported") for r in results], [True], "sarif result properties")
+    check("[vmm_handle, imported]" in results[0]["message"]["text"], "sarif message: %r" % results[0]["message"])
+    rc, out, err = cli("report", "--format", "folded", importer)
+    eq(rc, 0, "folded exit status: " + err)
+    eq([l.split(" ")[-1] for l in out.splitlines()], [str(6 * MiB)], "folded bytes")
+    check(out.splitlines()[0].rsplit(" ", 1)[0].endswith(";importer;[imported vmm_handle]"), "folded: " + out)
+    # diff: the importer's site is not the exporter's, whatever their stacks.
+    rc, out, err = cli("diff", exporter, importer)
+    check(rc in (0, 1), "diff exit status: " + err)
+    check("imported" in out, "diff names the imported site: " + out)
+    # The library's own text report at exit says it too.
+    r = run(prog("vmm_share"), "pair")
+    check("[vmm_handle, imported] allocated from:" in r.err, "the library's text report: " + r.err[-2000:])
 
 
 if __name__ == "__main__":

@@ -311,8 +311,12 @@ def merged_and_reemitted_reports_match_the_schema():
         inputs += sorted(glob.glob(os.path.join(run_preload(r, name, cmd, env), "*.json")))
     inputs += sorted(glob.glob(os.path.join(run_cli(r, "torch", [kv, "leak", "6", "ctypes"], {"PYTHONPATH": FAKE}),
                                             "*.json")))
+    # An exporter and an importer of one VMM allocation (shared entries).
+    shared = sorted(glob.glob(os.path.join(run_preload(r, "vmm_share pair", [prog("vmm_share"), "pair"],
+                                                       expect_reports=2), "*.json")))
+    inputs += shared
     out = tempfile.mkdtemp(prefix="tl-schema-merge-")
-    for name, files in (("ranks", inputs[:2]), ("all", inputs)):
+    for name, files in (("ranks", inputs[:2]), ("shared", shared), ("all", inputs)):
         target = os.path.join(out, f"merged-{name}.json")
         p = subprocess.run([CLI, "merge", *files, "-o", target], capture_output=True, text=True, timeout=60)
         check(p.returncode == 0, f"merge {name}: {p.stderr}")
@@ -328,7 +332,7 @@ def merged_and_reemitted_reports_match_the_schema():
     before = len(r.items)
     r.add_dir("merge / report --format json", out)
     merged = [rep for _, _, rep in r.items[before:] if rep["reason"] == "merge"]
-    check(len(merged) == 3 and all(rep["ranks"] for rep in merged), f"merged reports: {len(merged)}")
+    check(len(merged) == 4 and all(rep["ranks"] for rep in merged), f"merged reports: {len(merged)}")
     r.validate(minimum_reports=len(inputs) * 2 + 3)
 
 
