@@ -26,6 +26,7 @@
  * program's behaviour is unchanged under the preload.
  */
 #include "cuda_compat.h"
+#include "tests/gpu/kit_fd.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -149,40 +150,9 @@ static int same(void)
     return 0;
 }
 
-static void send_fd(int sock, int fd)
-{
-    char byte = 'h';
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } c;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof c.buf};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof fd);
-    if (sendmsg(sock, &msg, 0) != 1)
-        exit(4);
-}
-
-static int recv_fd(int sock)
-{
-    char byte;
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int))]; } c;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = c.buf, .msg_controllen = sizeof c.buf};
-    if (recvmsg(sock, &msg, 0) != 1)
-        exit(4);
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    int fd;
-    if (!cm || cm->cmsg_type != SCM_RIGHTS)
-        exit(4);
-    memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-    return fd;
-}
-
 static int importer(int sock)
 {
-    int fd = recv_fd(sock);
+    int fd = kit_recv_fd(sock);
     CUmemGenericAllocationHandle h, retained;
     CUresult rc = cuMemImportFromShareableHandle(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR); /* VMM-SITE pair import */
     must(rc, "child cuMemImportFromShareableHandle");
@@ -223,7 +193,7 @@ static int pair(const char *self)
         _exit(5);
     }
     close(sv[1]);
-    send_fd(sv[0], fd);
+    kit_send_fd(sv[0], fd);
     close(fd);
     char done;
     if (read(sv[0], &done, 1) != 1)
