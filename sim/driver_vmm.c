@@ -18,9 +18,10 @@
  *
  * Shareable handles (cuMemExportToShareableHandle, cuMemImportFromShareableHandle):
  * a handle created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in
- * prop->requestedHandleTypes keeps its bytes in a memory file of its own
- * (memfd "simcuda-vmm-devN", N its device, sized to the allocation) instead
- * of the device's file; an export hands out a new descriptor of that file
+ * prop->requestedHandleTypes moves its bytes, at its first export, into a
+ * memory file of its own (memfd "simcuda-vmm-devN", N its device, sized to
+ * the allocation) out of the device's file; an export hands out a new
+ * descriptor of that file
  * (dup), so another process that receives it (SCM_RIGHTS) imports, maps and
  * copies the very same bytes.  The device's range is still charged for the
  * handle in the creating process, so cuMemGetInfo counts it there.  An
@@ -120,10 +121,12 @@ static void phys_free_memory_locked(struct phys *p)
 
 #define SHARE_FILE_PREFIX "simcuda-vmm-dev"
 
-/* Gives p a memory file of its own, mapped read-write.  Returns 0, or -1
- * with none (the kernel refused the file: the handle then cannot be
- * exported). */
-static int phys_share_file(struct phys *p)
+/* Gives p a memory file of its own, mapped read-write, holding the bytes
+ * its pieces held (at its first export: a handle that is never exported,
+ * like most of PyTorch's expandable segments, costs no descriptor).  Returns
+ * 0, or -1 with none (the kernel refused the file: the handle then cannot
+ * be exported). */
+static int phys_share_file_locked(struct phys *p)
 {
     char name[32];
     snprintf(name, sizeof name, SHARE_FILE_PREFIX "%d", p->device);
@@ -137,6 +140,12 @@ static int phys_share_file(struct phys *p)
     if (bytes == MAP_FAILED) {
         close(fd);
         return -1;
+    }
+    unsigned char *view = sim.dev[p->device].view;
+    uint64_t at = 0;
+    for (size_t i = 0; view && i < p->npieces; i++) {
+        memcpy((unsigned char *)bytes + at, view + (p->pieces[i].addr - sim.dev[p->device].mem.base), p->pieces[i].len);
+        at += p->pieces[i].len;
     }
     p->fd = fd;
     p->bytes = bytes;
@@ -205,8 +214,6 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
     p->refs = 1;
     p->fd = -1;
     p->handle_types = prop->requestedHandleTypes;
-    if (p->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-        phys_share_file(p);
     CUresult rc = CUDA_SUCCESS;
     sim_lock();
     if (phys_take_locked(p) != 0) {
@@ -254,7 +261,7 @@ SIM_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGen
     if (!p || !(p->handle_types & handleType) || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
         /* An unknown handle, or a type the handle was not created to allow. */
         rc = CUDA_ERROR_INVALID_VALUE;
-    } else if (p->fd < 0) {
+    } else if (p->fd < 0 && phys_share_file_locked(p) != 0) {
         rc = CUDA_ERROR_NOT_SUPPORTED; /* the kernel refused the handle's memory file */
     } else {
         /* A new descriptor per export: the caller owns and closes it. */

@@ -14,7 +14,7 @@
  *                    descriptor, of /dev/null and as a fabric handle, a
  *                    create asking for Win32 handles.
  *   vmm_share pair   two processes: this one creates 6 MiB
- *                    (cuGetProcAddress), exports it (cuGetProcAddress) and
+ *                    (cuGetProcAddress), writes to it, exports it (cuGetProcAddress) and
  *                    sends the descriptor over a unix socket (SCM_RIGHTS) to
  *                    a child it starts (`vmm_share import FD`), which imports
  *                    it (export), maps it, reads what the parent wrote,
@@ -176,10 +176,11 @@ static int pair(const char *self)
     CUmemAllocationProp prop = prop_of(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     CUmemGenericAllocationHandle h;
     must(create(&h, 6 * MiB, &prop, 0), "create(10020)"); /* VMM-SITE pair create */
-    int fd = -1;
-    must(export(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), "export(10020)");
+    /* Written before the export: the bytes the handle already holds travel. */
     CUdeviceptr va = map_rw(h, 6 * MiB);
     put(va, "the exporter's bytes");
+    int fd = -1;
+    must(export(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), "export(10020)");
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
         return 4;
