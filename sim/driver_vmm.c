@@ -26,10 +26,11 @@
  * copies the very same bytes.  The device's range is still charged for the
  * handle in the creating process, so cuMemGetInfo counts it there.  An
  * import in the process that holds the allocation returns that handle with
- * one more reference (cuda.h leaves open whether the handle is the same);
- * an import of another process's allocation is a handle of this process
- * over the file, charging nothing to this process's devices (each process
- * simulates its own devices).
+ * one more reference (cuda.h leaves open whether the handle is the same;
+ * SIMCUDA_IMPORT_OWN=new gives a new handle over the file instead, as a
+ * driver may); an import of another process's allocation is a handle of
+ * this process over the file, charging nothing to this process's devices
+ * (each process simulates its own devices).
  *
  * Error codes follow each function's documented list in cuda.h; in particular
  * mapping over an existing mapping is CUDA_ERROR_INVALID_VALUE (cuMemMap does
@@ -66,6 +67,8 @@ struct phys {
     unsigned char *bytes;           /* that file mapped read-write, or NULL */
     dev_t file_dev;                 /* the file's identity, for imports */
     ino_t file_ino;
+    struct phys *origin;            /* a new handle of this process's own export: the allocation */
+    int aliases;                    /* live handles whose origin this is */
     UT_hash_handle hh;
 };
 
@@ -154,12 +157,19 @@ static int phys_share_file_locked(struct phys *p)
     return 0;
 }
 
+/* The device memory stays while another handle of the process names the
+ * allocation (SIMCUDA_IMPORT_OWN=new). */
 static void phys_maybe_free_locked(struct phys *p)
 {
-    if (p->refs == 0 && p->maps == 0) {
+    if (p->refs == 0 && p->maps == 0 && p->aliases == 0) {
+        struct phys *origin = p->origin;
         phys_free_memory_locked(p);
         HASH_DEL(handles, p);
         free(p);
+        if (origin) {
+            origin->aliases--;
+            phys_maybe_free_locked(origin);
+        }
     }
 }
 
@@ -322,7 +332,8 @@ SIM_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle 
         if (p->refs > 0 && p->fd >= 0 && p->file_dev == st.st_dev && p->file_ino == st.st_ino)
             break;
     }
-    if (p) {
+    struct phys *origin = p;
+    if (p && !sim.import_own_new) {
         p->refs++;
         *handle = p->id;
     } else if (!(p = calloc(1, sizeof *p))) {
@@ -345,6 +356,10 @@ SIM_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle 
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
             p->bytes = bytes;
+            if (origin) {
+                p->origin = origin;
+                origin->aliases++;
+            }
             p->id = next_handle++;
             HASH_ADD(hh, handles, id, sizeof p->id, p);
             *handle = p->id;

@@ -237,6 +237,7 @@ struct sim_state {
     int ndevices;
     uint64_t capacity;
     int trace;                      /* SIMCUDA_TRACE */
+    int import_own_new;             /* SIMCUDA_IMPORT_OWN=new */
     struct sim_device dev[SIM_MAX_DEVICES];
     struct sim_ranges vmm_va;
 };

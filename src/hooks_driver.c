@@ -356,7 +356,10 @@ TL_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *han
  * leaves it open): one more reference, as cuMemRetainAllocationHandle, its
  * bytes counted once.  Any other import is a row of its own (kind
  * TL_KIND_VMM_IMPORTED), sized by the descriptor's file (0 when the file has
- * no size: the first mapping then sizes it), on the device the driver says. */
+ * no size: the first mapping then sizes it), on the device the driver says.
+ * A new handle for an allocation another live handle of the process holds
+ * (same identity, vmm_share.c) is an alias: a row of 0 bytes, which takes
+ * the bytes when that handle is released, so they count once. */
 TL_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
                                                 CUmemAllocationHandleType handleType, unsigned long long flags)
 {
@@ -391,8 +394,12 @@ TL_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *
             tl_live_set_aux(TL_SPACE_VMM_HANDLE, *handle, rec.aux + 1);
         } else {
             tl_vmm_share_note(*handle, fd, true);
-            tl_track_alloc(TL_KIND_VMM_IMPORTED, TL_SPACE_VMM_HANDLE, *handle, tl_vmm_share_file_size(fd),
-                           imported_handle_device(*handle), 1);
+            uint64_t holder, size = tl_vmm_share_file_size(fd);
+            if (tl_vmm_share_holder_of(*handle, &holder) && tl_live_lookup(TL_SPACE_VMM_HANDLE, holder, &rec)) {
+                size = 0;
+                tl_vmm_share_set_aliased(*handle, true);
+            }
+            tl_track_alloc(TL_KIND_VMM_IMPORTED, TL_SPACE_VMM_HANDLE, *handle, size, imported_handle_device(*handle), 1);
         }
     }
     LEAVE();
@@ -401,12 +408,27 @@ TL_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *
 
 #define VMM_HANDLE_KINDS (TL_MASK(TL_KIND_VMM_HANDLE) | TL_MASK(TL_KIND_VMM_IMPORTED))
 
+/* The last reference of a shared handle is gone: an alias of its allocation
+ * (an import counted at it, 0 bytes) takes its bytes. */
+static void vmm_share_released(CUmemGenericAllocationHandle handle, uint64_t bytes)
+{
+    uint64_t alias;
+    struct tl_live a;
+    if (bytes && tl_vmm_share_take_alias(handle, &alias) &&
+        tl_track_free(TL_SPACE_VMM_HANDLE, alias, TL_MASK(TL_KIND_VMM_IMPORTED), &a)) {
+        a.size = bytes;
+        tl_track_restore(&a);
+    }
+    tl_vmm_share_forget(handle);
+}
+
 TL_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     ENTER();
     CUresult rc;
     struct tl_live rec;
-    if (outer && tl_live_lookup(TL_SPACE_VMM_HANDLE, handle, &rec) && rec.aux > 1) {
+    bool known = outer && tl_live_lookup(TL_SPACE_VMM_HANDLE, handle, &rec);
+    if (known && rec.aux > 1) {
         /* Not the last reference: the handle lives on. */
         rc = CALL_REAL(cuMemRelease, handle);
         if (rc == CUDA_SUCCESS)
@@ -414,7 +436,7 @@ TL_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     } else {
         rc = TRACKED_FREE(outer, TL_SPACE_VMM_HANDLE, handle, VMM_HANDLE_KINDS, CALL_REAL(cuMemRelease, handle));
         if (outer && rc == CUDA_SUCCESS && tl_vmm_share_count())
-            tl_vmm_share_forget(handle);
+            vmm_share_released(handle, known ? rec.size : 0);
     }
     LEAVE();
     return rc;
@@ -429,7 +451,10 @@ TL_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGe
         struct tl_live h;
         bool known = tl_live_lookup(TL_SPACE_VMM_HANDLE, handle, &h);
         int device = known ? h.device : -1;
-        if (known && h.kind == TL_KIND_VMM_IMPORTED && h.size == 0 && tl_track_free(TL_SPACE_VMM_HANDLE, handle, TL_MASK(TL_KIND_VMM_IMPORTED), &h)) {
+        struct tl_vmm_share sh;
+        if (known && h.kind == TL_KIND_VMM_IMPORTED && h.size == 0 &&
+            !(tl_vmm_share_lookup(handle, &sh) && sh.aliased) &&
+            tl_track_free(TL_SPACE_VMM_HANDLE, handle, TL_MASK(TL_KIND_VMM_IMPORTED), &h)) {
             /* An imported handle of unknown size: its first mapping's extent
              * is the least it holds. */
             h.size = offset + size;

@@ -495,6 +495,7 @@ struct tl_vmm_share {
     uint64_t handle;
     bool imported;             /* from cuMemImportFromShareableHandle */
     bool known;                /* file_dev/file_ino identify the allocation */
+    bool aliased;              /* imported, its bytes counted at another live handle of this process */
     uint64_t file_dev, file_ino; /* the exported/imported descriptor's fstat */
 };
 /* A handle was exported (`imported` false) or imported; fd is its POSIX
@@ -503,6 +504,13 @@ void tl_vmm_share_note(uint64_t handle, int fd, bool imported);
 /* The handle's last reference is gone. */
 void tl_vmm_share_forget(uint64_t handle);
 bool tl_vmm_share_lookup(uint64_t handle, struct tl_vmm_share *out);
+/* Another noted handle of the same allocation as `handle` (same known
+ * identity) that counts its bytes (not aliased); false when none. */
+bool tl_vmm_share_holder_of(uint64_t handle, uint64_t *holder);
+void tl_vmm_share_set_aliased(uint64_t handle, bool aliased);
+/* An aliased handle of the same allocation as `handle`, unmarked (it is to
+ * count the bytes from now on); false when none. */
+bool tl_vmm_share_take_alias(uint64_t handle, uint64_t *alias);
 /* Handles noted now (0: nothing to look up). */
 size_t tl_vmm_share_count(void);
 /* The allocation's size as the descriptor's file tells it; 0 when it does

@@ -91,6 +91,51 @@ bool tl_vmm_share_lookup(uint64_t handle, struct tl_vmm_share *out)
     return s != NULL;
 }
 
+static bool same_allocation(const struct tl_vmm_share *a, const struct tl_vmm_share *b)
+{
+    return a->handle != b->handle && a->known && b->known && a->file_dev == b->file_dev && a->file_ino == b->file_ino;
+}
+
+bool tl_vmm_share_holder_of(uint64_t handle, uint64_t *holder)
+{
+    bool found = false;
+    pthread_mutex_lock(&share_lock);
+    struct tl_vmm_share *s = find_locked(handle);
+    for (size_t i = 0; s && !found && i < nshares; i++) {
+        if (same_allocation(&shares[i], s) && !shares[i].aliased) {
+            *holder = shares[i].handle;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&share_lock);
+    return found;
+}
+
+void tl_vmm_share_set_aliased(uint64_t handle, bool aliased)
+{
+    pthread_mutex_lock(&share_lock);
+    struct tl_vmm_share *s = find_locked(handle);
+    if (s)
+        s->aliased = aliased;
+    pthread_mutex_unlock(&share_lock);
+}
+
+bool tl_vmm_share_take_alias(uint64_t handle, uint64_t *alias)
+{
+    bool found = false;
+    pthread_mutex_lock(&share_lock);
+    struct tl_vmm_share *s = find_locked(handle);
+    for (size_t i = 0; s && !found && i < nshares; i++) {
+        if (same_allocation(&shares[i], s) && shares[i].aliased) {
+            shares[i].aliased = false;
+            *alias = shares[i].handle;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&share_lock);
+    return found;
+}
+
 uint64_t tl_vmm_share_file_size(int fd)
 {
     struct stat st;

@@ -48,6 +48,38 @@ def an_export_imported_back_in_one_process_counts_its_bytes_once():
     eq([(d["device"], d["reserved_bytes"]) for d in rep["devices"]], [(0, 4 * MiB)], "devices")
 
 
+def an_import_given_as_a_new_handle_counts_its_bytes_once():
+    # A driver that answers an import of the process's own export with a new
+    # handle (SIMCUDA_IMPORT_OWN=new): the import is an alias of 0 bytes while
+    # the created handle lives, and takes the 4 MiB when it is released.
+    env = {"SIMCUDA_IMPORT_OWN": "new"}
+    import_line = marker_line(SRC, "VMM-SITE same import")
+    for args, leaks, live, imported in (
+        (("same", "keep"), [("vmm_handle", 0, 1, True, "same", import_line),
+                            ("vmm_handle", 4 * MiB, 1, False, "same", marker_line(SRC, "VMM-SITE same create"))],
+         (4 * MiB, 2), (0, 1)),
+        (("same",), [("vmm_handle", 4 * MiB, 1, True, "same", import_line)], (4 * MiB, 1), (4 * MiB, 1)),
+    ):
+        plain = run(prog("vmm_share"), *args, env=env, preload=False)
+        r = run(prog("vmm_share"), *args, env=env)
+        eq(r.rc, 0, "exit status")
+        eq(r.out, plain.out, "program output under the preload")
+        check("same handle 0" in r.out.splitlines(), "a new handle: " + r.out)
+        check("retained the import 1" in r.out.splitlines(), "retain on the imported mapping: " + r.out)
+        rep = r.report
+        eq(sorted((l["kind"], l["bytes"], l["count"], l["imported"]) + placed(l) for l in rep["leaks"]), sorted(leaks),
+           "leaks %s" % (args,))
+        s = rep["summary"]
+        eq((s["live_bytes"], s["live_allocations"]), live, "live %s" % (args,))
+        eq((s["imported_bytes"], s["imported_allocations"]), imported, "imported %s" % (args,))
+        # The driver keeps the allocation's memory while either handle lives.
+        eq([(d["total"] - d["free"], d["reserved_bytes"]) for d in rep["devices"]], [(4 * MiB, 4 * MiB)],
+           "device memory used and reserved %s" % (args,))
+        ids = {e["identity"] for l in rep["leaks"] for e in l["shared"]}
+        eq(len(ids), 1, "one allocation, one identity: %r" % ids)
+        eq(s["invalid_frees"], 0, "no invalid frees")
+
+
 def the_driver_refuses_what_a_handle_was_not_created_to_share():
     r = run(prog("vmm_share"), "same")
     plain = run(prog("vmm_share"), "same", preload=False)

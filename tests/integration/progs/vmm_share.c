@@ -8,7 +8,8 @@
  *                    (cuGetProcAddress), mapped and written through the
  *                    import; cuMemRetainAllocationHandle on that mapping and
  *                    its release; the created reference is released, the
- *                    imported one kept (4 MiB left, once).  Then the
+ *                    imported one kept (4 MiB left, once); with `keep`
+ *                    the created one is kept too.  Then the
  *                    refusals: an export of a handle created without the
  *                    type, an export as Win32, imports of a closed
  *                    descriptor, of /dev/null and as a fabric handle, a
@@ -30,6 +31,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,7 +111,7 @@ static void unmap(CUdeviceptr va, size_t size)
     must(cuMemAddressFree(va, size), "cuMemAddressFree");
 }
 
-static int same(void)
+static int same(bool keep_created)
 {
     import_fn import = (import_fn)driver_fn("cuMemImportFromShareableHandle", 10020);
     CUmemAllocationProp prop = prop_of(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
@@ -117,7 +119,8 @@ static int same(void)
     must(cuMemCreate(&h, 4 * MiB, &prop, 0), "cuMemCreate"); /* VMM-SITE same create */
     int fd = -1;
     must(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), "cuMemExportToShareableHandle");
-    must(import(&imported, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), "import(10020)");
+    CUresult rc = import(&imported, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR); /* VMM-SITE same import */
+    must(rc, "import(10020)");
     close(fd);
     printf("same handle %d\n", imported == h);
     CUdeviceptr va = map_rw(imported, 4 * MiB);
@@ -127,7 +130,8 @@ static int same(void)
     printf("retained the import %d\n", retained == imported);
     must(cuMemRelease(retained), "cuMemRelease retained");
     unmap(va, 4 * MiB);
-    must(cuMemRelease(h), "cuMemRelease created");
+    if (!keep_created)
+        must(cuMemRelease(h), "cuMemRelease created");
 
     /* What the driver refuses. */
     CUmemAllocationProp plain = prop_of(CU_MEM_HANDLE_TYPE_NONE);
@@ -217,7 +221,7 @@ int main(int argc, char **argv)
         cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
         return 2;
     if (argc > 1 && !strcmp(argv[1], "same"))
-        return same();
+        return same(argc > 2 && !strcmp(argv[2], "keep"));
     if (argc > 1 && !strcmp(argv[1], "pair"))
         return pair(argv[0]);
     if (argc > 2 && !strcmp(argv[1], "import"))
