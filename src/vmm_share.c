@@ -20,9 +20,24 @@
 #include <sys/stat.h>
 
 static pthread_mutex_t share_lock = PTHREAD_MUTEX_INITIALIZER;
+/* This thread holds share_lock: a report written from a signal that
+ * interrupted it must not wait for it (lookups then find nothing). */
+static __thread bool share_busy TL_TLS_IE;
 static struct tl_vmm_share *shares;
 static size_t nshares, cap;
 static atomic_size_t live_shares;
+
+static void share_enter(void)
+{
+    pthread_mutex_lock(&share_lock);
+    share_busy = true;
+}
+
+static void share_leave(void)
+{
+    share_busy = false;
+    pthread_mutex_unlock(&share_lock);
+}
 
 size_t tl_vmm_share_count(void)
 {
@@ -41,7 +56,7 @@ void tl_vmm_share_note(uint64_t handle, int fd, bool imported)
 {
     struct stat st;
     bool known = fd >= 0 && fstat(fd, &st) == 0;
-    pthread_mutex_lock(&share_lock);
+    share_enter();
     struct tl_vmm_share *s = find_locked(handle);
     if (!s && nshares == cap) {
         size_t ncap = cap ? 2 * cap : 16;
@@ -63,31 +78,31 @@ void tl_vmm_share_note(uint64_t handle, int fd, bool imported)
         s->file_dev = (uint64_t)st.st_dev;
         s->file_ino = (uint64_t)st.st_ino;
     }
-    pthread_mutex_unlock(&share_lock);
+    share_leave();
     if (!s)
         tl_note_dropped("out of memory for the shared-handle table");
 }
 
 void tl_vmm_share_forget(uint64_t handle)
 {
-    pthread_mutex_lock(&share_lock);
+    share_enter();
     struct tl_vmm_share *s = find_locked(handle);
     if (s) {
         *s = shares[--nshares];
         atomic_store_explicit(&live_shares, nshares, memory_order_relaxed);
     }
-    pthread_mutex_unlock(&share_lock);
+    share_leave();
 }
 
 bool tl_vmm_share_lookup(uint64_t handle, struct tl_vmm_share *out)
 {
-    if (tl_vmm_share_count() == 0)
+    if (tl_vmm_share_count() == 0 || share_busy)
         return false;
-    pthread_mutex_lock(&share_lock);
+    share_enter();
     struct tl_vmm_share *s = find_locked(handle);
     if (s)
         *out = *s;
-    pthread_mutex_unlock(&share_lock);
+    share_leave();
     return s != NULL;
 }
 
@@ -99,7 +114,7 @@ static bool same_allocation(const struct tl_vmm_share *a, const struct tl_vmm_sh
 bool tl_vmm_share_holder_of(uint64_t handle, uint64_t *holder)
 {
     bool found = false;
-    pthread_mutex_lock(&share_lock);
+    share_enter();
     struct tl_vmm_share *s = find_locked(handle);
     for (size_t i = 0; s && !found && i < nshares; i++) {
         if (same_allocation(&shares[i], s) && !shares[i].aliased) {
@@ -107,23 +122,23 @@ bool tl_vmm_share_holder_of(uint64_t handle, uint64_t *holder)
             found = true;
         }
     }
-    pthread_mutex_unlock(&share_lock);
+    share_leave();
     return found;
 }
 
 void tl_vmm_share_set_aliased(uint64_t handle, bool aliased)
 {
-    pthread_mutex_lock(&share_lock);
+    share_enter();
     struct tl_vmm_share *s = find_locked(handle);
     if (s)
         s->aliased = aliased;
-    pthread_mutex_unlock(&share_lock);
+    share_leave();
 }
 
 bool tl_vmm_share_take_alias(uint64_t handle, uint64_t *alias)
 {
     bool found = false;
-    pthread_mutex_lock(&share_lock);
+    share_enter();
     struct tl_vmm_share *s = find_locked(handle);
     for (size_t i = 0; s && !found && i < nshares; i++) {
         if (same_allocation(&shares[i], s) && shares[i].aliased) {
@@ -132,7 +147,7 @@ bool tl_vmm_share_take_alias(uint64_t handle, uint64_t *alias)
             found = true;
         }
     }
-    pthread_mutex_unlock(&share_lock);
+    share_leave();
     return found;
 }
 
