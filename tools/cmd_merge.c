@@ -24,8 +24,9 @@
  *    with "imported" true) whose identity, on the same host, is also held
  *    by its creator in some input, or by an importer counted before it, is
  *    counted once: its bytes leave the merged live_bytes (and leaked_bytes
- *    or held_bytes, where its site is), and shared_bytes_counted_once says
- *    how many (written when some input names a shared allocation).  An identity that is null matches nothing (counted in every
+ *    or held_bytes, where its site is), its shared entry is marked
+ *    "counted_elsewhere", and shared_bytes_counted_once says how many
+ *    (written when some input names a shared allocation).  An identity that is null matches nothing (counted in every
  *    input that holds it).
  *  - "oom": the first rank's that has one (tagged), else null.
  *  - "ranks": per-input totals {rank, pid, host, leaked_bytes,
@@ -191,6 +192,9 @@ static void note_import(struct shared_key k, json_t *site, json_t *entry, const 
     }
     json_t *b = json_object_get(entry, "bytes");
     uint64_t bytes = json_is_integer(b) && json_integer_value(b) > 0 ? (uint64_t)json_integer_value(b) : 0;
+    /* Marked on the input, before "leaks" and "held" are copied: readers of
+     * the merged report (check) leave these bytes out as the summary does. */
+    json_object_set_new(entry, "counted_elsewhere", json_true());
     p->dup_live = add_sat(p->dup_live, bytes);
     if (strcmp(key, "held") == 0)
         p->dup_held = add_sat(p->dup_held, bytes);

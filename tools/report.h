@@ -79,6 +79,7 @@ struct tl_leak {
     const char *owner;          /* optional: "PyTorch caching allocator", "user" */
     const char *owner_class;    /* optional: "cache", "workspace", "library", "user" */
     bool imported;              /* vmm_handle: imported from a shareable handle (optional "imported") */
+    uint64_t counted_elsewhere; /* merge: bytes of its "shared" entries another input counts */
 };
 
 /*

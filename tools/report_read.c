@@ -219,6 +219,21 @@ static const char *demangled(json_t *frame, const char *name)
     return v ? json_string_value(v) : name;
 }
 
+/* The bytes of a site's "shared" entries that a merge marked counted in
+ * another input's report. */
+static uint64_t counted_elsewhere(struct loader *ld, json_t *site, const char *where)
+{
+    json_t *shared = get(ld, site, where, "shared", WANT_ARRAY, false), *e;
+    size_t i;
+    uint64_t sum = 0;
+    json_array_foreach(shared, i, e) {
+        json_t *b = json_object_get(e, "bytes");
+        if (json_is_true(json_object_get(e, "counted_elsewhere")) && json_is_integer(b) && json_integer_value(b) > 0)
+            sum += (uint64_t)json_integer_value(b);
+    }
+    return sum;
+}
+
 static void read_stack(struct loader *ld, json_t *obj, const char *where, struct tl_stack *out)
 {
     char fwhere[WHERE_MAX + 32];
@@ -278,6 +293,7 @@ static void read_leaks(struct loader *ld, json_t *root, const char *key,
         l->suppressed = get_bool(ld, e, where, "suppressed");
         l->suppression = get_str(ld, e, where, "suppression");
         l->imported = get_bool(ld, e, where, "imported");
+        l->counted_elsewhere = counted_elsewhere(ld, e, where);
         read_stack(ld, e, where, &l->stack);
         l->has_rank = get(ld, e, where, "rank", WANT_INT, false) != NULL;
         l->rank = get_int(ld, e, where, "rank");

@@ -157,6 +157,16 @@ def merging_the_exporters_and_importers_reports_counts_the_allocation_once():
     eq((s["imported_bytes"], s["imported_allocations"]), (6 * MiB, 1), "imported, summed")
     eq(sorted((l["bytes"], l["imported"]) for l in m["leaks"]), [(6 * MiB, False), (6 * MiB, True)],
        "both handles stay listed, per process")
+    eq(sorted((e["imported"], e.get("counted_elsewhere", False)) for l in m["leaks"] for e in l["shared"]),
+       [(False, False), (True, True)], "the imported entry is marked counted elsewhere")
+    merged = os.path.join(os.path.dirname(paths[0]), "merged.json")
+    with open(merged, "w") as f:
+        f.write(out)
+    rc, out, err = cli("check", merged)
+    eq((rc, out.strip()), (1, "tensorleak check: FAIL: %d byte(s) leaked (limit 0), 0 byte(s) growth (limit 0)" % (6 * MiB)),
+       "check counts the shared allocation once")
+    rc, out, err = cli("check", merged, "--max-leaked-bytes", str(6 * MiB))
+    eq(rc, 0, "check passes at the allocation's size: " + out)
     # Only the importer's report: its creator is not among the inputs, so
     # the imported handle is what counts the allocation.
     importer = [p for p, r in zip(paths, reports) if r["summary"]["imported_bytes"]]
