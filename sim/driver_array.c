@@ -171,6 +171,14 @@ static CUresult requirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *req, const void *ha
         return CUDA_ERROR_INVALID_DEVICE;
     sim_lock();
     struct sim_array *a = handle ? find_locked(handle, mipmapped) : NULL;
+    /* cuda.h: an array not allocated with CUDA_ARRAY3D_DEFERRED_MAPPING is
+     * CUDA_ERROR_INVALID_VALUE.  This simulator makes no deferred-mapping
+     * array (the flag is refused at creation), so in that mode every known
+     * array is refused; the default answers for every array. */
+    if (a && sim.array_requirements_deferred_only) {
+        sim_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     if (a) {
         memset(req, 0, sizeof *req);
         req->size = a->size;

@@ -99,6 +99,13 @@ static void read_config(void)
         else if (strcmp(s, "same") != 0)
             fprintf(stderr, "simcuda: bad SIMCUDA_IMPORT_OWN='%s', using same\n", s);
     }
+    sim.array_requirements_deferred_only = 0;
+    if ((s = getenv("SIMCUDA_ARRAY_REQUIREMENTS")) && *s) {
+        if (!strcmp(s, "deferred-only"))
+            sim.array_requirements_deferred_only = 1;
+        else if (strcmp(s, "answer") != 0)
+            fprintf(stderr, "simcuda: bad SIMCUDA_ARRAY_REQUIREMENTS='%s', using answer\n", s);
+    }
 }
 
 void sim_config_once(void) { pthread_once(&config_once, read_config); }

@@ -238,6 +238,10 @@ struct sim_state {
     uint64_t capacity;
     int trace;                      /* SIMCUDA_TRACE */
     int import_own_new;             /* SIMCUDA_IMPORT_OWN=new */
+    /* SIMCUDA_ARRAY_REQUIREMENTS=deferred-only: cu(Mipmapped)ArrayGet-
+     * MemoryRequirements refuse arrays made without
+     * CUDA_ARRAY3D_DEFERRED_MAPPING, as cuda.h documents. */
+    int array_requirements_deferred_only;
     struct sim_device dev[SIM_MAX_DEVICES];
     struct sim_ranges vmm_va;
 };

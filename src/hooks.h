@@ -183,7 +183,13 @@ uint32_t tl_pool_index_for_async(CUmemoryPool pool, bool from_current_device);
 
 /* The device memory a CUDA array (or, with `mipmapped`, a mipmapped array)
  * holds, as the driver answers cuArrayGetMemoryRequirements for the current
- * device; 0 when the driver cannot say (before CUDA 11.6). */
-uint64_t tl_array_bytes(void *handle, bool mipmapped);
+ * device, in *bytes; false when the driver cannot say (no such entry point
+ * before CUDA 11.6, or the query refused): the row is then recorded with 0
+ * bytes and TL_ARRAY_SIZE_UNKNOWN in its aux, and reports say its size is
+ * unknown rather than 0. */
+bool tl_array_bytes(void *handle, bool mipmapped, uint64_t *bytes);
+/* Records a created array (the hooks of both APIs): its size as
+ * tl_array_bytes says, or unknown. */
+void tl_track_array(void *handle, bool mipmapped);
 
 #endif

@@ -165,7 +165,7 @@ TL_EXPORT CUresult cuMemHostUnregister(void *p)
 typedef CUresult (*array_requirements_fn)(CUDA_ARRAY_MEMORY_REQUIREMENTS *, void *, CUdevice);
 typedef CUresult (*ctx_device_fn)(CUdevice *);
 
-uint64_t tl_array_bytes(void *handle, bool mipmapped)
+bool tl_array_bytes(void *handle, bool mipmapped, uint64_t *bytes)
 {
     static _Atomic(array_requirements_fn) query[2];
     static _Atomic(ctx_device_fn) ctx_device;
@@ -184,8 +184,16 @@ uint64_t tl_array_bytes(void *handle, bool mipmapped)
     CUDA_ARRAY_MEMORY_REQUIREMENTS req;
     memset(&req, 0, sizeof req);
     if (!q || !get_device || get_device(&dev) != CUDA_SUCCESS || q(&req, handle, dev) != CUDA_SUCCESS)
-        return 0;
-    return req.size;
+        return false;
+    *bytes = req.size;
+    return true;
+}
+
+void tl_track_array(void *handle, bool mipmapped)
+{
+    uint64_t bytes = 0;
+    bool known = tl_array_bytes(handle, mipmapped, &bytes);
+    tl_track_alloc(TL_KIND_ARRAY, TL_SPACE_ARRAY, (uintptr_t)handle, bytes, -1, known ? 0 : TL_ARRAY_SIZE_UNKNOWN);
 }
 
 /* A creation through `call`, which leaves the handle in *pHandle. */
@@ -193,8 +201,7 @@ uint64_t tl_array_bytes(void *handle, bool mipmapped)
     ENTER();                                                                                           \
     CUresult rc = (call);                                                                              \
     if (outer && rc == CUDA_SUCCESS)                                                                   \
-        tl_track_alloc(TL_KIND_ARRAY, TL_SPACE_ARRAY, (uintptr_t)*(pHandle),                           \
-                       tl_array_bytes((void *)*(pHandle), (mipmapped)), -1, 0);                        \
+        tl_track_array((void *)*(pHandle), (mipmapped));                                               \
     else                                                                                               \
         after_alloc(outer, rc, TL_KIND_ARRAY, TL_SPACE_ARRAY, 0, 0, -1, 0);                            \
     LEAVE();                                                                                           \

@@ -137,14 +137,13 @@ TL_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct 
 }
 
 /* CUDA arrays: a cudaArray_t is the driver's CUarray, so the driver says
- * what one holds (tl_array_bytes); the driver hook the runtime reaches
+ * what one holds (tl_track_array); the driver hook the runtime reaches
  * inside only forwards. */
 #define ARRAY_ALLOC(handle, mipmapped, call)                                                           \
     ENTER();                                                                                           \
     cudaError_t rc = (call);                                                                           \
     if (outer && rc == cudaSuccess)                                                                    \
-        tl_track_alloc(TL_KIND_ARRAY, TL_SPACE_ARRAY, (uintptr_t)*(handle),                            \
-                       tl_array_bytes((void *)*(handle), (mipmapped)), -1, 0);                         \
+        tl_track_array((void *)*(handle), (mipmapped));                                                \
     else if (outer)                                                                                    \
         tl_track_failure(rc == cudaErrorMemoryAllocation, TL_KIND_ARRAY, 0, -1);                       \
     LEAVE();                                                                                           \

@@ -28,6 +28,7 @@ static void set_defaults(void)
     strcpy(tl_opt.output, "tensorleak.%p.json");
     tl_opt.depth = 32;
     tl_opt.python_depth = 32;
+    tl_opt.addresses = 256;
     tl_opt.exitcode = 23;
     tl_opt.signal = SIGUSR1;
     tl_opt.growth_marks = 3;
@@ -167,6 +168,13 @@ static void apply_python_depth(const char *name, const char *v)
     long n;
     if (tl_parse_int(v, 0, TL_MAX_DEPTH, &n) != 0) { bad(name, v, "expected 0.." "128"); return; }
     tl_opt.python_depth = (int)n;
+}
+
+static void apply_addresses(const char *name, const char *v)
+{
+    long n;
+    if (tl_parse_int(v, 0, 1000000, &n) != 0) { bad(name, v, "expected 0..1000000"); return; }
+    tl_opt.addresses = (int)n;
 }
 
 static void apply_fail_on(const char *name, const char *v)
@@ -322,6 +330,7 @@ static const struct { const char *name; apply_fn apply; } table[] = {
     {"TENSORLEAK_DEPTH", apply_depth},
     {"TENSORLEAK_PYTHON_DEPTH", apply_python_depth},
     {"TENSORLEAK_FRAMES", apply_frames},
+    {"TENSORLEAK_ADDRESSES", apply_addresses},
     {"TENSORLEAK_FAIL_ON", apply_fail_on},
     {"TENSORLEAK_EXITCODE", apply_exitcode},
     {"TENSORLEAK_SUPPRESSIONS", apply_suppressions},

@@ -121,8 +121,14 @@ struct gather {
     long long *count;
     long long *held_bytes;
     long long *held_count;
+    long long *unknown_size; /* by call-site id: its live rows of unknown size (not held) */
     size_t n;
-    long long live_bytes, live_count;
+    /* The second pass: the allocations each site lists.  Slot 2 id holds
+     * the leaks' next free index into `allocations`, 2 id + 1 the held
+     * rows'; `end` the index past each one's last place. */
+    size_t *next, *end;
+    struct tl_site_allocation *allocations;
+    long long live_bytes, live_count, unknown_size_count;
     long long address_space_bytes, address_space_count; /* VA reservations apart */
 };
 
@@ -150,6 +156,8 @@ static bool gather_row(const struct tl_live *rec, void *arg)
         g->live_bytes += (long long)rec->size;
         g->live_count++;
     }
+    bool unknown = rec->kind == TL_KIND_ARRAY && (rec->aux & TL_ARRAY_SIZE_UNKNOWN);
+    g->unknown_size_count += unknown;
     if (rec->kind == TL_KIND_VMM_RESERVATION) { /* address space, shown apart */
         g->address_space_bytes += (long long)rec->size;
         g->address_space_count++;
@@ -168,9 +176,73 @@ static bool gather_row(const struct tl_live *rec, void *arg)
         } else {
             g->bytes[rec->callsite] += (long long)rec->size;
             g->count[rec->callsite]++;
+            g->unknown_size[rec->callsite] += unknown;
         }
     }
     return false;
+}
+
+/* Rows keyed by a handle (VMM handles, CUDA arrays) have no address. */
+static bool space_has_addresses(uint8_t space)
+{
+    return space != TL_SPACE_VMM_HANDLE && space != TL_SPACE_ARRAY;
+}
+
+static bool list_row(const struct tl_live *rec, void *arg)
+{
+    struct gather *g = arg;
+    if (rec->callsite >= g->n)
+        return false;
+    size_t slot = 2 * (size_t)rec->callsite + tl_pools_is_held(rec);
+    if (g->next[slot] < g->end[slot])
+        g->allocations[g->next[slot]++] = (struct tl_site_allocation){
+            .address = space_has_addresses(rec->space) ? rec->addr : 0, .bytes = rec->size, .device = rec->device,
+            .size_unknown = rec->kind == TL_KIND_ARRAY && (rec->aux & TL_ARRAY_SIZE_UNKNOWN)};
+    return false;
+}
+
+/* Places each site's allocations (up to tl_opt.addresses a site) in one
+ * block; the caller holds every shard lock, as for gather_row.  False when
+ * memory ran out (then no site lists any). */
+static bool list_allocations(struct gather *g)
+{
+    size_t cap = (size_t)tl_opt.addresses, total = 0;
+    g->next = calloc(2 * g->n, sizeof *g->next);
+    g->end = calloc(2 * g->n, sizeof *g->end);
+    if (!g->next || !g->end)
+        return false;
+    for (size_t id = 0; id < g->n; id++) {
+        long long counts[2] = {g->count[id], g->held_count[id]};
+        for (int h = 0; h < 2; h++) {
+            size_t listed = counts[h] < 0 ? 0 : (size_t)counts[h] < cap ? (size_t)counts[h] : cap;
+            g->next[2 * id + h] = total;
+            total += listed;
+            g->end[2 * id + h] = total;
+        }
+    }
+    g->allocations = total ? malloc(total * sizeof *g->allocations) : NULL;
+    if (total && !g->allocations)
+        return false;
+    if (total)
+        tl_live_foreach(list_row, g);
+    return true;
+}
+
+static int by_address(const void *a, const void *b)
+{
+    const struct tl_site_allocation *x = a, *y = b;
+    return x->address < y->address ? -1 : x->address > y->address;
+}
+
+/* Points a site at its listed allocations, lowest address first. */
+static void attach_allocations(struct tl_site *s, const struct gather *g, size_t slot)
+{
+    if (!g->allocations)
+        return;
+    size_t start = slot ? g->end[slot - 1] : 0;
+    s->allocations = g->allocations + start;
+    s->nallocations = g->next[slot] - start;
+    qsort(s->allocations, s->nallocations, sizeof *s->allocations, by_address);
 }
 
 static int by_bytes_desc(const void *a, const void *b)
@@ -198,12 +270,17 @@ static bool gather(struct tl_report_model *m)
     g.count = calloc(g.n, sizeof *g.count);
     g.held_bytes = calloc(g.n, sizeof *g.held_bytes);
     g.held_count = calloc(g.n, sizeof *g.held_count);
-    if (!g.bytes || !g.count || !g.held_bytes || !g.held_count) {
+    g.unknown_size = calloc(g.n, sizeof *g.unknown_size);
+    if (!g.bytes || !g.count || !g.held_bytes || !g.held_count || !g.unknown_size) {
         tl_live_unlock_all();
-        free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count);
+        free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count); free(g.unknown_size);
         return false;
     }
     tl_live_foreach(gather_row, &g);
+    if (m->with_allocations && !list_allocations(&g)) {
+        free(g.allocations);
+        g.allocations = NULL;
+    }
     tl_pools_collect(m); /* under the same locks: one consistent state */
     tl_live_unlock_all();
 
@@ -211,7 +288,9 @@ static bool gather(struct tl_report_model *m)
     m->live_count = g.live_count;
     m->address_space_bytes = g.address_space_bytes;
     m->address_space_count = g.address_space_count;
+    m->unknown_size_count = g.unknown_size_count;
     m->peak_live_bytes = atomic_load(&tl_stats.peak_live_bytes);
+    m->site_allocations = g.allocations;
     size_t nsites = 0, nheld = 0;
     for (size_t id = 1; id < g.n; id++) {
         nsites += g.count[id] > 0;
@@ -219,22 +298,28 @@ static bool gather(struct tl_report_model *m)
     }
     m->sites = calloc(nsites + 1, sizeof *m->sites);
     m->held = calloc(nheld + 1, sizeof *m->held);
-    if (!m->sites || !m->held) {
-        free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count);
-        return false;
-    }
-    for (size_t id = 1; id < g.n; id++) {
+    bool ok = m->sites && m->held;
+    for (size_t id = 1; ok && id < g.n; id++) {
         struct tl_callsite *cs = tl_callsite_by_id((uint32_t)id);
         if (!cs)
             continue;
-        if (g.count[id] > 0)
-            m->sites[m->nsites++] = (struct tl_site){.cs = cs, .bytes = g.bytes[id], .count = g.count[id]};
+        if (g.count[id] > 0) {
+            struct tl_site *s = &m->sites[m->nsites++];
+            *s = (struct tl_site){.cs = cs, .bytes = g.bytes[id], .count = g.count[id],
+                                  .unknown_size_count = g.unknown_size[id]};
+            attach_allocations(s, &g, 2 * id);
+        }
         if (g.held_count[id] > 0) {
-            m->held[m->nheld++] = (struct tl_site){.cs = cs, .bytes = g.held_bytes[id], .count = g.held_count[id]};
+            struct tl_site *s = &m->held[m->nheld++];
+            *s = (struct tl_site){.cs = cs, .bytes = g.held_bytes[id], .count = g.held_count[id]};
+            attach_allocations(s, &g, 2 * id + 1);
             m->held_bytes += g.held_bytes[id];
         }
     }
-    free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count);
+    free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count); free(g.unknown_size);
+    free(g.next); free(g.end);
+    if (!ok)
+        return false;
     qsort(m->sites, m->nsites, sizeof *m->sites, by_bytes_desc);
     qsort(m->held, m->nheld, sizeof *m->held, by_bytes_desc);
     return true;
@@ -669,6 +754,7 @@ static void free_model(struct tl_report_model *m)
 {
     free(m->sites);
     free(m->held);
+    free(m->site_allocations);
     free(m->owners);
     for (size_t i = 0; m->pools && i < m->npools; i++) {
         for (size_t k = 0; k < m->pools[i].nlayout; k++)
@@ -794,7 +880,7 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
                       (reason == TL_REASON_SIGNAL || reason == TL_REASON_API || reason == TL_REASON_INTERVAL));
     pthread_mutex_lock(&tl_report_lock);
     writing_here = true;
-    struct tl_report_model m = {.reason = reason, .label = label, .oom = oom};
+    struct tl_report_model m = {.reason = reason, .label = label, .oom = oom, .with_allocations = true};
     m.seq = ++report_seq;
     int rc = -1;
     if (!build_model(&m)) {

@@ -10,10 +10,27 @@
 
 #include <jansson.h>
 
+/* One live allocation of a call site, as the report lists it: where it
+ * lies (0 for rows keyed by a handle, which have no address), its size
+ * and on which device (TL_NO_DEVICE for host memory). */
+struct tl_site_allocation {
+    uint64_t address, bytes;
+    uint8_t device;
+    bool size_unknown; /* an array whose size the driver did not report: bytes null */
+};
+
 struct tl_site {
     struct tl_callsite *cs;
     long long bytes;
     long long count;
+    /* Up to TENSORLEAK_ADDRESSES of its allocations, lowest address first
+     * (which ones when it has more is unspecified); count - nallocations
+     * of them are not listed.  Points into the model's site_allocations. */
+    struct tl_site_allocation *allocations;
+    size_t nallocations;
+    /* Of count, allocations whose size the driver did not report (CUDA
+     * arrays): bytes leaves them out and reports say its size is unknown. */
+    long long unknown_size_count;
     bool suppressed;
     const char *rule; /* the suppression rule that matched, or NULL */
     const char *owner;       /* owners.c: owner name, or NULL before attribution */
@@ -110,6 +127,7 @@ struct tl_report_model {
     size_t nsites;
     struct tl_site *held;  /* memory held by a pool (segments), not leaks */
     size_t nheld;
+    struct tl_site_allocation *site_allocations; /* every site's allocations, one block */
 
     long long live_bytes, live_count, peak_live_bytes;
     long long leaked_bytes, leaked_count;
@@ -134,6 +152,9 @@ struct tl_report_model {
 
     unsigned gate_failed; /* tl_fail_kind bits */
     bool silent;          /* the live state's model: its checks print nothing */
+    /* List each site's allocations (tl_site.allocations): reports do; the
+     * live state, which never shows them, skips that pass over the rows. */
+    bool with_allocations;
     void *symbolizer;
     json_t *bridge; /* bridge.c: the "bridge" object (framework state used), or NULL */
 
@@ -142,6 +163,8 @@ struct tl_report_model {
      * the unsuppressed leaks. */
     long long address_space_bytes, address_space_count;
     long long leaked_address_space_bytes;
+    /* Live allocations of unknown size (in the counts, in no byte figure). */
+    long long unknown_size_count;
 
     /* Live VMM handles that were exported or imported (vmm_share.c), in
      * table order; imported_* are the imported ones' share of live_*. */

@@ -117,8 +117,12 @@ static json_t *site_json(struct tl_report_model *m, const struct tl_site *s)
     json_object_set_new(o, "kind", json_string(tl_kind_name(s->cs->kind)));
     /* The call site's id, as tensorleak_site_bytes (epoch.c) gives it. */
     json_object_set_new(o, "site", json_integer(s->cs->id));
-    json_object_set_new(o, "bytes", json_integer(s->bytes));
+    /* A site holding an allocation of unknown size has unknown bytes, not
+     * the sum of the others. */
+    json_object_set_new(o, "bytes", s->unknown_size_count > 0 ? json_null() : json_integer(s->bytes));
     json_object_set_new(o, "count", json_integer(s->count));
+    if (s->unknown_size_count > 0)
+        json_object_set_new(o, "unknown_size_allocations", json_integer(s->unknown_size_count));
     json_object_set_new(o, "suppressed", json_boolean(s->suppressed));
     json_object_set_new(o, "suppression", str_or_null(s->rule));
     json_object_set_new(o, "owner", str_or_null(s->owner));
@@ -128,6 +132,17 @@ static json_t *site_json(struct tl_report_model *m, const struct tl_site *s)
         json_object_set_new(o, "shared", shared_json(m, s->cs->id));
     }
     json_object_set_new(o, "stack", tl_stack_to_json(m, s->cs->frames, s->cs->nframes));
+    json_t *allocs = json_array();
+    for (size_t i = 0; i < s->nallocations; i++) {
+        const struct tl_site_allocation *a = &s->allocations[i];
+        json_t *e = json_object();
+        json_object_set_new(e, "address", a->address ? hex(a->address) : json_null());
+        json_object_set_new(e, "bytes", a->size_unknown ? json_null() : json_integer((json_int_t)a->bytes));
+        json_object_set_new(e, "device", a->device < TL_MAX_DEVICES ? json_integer(a->device) : json_null());
+        json_array_append_new(allocs, e);
+    }
+    json_object_set_new(o, "allocations", allocs);
+    json_object_set_new(o, "allocations_unlisted", json_integer(s->count - (long long)s->nallocations));
     return o;
 }
 
@@ -188,6 +203,7 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     json_object_set_new(sum, "imported_bytes", json_integer(m->imported_bytes));
     json_object_set_new(sum, "imported_allocations", json_integer(m->imported_count));
     json_object_set_new(sum, "leaked_address_space_bytes", json_integer(m->leaked_address_space_bytes));
+    json_object_set_new(sum, "unknown_size_allocations", json_integer(m->unknown_size_count));
     json_object_set_new(sum, "invalid_frees", json_integer((json_int_t)atomic_load(&tl_stats.invalid_frees)));
     json_object_set_new(sum, "suppressed_allocations", json_integer(m->suppressed_count));
     json_object_set_new(sum, "suppressed_bytes", json_integer(m->suppressed_bytes));

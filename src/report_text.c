@@ -138,7 +138,8 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         const struct tl_site *s = &m->sites[i];
         nleak_sites += !s->suppressed;
         if (!s->suppressed)
-            tl_headline_add(&headline, tl_kind_name(s->cs->kind), s->count, (uint64_t)s->bytes);
+            tl_headline_add(&headline, tl_kind_name(s->cs->kind), s->count, (uint64_t)s->bytes,
+                            s->unknown_size_count);
     }
     if (m->leaked_count == 0) {
         fprintf(out, "==%d== tensorleak: no leaked device allocations\n", pid);
@@ -156,7 +157,10 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         const struct tl_site *s = &m->sites[i];
         if (s->suppressed)
             continue;
-        tl_format_size((uint64_t)s->bytes, a, sizeof a);
+        if (s->unknown_size_count > 0) /* as the JSON's null bytes */
+            snprintf(a, sizeof a, "unknown size");
+        else
+            tl_format_size((uint64_t)s->bytes, a, sizeof a);
         /* A range is address space, a mapping's memory is its handle's. */
         const char *what = s->cs->kind == TL_KIND_VMM_RESERVATION ? " of address space (not memory)"
                            : s->cs->kind == TL_KIND_VMM_MAPPING   ? " mapped range (memory counted at its handle)"
@@ -238,6 +242,9 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         fprintf(out, "==%d== address space reserved (VMM ranges, not memory): %s in %lld range(s)\n", pid, a,
                 m->address_space_count);
     }
+    if (m->unknown_size_count > 0)
+        fprintf(out, "==%d== size unknown: %lld live allocation(s) the driver gave no size for, in no byte figure above\n",
+                pid, m->unknown_size_count);
     if (m->suppressed_count > 0)
         fprintf(out, "==%d== suppressed: %lld byte(s) in %lld allocation(s)\n", pid, m->suppressed_bytes, m->suppressed_count);
     unsigned long long torn = atomic_load(&tl_stats.teardown_allocs);

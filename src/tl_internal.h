@@ -75,6 +75,7 @@ struct tl_options {
     int depth;               /* TENSORLEAK_DEPTH, 0..TL_MAX_DEPTH: native frames */
     int python_depth;        /* TENSORLEAK_PYTHON_DEPTH, 0..TL_MAX_DEPTH: Python frames besides */
     bool frames_all;         /* TENSORLEAK_FRAMES=all: text stacks show every frame, not Python first */
+    int addresses;           /* TENSORLEAK_ADDRESSES: allocations a report lists per call site */
     unsigned fail_on;        /* TENSORLEAK_FAIL_ON: tl_fail_kind bits */
     int exitcode;            /* TENSORLEAK_EXITCODE */
     char suppressions[1024]; /* TENSORLEAK_SUPPRESSIONS path, "" = none */
@@ -260,6 +261,9 @@ void tl_callsite_reset_after_fork(void);
  * open-addressing table. */
 /* 4 is pools.c's (annotated pool blocks); arrays are keyed by handle. */
 enum tl_space { TL_SPACE_MEM = 0, TL_SPACE_VMM_HANDLE = 1, TL_SPACE_VMM_MAP = 2, TL_SPACE_VMM_VA = 3, TL_SPACE_ARRAY = 5 };
+/* The aux of a TL_KIND_ARRAY row whose size the driver did not report: the
+ * row holds 0 bytes and reports count it among allocations of unknown size. */
+#define TL_ARRAY_SIZE_UNKNOWN 1u
 
 struct tl_live {
     uint64_t addr;     /* 0 = empty slot */

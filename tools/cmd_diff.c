@@ -25,6 +25,7 @@ struct diff_site {
     int64_t old_count, new_count;
     const struct tl_leak *shown;   /* the NEW entry when there is one */
     bool shown_new;
+    bool size_unknown;             /* an entry's bytes were null: its bytes leave some out */
 };
 
 struct key_buf {
@@ -119,6 +120,7 @@ static bool add_side(struct diff_site *sites, size_t *n, const struct tl_leak *e
         s->key = site_key(l);
         if (!s->key)
             return false;
+        s->size_unknown = l->bytes_unknown;
         if (is_new) {
             s->new_bytes = clamp64(l->bytes);
             s->new_count = clamp64(l->count);
@@ -144,6 +146,7 @@ static size_t combine(struct diff_site *sites, size_t n)
             d->new_bytes = add_sat(d->new_bytes, sites[i].new_bytes);
             d->old_count = add_sat(d->old_count, sites[i].old_count);
             d->new_count = add_sat(d->new_count, sites[i].new_count);
+            d->size_unknown |= sites[i].size_unknown;
             if (sites[i].shown_new && !d->shown_new) {
                 d->shown = sites[i].shown;
                 d->shown_new = true;
@@ -200,10 +203,11 @@ static int diff_reports(const struct tl_report *old, const struct tl_report *new
            size_human_signed(total_bytes, human), total_count, changed);
     for (size_t i = 0; i < changed; i++) {
         const struct diff_site *s = &sites[i];
-        printf("%+" PRId64 " byte(s) (%s), %+" PRId64 " allocation(s) [%s]: %" PRId64
+        printf("%+" PRId64 " byte(s) (%s), %+" PRId64 " allocation(s) [%s%s]: %" PRId64
                " -> %" PRId64 " byte(s), %" PRId64 " -> %" PRId64 " allocation(s), from:\n",
                s->new_bytes - s->old_bytes, size_human_signed(s->new_bytes - s->old_bytes, human),
                s->new_count - s->old_count, s->shown->kind ? report_leak_kind(s->shown) : "??",
+               s->size_unknown ? ", size unknown" : "",
                s->old_bytes, s->new_bytes, s->old_count, s->new_count);
         format_stack(stdout, &s->shown->stack);
         free(s->key);

@@ -111,9 +111,11 @@ static json_t *merged_summary(const struct input *in, size_t n)
         json_object_set_new(obj, "fragmentation", unknown ? json_null() : json_real(sum.fragmentation));
     TL_SUMMARY_U64_FIELDS(TL_EMIT_FIELD)
 #undef TL_EMIT_FIELD
-    /* Address space, summed apart from memory, when reported. */
+    /* Address space, summed apart from memory, and the allocations of
+     * unknown size, when reported. */
     static const char *const apart[] = {"address_space_bytes", "address_space_reservations",
-                                        "leaked_address_space_bytes", "imported_bytes", "imported_allocations"};
+                                        "leaked_address_space_bytes", "unknown_size_allocations", "imported_bytes",
+                                        "imported_allocations"};
     for (size_t k = 0; k < sizeof apart / sizeof apart[0]; k++) {
         uint64_t total = 0;
         bool any = false;

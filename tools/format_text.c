@@ -148,7 +148,8 @@ static void header(FILE *out, const struct tl_report *r)
         const struct tl_leak *l = &r->leaks[i];
         sites += !l->suppressed;
         if (!l->suppressed)
-            tl_headline_add(&headline, l->kind, (long long)l->count, l->bytes);
+            tl_headline_add(&headline, l->kind, (long long)l->count, l->bytes,
+                            l->bytes_unknown ? (long long)l->unknown_size_allocations : 0);
     }
     fprintf(out, "%s tensorleak: ", pfx.text);
     if (tl_headline_matches(&headline, (long long)s->leaked_allocations, s->leaked_bytes))
@@ -190,7 +191,8 @@ static void leaks(FILE *out, const struct tl_report *r)
                            : strcmp(l->kind, "vmm_reservation") == 0 ? " of address space (not memory)"
                                                                      : " mapped range (memory counted at its handle)";
         fprintf(out, "Leak of %s%s in %" PRIu64 " allocation(s) [%s%s] allocated from:\n",
-                size_human(l->bytes, human), what, l->count, l->kind ? report_leak_kind(l) : or_unknown(l->kind),
+                l->bytes_unknown ? "unknown size" : size_human(l->bytes, human), what, l->count,
+                l->kind ? report_leak_kind(l) : or_unknown(l->kind),
                 rank_tag(l->has_rank, l->rank, ", ").text);
         format_stack(out, &l->stack);
         fputc('\n', out);
@@ -390,6 +392,11 @@ static void totals(FILE *out, const struct tl_report *r)
     if (json_is_integer(as) && json_integer_value(as) > 0 && json_is_integer(asn))
         fprintf(out, "%s address space reserved (VMM ranges, not memory): %s in %lld range(s)\n", pfx.text,
                 size_human((uint64_t)json_integer_value(as), human), (long long)json_integer_value(asn));
+    json_t *unknown = json_object_get(sum, "unknown_size_allocations"); /* in no byte figure */
+    if (json_is_integer(unknown) && json_integer_value(unknown) > 0)
+        fprintf(out, "%s size unknown: %lld live allocation(s) the driver gave no size for, in no byte "
+                     "figure above\n",
+                pfx.text, (long long)json_integer_value(unknown));
     if (s->suppressed_allocations > 0)
         fprintf(out, "%s suppressed: %" PRIu64 " byte(s) in %" PRIu64 " allocation(s)\n", pfx.text,
                 s->suppressed_bytes, s->suppressed_allocations);

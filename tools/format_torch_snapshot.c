@@ -17,14 +17,17 @@
  *     stream-ordered pools' reserves and the direct driver allocations, and a
  *     framework pool's segments are such direct allocations, so what is left
  *     for plain allocations is each device's reserved_bytes less its pools'.
- *     The report keeps call sites, not single allocations, and a site carries
- *     no device: sites are placed on the devices in report order while they
- *     fit what is left there (sites of cache owners last, since a cache's
- *     segments are the ones already shown as pools); a site that fits nowhere
+ *     Each allocation a site lists (leaks[].allocations: address, bytes,
+ *     device) is a segment at its address on its device, unless it lies in
+ *     a pool's layout segment (PyTorch's cudaMalloc of a segment: shown once,
+ *     as the pool's). What a site does not list is one segment of its total,
+ *     address unknown, placed on the devices in report order while it fits
+ *     what is left there (sites of cache owners last, since a cache's
+ *     segments are the ones already shown as pools); one that fits nowhere
  *     is taken to be a pool's memory. What is left after the sites is one
  *     segment that says no call site was listed for it.
- * What tensorleak does not know (the address of a plain allocation, streams,
- * requested sizes) gets the neutral value the format needs (0, the size) and
+ * What tensorleak does not know (the address of an allocation not listed,
+ * streams, requested sizes) gets the neutral value the format needs (0, the size) and
  * is named in the segment's "tensorleak_unknown" list.
  */
 #include "cli.h"
@@ -344,26 +347,91 @@ struct device_room {
     uint64_t left;              /* reserved bytes not yet shown by a segment */
 };
 
-static void put_sites(FILE *out, const struct tl_leak *sites, size_t count, bool cache_owners,
-                      struct device_room *room, size_t nroom)
+/* The room of `device`; a report without devices[] has one room for all. */
+static struct device_room *room_of(struct device_room *room, size_t nroom, long long device)
+{
+    for (size_t d = 0; d < nroom; d++)
+        if (room[d].device == device)
+            return &room[d];
+    return nroom == 1 && room[0].device == 0 ? &room[0] : NULL;
+}
+
+/* Is [address, address + bytes) inside a segment of a pool's layout (a
+ * framework pool's segment is also one of the driver allocations the
+ * report lists at its call site)? */
+static bool in_pool_layout(const struct tl_report *r, long long device, uint64_t address, uint64_t bytes)
+{
+    for (size_t i = 0; i < r->pool_count; i++) {
+        const struct tl_pool *p = &r->pools[i];
+        if (p->device != device || !p->has_layout || p->bytes_unknown)
+            continue;
+        for (size_t k = 0; k < p->layout_count; k++) {
+            uint64_t base = strtoull(p->layout[k].base, NULL, 16);
+            if (address >= base && bytes <= p->layout[k].bytes && address - base <= p->layout[k].bytes - bytes)
+                return true;
+        }
+    }
+    return false;
+}
+
+/* A site's listed allocations, each a segment of one block at its address;
+ * returns the bytes of those shown (or left to a pool's layout), which the
+ * site's remaining segment does not repeat, and their number in *ndone. */
+static uint64_t put_site_allocations(FILE *out, const struct tl_report *r, const struct tl_leak *site,
+                                     struct device_room *room, size_t nroom, uint64_t *ndone)
+{
+    uint64_t done = 0;
+    *ndone = 0;
+    for (size_t k = 0; k < site->allocation_count; k++) {
+        const struct tl_allocation *a = &site->allocations[k];
+        if (!a->has_address || a->device < 0 || a->bytes == 0)
+            continue;
+        if (in_pool_layout(r, a->device, a->address, a->bytes)) {
+            done += a->bytes;   /* shown as the pool's segment already */
+            ++*ndone;
+            continue;
+        }
+        struct device_room *dr = room_of(room, nroom, a->device);
+        if (!dr || dr->left < a->bytes)
+            continue;
+        dr->left -= a->bytes;
+        done += a->bytes;
+        ++*ndone;
+        struct segment s = {
+            .device = a->device, .address = a->address, .total = a->bytes, .allocated = a->bytes,
+            .unknown = UNKNOWN_STREAM | UNKNOWN_REQUESTED | (site->stack.count ? 0 : UNKNOWN_FRAMES),
+            .layout = "allocation", .allocations = 1,
+        };
+        put_whole_segment(out, &s, "active_allocated", &site->stack);
+    }
+    return done;
+}
+
+static void put_sites(FILE *out, const struct tl_report *r, const struct tl_leak *sites, size_t count,
+                      bool cache_owners, struct device_room *room, size_t nroom)
 {
     for (size_t i = 0; i < count; i++) {
         const struct tl_leak *site = &sites[i];
         bool cache = site->owner_class && !strcmp(site->owner_class, "cache");
         if (cache != cache_owners || !kind_reserves(site->kind) || site->bytes == 0)
             continue;
+        uint64_t listed, shown = put_site_allocations(out, r, site, room, nroom, &listed);
+        if (shown >= site->bytes)
+            continue;
+        uint64_t bytes = site->bytes - shown, allocations = site->count > listed ? site->count - listed : 1;
         size_t d = 0;
-        while (d < nroom && room[d].left < site->bytes)
+        while (d < nroom && room[d].left < bytes)
             d++;
         if (d == nroom)
             continue;   /* more than any device has left: a pool's segments */
-        room[d].left -= site->bytes;
+        room[d].left -= bytes;
         struct segment s = {
-            .device = room[d].device, .total = site->bytes, .allocated = site->bytes,
+            .device = room[d].device, .total = bytes, .allocated = bytes,
             .unknown = UNKNOWN_ADDRESS | UNKNOWN_STREAM | UNKNOWN_REQUESTED | (site->stack.count ? 0 : UNKNOWN_FRAMES),
-            .layout = site->count == 1 ? "allocation" : "call_site", .allocations = site->count,
-            .note = site->count == 1 ? NULL
-                                     : "the allocations of one call site: the report keeps their total, not each one",
+            .layout = allocations == 1 ? "allocation" : "call_site", .allocations = allocations,
+            .note = allocations == 1 ? NULL
+                    : listed ? "the allocations of one call site the report does not list one by one: their total"
+                             : "the allocations of one call site: the report keeps their total, not each one",
         };
         put_whole_segment(out, &s, "active_allocated", &site->stack);
     }
@@ -433,8 +501,8 @@ bool format_torch_snapshot(FILE *out, const struct tl_report *r)
     const struct tl_leak *sites = r->has_leaks_array || !r->has_sites ? r->leaks : r->sites;
     size_t site_count = r->has_leaks_array || !r->has_sites ? r->leak_count : r->site_count;
     for (int cache_owners = 0; cache_owners <= 1; cache_owners++) {
-        put_sites(out, sites, site_count, cache_owners, room, nroom);
-        put_sites(out, r->held, r->held_count, cache_owners, room, nroom);
+        put_sites(out, r, sites, site_count, cache_owners, room, nroom);
+        put_sites(out, r, r->held, r->held_count, cache_owners, room, nroom);
     }
     for (size_t d = 0; d < nroom; d++) {
         if (room[d].left == 0)

@@ -25,6 +25,7 @@ enum { TL_HEADLINE_GROUPS = 9 };
 struct tl_headline {
     long long count[TL_HEADLINE_GROUPS];
     uint64_t bytes[TL_HEADLINE_GROUPS];
+    long long unknown[TL_HEADLINE_GROUPS]; /* of count, allocations of unknown size (not in bytes) */
 };
 
 /* Per group: the report kinds in it (space-separated), its noun in the
@@ -45,8 +46,10 @@ static const struct {
 };
 
 /* Adds one leak row of `kind` (its JSON name, "device" for stream-ordered
- * blocks too; older reports say "async"). */
-static inline void tl_headline_add(struct tl_headline *h, const char *kind, long long count, uint64_t bytes)
+ * blocks too; older reports say "async"); `unknown` of its `count`
+ * allocations have a size the driver did not report (not in `bytes`). */
+static inline void tl_headline_add(struct tl_headline *h, const char *kind, long long count, uint64_t bytes,
+                                   long long unknown)
 {
     size_t len = kind ? strlen(kind) : 0;
     int g = TL_HEADLINE_GROUPS - 1;
@@ -62,6 +65,7 @@ static inline void tl_headline_add(struct tl_headline *h, const char *kind, long
     }
     h->count[g] += count;
     h->bytes[g] += tl_headline_groups[g].memory ? bytes : 0;
+    h->unknown[g] += unknown;
 }
 
 /* Whether the rows add up to a summary's leaked allocations and bytes (a
@@ -79,7 +83,9 @@ static inline bool tl_headline_matches(const struct tl_headline *h, long long co
 
 /* Writes "3 leaked device allocations (2.0 MiB) and 1 leaked pinned host
  * allocation (4.0 KiB)": the groups with leaks, in the order above, sizes
- * by `format_size` (the caller's "%.1f MiB" formatter). */
+ * by `format_size` (the caller's "%.1f MiB" formatter).  A group whose
+ * allocations all have unknown size says "(size unknown)"; one with some
+ * "(2.0 MiB and 1 of unknown size)". */
 static inline void tl_headline_print(FILE *out, const struct tl_headline *h,
                                      void (*format_size)(uint64_t bytes, char *buf, size_t len))
 {
@@ -93,10 +99,15 @@ static inline void tl_headline_print(FILE *out, const struct tl_headline *h,
         fputs(shown == 1 ? "" : shown == total ? " and " : ", ", out);
         fprintf(out, "%lld leaked %s", h->count[i],
                 h->count[i] == 1 ? tl_headline_groups[i].one : tl_headline_groups[i].many);
-        if (tl_headline_groups[i].memory) {
+        if (tl_headline_groups[i].memory && h->unknown[i] >= h->count[i]) {
+            fputs(" (size unknown)", out);
+        } else if (tl_headline_groups[i].memory) {
             char size[32];
             format_size(h->bytes[i], size, sizeof size);
-            fprintf(out, " (%s)", size);
+            if (h->unknown[i] > 0)
+                fprintf(out, " (%s and %lld of unknown size)", size, h->unknown[i]);
+            else
+                fprintf(out, " (%s)", size);
         }
     }
 }

@@ -66,11 +66,28 @@ struct tl_stack {
     size_t count;
 };
 
+/* One entry of a site's optional "allocations" list. */
+struct tl_allocation {
+    bool has_address;           /* false: a row keyed by a handle (null) */
+    uint64_t address;
+    uint64_t bytes;
+    long long device;           /* -1: host memory (null) */
+};
+
 /* One entry of "leaks" (or of "sites"): a deduplicated call site. */
 struct tl_leak {
     const char *kind;           /* "device", "host_pinned", ... */
-    uint64_t bytes;
+    uint64_t bytes;             /* 0 when bytes_unknown */
     uint64_t count;
+    /* Optional "allocations": some of its live allocations; has_allocations
+     * false in reports written before they were listed. */
+    bool has_allocations;
+    struct tl_allocation *allocations;
+    size_t allocation_count;
+    /* "bytes" is null: some of the allocations have a size the driver did
+     * not report (unknown_size_allocations of them). */
+    bool bytes_unknown;
+    uint64_t unknown_size_allocations;
     bool suppressed;
     const char *suppression;    /* "leak:pattern" that matched, if any */
     struct tl_stack stack;

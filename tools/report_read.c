@@ -275,6 +275,52 @@ static void free_stack(struct tl_stack *s)
     s->count = 0;
 }
 
+/* A site's optional "allocations": {address: hex string or null, bytes,
+ * device: int or null} each; more of them than its count is an error. */
+static void read_allocations(struct loader *ld, json_t *site, const char *where, struct tl_leak *l)
+{
+    char awhere[WHERE_MAX + 32];
+    json_t *list = get(ld, site, where, "allocations", WANT_ARRAY, false);
+    l->has_allocations = list != NULL;
+    if (!list || json_array_size(list) == 0)
+        return;
+    size_t n = json_array_size(list);
+    if (n > l->count) {
+        fail(ld, "%s.allocations: %zu listed, more than its count (%" PRIu64 ")", where, n, l->count);
+        return;
+    }
+    l->allocations = calloc(n, sizeof(*l->allocations));
+    if (!l->allocations) {
+        fail(ld, "%s.allocations: out of memory", where);
+        return;
+    }
+    l->allocation_count = n;
+    for (size_t i = 0; i < n && !ld->failed; i++) {
+        snprintf(awhere, sizeof(awhere), "%s.allocations[%zu]", where, i);
+        json_t *e = element_object(ld, list, i, awhere);
+        if (!e)
+            return;
+        struct tl_allocation *a = &l->allocations[i];
+        const char *addr = get_str(ld, e, awhere, "address");
+        if (!json_object_get(e, "bytes"))
+            get(ld, e, awhere, "bytes", WANT_U64, true);   /* missing: the error */
+        a->bytes = get_u64(ld, e, awhere, "bytes");        /* null: unknown, 0 */
+        json_t *dev = get(ld, e, awhere, "device", WANT_U64, false);
+        a->device = dev ? (long long)json_integer_value(dev) : -1;
+        if (addr) {
+            size_t digits = strncmp(addr, "0x", 2) == 0 ? strspn(addr + 2, "0123456789abcdefABCDEF") : 0;
+            errno = 0;
+            unsigned long long v = digits ? strtoull(addr + 2, NULL, 16) : 0;
+            if (!digits || addr[2 + digits] || digits > 16 || errno) {
+                fail(ld, "%s.address: '%.40s' is not a hex address (0x...)", awhere, addr);
+                return;
+            }
+            a->has_address = true;
+            a->address = v;
+        }
+    }
+}
+
 static void read_leaks(struct loader *ld, json_t *root, const char *key,
                        struct tl_leak **out, size_t *count)
 {
@@ -289,12 +335,15 @@ static void read_leaks(struct loader *ld, json_t *root, const char *key,
         struct tl_leak *l = &(*out)[i];
         l->kind = get_str(ld, e, where, "kind");
         l->bytes = get_u64(ld, e, where, "bytes");
+        l->bytes_unknown = is_unknown(e, "bytes");
         l->count = get_u64(ld, e, where, "count");
+        l->unknown_size_allocations = get_u64(ld, e, where, "unknown_size_allocations");
         l->suppressed = get_bool(ld, e, where, "suppressed");
         l->suppression = get_str(ld, e, where, "suppression");
         l->imported = get_bool(ld, e, where, "imported");
         l->counted_elsewhere = counted_elsewhere(ld, e, where);
         read_stack(ld, e, where, &l->stack);
+        read_allocations(ld, e, where, l);
         l->has_rank = get(ld, e, where, "rank", WANT_INT, false) != NULL;
         l->rank = get_int(ld, e, where, "rank");
         l->owner = get_str(ld, e, where, "owner");
@@ -710,14 +759,20 @@ bad:
 
 void report_free(struct tl_report *r)
 {
-    for (size_t i = 0; i < r->leak_count; i++)
+    for (size_t i = 0; i < r->leak_count; i++) {
         free_stack(&r->leaks[i].stack);
+        free(r->leaks[i].allocations);
+    }
     free(r->leaks);
-    for (size_t i = 0; i < r->site_count; i++)
+    for (size_t i = 0; i < r->site_count; i++) {
         free_stack(&r->sites[i].stack);
+        free(r->sites[i].allocations);
+    }
     free(r->sites);
-    for (size_t i = 0; i < r->held_count; i++)
+    for (size_t i = 0; i < r->held_count; i++) {
         free_stack(&r->held[i].stack);
+        free(r->held[i].allocations);
+    }
     free(r->held);
     free(r->owners);
     free(r->marks);

@@ -299,7 +299,11 @@ class LeakGate:
             site = leaks.get(site_id)
             if site is None or site.get("suppressed"):
                 continue  # held by an owner or pool, or suppressed
-            finding.leaks.append((min(nbytes, site.get("bytes", 0)), min(count, site.get("count", 0)), site))
+            # bytes null: some of the site's allocations have a size the
+            # driver did not report; the live count that rose is what is known.
+            known = site.get("bytes", 0)
+            finding.leaks.append((nbytes if known is None else min(nbytes, known), min(count, site.get("count", 0)),
+                                  site))
         finding.leaks.sort(key=lambda leak: -leak[0])
         for verdict, site_id, pool in growing:
             if pool is not None:

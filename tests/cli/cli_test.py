@@ -557,6 +557,39 @@ def report_text_of_a_real_report_equals_the_preload_text(c):
     check_eq(rc, 23, "gate exit status")
 
 
+@case
+def report_reads_allocation_lists_and_rejects_malformed_ones(c):
+    with open(os.path.join(c.src, "leaky.json")) as f:
+        r = json.load(f)
+    path = os.path.join(c.tmp, "allocations.json")
+    site = r["leaks"][0]
+    good = [{"address": "0x7f0000000000", "bytes": site["bytes"], "device": 0}][:site["count"]]
+    site["allocations"], site["allocations_unlisted"] = good, site["count"] - len(good)
+    with open(path, "w") as f:
+        json.dump(r, f)
+    # The text report does not print addresses: it reads the same as without them.
+    plain = os.path.join(c.tmp, "plain.json")
+    shutil.copy(os.path.join(c.src, "leaky.json"), plain)
+    want, _ = c.expect(["report", plain], 0, stderr="")
+    c.expect(["report", path], 0, stdout=want.replace(plain, path), stderr="")
+    too_many = [{"address": "0x1000", "bytes": 1, "device": 0}] * (site["count"] + 1)
+    for bad, msg in (([{"address": "zz", "bytes": 1, "device": 0}],
+                      "leaks[0].allocations[0].address: 'zz' is not a hex address (0x...)"),
+                     ([{"address": "0x", "bytes": 1, "device": 0}],
+                      "leaks[0].allocations[0].address: '0x' is not a hex address (0x...)"),
+                     ([{"address": "0x10000000000000000", "bytes": 1, "device": 0}],
+                      "leaks[0].allocations[0].address: '0x10000000000000000' is not a hex address (0x...)"),
+                     ([{"address": "0x1000", "device": 0}], "leaks[0].allocations[0].bytes: missing (a non-negative integer expected)"),
+                     ([{"address": "0x1000", "bytes": 1, "device": -1}],
+                      "leaks[0].allocations[0].device: expected a non-negative integer"),
+                     ({"address": "0x1000"}, "leaks[0].allocations: expected an array"),
+                     (too_many, f"leaks[0].allocations: {site['count'] + 1} listed, more than its count ({site['count']})")):
+        site["allocations"] = bad
+        with open(path, "w") as f:
+            json.dump(r, f)
+        c.expect(["report", path], 2, stdout="", stderr=f"tensorleak: {path}: {msg}\n")
+
+
 # --- owners and budgets -----------------------------------------------------
 
 @case

@@ -131,12 +131,27 @@ def check_snapshot(data, report):
                f"segment {i}: allocated_size")
     eq(sum(s["total_size"] for s in snap["segments"]), report["summary"]["reserved_bytes"],
        "segments' total = the report's reserved bytes")
+    # memory_viz keys blocks by address and finds a block's segment by
+    # address: segments whose address is known never overlap on a device.
+    placed = sorted((s["device"], s["address"], s["total_size"]) for s in snap["segments"]
+                    if "address" not in s["tensorleak_unknown"])
+    for (d0, a0, n0), (d1, a1, _) in zip(placed, placed[1:]):
+        if d0 == d1 and a0 + n0 > a1:
+            raise Failure(f"segments overlap on device {d0}: {a0:#x}+{n0} and {a1:#x}")
     try:
         import torch.cuda._memory_viz as viz  # the real torch, when installed
     except ImportError:
-        print("note: torch is not installed: torch.cuda._memory_viz.segsum not tried")
+        print("note: torch is not installed: torch.cuda._memory_viz not tried")
     else:
+        # Every view torch.cuda._memory_viz makes of a snapshot (the
+        # flame-graph ones without fetching flamegraph.pl).
+        same = lambda text: text  # noqa: E731
         viz.segsum(snap)
+        viz.trace(snap)
+        viz.segments(snap, format_flamegraph=same)
+        viz.memory(snap, format_flamegraph=same)
+        viz.trace_plot(snap)
+        viz.segment_plot(snap)
     return snap
 
 
@@ -158,12 +173,18 @@ def a_c_programs_driver_allocations_are_segments_with_their_stack():
     report = run_under([os.path.join(SAMPLES, "leaky_inference"), "3"])
     data, rep = convert(report)
     snap = check_snapshot(data, rep)
-    eq(len(snap["segments"]), 1, "segments")
+    eq(len(snap["segments"]), 3, "segments: one per KV block")
+    listed = rep["leaks"][0]["allocations"]
+    eq((len(listed), rep["leaks"][0]["allocations_unlisted"]), (3, 0), "the report lists each KV block")
+    eq([(hex(s["address"]), s["device"]) for s in snap["segments"]], [(a["address"], a["device"]) for a in listed],
+       "each segment at its allocation's address, lowest first")
+    for seg in snap["segments"]:
+        eq((seg["device"], seg["total_size"], seg["allocated_size"], seg["tensorleak_layout"],
+            seg["tensorleak_allocations"], seg["tensorleak_unknown"]),
+           (0, MiB, MiB, "allocation", 1, ["stream", "requested_size"]), "a KV block's segment")
+        eq(layout_of(seg), [(0, MiB, "active_allocated")], "one active block")
+    eq(len({s["address"] for s in snap["segments"]}), 3, "three addresses")
     seg = snap["segments"][0]
-    eq((seg["device"], seg["total_size"], seg["allocated_size"], seg["tensorleak_layout"],
-        seg["tensorleak_allocations"], seg["tensorleak_unknown"]),
-       (0, 3 * MiB, 3 * MiB, "call_site", 3, ["address", "stream", "requested_size"]), "the KV blocks' site")
-    eq(layout_of(seg), [(0, 3 * MiB, "active_allocated")], "one active block")
     frames = seg["blocks"][0]["frames"]
     eq([(f["name"], f["filename"]) for f in frames[:3]],
        [("kv_cache_append", "../samples/leaky_inference.c"),
@@ -174,6 +195,18 @@ def a_c_programs_driver_allocations_are_segments_with_their_stack():
     if "cudaMalloc" not in src[frames[0]["line"] - 1]:
         raise Failure(f"frame 0's line {frames[0]['line']} is not the cudaMalloc: {src[frames[0]['line'] - 1]!r}")
     eq(len(snap["device_traces"][0]), 3, "one snapshot entry per request mark")
+
+
+def a_site_with_more_allocations_than_listed_keeps_the_rest_as_one_segment():
+    report = run_under([os.path.join(SAMPLES, "leaky_inference"), "3"], env={"TENSORLEAK_ADDRESSES": "1"})
+    data, rep = convert(report)
+    snap = check_snapshot(data, rep)
+    site = rep["leaks"][0]
+    eq((site["count"], len(site["allocations"]), site["allocations_unlisted"]), (3, 1, 2), "one listed, two not")
+    eq([(s["total_size"], s["tensorleak_layout"], s["tensorleak_allocations"], hex(s["address"]) if
+         "address" not in s["tensorleak_unknown"] else None) for s in snap["segments"]],
+       [(MiB, "allocation", 1, site["allocations"][0]["address"]), (2 * MiB, "call_site", 2, None)],
+       "the listed allocation at its address, the other two as their site's total")
 
 
 def an_annotated_pool_becomes_its_segments_with_holes_inactive():
@@ -230,7 +263,8 @@ def a_mixed_run_shows_the_cache_and_the_plain_allocations_beside_it():
     eq(sum(s["total_size"] for s in pool_segments(snap, torch_pool["name"])), torch_pool["reserved_bytes"],
        "the cache's segments")
     plain = sorted((s["total_size"], s["tensorleak_layout"], s.get("tensorleak_allocations")) for s in plain_segments(snap))
-    eq(plain, [(2 * MiB, "allocation", 1), (6 * MiB, "call_site", 2)], "the plain allocations")
+    eq(plain, [(2 * MiB, "allocation", 1), (3 * MiB, "allocation", 1), (3 * MiB, "allocation", 1)],
+       "the plain allocations, one segment each")
     for s in plain_segments(snap):
         names = [(f["name"], os.path.basename(f["filename"]), f["line"]) for f in s["blocks"][0]["frames"]]
         eq(names[0][:2], ("plain", "mixed.py"), "Python frames first")
@@ -262,6 +296,7 @@ def convert_fixture(name):
 CASES = {f.__name__: f for f in (
     a_pool_without_layout_is_one_segment_that_says_so,
     a_c_programs_driver_allocations_are_segments_with_their_stack,
+    a_site_with_more_allocations_than_listed_keeps_the_rest_as_one_segment,
     an_annotated_pool_becomes_its_segments_with_holes_inactive,
     a_bridge_report_has_pytorchs_segments_once,
     a_mixed_run_shows_the_cache_and_the_plain_allocations_beside_it,

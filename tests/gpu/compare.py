@@ -162,6 +162,57 @@ def check_run_basics(row, rec, gt):
     return True
 
 
+def check_states(row, gt, reports, exit_r):
+    """A sleep/wake sample's states (gt["states"]: label, cuMemGetInfo's free
+    memory then, the handle bytes and address space the program held): each
+    state's snapshot must hold those handles and that address space, its
+    reserved bytes must be the driver's drop in free memory since the start,
+    its mark must read the same free memory, and every wake must come back to
+    the figures before the first sleep."""
+    states = gt.get("states")
+    if not states:
+        return
+    marks = {m.get("label"): m for m in (exit_r or {}).get("marks") or []}
+    start = int(gt["free_start"])
+    reserved, good = {}, True
+    for st in states:
+        what = "state %s" % st["label"]
+        snap = pick_label(reports, gt.get("pid"), st["label"])
+        if snap is None:
+            row.add(what, BAD, "no snapshot labelled %s" % st["label"])
+            good = False
+            continue
+        res, va = summary(snap, "reserved_bytes"), summary(snap, "address_space_bytes")
+        handles = sum(int(x.get("bytes") or 0) for x in snap.get("leaks") or [] if x.get("kind") == "vmm_handle")
+        delta = start - int(st["free"])
+        wrong = []
+        if handles != st["handles"]:
+            wrong.append("vmm_handle bytes %s, the program holds %s" % (fmt_b(handles), fmt_b(st["handles"])))
+        if va != st["address_space"]:
+            wrong.append("address space %s, the program keeps %s" % (fmt_b(va), fmt_b(st["address_space"])))
+        if res is None or abs(res - delta) > tol(delta, SAMPLE_TOL):
+            wrong.append("reserved_bytes %s vs cuMemGetInfo's drop %s" % (fmt_b(res), fmt_b(delta)))
+        m = marks.get(st["label"])
+        mf = m.get("device_free") if m else None
+        if not isinstance(mf, int) or abs(mf - int(st["free"])) > SAMPLE_TOL[0]:
+            wrong.append("the mark's device_free %s vs cuMemGetInfo %s" % (fmt_b(mf), fmt_b(st["free"])))
+        reserved[st["label"]] = res
+        good &= not wrong
+        row.add(what, BAD if wrong else OK, "; ".join(wrong) or "reserved %s vs Δfree %s, handles %s, address space %s"
+                % (fmt_b(res), fmt_b(delta), fmt_b(handles), fmt_b(va)))
+    before = states[0]
+    for st in states[1:]:
+        if st["handles"] == before["handles"] and st["label"] in reserved and \
+                reserved[st["label"]] != reserved.get(before["label"]):
+            good = False
+            row.add("wake %s" % st["label"], BAD, "reserved %s, before the sleep %s"
+                    % (fmt_b(reserved[st["label"]]), fmt_b(reserved.get(before["label"]))))
+    if gt.get("weights_intact") is False:
+        good = False
+        row.add("weights", BAD, "the weights copied back at wake differ from the ones put to sleep")
+    row.cells["states"] = ("%d ok" % len(states)) if good else "**wrong**"
+
+
 def eval_sample(rec):
     row = Row("samples", (rec["name"], rec["build"], rec["tool"]))
     gt = tagged_json(rec["stdout"], "TL_GROUND_TRUTH")
@@ -202,13 +253,13 @@ def eval_sample(rec):
         row.add("leaks exact", OK if (n, b) == want else BAD,
                 "tensorleak %s, truth %s" % (fmt_cb(n, b), fmt_cb(*want)))
         ll = live_leaks(exit_r)
-        sn, sb = sum(int(x.get("count", 0)) for x in ll), sum(int(x.get("bytes", 0)) for x in ll)
+        sn, sb = sum(int(x.get("count", 0)) for x in ll), sum(int(x.get("bytes") or 0) for x in ll)
         if (sn, sb) != (n, b):
             row.add("leaks[] add up to summary", BAD, "leaks[] %s, summary %s" % (fmt_cb(sn, sb), fmt_cb(n, b)))
         site_ok = True
         for site in gt.get("sites", []) if want[0] else []:
             m = [x for x in ll if stack_has(x, site["function"])]
-            got = (sum(int(x.get("count", 0)) for x in m), sum(int(x.get("bytes", 0)) for x in m))
+            got = (sum(int(x.get("count", 0)) for x in m), sum(int(x.get("bytes") or 0) for x in m))
             if got != (site["count"], site["bytes"]):
                 site_ok = False
                 row.add("site %s" % site["function"], BAD, "leaks whose stack names %s: %s, truth %s"
@@ -223,7 +274,7 @@ def eval_sample(rec):
                 continue
             names = kinds.split("|")
             m = [x for x in ll if x.get("kind") in names]
-            got = (sum(int(x.get("count", 0)) for x in m), sum(int(x.get("bytes", 0)) for x in m))
+            got = (sum(int(x.get("count", 0)) for x in m), sum(int(x.get("bytes") or 0) for x in m))
             if got != (kc, kb):
                 kind_ok = False
                 row.add("kind %s" % kinds, BAD, "%s, truth %s" % (fmt_cb(*got), fmt_cb(kc, kb)))
@@ -250,6 +301,14 @@ def eval_sample(rec):
             else:
                 row.add("growth", OK if not growth else BAD, "%d growth entr(y/ies), expected none" % len(growth))
                 row.cells["growth"] = "none" if not growth else "**flagged**"
+    ar = gt.get("array_requirements")
+    if isinstance(ar, dict):
+        # What the real driver answers decides whether tensorleak's CUDA
+        # array rows have a size (rc 0) or an unknown one (cuda.h: 1).
+        row.add("array requirements", INFO, "cuArrayGetMemoryRequirements on an array made without "
+                "CUDA_ARRAY3D_DEFERRED_MAPPING: rc %s, size %s (rc != 0: such arrays' size is unknown to tensorleak)"
+                % (ar.get("rc"), fmt_b(ar.get("size"))))
+    check_states(row, gt, reports, exit_r)
     src = end_r or exit_r
     if src is not None:
         delta = gt_delta(gt)
@@ -918,10 +977,10 @@ def evaluate(records, env):
             check_run_basics(base, r, gt)
             rows.append(base)
     hdr = ["sample", "cudart", "run", "truth leaks", "tensorleak leaks", "sites", "kinds", "growth",
-           "reserved vs Δfree", "pools", "devices", "shared once", "verdict"]
+           "reserved vs Δfree", "pools", "devices", "sleep/wake states", "shared once", "verdict"]
     sections.append(("Samples: leaks exact, growth, reserved vs cuMemGetInfo", md_table(hdr, [
         [row.cells.get(k, "") for k in ("sample", "build", "tool", "truth", "tensorleak", "sites", "kinds",
-                                "growth", "held", "pools", "devices", "shared")] + [row.verdict()] for row in srows])))
+                                "growth", "held", "pools", "devices", "states", "shared")] + [row.verdict()] for row in srows])))
 
     # compute-sanitizer next to tensorleak
     crows = []
@@ -1407,6 +1466,42 @@ def cmd_selftest(_a):
         # a framework that is not installed: skipped, not failed
         row, p = fw_case(7, "jax", "leak", {}, None, None, skip="jax does not import")
         assert p == [] and row.verdict() == "skipped", (p, row.verdict())
+        # 8: sleep/wake states: a good run, then one whose sleep kept a handle
+        # and released a reservation, and whose wake mapped one piece too many
+        def sleep_case(n, asleep_handles, asleep_va, woken_handles):
+            pid = 60 + n
+            base = 1000 * MiB
+            states = [("awake", 48 * MiB), ("asleep1", 0), ("woken1", 48 * MiB)]
+            gt = {"sample": "sleep_wake", "pid": pid, "requests": 3, "marks": 6, "expect_growth": False,
+                  "leaks": {"count": 0, "bytes": 0}, "kinds": {}, "sites": [], "weights_intact": True,
+                  "states": [{"label": lb, "free": base - h, "handles": h, "address_space": 48 * MiB}
+                             for lb, h in states],
+                  "expected_held": 0, "free_start": base, "free_end": base, "total": 2000 * MiB}
+            out = put("s%d.out" % n, "TL_GROUND_TRUTH " + json.dumps(gt) + "\n")
+            held = {"awake": (48 * MiB, 48 * MiB), "asleep1": (asleep_handles, asleep_va),
+                    "woken1": (woken_handles, 48 * MiB)}
+            for lb, (h, va) in held.items():  # what tensorleak saw held at each state
+                snap = {"tool": "tensorleak", "schema": 1, "reason": "api", "label": lb, "pid": pid,
+                        "summary": {"leaked_bytes": 0, "leaked_allocations": 0, "reserved_bytes": h,
+                                    "allocated_bytes": h, "address_space_bytes": va},
+                        "leaks": [{"kind": "vmm_handle", "bytes": h, "count": 1, "stack": []}] if h else [],
+                        "pools": [], "growth": [], "devices": [{"device": 0, "free": base - h, "total": 2000 * MiB}]}
+                put("s%d/tl.%d.%s.json" % (n, pid, lb), json.dumps(snap))
+            report("s%d" % n, pid, "api", label="end", reserved_bytes=0)
+            # the marks read the driver, which agrees with the ground truth
+            report("s%d" % n, pid, "exit", marks=[{"label": lb, "device_free": base - h} for lb, h in states])
+            rec = dict(recs[0], name="sleep_wake", build="none", stdout=out, stderr=out,
+                       reports_dir=os.path.join(d, "s%d" % n))
+            rows, _, probs = evaluate([rec], {"tensorleak_lib": "x"})
+            return [r for r in rows if r.table == "samples"][0], probs
+        row, p = sleep_case(0, 0, 48 * MiB, 48 * MiB)
+        assert p == [] and row.cells["states"] == "3 ok", (p, row.cells)
+        row, p = sleep_case(1, 2 * MiB, 32 * MiB, 50 * MiB)
+        assert row.cells["states"] == "**wrong**", row.cells
+        whats = " ".join(p)
+        for w in ("state asleep1", "vmm_handle bytes 2 MiB, the program holds 0 MiB",
+                  "address space 32 MiB, the program keeps 48 MiB", "state woken1", "wake woken1"):
+            assert w in whats, (w, p)
         # 6: records file round trip
         rp = put("records.tsv", "\t".join(["sample", "leaky", "static", "preload", "0", "1.5", out, out, d, ""]) + "\n")
         rr = read_records(rp)

@@ -96,6 +96,17 @@ int main(int argc, char **argv)
     CK(cuMemAlloc(&w, 2 * KIT_MIB));
     kit_memset(w, 0, 2 * KIT_MIB);
     CK(cuMemFree(w));
+    /* Whether the driver gives an ordinary CUDA array's size: cuda.h answers
+     * CUDA_ERROR_INVALID_VALUE for an array made without
+     * CUDA_ARRAY3D_DEFERRED_MAPPING, and tensorleak then reports the array's
+     * size as unknown.  Made and destroyed before the measured window. */
+    CUarray arr = NULL;
+    CUDA_ARRAY_DESCRIPTOR arr_desc = {.Width = 1000, .Height = 100, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+    CUDA_ARRAY_MEMORY_REQUIREMENTS arr_req;
+    memset(&arr_req, 0, sizeof arr_req);
+    CK(cuArrayCreate(&arr, &arr_desc));
+    int arr_rc = (int)cuArrayGetMemoryRequirements(&arr_req, arr, dev);
+    CK(cuArrayDestroy(arr));
     CK(cuCtxSynchronize());
     CK(cuMemGetInfo(&free0, &total));
 
@@ -139,9 +150,10 @@ int main(int argc, char **argv)
            "{\"function\":\"alloc_gpa_leak\",\"count\":1,\"bytes\":%llu},"
            "{\"function\":\"alloc_async_leak\",\"count\":2,\"bytes\":%llu},"
            "{\"function\":\"alloc_host_leak\",\"count\":1,\"bytes\":%llu}],"
+           "\"array_requirements\":{\"rc\":%d,\"size\":%zu},"
            "\"expected_held\":%llu,\"free_start\":%zu,\"free_end\":%zu,\"total\":%zu}\n",
-           (int)getpid(), 15 * M, 14 * M, 1 * M, 4 * M, 6 * M, 4 * M, 1 * M, 14 * M, free0,
-           free1, total);
+           (int)getpid(), 15 * M, 14 * M, 1 * M, 4 * M, 6 * M, 4 * M, 1 * M, arr_rc, (size_t)arr_req.size, 14 * M,
+           free0, free1, total);
     fflush(stdout);
     kit_snapshot("end");
     if (reset)

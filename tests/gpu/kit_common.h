@@ -84,6 +84,26 @@ static inline long kit_int_arg(int argc, char **argv, const char *flag, long dfl
     } while (0)
 
 #ifdef __cuda_cuda_h__
+/* The driver-API samples' start: device 0's primary context made current,
+ * and the properties of a pinned VMM allocation on it with their 2 MiB
+ * piece rounded up to the minimum granularity (*gran, *piece). */
+static inline CUdevice kit_vmm_start(CUmemAllocationProp *prop, size_t *gran, size_t *piece)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    KIT_CHECK_RT(cuInit(0));
+    KIT_CHECK_RT(cuDeviceGet(&dev, 0));
+    KIT_CHECK_RT(cuDevicePrimaryCtxRetain(&ctx, dev));
+    KIT_CHECK_RT(cuCtxSetCurrent(ctx));
+    memset(prop, 0, sizeof *prop);
+    prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = (int)dev;
+    KIT_CHECK_RT(cuMemGetAllocationGranularity(gran, prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    *piece = ((2 * KIT_MIB + *gran - 1) / *gran) * *gran;
+    return dev;
+}
+
 /* cuMemsetD8 through cuGetProcAddress, skipped where the driver lacks it (the
  * simulated driver of tests/sim), so the driver-API samples also run there. */
 static inline void kit_memset(CUdeviceptr d, unsigned char v, size_t bytes)

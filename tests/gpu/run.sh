@@ -85,7 +85,7 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 # build_samples: every .cu twice (static and shared cudart), every .c once (driver API).
 # Writes one build record per binary; returns non-zero if any failed.
 CU_SAMPLES="leaky clean async_pool"
-C_SAMPLES="driver_api vmm vmm_share"
+C_SAMPLES="driver_api vmm sleep_wake vmm_share"
 build_one() { # name mode
     local name=$1 mode=$2 log=$LOGS/build-$1-$2.log t0 rc
     t0=$(now)
@@ -319,9 +319,9 @@ if [ "$DRY" = 1 ]; then
         if "$PY" "$KIT/compare.py" evaluate --records "$WORK/sim-records.tsv" \
             --env <(printf '{"tensorleak_lib": "%s", "tensorleak_source": "simulated driver %s"}' "$lib" "$SIMDIR") \
             >"$LOGS/sim-compare.md" 2>&1; then
-            ok "driver_api, vmm and vmm_share on the simulated driver under tensorleak (LD_PRELOAD${TL_CLI:+, tensorleak run --sim}): reports match the ground truth"
+            ok "$C_SAMPLES on the simulated driver under tensorleak (LD_PRELOAD${TL_CLI:+, tensorleak run --sim}): reports match the ground truth"
         else
-            bad "driver_api, vmm and vmm_share on the simulated driver: reports differ from the ground truth:"
+            bad "$C_SAMPLES on the simulated driver: reports differ from the ground truth:"
             sed -n '/^## Mismatches/,/^## Samples/p' "$LOGS/sim-compare.md" | grep '^- ' | sed 's/^/      /'
         fi
         sed -n '/^| sample/,/^$/p' "$LOGS/sim-compare.md" | sed 's/^/      /'

@@ -27,22 +27,9 @@ __attribute__((noinline)) static CUmemGenericAllocationHandle create_piece(size_
 int main(int argc, char **argv)
 {
     int reset = kit_has_flag(argc, argv, "--reset");
-    CUdevice dev;
-    CUcontext ctx;
-    size_t free0 = 0, free1 = 0, total = 0, gran = 0;
-
-    CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
-
+    size_t free0 = 0, free1 = 0, total = 0, gran = 0, piece = 0;
     CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = (int)dev;
-    CK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
-    size_t piece = ((2 * KIT_MIB + gran - 1) / gran) * gran;
+    CUdevice dev = kit_vmm_start(&prop, &gran, &piece);
 
     CUmemAccessDesc access;
     memset(&access, 0, sizeof access);

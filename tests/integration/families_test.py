@@ -6,11 +6,14 @@ Run one test per process (`families_test.py NAME`), as preload_test.py, whose
 helpers these tests share.  Assertions are exact: the program is
 deterministic on the simulated driver.
 """
+import json
 import os
+import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from preload_test import MiB, check, eq, frames, marker_line, prog, run  # noqa: E402
+from preload_test import BUILD, MiB, check, eq, frames, marker_line, prog, run  # noqa: E402
 
 SRC = "tests/integration/progs/families.c"
 KiB = 1 << 10
@@ -129,6 +132,76 @@ def a_context_teardown_destroys_its_cuda_arrays():
     eq((s["released_by_teardown_bytes"], s["released_by_teardown_allocations"]),
        (ARRAY_2D + ARRAY_3D + MIPMAP + PITCHED_3D, 4), "teardown")
     eq([(x["reserved_bytes"], x["total"] - x["free"]) for x in r.report["devices"]], [(0, 0)], "devices")
+
+
+def a_cuda_array_the_driver_gives_no_size_for_is_unknown_not_zero():
+    # cuda.h: cuArrayGetMemoryRequirements refuses an array made without
+    # CUDA_ARRAY3D_DEFERRED_MAPPING; the simulator does so on request.
+    env = {"SIMCUDA_ARRAY_REQUIREMENTS": "deferred-only"}
+    plain = run(prog("families"), "array", env=env, preload=False)
+    r = run(prog("families"), "array", env=env)
+    eq(r.rc, 0, "exit status")
+    eq(r.out, plain.out, "program output under the preload")
+    eq(r.out.splitlines()[0], "cudaMallocArray 1 size 0 alignment 0", "the program's own query is refused (1)")
+    rep = r.report
+    rows = sorted((l["kind"], l["bytes"], l["count"], l.get("unknown_size_allocations"),
+                   frames(l)[0][0].split(".")[0], frames(l)[0][2]) for l in rep["leaks"])
+    eq(rows, sorted([
+        ("array", None, 1, 1, "array_through_runtime", marker_line(SRC, "FAMILY-SITE array runtime")),
+        ("array", None, 1, 1, "array3d_through_procaddr", marker_line(SRC, "FAMILY-SITE array procaddr")),
+        ("array", None, 1, 1, "mipmap_through_driver", marker_line(SRC, "FAMILY-SITE array mipmap")),
+        ("device", PITCHED_3D, 1, None, "pitched_3d_through_runtime", marker_line(SRC, "FAMILY-SITE array malloc3d")),
+    ]), "leaks: the arrays' bytes unknown, not 0")
+    s = rep["summary"]
+    # Byte totals hold the known allocations only; counts hold all of them.
+    eq((s["leaked_bytes"], s["leaked_allocations"]), (PITCHED_3D, 4), "leaked")
+    eq((s["live_bytes"], s["live_allocations"], s["peak_live_bytes"]), (PITCHED_3D, 4, PITCHED_3D), "live")
+    eq(s["unknown_size_allocations"], 3, "allocations of unknown size")
+    eq((s["total_allocations"], s["failed_allocations"], s["invalid_frees"]), (9, 2, 2), "counts as before")
+    # The driver still holds the arrays' memory: its figure is the one to read.
+    d = rep["devices"][0]
+    eq((d["reserved_bytes"], d["total"] - d["free"]), (PITCHED_3D, ARRAY_2D + ARRAY_3D + MIPMAP + PITCHED_3D),
+       "tensorleak's device figure without them, the driver's with them")
+    check("1 leaked device allocation (50.0 KiB) and 3 leaked CUDA arrays (size unknown) from 4 call sites" in r.err,
+          "headline: " + r.err)
+    eq(r.err.count("Leak of unknown size in 1 allocation(s) [array] allocated from:"), 3, "each array: " + r.err)
+    unknown_line = "size unknown: 3 live allocation(s) the driver gave no size for, in no byte figure above"
+    check(unknown_line in r.err, r.err)
+
+    # The CLI reads and says the same; merge and check keep them unknown.
+    tmp = tempfile.mkdtemp(prefix="tl-fam-")
+    paths = []
+    for i, x in enumerate((rep, run(prog("families"), "array", env=env).report)):
+        paths.append(os.path.join(tmp, "r%d.json" % i))
+        with open(paths[-1], "w") as f:
+            json.dump(x, f)
+    cli = os.path.join(BUILD, "tools", "tensorleak")
+    text = subprocess.run([cli, "report", paths[0]], capture_output=True, text=True)
+    eq(text.returncode, 0, "report: " + text.stderr)
+    check("and 3 leaked CUDA arrays (size unknown) from 4 call sites" in text.stdout and unknown_line in text.stdout,
+          text.stdout)
+    eq(text.stdout.count("Leak of unknown size in 1 allocation(s) [array] allocated from:"), 3, text.stdout)
+    merged = os.path.join(tmp, "merged.json")
+    m = subprocess.run([cli, "merge", paths[0], paths[1], "-o", merged], capture_output=True, text=True)
+    eq(m.returncode, 0, "merge: " + m.stderr)
+    with open(merged) as f:
+        mr = json.load(f)
+    eq((mr["summary"]["unknown_size_allocations"], mr["summary"]["leaked_bytes"]), (6, 2 * PITCHED_3D), "merged summary")
+    eq(sorted((l["kind"], l["bytes"], l.get("unknown_size_allocations")) for l in mr["leaks"]),
+       sorted([("array", None, 1)] * 6 + [("device", PITCHED_3D, None)] * 2), "merged leaks")
+    ok = subprocess.run([cli, "check", paths[0], "--max-leaked-bytes", str(PITCHED_3D)], capture_output=True, text=True)
+    bad = subprocess.run([cli, "check", paths[0], "--max-leaked-bytes", str(PITCHED_3D - 1)], capture_output=True,
+                         text=True)
+    eq((ok.returncode, bad.returncode), (0, 1), "check counts the known bytes: " + ok.stdout + bad.stdout)
+    # diff: an array more is an allocation more, of unknown size.
+    older = dict(rep, leaks=[l for l in rep["leaks"] if not frames(l)[0][0].startswith("mipmap_through_driver")])
+    with open(os.path.join(tmp, "older.json"), "w") as f:
+        json.dump(older, f)
+    d = subprocess.run([cli, "diff", os.path.join(tmp, "older.json"), paths[0]], capture_output=True, text=True)
+    eq(d.returncode, 0, "diff: " + d.stderr)
+    eq([l for l in d.stdout.splitlines() if not l.startswith(" ")][1:],
+       ["+0 byte(s) (+0 B), +1 allocation(s) [array, size unknown]: 0 -> 0 byte(s), 0 -> 1 allocation(s), from:"],
+       "diff")
 
 
 if __name__ == "__main__":

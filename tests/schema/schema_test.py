@@ -222,6 +222,11 @@ def reports_of_the_samples_and_test_programs_match_the_schema():
     run_preload(r, "async_pool never answered", [sample("async_pool"), "10"], {"SIMCUDA_POOL_QUERY": "fail"})
     run_preload(r, "vmm_expandable", [sample("vmm_expandable")])
     run_preload(r, "vmm_expandable clean", [sample("vmm_expandable"), "--clean"])
+    # Sleep, wake and unload: a snapshot per state, one chunk leaked.
+    run_preload(r, "sleep_wake forget", [sample("sleep_wake"), "--forget"], expect_reports=8)
+    # CUDA arrays whose size the driver does not report: bytes null.
+    run_preload(r, "families arrays of unknown size", [prog("families"), "array"],
+                {"SIMCUDA_ARRAY_REQUIREMENTS": "deferred-only"})
     # OOM, invalid frees, teardown, plateau, budgets, owners.
     run_preload(r, "oom", [prog("oom")], {"SIMCUDA_MEMORY": "64M"}, expect_reports=2)
     run_preload(r, "double_free", [prog("double_free")])
