@@ -70,6 +70,8 @@ static void release_locked(struct alloc *a)
     } else if (a->kind != ALLOC_REGISTERED) {
         if (a->kind == ALLOC_MANAGED)
             sim_memory_set_host_access_locked(a->device, a->addr, a->size, 0);
+        if (a->kind != ALLOC_MANAGED)
+            sim_ipc_forget_locked(a->id);
         sim_memory_discard_locked(a->device, a->addr, a->size);
         sim_ranges_free(&sim.dev[a->device].mem, a->addr, a->size);
     }
@@ -376,5 +378,5 @@ int sim_span_find_locked(uint64_t addr, struct sim_span *out)
         };
         return 1;
     }
-    return sim_pool_span_locked(addr, out) || sim_vmm_span_locked(addr, out);
+    return sim_pool_span_locked(addr, out) || sim_vmm_span_locked(addr, out) || sim_ipc_span_locked(addr, out);
 }

@@ -41,7 +41,7 @@ static const struct {
     { 201, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context" },
     { 202, "CUDA_ERROR_CONTEXT_ALREADY_CURRENT",
       "This indicated that the context being supplied as a parameter to the API call was already the active context" },
-    { 205, "CUDA_ERROR_MAP_FAILED", "This indicates that a map or register operation has failed" },
+    { 205, "CUDA_ERROR_MAP_FAILED", "mapping of buffer object failed" },
     { 206, "CUDA_ERROR_UNMAP_FAILED", "This indicates that an unmap or unregister operation has failed" },
     { 207, "CUDA_ERROR_ARRAY_IS_MAPPED",
       "This indicates that the specified array is currently mapped and thus cannot be destroyed" },

@@ -180,6 +180,14 @@ static uint64_t resolve_locked(uint64_t addr, uint64_t len, unsigned char **out,
         uint64_t got = resolve_locked(phys, run < len ? run : len, out, rc);
         return got;
     }
+    if (sim_in_ipc_space(addr)) {
+        uint64_t run;
+        if (!sim_ipc_translate_locked(addr, out, &run)) {
+            *rc = CUDA_ERROR_INVALID_VALUE;
+            return 0;
+        }
+        return run < len ? run : len;
+    }
     int d = device_of(addr);
     if (d < 0) {
         *out = (unsigned char *)(uintptr_t)addr;
@@ -436,8 +444,10 @@ static CUresult span_attribute(const struct sim_span *s, uint64_t ptr, CUpointer
             return CUDA_ERROR_INVALID_VALUE;
         *(void **)data = (void *)(uintptr_t)ptr;
         return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: /* cuMemAlloc memory (driver_ipc.c) */
+        *(int *)data = s->kind == SIM_SPAN_DEVICE;
+        return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
-    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
     case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
     case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
         *(int *)data = 0;

@@ -15,6 +15,7 @@
  */
 #include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "runtime.h"
 
@@ -341,6 +342,36 @@ SIMRT_EXPORT cudaError_t cudaHostUnregister(void *ptr)
 {
     cudaError_t e = enter();
     return e != cudaSuccess ? e : DRV(cuMemHostUnregister, ptr);
+}
+
+/* ---- CUDA IPC ---- */
+/* cudaIpcMemHandle_t is the driver's CUipcMemHandle, and
+ * cudaIpcMemLazyEnablePeerAccess its CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS (1). */
+
+SIMRT_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuIpcGetMemHandle, (CUipcMemHandle *)handle, (CUdeviceptr)(uintptr_t)devPtr);
+}
+
+SIMRT_EXPORT cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsigned int flags)
+{
+    cudaError_t e = enter();
+    if (e != cudaSuccess)
+        return e;
+    CUipcMemHandle h;
+    memcpy(&h, &handle, sizeof h);
+    CUdeviceptr p = 0;
+    e = DRV(cuIpcOpenMemHandle_v2, devPtr ? &p : NULL, h, flags);
+    if (e == cudaSuccess)
+        *devPtr = (void *)(uintptr_t)p;
+    return e;
+}
+
+SIMRT_EXPORT cudaError_t cudaIpcCloseMemHandle(void *devPtr)
+{
+    cudaError_t e = enter();
+    return e != cudaSuccess ? e : DRV(cuIpcCloseMemHandle, (CUdeviceptr)(uintptr_t)devPtr);
 }
 
 /* ---- streams ---- */

@@ -24,6 +24,7 @@
 #define SIMRT_ERROR_CALL_REQUIRES_NEWER_DRIVER ((cudaError_t)36)
 #define SIMRT_ERROR_STUB_LIBRARY ((cudaError_t)34)
 #define SIMRT_ERROR_DEVICE_UNINITIALIZED ((cudaError_t)201)
+#define SIMRT_ERROR_MAP_BUFFER_OBJECT_FAILED ((cudaError_t)205)
 #define SIMRT_ERROR_ALREADY_MAPPED ((cudaError_t)208)
 #define SIMRT_ERROR_NOT_MAPPED ((cudaError_t)211)
 #define SIMRT_ERROR_ILLEGAL_STATE ((cudaError_t)401)
@@ -57,6 +58,9 @@
     X(cuMemFreeHost, "cuMemFreeHost", 2000, 0)                    \
     X(cuMemHostRegister_v2, "cuMemHostRegister", 6050, 0)         \
     X(cuMemHostUnregister, "cuMemHostUnregister", 4000, 0)        \
+    X(cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010, 0)            \
+    X(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle", 11000, 0)      \
+    X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010, 0)        \
     X(cuMemAllocManaged, "cuMemAllocManaged", 6000, 0)            \
     X(cuArray3DCreate_v2, "cuArray3DCreate", 3020, 0)             \
     X(cuArrayDestroy, "cuArrayDestroy", 2000, 0)                  \

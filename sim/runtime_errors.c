@@ -22,6 +22,7 @@ cudaError_t simrt_result(CUresult r)
     case 100: return cudaErrorNoDevice;
     case 101: return cudaErrorInvalidDevice;
     case 201: return SIMRT_ERROR_DEVICE_UNINITIALIZED;
+    case 205: return SIMRT_ERROR_MAP_BUFFER_OBJECT_FAILED;
     case 208: return SIMRT_ERROR_ALREADY_MAPPED;
     case 211: return SIMRT_ERROR_NOT_MAPPED;
     case 400: return cudaErrorInvalidResourceHandle;
@@ -52,6 +53,7 @@ static const struct {
     { 100, "cudaErrorNoDevice", "no CUDA-capable device is detected" },
     { 101, "cudaErrorInvalidDevice", "invalid device ordinal" },
     { 201, "cudaErrorDeviceUninitialized", "invalid device context" },
+    { 205, "cudaErrorMapBufferObjectFailed", "mapping of buffer object failed" },
     { 208, "cudaErrorAlreadyMapped", "resource already mapped" },
     { 211, "cudaErrorNotMapped", "resource not mapped" },
     { 400, "cudaErrorInvalidResourceHandle", "invalid resource handle" },

@@ -20,6 +20,7 @@
  *   driver_module.c   module loading (refused: no device code runs here)
  *   driver_pool.c     stream-ordered pools (cuMemAllocAsync, cuMemPool*)
  *   driver_vmm.c      virtual memory management (cuMemCreate, cuMemMap, ...)
+ *   driver_ipc.c      CUDA IPC: handles of device memory opened by other processes
  *   driver_procaddr.c cuGetProcAddress and its version table
  *
  * Locking: one process-wide mutex (sim.lock) guards all driver state.  This is
@@ -33,6 +34,8 @@
  *   device d memory:  SIM_DEVICE_BASE + d * SIM_DEVICE_STRIDE, capacity bytes
  *   VMM reservations: SIM_VMM_BASE, SIM_VMM_SIZE (one range for all devices:
  *                     a cuMemAddressReserve range is not tied to a device)
+ *   IPC imports:      SIM_IPC_BASE, SIM_IPC_SIZE (other processes' memory
+ *                     opened with cuIpcOpenMemHandle)
  */
 #ifndef TL_SIMCUDA_H
 #define TL_SIMCUDA_H
@@ -123,8 +126,6 @@ CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev);
 CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev);
 CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount);
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream);
-CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount);
-CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount);
 CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount);
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream);
 CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream);
@@ -143,7 +144,6 @@ CUresult cuMemsetD2D32_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned int u
 CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height, CUstream hStream);
 CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height, CUstream hStream);
 CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height, CUstream hStream);
-CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr);
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr);
 CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data, CUdeviceptr ptr);
 CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location);
@@ -189,6 +189,8 @@ size_t simcuda_largest_free_block(int dev);
 #define SIM_DEVICE_STRIDE 0x10000000000ull    /* 1 TiB per device */
 #define SIM_VMM_BASE 0x300000000000ull        /* 48 TiB */
 #define SIM_VMM_SIZE 0x40000000000ull         /* 4 TiB of reservable VA */
+#define SIM_IPC_BASE 0x340000000000ull        /* 52 TiB: right after the VMM range */
+#define SIM_IPC_SIZE 0x40000000000ull         /* 4 TiB of imported memory */
 #define SIM_DRIVER_VERSION 13000
 
 /* Every cuMemAlloc-family allocation and pool block starts on and is sized in
@@ -287,7 +289,7 @@ void sim_array_release_ctx_locked(struct CUctx_st *ctx);
 
 /* What holds an address: the allocation (cuMemAlloc family, pinned or
  * registered host memory, a pool block or a VMM mapping) it lies in. */
-enum sim_span_kind { SIM_SPAN_DEVICE, SIM_SPAN_MANAGED, SIM_SPAN_HOST, SIM_SPAN_POOL, SIM_SPAN_VMM };
+enum sim_span_kind { SIM_SPAN_DEVICE, SIM_SPAN_MANAGED, SIM_SPAN_HOST, SIM_SPAN_POOL, SIM_SPAN_VMM, SIM_SPAN_IPC };
 struct sim_span {
     uint64_t base, size;            /* the allocation as the program asked for it */
     enum sim_span_kind kind;
@@ -327,6 +329,14 @@ bool sim_torn_down(void);                       /* SIMCUDA_POOL_QUERY=fail-at-ex
 int sim_vmm_translate_locked(uint64_t va, uint64_t *phys, unsigned char **bytes, uint64_t *run, unsigned *access);
 int sim_vmm_span_locked(uint64_t addr, struct sim_span *out); /* 1 when addr is mapped */
 
+/* ---- driver_ipc.c ---- */
+/* A freed allocation is no longer exported: handles of it are refused. */
+void sim_ipc_forget_locked(uint64_t alloc_id);
+/* The import holding addr (1 when found): *host its bytes, *run how many
+ * bytes from addr stay in it. */
+int sim_ipc_translate_locked(uint64_t addr, unsigned char **host, uint64_t *run);
+int sim_ipc_span_locked(uint64_t addr, struct sim_span *out); /* 1 when addr is imported */
+static inline int sim_in_ipc_space(uint64_t addr) { return addr >= SIM_IPC_BASE && addr - SIM_IPC_BASE < SIM_IPC_SIZE; }
 /* ---- driver_procaddr.c ---- */
 void sim_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

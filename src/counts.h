@@ -42,14 +42,16 @@ static inline bool tl_holds_memory(uint8_t kind)
            kind == TL_KIND_HOST_REGISTERED || kind == TL_KIND_ARRAY || kind == TL_KIND_VMM_IMPORTED;
 }
 
-/* Kinds that are address space, not memory: a VA reservation
- * (cuMemAddressReserve) and a mapping (cuMemMap) of a handle into one.  Their
- * rows are tracked (a forgotten one is a leak of its kind) but their bytes
- * are never added to a byte figure: PyTorch reserves ~1.1x the GPU per
- * expandable segment, and a mapping's memory is its handle's. */
+/* Kinds that are address space, not this process's memory: a VA reservation
+ * (cuMemAddressReserve), a mapping (cuMemMap) of a handle into one, and a
+ * mapping of another process's memory (cuIpcOpenMemHandle).  Their rows are
+ * tracked (a forgotten one is a leak of its kind) but their bytes are never
+ * added to a byte figure: PyTorch reserves ~1.1x the GPU per expandable
+ * segment, a mapping's memory is its handle's, and an IPC mapping's memory
+ * is the exporting process's. */
 static inline bool tl_is_address_space(uint8_t kind)
 {
-    return kind == TL_KIND_VMM_RESERVATION || kind == TL_KIND_VMM_MAPPING;
+    return kind == TL_KIND_VMM_RESERVATION || kind == TL_KIND_VMM_MAPPING || kind == TL_KIND_IPC_MAPPING;
 }
 
 /* A row entering (bytes > 0) or leaving the live table, inside its critical

@@ -30,6 +30,7 @@
  * setting them and is not growth once the plateau outlasts the warm-up's
  * longest step.
  */
+#include "counts.h"
 #include "report.h"
 
 #include <stdlib.h>
@@ -236,7 +237,7 @@ static void list_site(struct tl_callsite *cs, void *arg)
 {
     struct site_list *l = arg;
     long long b = atomic_load_explicit(&cs->live_bytes, memory_order_relaxed);
-    if (b <= 0 || cs->kind == TL_KIND_VMM_RESERVATION || cs->kind == TL_KIND_VMM_MAPPING)
+    if (b <= 0 || tl_is_address_space(cs->kind))
         return;
     if (l->n == l->cap) {
         size_t ncap = l->cap ? l->cap * 2 : 64;

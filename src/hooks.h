@@ -33,6 +33,10 @@
     X(cuArrayDestroy, cuArrayDestroy, 2000, 0)                           \
     X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000, 0)           \
     X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy, 5000, 0)         \
+    X(cuIpcGetMemHandle, cuIpcGetMemHandle, 4010, 0)                     \
+    X(cuIpcOpenMemHandle, cuIpcOpenMemHandle, 4010, 0)                   \
+    X(cuIpcOpenMemHandle_v2, cuIpcOpenMemHandle, 11000, 0)               \
+    X(cuIpcCloseMemHandle, cuIpcCloseMemHandle, 4010, 0)                 \
     X(cuMemAllocAsync, cuMemAllocAsync, 11020, 0)                        \
     X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, 1)                   \
     X(cuMemFreeAsync, cuMemFreeAsync, 11020, 0)                          \
@@ -74,6 +78,9 @@
     X(cudaMallocMipmappedArray)      \
     X(cudaFreeArray)                 \
     X(cudaFreeMipmappedArray)        \
+    X(cudaIpcGetMemHandle)           \
+    X(cudaIpcOpenMemHandle)          \
+    X(cudaIpcCloseMemHandle)         \
     X(cudaMallocAsync)               \
     X(cudaMallocAsync_ptsz)          \
     X(cudaFreeAsync)                 \
@@ -191,5 +198,16 @@ bool tl_array_bytes(void *handle, bool mipmapped, uint64_t *bytes);
 /* Records a created array (the hooks of both APIs): its size as
  * tl_array_bytes says, or unknown. */
 void tl_track_array(void *handle, bool mipmapped);
+
+/* ---- CUDA IPC (hooks_driver.c, shared with hooks_runtime.c) ------------- */
+/* After a successful open at `addr` of `handle`: a new mapping row (its
+ * bytes the driver's cuMemGetAddressRange size, 0 when it cannot say), or
+ * one more reference of a mapping already open there. */
+void tl_ipc_opened(const void *handle, uint64_t addr);
+/* Before a close of `addr`: true when it drops one of several references
+ * (the mapping stays; call tl_ipc_unref after a successful close), false
+ * when the close ends the mapping (or it is unknown): then a tracked free. */
+bool tl_ipc_is_shared_ref(uint64_t addr);
+void tl_ipc_unref(uint64_t addr);
 
 #endif

@@ -236,6 +236,93 @@ TL_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_
 ARRAY_DESTROY(cuArrayDestroy, CUarray)
 ARRAY_DESTROY(cuMipmappedArrayDestroy, CUmipmappedArray)
 
+/* ---- CUDA IPC ------------------------------------------------------------ */
+/* An exported allocation stays the exporter's ordinary row; the export is
+ * only remembered (ipc.c).  An opened handle is a row of kind ipc_mapping
+ * keyed by the address the open returned (TL_SPACE_IPC), aux its reference
+ * count: the driver returns the same address for a handle opened again and
+ * unmaps at the last close (cuda.h).  Its bytes are the exporter's
+ * allocation as cuMemGetAddressRange reports it, asked outside the nesting
+ * count (the query is no hook of ours). */
+
+typedef CUresult (*address_range_fn)(CUdeviceptr *, size_t *, CUdeviceptr);
+
+void tl_ipc_opened(const void *handle, uint64_t addr)
+{
+    struct tl_live rec;
+    if (tl_live_lookup(TL_SPACE_IPC, addr, &rec)) {
+        tl_live_set_aux(TL_SPACE_IPC, addr, rec.aux + 1);
+        return;
+    }
+    static _Atomic(address_range_fn) range;
+    address_range_fn q = atomic_load_explicit(&range, memory_order_acquire);
+    if (!q) {
+        q = (address_range_fn)tl_driver_symbol("cuMemGetAddressRange_v2");
+        atomic_store_explicit(&range, q, memory_order_release);
+    }
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (!q || q(&base, &size, addr) != CUDA_SUCCESS)
+        size = 0;
+    tl_track_alloc(TL_KIND_IPC_MAPPING, TL_SPACE_IPC, addr, size, -1, 1);
+    tl_ipc_note_import(handle, addr);
+}
+
+bool tl_ipc_is_shared_ref(uint64_t addr)
+{
+    struct tl_live rec;
+    return tl_live_lookup(TL_SPACE_IPC, addr, &rec) && rec.aux > 1;
+}
+
+void tl_ipc_unref(uint64_t addr)
+{
+    struct tl_live rec;
+    if (tl_live_lookup(TL_SPACE_IPC, addr, &rec) && rec.aux > 1)
+        tl_live_set_aux(TL_SPACE_IPC, addr, rec.aux - 1);
+}
+
+TL_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    ENTER();
+    CUresult rc = CALL_REAL(cuIpcGetMemHandle, pHandle, dptr);
+    if (outer && rc == CUDA_SUCCESS)
+        tl_ipc_note_export(pHandle, dptr);
+    LEAVE();
+    return rc;
+}
+
+/* The CUDA 4.1 entry point and its CUDA 11.0 successor: same arguments. */
+#define IPC_OPEN(fn)                                                                  \
+    TL_EXPORT CUresult fn(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags) \
+    {                                                                                 \
+        ENTER();                                                                      \
+        CUresult rc = CALL_REAL(fn, pdptr, handle, Flags);                            \
+        if (outer && rc == CUDA_SUCCESS)                                              \
+            tl_ipc_opened(&handle, *pdptr);                                           \
+        LEAVE();                                                                      \
+        return rc;                                                                    \
+    }
+
+IPC_OPEN(cuIpcOpenMemHandle_v2)
+IPC_OPEN(cuIpcOpenMemHandle)
+
+TL_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    ENTER();
+    CUresult rc;
+    if (outer && tl_ipc_is_shared_ref(dptr)) {
+        rc = CALL_REAL(cuIpcCloseMemHandle, dptr);
+        if (rc == CUDA_SUCCESS)
+            tl_ipc_unref(dptr);
+    } else {
+        rc = TRACKED_FREE(outer, TL_SPACE_IPC, dptr, TL_MASK(TL_KIND_IPC_MAPPING), CALL_REAL(cuIpcCloseMemHandle, dptr));
+        if (outer && rc == CUDA_SUCCESS)
+            tl_ipc_note_closed(dptr);
+    }
+    LEAVE();
+    return rc;
+}
+
 /* ---- stream-ordered allocator ------------------------------------------- */
 /* The pool an async allocation came from is its row's aux (pools.c, hooks.h). */
 

@@ -101,6 +101,50 @@ TL_EXPORT cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flag
     return rc;
 }
 
+/* ---- CUDA IPC: as the driver's hooks (hooks_driver.c) -------------------- */
+
+TL_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
+{
+    ENTER();
+    cudaError_t rc = CALL_REAL(cudaIpcGetMemHandle, handle, devPtr);
+    if (outer && rc == cudaSuccess)
+        tl_ipc_note_export(handle, (uintptr_t)devPtr);
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsigned int flags)
+{
+    ENTER();
+    cudaError_t rc = CALL_REAL(cudaIpcOpenMemHandle, devPtr, handle, flags);
+    if (outer && rc == cudaSuccess)
+        tl_ipc_opened(&handle, (uintptr_t)*devPtr);
+    LEAVE();
+    return rc;
+}
+
+TL_EXPORT cudaError_t cudaIpcCloseMemHandle(void *devPtr)
+{
+    ENTER();
+    uint64_t addr = (uintptr_t)devPtr;
+    cudaError_t rc;
+    if (outer && tl_ipc_is_shared_ref(addr)) {
+        rc = CALL_REAL(cudaIpcCloseMemHandle, devPtr);
+        if (rc == cudaSuccess)
+            tl_ipc_unref(addr);
+    } else {
+        struct tl_live rec;
+        bool had = outer && addr && tl_track_free(TL_SPACE_IPC, addr, TL_MASK(TL_KIND_IPC_MAPPING), &rec);
+        rc = CALL_REAL(cudaIpcCloseMemHandle, devPtr);
+        if (had && rc != cudaSuccess)
+            tl_track_restore(&rec);
+        if (outer && rc == cudaSuccess)
+            tl_ipc_note_closed(addr);
+    }
+    LEAVE();
+    return rc;
+}
+
 TL_EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 {
     ENTER();

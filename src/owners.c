@@ -88,6 +88,7 @@ static int parse_kinds(const char *s, size_t len, unsigned *out)
         {"vmm_handle", 1u << TL_KIND_VMM_HANDLE | 1u << TL_KIND_VMM_IMPORTED}, {"vmm_mapping", 1u << TL_KIND_VMM_MAPPING},
         {"vmm_reservation", 1u << TL_KIND_VMM_RESERVATION}, {"pool_block", 1u << TL_KIND_POOL_BLOCK},
         {"host_registered", 1u << TL_KIND_HOST_REGISTERED}, {"array", 1u << TL_KIND_ARRAY},
+        {"ipc_mapping", 1u << TL_KIND_IPC_MAPPING},
     };
     if (len == 1 && *s == '*') {
         *out = ~0u;
@@ -157,7 +158,7 @@ static int tl_owner_rules_parse(const char *text, size_t len, const char *origin
         if (!why && cls < 0)
             why = "class must be cache, workspace, library or user";
         if (!why && parse_kinds(f[3], flen[3], &kinds) != 0)
-            why = "kinds must be * or a comma list of device, async, host_pinned, managed, vmm_handle, vmm_mapping, vmm_reservation, pool_block, host_registered, array";
+            why = "kinds must be * or a comma list of device, async, host_pinned, managed, vmm_handle, vmm_mapping, vmm_reservation, pool_block, host_registered, array, ipc_mapping";
         if (!why && p == e)
             why = "empty pattern";
         if (why) {
@@ -333,12 +334,13 @@ static int site_owner(struct tl_report_model *m, struct tl_callsite *cs, demangl
     return o;
 }
 
-/* A VA reservation or a mapping: held or leaked as what it is, but its
- * bytes are address space, never added to an owner's or the held memory
- * (the handle mapped there is what holds memory). */
+/* A VA reservation, a mapping or an IPC mapping: held or leaked as what it
+ * is, but its bytes are address space, never added to an owner's or the
+ * held memory (the handle mapped there, or the exporting process, is what
+ * holds memory). */
 static bool is_address_space(const struct tl_callsite *cs)
 {
-    return cs->kind == TL_KIND_VMM_RESERVATION || cs->kind == TL_KIND_VMM_MAPPING;
+    return tl_is_address_space(cs->kind);
 }
 
 static bool holds(enum owner_class c)

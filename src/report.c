@@ -19,6 +19,7 @@
  * space of a pool without a layout) is marked unknown, never zero.
  */
 #include "report.h"
+#include "counts.h"
 #include "tl_version.h"
 
 #include <errno.h>
@@ -130,6 +131,8 @@ struct gather {
     struct tl_site_allocation *allocations;
     long long live_bytes, live_count, unknown_size_count;
     long long address_space_bytes, address_space_count; /* VA reservations apart */
+    struct tl_ipc_mapping_row *ipc; /* IPC mappings, apart too */
+    size_t nipc, cap_ipc;
 };
 
 /* Keeps a shared handle's row for the report (dropped when out of memory:
@@ -148,16 +151,34 @@ static void gather_share(struct tl_report_model *m, const struct tl_live *rec, c
                                                     .file_dev = sh->file_dev, .file_ino = sh->file_ino, .bytes = rec->size};
 }
 
+/* One IPC mapping kept for the report; its digest is looked up after the
+ * walk (ipc.c's lock is never taken inside the live table's). */
+static void gather_ipc_row(struct gather *g, const struct tl_live *rec)
+{
+    if (g->nipc == g->cap_ipc) {
+        size_t want = g->cap_ipc ? g->cap_ipc * 2 : 16;
+        struct tl_ipc_mapping_row *grown = realloc(g->ipc, want * sizeof *grown);
+        if (!grown)
+            return; /* the summary still counts it; only its row is missing */
+        g->ipc = grown;
+        g->cap_ipc = want;
+    }
+    g->ipc[g->nipc++] = (struct tl_ipc_mapping_row){
+        .addr = rec->addr, .bytes = rec->size, .refs = rec->aux, .callsite = rec->callsite};
+}
+
 static bool gather_row(const struct tl_live *rec, void *arg)
 {
     struct gather *g = arg;
     bool held = tl_pools_is_held(rec);
-    if (rec->kind != TL_KIND_VMM_RESERVATION && rec->kind != TL_KIND_VMM_MAPPING && rec->kind != TL_KIND_POOL_BLOCK) {
+    if (!tl_is_address_space(rec->kind) && rec->kind != TL_KIND_POOL_BLOCK) {
         g->live_bytes += (long long)rec->size;
         g->live_count++;
     }
     bool unknown = rec->kind == TL_KIND_ARRAY && (rec->aux & TL_ARRAY_SIZE_UNKNOWN);
     g->unknown_size_count += unknown;
+    if (rec->kind == TL_KIND_IPC_MAPPING)
+        gather_ipc_row(g, rec);
     if (rec->kind == TL_KIND_VMM_RESERVATION) { /* address space, shown apart */
         g->address_space_bytes += (long long)rec->size;
         g->address_space_count++;
@@ -248,10 +269,10 @@ static void attach_allocations(struct tl_site *s, const struct gather *g, size_t
 static int by_bytes_desc(const void *a, const void *b)
 {
     const struct tl_site *x = a, *y = b;
-    /* Memory first; address space (reservations, mappings)
-     * after it, however large its ranges. */
-    bool xa = x->cs->kind == TL_KIND_VMM_RESERVATION || x->cs->kind == TL_KIND_VMM_MAPPING;
-    bool ya = y->cs->kind == TL_KIND_VMM_RESERVATION || y->cs->kind == TL_KIND_VMM_MAPPING;
+    /* Memory first; address space (reservations, mappings, other
+     * processes' memory) after it, however large its ranges. */
+    bool xa = tl_is_address_space(x->cs->kind);
+    bool ya = tl_is_address_space(y->cs->kind);
     if (xa != ya)
         return xa ? 1 : -1;
     if (x->bytes != y->bytes)
@@ -283,6 +304,15 @@ static bool gather(struct tl_report_model *m)
     }
     tl_pools_collect(m); /* under the same locks: one consistent state */
     tl_live_unlock_all();
+    m->ipc_mapped = g.ipc;
+    m->ipc_mapped_count = (long long)g.nipc;
+    for (size_t i = 0; i < g.nipc; i++) {
+        m->ipc_mapped[i].digest = tl_ipc_import_digest(g.ipc[i].addr);
+        m->ipc_mapped_bytes += (long long)g.ipc[i].bytes;
+    }
+    m->ipc_exported = calloc(TL_MAX_IPC_EXPORTS, sizeof *m->ipc_exported);
+    if (m->ipc_exported)
+        m->nipc_exported = tl_ipc_exports(m->ipc_exported, TL_MAX_IPC_EXPORTS);
 
     m->live_bytes = g.live_bytes;
     m->live_count = g.live_count;
@@ -770,6 +800,8 @@ static void free_model(struct tl_report_model *m)
     free(m->marks);
     free(m->invalid);
     free(m->shares);
+    free(m->ipc_mapped);
+    free(m->ipc_exported);
     tl_symbolizer_close(m->symbolizer);
     frame_cache_clear();
 }
@@ -847,7 +879,7 @@ static bool build_model(struct tl_report_model *m)
          * bytes of memory: the handle behind a mapping holds the memory, and
          * a reservation may be 1.1x the GPU (PyTorch). */
         uint8_t kind = m->sites[i].cs->kind;
-        long long bytes = kind == TL_KIND_VMM_MAPPING || kind == TL_KIND_VMM_RESERVATION ? 0 : m->sites[i].bytes;
+        long long bytes = tl_is_address_space(kind) ? 0 : m->sites[i].bytes;
         if (m->sites[i].suppressed) {
             m->suppressed_bytes += bytes;
             m->suppressed_count += m->sites[i].count;
@@ -856,6 +888,8 @@ static bool build_model(struct tl_report_model *m)
             m->leaked_count += m->sites[i].count;
             if (kind == TL_KIND_VMM_RESERVATION)
                 m->leaked_address_space_bytes += m->sites[i].bytes;
+            if (kind == TL_KIND_IPC_MAPPING) /* the exporter's memory, kept alive from here */
+                m->leaked_ipc_mapped_bytes += m->sites[i].bytes;
         }
     }
     m->invalid = calloc(TL_MAX_INVALID, sizeof *m->invalid);

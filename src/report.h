@@ -177,6 +177,18 @@ struct tl_report_model {
     } *shares;
     size_t nshares, shares_cap;
     long long imported_bytes, imported_count;
+    /* CUDA IPC, never added to a byte figure above either: other processes'
+     * memory mapped here (live ipc_mapping rows; at exit the mapped bytes
+     * among the unsuppressed leaks), each mapping with the digest of its
+     * handle, and this process's allocations exported to others. */
+    long long ipc_mapped_bytes, ipc_mapped_count;
+    long long leaked_ipc_mapped_bytes;
+    struct tl_ipc_mapping_row {
+        uint64_t digest, addr, bytes; /* bytes 0: the driver did not say */
+        uint32_t refs, callsite;
+    } *ipc_mapped;
+    struct tl_ipc_export *ipc_exported;
+    size_t nipc_exported;
 
     /* The summary's largest_free/fragmentation are unknown;
      * figures repaired to keep the report's invariants (report.c). */

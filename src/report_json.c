@@ -146,6 +146,45 @@ static json_t *site_json(struct tl_report_model *m, const struct tl_site *s)
     return o;
 }
 
+/* A shared allocation's identity (ipc.c's digest of its handle), as both
+ * processes' reports write it. */
+static json_t *ipc_handle_json(uint64_t digest)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "%016llx", (unsigned long long)digest);
+    return digest ? json_string(buf) : json_null();
+}
+
+/* "ipc": what this process exported (its own memory, counted in its
+ * figures) and what it mapped from others (counted in none), one entry per
+ * allocation, each with its handle's digest for `tensorleak merge`. */
+static json_t *ipc_json(const struct tl_report_model *m)
+{
+    json_t *ipc = json_object(), *exported = json_array(), *mapped = json_array();
+    for (size_t i = 0; i < m->nipc_exported; i++) {
+        const struct tl_ipc_export *e = &m->ipc_exported[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "handle", ipc_handle_json(e->digest));
+        json_object_set_new(o, "address", hex(e->addr));
+        json_object_set_new(o, "bytes", e->bytes == UINT64_MAX ? json_null() : json_integer((json_int_t)e->bytes));
+        json_object_set_new(o, "site", e->callsite ? json_integer(e->callsite) : json_null());
+        json_array_append_new(exported, o);
+    }
+    for (long long i = 0; i < m->ipc_mapped_count; i++) {
+        const struct tl_ipc_mapping_row *r = &m->ipc_mapped[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "handle", ipc_handle_json(r->digest));
+        json_object_set_new(o, "address", hex(r->addr));
+        json_object_set_new(o, "bytes", r->bytes ? json_integer((json_int_t)r->bytes) : json_null());
+        json_object_set_new(o, "references", json_integer(r->refs));
+        json_object_set_new(o, "site", r->callsite ? json_integer(r->callsite) : json_null());
+        json_array_append_new(mapped, o);
+    }
+    json_object_set_new(ipc, "exported", exported);
+    json_object_set_new(ipc, "mapped", mapped);
+    return ipc;
+}
+
 /* CLOCK_REALTIME seconds as ISO-8601 UTC with milliseconds. */
 static json_t *iso_time(double t)
 {
@@ -204,6 +243,10 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     json_object_set_new(sum, "imported_allocations", json_integer(m->imported_count));
     json_object_set_new(sum, "leaked_address_space_bytes", json_integer(m->leaked_address_space_bytes));
     json_object_set_new(sum, "unknown_size_allocations", json_integer(m->unknown_size_count));
+    /* Other processes' memory mapped here (CUDA IPC): apart from memory. */
+    json_object_set_new(sum, "ipc_mapped_bytes", json_integer(m->ipc_mapped_bytes));
+    json_object_set_new(sum, "ipc_mappings", json_integer(m->ipc_mapped_count));
+    json_object_set_new(sum, "leaked_ipc_mapped_bytes", json_integer(m->leaked_ipc_mapped_bytes));
     json_object_set_new(sum, "invalid_frees", json_integer((json_int_t)atomic_load(&tl_stats.invalid_frees)));
     json_object_set_new(sum, "suppressed_allocations", json_integer(m->suppressed_count));
     json_object_set_new(sum, "suppressed_bytes", json_integer(m->suppressed_bytes));
@@ -238,6 +281,8 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     for (size_t i = 0; i < m->nsites; i++)
         json_array_append_new(leaks, site_json(m, &m->sites[i]));
     json_object_set_new(root, "leaks", leaks);
+
+    json_object_set_new(root, "ipc", ipc_json(m));
 
     json_t *held = json_array();
     for (size_t i = 0; i < m->nheld; i++)

@@ -151,6 +151,10 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
             tl_format_size((uint64_t)m->leaked_address_space_bytes, b, sizeof b);
             fprintf(out, "; %s of address space left reserved", b);
         }
+        if (m->leaked_ipc_mapped_bytes > 0) { /* the exporter's memory */
+            tl_format_size((uint64_t)m->leaked_ipc_mapped_bytes, b, sizeof b);
+            fprintf(out, "; %s of other processes' memory left mapped", b);
+        }
         fputc('\n', out);
     }
     for (size_t i = 0; i < m->nsites; i++) {
@@ -164,6 +168,7 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
         /* A range is address space, a mapping's memory is its handle's. */
         const char *what = s->cs->kind == TL_KIND_VMM_RESERVATION ? " of address space (not memory)"
                            : s->cs->kind == TL_KIND_VMM_MAPPING   ? " mapped range (memory counted at its handle)"
+                           : s->cs->kind == TL_KIND_IPC_MAPPING   ? " of another process's memory (CUDA IPC, counted there)"
                                                                   : "";
         fprintf(out, "Leak of %s%s in %lld allocation(s) [%s%s] allocated from:\n", a, what, s->count, tl_kind_name(s->cs->kind),
                 s->cs->kind == TL_KIND_VMM_IMPORTED ? ", imported" : "");
@@ -245,6 +250,25 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
     if (m->unknown_size_count > 0)
         fprintf(out, "==%d== size unknown: %lld live allocation(s) the driver gave no size for, in no byte figure above\n",
                 pid, m->unknown_size_count);
+    if (m->nipc_exported > 0) {
+        uint64_t exported = 0;
+        bool unknown = false; /* an export of memory tracking never saw: unknown, not 0 */
+        for (size_t i = 0; i < m->nipc_exported; i++) {
+            unknown |= m->ipc_exported[i].bytes == UINT64_MAX;
+            exported += unknown ? 0 : m->ipc_exported[i].bytes;
+        }
+        if (unknown)
+            snprintf(a, sizeof a, "unknown bytes");
+        else
+            tl_format_size(exported, a, sizeof a);
+        fprintf(out, "==%d== exported to other processes (CUDA IPC, this process's memory): %s in %zu allocation(s)\n",
+                pid, a, m->nipc_exported);
+    }
+    if (m->ipc_mapped_count > 0) {
+        tl_format_size((uint64_t)m->ipc_mapped_bytes, a, sizeof a);
+        fprintf(out, "==%d== mapped from other processes (CUDA IPC, their memory): %s in %lld mapping(s)\n", pid, a,
+                m->ipc_mapped_count);
+    }
     if (m->suppressed_count > 0)
         fprintf(out, "==%d== suppressed: %lld byte(s) in %lld allocation(s)\n", pid, m->suppressed_bytes, m->suppressed_count);
     unsigned long long torn = atomic_load(&tl_stats.teardown_allocs);

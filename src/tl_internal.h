@@ -224,6 +224,7 @@ enum tl_kind {
     TL_KIND_HOST_REGISTERED, /* the program's own host memory pinned in place (cuMemHostRegister) */
     TL_KIND_ARRAY, /* a CUDA array or mipmapped array (texture memory); its size is the driver's */
     TL_KIND_VMM_IMPORTED, /* a VMM handle from cuMemImportFromShareableHandle (reported as "vmm_handle", imported) */
+    TL_KIND_IPC_MAPPING, /* another process's device memory opened here (cuIpcOpenMemHandle): not ours */
     TL_KIND_COUNT
 };
 const char *tl_kind_name(enum tl_kind kind);
@@ -259,8 +260,12 @@ void tl_callsite_reset_after_fork(void);
 /* ---- live_table.c ------------------------------------------------------- */
 /* A live allocation.  Key: (space, addr).  40 bytes, stored inline in an
  * open-addressing table. */
-/* 4 is pools.c's (annotated pool blocks); arrays are keyed by handle. */
-enum tl_space { TL_SPACE_MEM = 0, TL_SPACE_VMM_HANDLE = 1, TL_SPACE_VMM_MAP = 2, TL_SPACE_VMM_VA = 3, TL_SPACE_ARRAY = 5 };
+/* 4 is pools.c's (annotated pool blocks); arrays are keyed by handle; an
+ * IPC mapping by the address its open returned (TL_SPACE_IPC). */
+enum tl_space {
+    TL_SPACE_MEM = 0, TL_SPACE_VMM_HANDLE = 1, TL_SPACE_VMM_MAP = 2, TL_SPACE_VMM_VA = 3, TL_SPACE_ARRAY = 5,
+    TL_SPACE_IPC = 6,
+};
 /* The aux of a TL_KIND_ARRAY row whose size the driver did not report: the
  * row holds 0 bytes and reports count it among allocations of unknown size. */
 #define TL_ARRAY_SIZE_UNKNOWN 1u
@@ -459,6 +464,29 @@ void tl_owners_load(void);
 /* The owner class of a call site (budget.c's and growth.c's class order:
  * cache, workspace, library, user); a site without a stack is the user's. */
 int tl_owner_class_of(struct tl_callsite *cs);
+
+/* ---- ipc.c (CUDA IPC: what this process exported and opened) ----------- */
+/* The identity of a shared allocation: a digest of its 64-byte handle,
+ * the same in the exporting and the importing process.  Never 0. */
+uint64_t tl_ipc_digest(const void *handle);
+/* An allocation at `addr` was exported (cuIpcGetMemHandle succeeded). */
+void tl_ipc_note_export(const void *handle, uint64_t addr);
+/* A handle was opened at `addr` (a new mapping, not a re-open), and its last
+ * reference closed. */
+void tl_ipc_note_import(const void *handle, uint64_t addr);
+void tl_ipc_note_closed(uint64_t addr);
+/* The digest of the mapping opened at `addr`; 0 when none is known. */
+uint64_t tl_ipc_import_digest(uint64_t addr);
+/* Exports whose allocation is still live: digest, address, and the row's
+ * size and call site (stores at most max, returns how many).  The caller
+ * holds no live-table lock. */
+struct tl_ipc_export {
+    uint64_t digest, addr, bytes;
+    uint32_t callsite;
+};
+#define TL_MAX_IPC_EXPORTS 1024
+size_t tl_ipc_exports(struct tl_ipc_export *out, size_t max);
+void tl_ipc_after_fork(void);
 
 /* ---- budget.c ------------------------------------------------------------ */
 extern atomic_bool tl_budget_active;    /* a TENSORLEAK_BUDGET is set */

@@ -55,6 +55,7 @@ const char *tl_kind_name(enum tl_kind kind)
         [TL_KIND_HOST_REGISTERED] = "host_registered",
         [TL_KIND_ARRAY] = "array",
         [TL_KIND_VMM_IMPORTED] = "vmm_handle",
+        [TL_KIND_IPC_MAPPING] = "ipc_mapping",
     };
     return (unsigned)kind < TL_KIND_COUNT ? names[kind] : "unknown";
 }
@@ -114,7 +115,8 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
     struct tl_callsite *cs =
         tl_opt.depth > 0 ? tl_stack_site(kind, tl_opt.depth) : tl_callsite_intern(kind, NULL, 0);
     int ctx_device = -1;
-    int ctx = ((space == TL_SPACE_MEM && kind != TL_KIND_POOL_BLOCK) || space == TL_SPACE_ARRAY)
+    /* An IPC mapping takes its context's device too (the importer's). */
+    int ctx = ((space == TL_SPACE_MEM && kind != TL_KIND_POOL_BLOCK) || space == TL_SPACE_ARRAY || space == TL_SPACE_IPC)
                   ? current_context_index(&ctx_device)
                   : 0;
     if (device < 0)

@@ -28,6 +28,10 @@
  *    "counted_elsewhere", and shared_bytes_counted_once says how many
  *    (written when some input names a shared allocation).  An identity that is null matches nothing (counted in every
  *    input that holds it).
+ *  - "ipc" (CUDA IPC), when any input has it: exports and mappings
+ *    concatenated and tagged, each mapping paired with the export of the
+ *    same handle ("exported_by"); the memory is counted once, in the
+ *    exporter (merged_ipc).
  *  - "oom": the first rank's that has one (tagged), else null.
  *  - "ranks": per-input totals {rank, pid, host, leaked_bytes,
  *    leaked_allocations, live_bytes, reserved_bytes} plus its file.
@@ -115,7 +119,8 @@ static json_t *merged_summary(const struct input *in, size_t n)
      * unknown size, when reported. */
     static const char *const apart[] = {"address_space_bytes", "address_space_reservations",
                                         "leaked_address_space_bytes", "unknown_size_allocations", "imported_bytes",
-                                        "imported_allocations"};
+                                        "imported_allocations", "ipc_mapped_bytes", "ipc_mappings",
+                                        "leaked_ipc_mapped_bytes"};
     for (size_t k = 0; k < sizeof apart / sizeof apart[0]; k++) {
         uint64_t total = 0;
         bool any = false;
@@ -368,6 +373,86 @@ static json_t *merged_owners(const struct input *in, size_t n)
     return out;
 }
 
+/* An "ipc" list ("exported" or "mapped") of every input, tagged with rank
+ * and pid. */
+static json_t *merged_ipc_list(const struct input *in, size_t n, const char *key)
+{
+    json_t *out = json_array();
+    for (size_t i = 0; out && i < n; i++) {
+        json_t *list = json_object_get(json_object_get(in[i].report.root, "ipc"), key), *e;
+        size_t j;
+        json_array_foreach(list, j, e) {
+            json_t *copy = json_deep_copy(e);
+            if (!json_is_object(copy)) {
+                json_decref(copy);
+                continue;
+            }
+            json_object_set_new(copy, "rank", json_integer(in[i].rank));
+            json_object_set_new(copy, "pid", json_integer(in[i].report.pid));
+            json_array_append_new(out, copy);
+        }
+    }
+    return out;
+}
+
+/*
+ * "ipc" of a merged report: every input's exports and mappings, each mapping
+ * paired with the export of the same handle in another process
+ * ("exported_by": its rank and pid; null when that process is not among the
+ * inputs).  The memory is the exporter's and is counted there once, however
+ * many processes map it; the summary gains ipc_paired_bytes (distinct
+ * exported allocations some input maps) and ipc_unpaired_mapped_bytes
+ * (mapped bytes whose exporter is not here: counted in no input).
+ */
+static json_t *merged_ipc(const struct input *in, size_t n, json_t *summary)
+{
+    json_t *exported = merged_ipc_list(in, n, "exported"), *mapped = merged_ipc_list(in, n, "mapped");
+    json_t *ipc = json_object();
+    if (!exported || !mapped || !ipc) {
+        json_decref(exported);
+        json_decref(mapped);
+        json_decref(ipc);
+        return NULL;
+    }
+    uint64_t paired = 0, unpaired = 0;
+    size_t nexp = json_array_size(exported);
+    bool *counted = calloc(nexp + 1, sizeof *counted);
+    size_t j;
+    json_t *m;
+    json_array_foreach(mapped, j, m) {
+        const char *handle = json_string_value(json_object_get(m, "handle"));
+        json_t *bytes = json_object_get(m, "bytes");
+        long long pid = json_integer_value(json_object_get(m, "pid"));
+        size_t k = nexp;
+        for (size_t e = 0; handle && e < nexp && k == nexp; e++) {
+            json_t *x = json_array_get(exported, e);
+            const char *h = json_string_value(json_object_get(x, "handle"));
+            if (h && strcmp(h, handle) == 0 && json_integer_value(json_object_get(x, "pid")) != pid)
+                k = e;
+        }
+        if (k == nexp) {
+            json_object_set_new(m, "exported_by", json_null());
+            if (json_is_integer(bytes))
+                unpaired = add_sat(unpaired, (uint64_t)json_integer_value(bytes));
+            continue;
+        }
+        json_t *x = json_array_get(exported, k);
+        json_object_set_new(m, "exported_by", json_pack("{sOsO}", "rank", json_object_get(x, "rank"), "pid",
+                                                        json_object_get(x, "pid")));
+        json_t *xb = json_object_get(x, "bytes");
+        if (counted && !counted[k] && json_is_integer(xb)) {
+            counted[k] = true;
+            paired = add_sat(paired, (uint64_t)json_integer_value(xb));
+        }
+    }
+    free(counted);
+    json_object_set_new(summary, "ipc_paired_bytes", json_u64(paired));
+    json_object_set_new(summary, "ipc_unpaired_mapped_bytes", json_u64(unpaired));
+    json_object_set_new(ipc, "exported", exported);
+    json_object_set_new(ipc, "mapped", mapped);
+    return ipc;
+}
+
 static bool any_has(const struct input *in, size_t n, const char *key)
 {
     for (size_t i = 0; i < n; i++)
@@ -414,6 +499,11 @@ static json_t *merge_inputs(const struct input *in, size_t n)
     if (summary)
         count_shared_once(in, n, summary);
     json_object_set_new(out, "summary", summary);
+    bool any_ipc = false;
+    for (size_t i = 0; i < n; i++)
+        any_ipc |= json_is_object(json_object_get(in[i].report.root, "ipc"));
+    if (any_ipc && summary)
+        json_object_set_new(out, "ipc", merged_ipc(in, n, summary));
     json_object_set_new(out, "leaks", merged_array(in, n, "leaks", "bytes", NULL));
     if (any_has(in, n, "held"))
         json_object_set_new(out, "held", merged_array(in, n, "held", "bytes", NULL));

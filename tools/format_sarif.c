@@ -231,9 +231,7 @@ static void add_report(json_t *results, const struct tl_report *rep, bool tag_re
     for (size_t i = 0; i < rep->leak_count; i++) {
         const struct tl_leak *l = &rep->leaks[i];
         /* A range or a mapping is address space, not memory. */
-        const char *what = !report_kind_is_address_space(l->kind) ? ""
-                           : strcmp(l->kind, "vmm_reservation") == 0 ? " of address space (not memory)"
-                                                                     : " mapped range (memory counted at its handle)";
+        const char *what = report_kind_apart_words(l->kind);
         if (l->bytes_unknown) /* the driver gave no size: unknown, not 0 */
             snprintf(text, sizeof(text), "%s of unknown size in %" PRIu64 " allocation(s) [%s] allocated in %s",
                      snapshot ? "Live" : "Leak", l->count, report_leak_kind(l), where_text(&l->stack));

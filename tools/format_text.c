@@ -161,6 +161,9 @@ static void header(FILE *out, const struct tl_report *r)
     json_t *as = json_object_get(json_object_get(r->root, "summary"), "leaked_address_space_bytes");
     if (json_is_integer(as) && json_integer_value(as) > 0) /* as the library prints it */
         fprintf(out, "; %s of address space left reserved", size_human((uint64_t)json_integer_value(as), human));
+    json_t *ipc = json_object_get(json_object_get(r->root, "summary"), "leaked_ipc_mapped_bytes");
+    if (json_is_integer(ipc) && json_integer_value(ipc) > 0)
+        fprintf(out, "; %s of other processes' memory left mapped", size_human((uint64_t)json_integer_value(ipc), human));
     fputc('\n', out);
 }
 
@@ -187,9 +190,7 @@ static void leaks(FILE *out, const struct tl_report *r)
         if (l->suppressed)
             continue;
         /* As the library prints it: address space is not memory. */
-        const char *what = !report_kind_is_address_space(l->kind) ? ""
-                           : strcmp(l->kind, "vmm_reservation") == 0 ? " of address space (not memory)"
-                                                                     : " mapped range (memory counted at its handle)";
+        const char *what = report_kind_apart_words(l->kind);
         fprintf(out, "Leak of %s%s in %" PRIu64 " allocation(s) [%s%s] allocated from:\n",
                 l->bytes_unknown ? "unknown size" : size_human(l->bytes, human), what, l->count,
                 l->kind ? report_leak_kind(l) : or_unknown(l->kind),
@@ -397,6 +398,24 @@ static void totals(FILE *out, const struct tl_report *r)
         fprintf(out, "%s size unknown: %lld live allocation(s) the driver gave no size for, in no byte "
                      "figure above\n",
                 pfx.text, (long long)json_integer_value(unknown));
+    /* CUDA IPC: this process's exported memory, then other processes' mapped here. */
+    json_t *exported = json_object_get(json_object_get(r->root, "ipc"), "exported"), *e;
+    if (json_array_size(exported) > 0) {
+        uint64_t bytes = 0;
+        bool unknown = false;
+        size_t i;
+        json_array_foreach(exported, i, e) {
+            json_t *b = json_object_get(e, "bytes");
+            unknown |= !json_is_integer(b) || json_integer_value(b) < 0;
+            bytes += unknown ? 0 : (uint64_t)json_integer_value(b);
+        }
+        fprintf(out, "%s exported to other processes (CUDA IPC, this process's memory): %s in %zu allocation(s)\n",
+                pfx.text, unknown ? "unknown bytes" : size_human(bytes, human), json_array_size(exported));
+    }
+    json_t *ipc = json_object_get(sum, "ipc_mapped_bytes"), *ipcn = json_object_get(sum, "ipc_mappings");
+    if (json_is_integer(ipc) && json_integer_value(ipc) > 0 && json_is_integer(ipcn))
+        fprintf(out, "%s mapped from other processes (CUDA IPC, their memory): %s in %lld mapping(s)\n", pfx.text,
+                size_human((uint64_t)json_integer_value(ipc), human), (long long)json_integer_value(ipcn));
     if (s->suppressed_allocations > 0)
         fprintf(out, "%s suppressed: %" PRIu64 " byte(s) in %" PRIu64 " allocation(s)\n", pfx.text,
                 s->suppressed_bytes, s->suppressed_allocations);

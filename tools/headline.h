@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { TL_HEADLINE_GROUPS = 9 };
+enum { TL_HEADLINE_GROUPS = 10 };
 
 struct tl_headline {
     long long count[TL_HEADLINE_GROUPS];
@@ -42,6 +42,7 @@ static const struct {
     {"pool_block", "pool block", "pool blocks", true},
     {"vmm_reservation", "VMM address range", "VMM address ranges", false},
     {"vmm_mapping", "VMM mapping", "VMM mappings", false},
+    {"ipc_mapping", "CUDA IPC mapping", "CUDA IPC mappings", false},
     {"", "allocation of another kind", "allocations of another kind", true},
 };
 

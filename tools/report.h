@@ -272,10 +272,14 @@ void report_free(struct tl_report *report);
 /* Last path component of a module path ("leaky_inference"). */
 const char *report_basename(const char *path);
 
-/* A VA reservation or a mapping is address space, not
- * memory: listed as what it is, never added to a byte figure (the handle
- * mapped there holds the memory). */
+/* A VA reservation, a mapping or another process's memory mapped here (CUDA
+ * IPC) is address space, not this process's memory: listed as what it is,
+ * never added to a byte figure (the handle mapped there, or the exporting
+ * process, holds the memory). */
 bool report_kind_is_address_space(const char *kind);
+/* What a leak of such a kind is, for a text line (" of address space (not
+ * memory)", ...); "" for memory. */
+const char *report_kind_apart_words(const char *kind);
 
 /* A leak's kind as the formats show it: "vmm_handle, imported" for an
  * imported handle, "device" when the report names none. */

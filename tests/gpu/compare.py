@@ -343,9 +343,46 @@ def eval_sample(rec):
             row.add("devices[0]", OK if good else BAD, "free %s vs %s, total %s vs %s"
                     % (fmt_b(fr), fmt_b(gt["free_end"]), fmt_b(tt), fmt_b(gt["total"])))
             row.cells["devices"] = "ok" if good else "**wrong**"
+    if gt.get("ipc"):
+        check_ipc(row, rec, gt, reports, exit_r)
     if gt.get("importer"):
         check_shared(row, gt, reports, exit_r)
     return row, gt
+
+
+def check_ipc(row, rec, gt, reports, exit_r):
+    """CUDA IPC (ipc.c): the importer's exit report lists its never-closed mapping
+    as one ipc_mapping leak of the bytes the driver says it maps, at the function
+    that opened it, outside its own memory figures, under the handle the exporter's
+    report lists as exported."""
+    imp = tagged_json(rec["stdout"], "TL_IPC_IMPORT")
+    if imp is None:
+        row.add("ipc importer", BAD, "no TL_IPC_IMPORT line in %s" % os.path.basename(rec["stdout"]))
+        return
+    row.add("ipc bytes shared", OK if imp.get("bytes_as_written") else BAD,
+            "the importer read back %s bytes; a second close answered %s"
+            % ("the exporter's" if imp.get("bytes_as_written") else "other", imp.get("second_close")))
+    ir = pick(reports, imp.get("pid"), "exit")
+    if ir is None:
+        row.add("ipc importer report", BAD, "no exit report for the importer (pid %s)" % imp.get("pid"))
+        return
+    mapped = int(imp.get("mapped_bytes", -1))
+    got = (summary(ir, "leaked_allocations"), summary(ir, "leaked_bytes"), summary(ir, "ipc_mapped_bytes"),
+           summary(ir, "leaked_ipc_mapped_bytes"), summary(ir, "live_bytes"))
+    want = (1, 0, mapped, mapped, 0)
+    row.add("ipc importer figures", OK if got == want else BAD,
+            "leaked allocations/bytes, mapped, leaked mapped, live: %s, truth %s" % (got, want))
+    maps = [x for x in live_leaks(ir) if x.get("kind") == "ipc_mapping"]
+    at = [x for x in maps if stack_has(x, imp.get("open_function", "?"))]
+    row.add("ipc mapping leak", OK if len(at) == 1 and int(at[0].get("bytes", -1)) == mapped else BAD,
+            "%d ipc_mapping leak(s), %d at %s, truth 1 of %s" % (len(maps), len(at), imp.get("open_function"),
+                                                               fmt_b(mapped)))
+    exported = [e.get("handle") for e in ((exit_r or {}).get("ipc") or {}).get("exported", [])]
+    handles = [m.get("handle") for m in (ir.get("ipc") or {}).get("mapped", [])]
+    good = len(exported) == gt["ipc"].get("exported", 1) and len(handles) == 1 and handles[0] in exported
+    row.add("ipc handle pairs", OK if good else BAD,
+            "exporter lists %s, importer maps %s" % (exported, handles))
+    row.cells["kinds"] = row.cells.get("kinds", "") + (" + ipc ok" if good and got == want else " + **ipc wrong**")
 
 
 def check_shared(row, gt, reports, exporter):
@@ -1195,6 +1232,29 @@ def cmd_selftest(_a):
         whats = " ".join(problems)
         for w in ("leaks exact", "site kv_cache_append", "kind device", "growth", "reserved vs Δfree"):
             assert w in whats, (w, problems)
+        # 2b: CUDA IPC: the importer's report is checked against its own line; a
+        # mapping counted as the importer's memory, or another handle, is a mismatch
+        def ipc_case(tag, importer_summary, mapped_handle):
+            gt = json.loads(leaky_gt(21).split("TL_GROUND_TRUTH ")[1])
+            gt.update(sample="ipc", requests=0, marks=0, expect_growth=None, ipc={"importer": 22, "exported": 1})
+            out = put(tag + ".out", "TL_IPC_IMPORT " + json.dumps({
+                "pid": 22, "mapped_bytes": 4 * MiB, "open_function": "open_mapping_leak",
+                "bytes_as_written": True, "second_close": 1}) + "\nTL_GROUND_TRUTH " + json.dumps(gt) + "\n")
+            report(tag, 21, "exit", leaked_allocations=4, leaked_bytes=16 * MiB, leaks=good_leaks,
+                   ipc={"exported": [{"handle": "00000000000000aa", "bytes": 16 * MiB}], "mapped": []})
+            report(tag, 21, "api", reserved_bytes=16 * MiB, allocated_bytes=16 * MiB, label="end")
+            mleak = [{"kind": "ipc_mapping", "bytes": 4 * MiB, "count": 1,
+                      "stack": [{"function": "cuIpcOpenMemHandle_v2"}, {"function": "open_mapping_leak"}]}]
+            report(tag, 22, "exit", leaks=mleak, ipc={"exported": [], "mapped": [{"handle": mapped_handle}]},
+                   summary=dict({"reserved_bytes": 0, "allocated_bytes": 0}, **importer_summary))
+            return evaluate([dict(recs[0], name="ipc", build="none", stdout=out, stderr=out,
+                                  reports_dir=os.path.join(d, tag))], {"tensorleak_lib": "x"})[2]
+        apart = dict(leaked_allocations=1, leaked_bytes=0, ipc_mapped_bytes=4 * MiB, leaked_ipc_mapped_bytes=4 * MiB,
+                     live_bytes=0)
+        p = ipc_case("ipc1", apart, "00000000000000aa")
+        assert p == [], p
+        p = ipc_case("ipc2", dict(apart, leaked_bytes=4 * MiB, live_bytes=4 * MiB), "00000000000000bb")
+        assert len(p) == 2 and "ipc importer figures" in p[0] and "ipc handle pairs" in p[1], p
         # 3: no report at all, program crashed
         out = put("c.out", "")
         recs3 = [dict(recs[0], stdout=out, stderr=out, rc=139, reports_dir=os.path.join(d, "none"))]

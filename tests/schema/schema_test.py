@@ -242,6 +242,8 @@ def reports_of_the_samples_and_test_programs_match_the_schema():
                 dict(owners, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True"))
     run_preload(r, "owner_torch marks", [prog("owner_torch"), "marks"], owners)
     run_preload(r, "owner_nvlibs", [prog("owner_nvlibs")], owners)
+    # CUDA IPC: the exporter's and the importer's report.
+    run_preload(r, "ipc", [prog("ipc"), "runtime"], expect_reports=2)
     # A snapshot to a path of the program's choice, then exit.
     tmp = run_preload(r, "snap_exit", [prog("snap_exit"), os.path.join(tempfile.mkdtemp(prefix="tl-schema-"), "to.json")],
                       expect_reports=2)
@@ -256,7 +258,9 @@ def reports_of_the_samples_and_test_programs_match_the_schema():
     check(any(rep["oom"] for _, _, rep in r.items), "a report with an oom")
     check(any(rep["invalid_frees"] for _, _, rep in r.items), "a report with invalid frees")
     check(any(l["kind"] == "vmm_reservation" for _, _, rep in r.items for l in rep["leaks"]), "an address-space leak")
-    r.validate(minimum_reports=40)
+    check(any(rep["ipc"]["exported"] for _, _, rep in r.items) and any(rep["ipc"]["mapped"] for _, _, rep in r.items),
+          "an IPC export and an IPC mapping")
+    r.validate(minimum_reports=42)
 
 
 def reports_of_the_stand_in_frameworks_match_the_schema():
@@ -320,8 +324,9 @@ def merged_and_reemitted_reports_match_the_schema():
     shared = sorted(glob.glob(os.path.join(run_preload(r, "vmm_share pair", [prog("vmm_share"), "pair"],
                                                        expect_reports=2), "*.json")))
     inputs += shared
+    ipc = sorted(glob.glob(os.path.join(run_preload(r, "ipc", [prog("ipc"), "driver"], expect_reports=2), "*.json")))
     out = tempfile.mkdtemp(prefix="tl-schema-merge-")
-    for name, files in (("ranks", inputs[:2]), ("shared", shared), ("all", inputs)):
+    for name, files in (("ranks", inputs[:2]), ("shared", shared), ("all", inputs), ("ipc", ipc)):
         target = os.path.join(out, f"merged-{name}.json")
         p = subprocess.run([CLI, "merge", *files, "-o", target], capture_output=True, text=True, timeout=60)
         check(p.returncode == 0, f"merge {name}: {p.stderr}")
@@ -337,8 +342,10 @@ def merged_and_reemitted_reports_match_the_schema():
     before = len(r.items)
     r.add_dir("merge / report --format json", out)
     merged = [rep for _, _, rep in r.items[before:] if rep["reason"] == "merge"]
-    check(len(merged) == 4 and all(rep["ranks"] for rep in merged), f"merged reports: {len(merged)}")
-    r.validate(minimum_reports=len(inputs) * 2 + 3)
+    check(len(merged) == 5 and all(rep["ranks"] for rep in merged), f"merged reports: {len(merged)}")
+    check(any(m.get("exported_by") for rep in merged for m in rep.get("ipc", {}).get("mapped", [])),
+          "a merged IPC mapping paired with its export")
+    r.validate(minimum_reports=len(inputs) * 2 + len(ipc) + 5)
 
 
 def valid_fixtures_match_and_broken_ones_do_not():
