@@ -1,6 +1,8 @@
 """live_cost.py CLI LIVE_SERVER -- what the live state costs: the CPU a
 tracked idle server spends per second publishing (TENSORLEAK_LIVE_INTERVAL=1
-against TENSORLEAK_LIVE=0), and one scrape / one top refresh over 100
+against TENSORLEAK_LIVE=0), the same for an idle Python server on the
+stand-in torch (tests/bridge/fake), whose bridge reads the framework's
+figures for every update, and one scrape / one top refresh over 100
 processes of 20 pools each (synthetic entries made from a real one)."""
 import json
 import os
@@ -24,14 +26,35 @@ def idle_cpu(tmp, live, seconds=20):
     ready = os.path.join(tmp, f"ready{live}")
     p = subprocess.Popen([CLI, "run", "--sim", "--", SERVER, "leaky", "50", os.path.join(tmp, f"s{live}.json"), ready],
                          stdin=subprocess.PIPE, env=env)
+    return cpu_per_second(p, ready, seconds)
+
+
+def cpu_per_second(p, ready, seconds, settle=0.0):
+    """CPU seconds per second of `p` over `seconds`, once `ready` exists and
+    `settle` more seconds passed; then ends it (stdin closed)."""
     while not os.path.exists(ready):
         time.sleep(0.05)
+    time.sleep(settle)
     c0 = cpu_seconds(p.pid)
     time.sleep(seconds)
     c1 = cpu_seconds(p.pid)
     p.stdin.close()
     p.wait()
     return (c1 - c0) / seconds
+
+
+def idle_cpu_python(tmp, live, seconds=20):
+    """tests/live/torch_server.py: 6 requests, then idle in select() with
+    the bridge thread waiting; with the live state on, every update asks
+    the bridge for the framework's figures."""
+    source = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, TENSORLEAK_LIVE_DIR=os.path.join(tmp, "live"), TENSORLEAK_QUIET="1",
+               TENSORLEAK_LIVE="1" if live else "0", TENSORLEAK_OUTPUT=os.path.join(tmp, "p.%p.json"),
+               PYTHONPATH=os.path.join(source, "tests", "bridge", "fake"))
+    ready = os.path.join(tmp, f"pready{live}")
+    p = subprocess.Popen([CLI, "run", "--sim", "--", sys.executable, os.path.join(source, "tests", "live", "torch_server.py"),
+                          "6", os.path.join(tmp, f"ps{live}.json"), ready], stdin=subprocess.PIPE, env=env)
+    return cpu_per_second(p, ready, seconds, settle=1.0)  # past the bridge's start
 
 
 def scale(tmp):
@@ -109,4 +132,7 @@ with tempfile.TemporaryDirectory() as tmp:
     on, off = idle_cpu(tmp, True), idle_cpu(tmp, False)
     res["idle_cpu_ms_per_s_live_on"] = round(on * 1000, 2)
     res["idle_cpu_ms_per_s_live_off"] = round(off * 1000, 2)
+    on, off = idle_cpu_python(tmp, True), idle_cpu_python(tmp, False)
+    res["idle_python_bridge_cpu_ms_per_s_live_on"] = round(on * 1000, 2)
+    res["idle_python_bridge_cpu_ms_per_s_live_off"] = round(off * 1000, 2)
     print(json.dumps(res))

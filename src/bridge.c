@@ -11,9 +11,12 @@
  * tensorleak_bridge_wait() (reached through ctypes.CDLL, so the GIL is
  * released while it waits) until a report or a mark wants state; it reads
  * the frameworks the program imported and hands a JSON text to
- * tensorleak_bridge_submit().  The reporting thread waits a bounded time
- * (TL_BRIDGE_WAIT_MS): a program that never releases the GIL gets its report
- * with the last state, and the report says so.  Reports written inside an
+ * tensorleak_bridge_submit().  The live state (live.c) asks for figures
+ * every interval the same way, with a shorter bound.  The reporting thread
+ * waits a bounded time (TL_BRIDGE_WAIT_MS): a program that never releases
+ * the GIL gets its report with the last state, and the report says so.
+ * A report reads the last state with the layouts, which the figures-only
+ * states of marks and the live state never replace.  Reports written inside an
  * allocation hook (out of memory, budget: PyTorch holds its allocator lock
  * around cudaMalloc, and the bridge would need it) and the exit report
  * (written after the interpreter finalized) never wait: they use the last
@@ -46,13 +49,21 @@ static pthread_mutex_t br_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t br_cond;
 static pthread_once_t br_cond_once = PTHREAD_ONCE_INIT;
 static unsigned long want_seq, served_seq;
-static bool want_full; /* a report waits: it wants the layouts, not only figures */
+/* The pending requests that want the layouts (a report's), not only figures
+ * (a mark's, the live state's): the first and the last; 0 = none.  A
+ * figures-only state answers the requests before full_from, never one of
+ * these. */
+static unsigned long full_from, full_to;
 static bool waiting_seen; /* a bridge thread has called tensorleak_bridge_wait */
 static bool closed;       /* the interpreter is finalizing: no more answers */
-static json_t *state;     /* last submitted state (parsed), or NULL */
-static double state_time; /* CLOCK_REALTIME when it was submitted */
-static bool state_full;   /* it has the layouts (a report's), not only figures */
-static unsigned long state_seq; /* want_seq that the state answered */
+/* Two slots, so that a figures-only state (a mark's, or the live state's
+ * every interval) never replaces the figures-and-layout state a report
+ * waited for: `state` is the last state submitted, of either kind (marks
+ * and the live state read it); `full_state` the last with the layouts
+ * (reports read it), often the same object.  Each NULL until submitted;
+ * their times are CLOCK_REALTIME at submission. */
+static json_t *state, *full_state;
+static double state_time, full_state_time;
 static unsigned long gave_up_seq; /* the request a waiter stopped waiting for */
 /* The latest request whose state is being read (tensorleak_bridge_reading,
  * called just before the read), and, in the thread reading it, that
@@ -68,7 +79,13 @@ static __thread unsigned long reading_for TL_TLS_IE;
  * threads have their own). */
 static __thread char last_note[160]; /* why it had no fresh state, or "" */
 static __thread bool last_fresh;
-static __thread bool submitted_here; /* this thread submitted since its last refresh */
+/* What this thread submitted since its last refresh: 0 nothing, 1 figures,
+ * 2 figures and layouts. */
+static __thread int submitted_here;
+/* This thread's last refresh asked for figures only (a mark, the live
+ * state): its model reads `state`; otherwise (a report, or no refresh) it
+ * reads `full_state`. */
+static __thread bool figures_request TL_TLS_IE;
 static atomic_bool kicked;    /* an interpreter was seen and the switch read */
 static atomic_bool scheduled; /* the bridge's start was scheduled */
 static atomic_bool bad_json_once, boot_once;
@@ -117,7 +134,7 @@ int tensorleak_bridge_wait(int timeout_ms)
             break;
         }
         if (want_seq != served_seq) {
-            rc = want_full ? 1 : 2;
+            rc = full_to > served_seq ? 1 : 2;
             break;
         }
         if (pthread_cond_timedwait(&br_cond, &br_lock, &until) == ETIMEDOUT)
@@ -161,28 +178,36 @@ int tensorleak_bridge_submit(const char *text)
     double t = now_realtime();
     bool full = !json_is_false(json_object_get(j, "full"));
     pthread_mutex_lock(&br_lock);
-    /* The old state is freed after the lock: `state` always names a whole
-     * object, also in a child forked while it is being freed (the child
-     * keeps the pointer, not the freeing thread). */
-    json_t *old = state;
+    /* The old states are freed after the lock: each slot always names a
+     * whole object, also in a child forked while one is being freed (the
+     * child keeps the pointer, not the freeing thread). */
+    json_t *old = state, *old_full = NULL;
     state = j;
     state_time = t;
-    state_full = full;
+    if (full) {
+        old_full = full_state;
+        full_state = json_incref(j);
+        full_state_time = t;
+    }
     /* The bridge thread answers the request it took; any other thread (a
-     * Python mark, reading the state itself) every request made so far. */
+     * Python mark, reading the state itself) every request made so far.
+     * Figures alone answer only the requests before the first that wants
+     * the layouts. */
     unsigned long answers = reading_for ? reading_for : want_seq;
     reading_for = 0;
-    state_seq = answers;
-    if (full || !want_full) { /* figures alone do not answer a report */
-        if (answers > served_seq)
-            served_seq = answers;
-        if (served_seq == want_seq)
-            want_full = false;
-    }
+    if (!full && full_from && answers >= full_from)
+        answers = full_from - 1;
+    if (answers > served_seq)
+        served_seq = answers;
+    if (full_to && served_seq >= full_to)
+        full_from = full_to = 0;
+    else if (full_from && served_seq >= full_from)
+        full_from = served_seq + 1; /* those between still wait for layouts */
     pthread_cond_broadcast(&br_cond);
     pthread_mutex_unlock(&br_lock);
     json_decref(old);
-    submitted_here = true;
+    json_decref(old_full);
+    submitted_here = full ? 2 : 1;
     return 0;
 }
 
@@ -210,30 +235,45 @@ static bool lock_bounded(void)
     return pthread_mutex_timedlock(&br_lock, &until) == 0;
 }
 
-static void refresh(bool may_wait, bool full);
+/* How long a live-state refresh waits at most: it runs in the watcher
+ * thread, which also takes signal snapshots and interval reports, and the
+ * next interval asks again. */
+#define TL_BRIDGE_LIVE_WAIT_MS 250
+
+static void refresh(bool may_wait, bool full, int wait_ms, bool live);
 
 void tl_bridge_refresh(bool may_wait)
 {
-    refresh(may_wait, true);
+    refresh(may_wait, true, TL_BRIDGE_WAIT_MS, false);
 }
 
 void tl_bridge_refresh_mark(bool may_wait)
 {
-    refresh(may_wait, false);
+    refresh(may_wait, false, TL_BRIDGE_WAIT_MS, false);
 }
 
-static void refresh(bool may_wait, bool full)
+void tl_bridge_refresh_live(double interval)
+{
+    int ms = (int)(interval * 500.0); /* half an interval */
+    refresh(true, false, ms < 1 ? 1 : ms < TL_BRIDGE_LIVE_WAIT_MS ? ms : TL_BRIDGE_LIVE_WAIT_MS, true);
+}
+
+/* Asks the bridge thread for a state (`full`: with the layouts) and waits
+ * for it at most `wait_ms`.  `live`: the live state's request, whose
+ * timeout never makes a later mark or report skip its own wait. */
+static void refresh(bool may_wait, bool full, int wait_ms, bool live)
 {
     if (may_wait) /* not from inside a hook or a fatal signal: kicking looks symbols up */
         tl_bridge_kick();
     pthread_once(&br_cond_once, init_cond);
-    bool mine = submitted_here;
-    submitted_here = false;
+    int mine = submitted_here;
+    submitted_here = 0;
+    figures_request = !full;
     last_fresh = false;
     snprintf(last_note, sizeof last_note, "the bridge's state was busy: last state used");
     if (!lock_bounded())
         return;
-    if (mine && state && !closed && (state_full || !full)) {
+    if (mine >= (full ? 2 : 1) && !closed) {
         /* tensorleak.mark()/snapshot() read the state in this thread just
          * before calling us: nothing to wait for. */
         last_fresh = true;
@@ -250,15 +290,20 @@ static void refresh(bool may_wait, bool full)
          * is still held.  Waiting again would stall every report. */
         snprintf(last_note, sizeof last_note, "the Python bridge did not answer (GIL held): last state used");
     } else {
-        /* Join a request in progress when its answer serves us too. */
-        bool join = want_seq != served_seq && want_seq != taken_seq && (want_full || !full);
+        /* Join a request in progress when its answer serves us too: one
+         * nobody has begun to read for, and that wants the layouts if we do. */
+        bool join = want_seq != served_seq && want_seq != taken_seq && (full_to == want_seq || !full);
         unsigned long mine_seq = join ? want_seq : ++want_seq;
-        want_full |= full;
+        if (full) {
+            if (!full_from)
+                full_from = mine_seq;
+            full_to = mine_seq;
+        }
         pthread_cond_broadcast(&br_cond);
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += TL_BRIDGE_WAIT_MS / 1000;
-        until.tv_nsec += (long)(TL_BRIDGE_WAIT_MS % 1000) * 1000000L;
+        until.tv_sec += wait_ms / 1000;
+        until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
         if (until.tv_nsec >= 1000000000L) {
             until.tv_sec++;
             until.tv_nsec -= 1000000000L;
@@ -270,9 +315,10 @@ static void refresh(bool may_wait, bool full)
             last_fresh = true;
             last_note[0] = 0;
         } else {
-            gave_up_seq = want_seq;
+            if (!live)
+                gave_up_seq = want_seq;
             snprintf(last_note, sizeof last_note,
-                     "the Python bridge did not answer within %d ms (GIL held?): last state used", TL_BRIDGE_WAIT_MS);
+                     "the Python bridge did not answer within %d ms (GIL held?): last state used", wait_ms);
         }
     }
     pthread_mutex_unlock(&br_lock);
@@ -391,14 +437,26 @@ static bool inside_tracked_device_memory(json_t *p)
     return !(mode && !strcmp(mode, "cudaMallocAsync"));
 }
 
-static json_t *bridge_object(void)
+/* The state this thread's model shows and when it was submitted (under
+ * br_lock): a report that got its answer, the last state with the layouts
+ * (a figures-only state submitted since never replaces it); otherwise the
+ * last state of either kind (a mark's or the live state's request, or a
+ * report that did not wait or got no answer: the newest figures). */
+static json_t *shown_state(double *when)
+{
+    bool layouts = !figures_request && last_fresh && full_state;
+    *when = layouts ? full_state_time : state_time;
+    return layouts ? full_state : state;
+}
+
+static json_t *bridge_object(json_t *shown, double when)
 {
     json_t *b = json_object();
-    const char *st = !state ? "none" : last_fresh ? "fresh" : closed ? "final" : "stale";
+    const char *st = !shown ? "none" : last_fresh ? "fresh" : closed ? "final" : "stale";
     json_object_set_new(b, "state", json_string(st));
-    json_object_set_new(b, "read_at", state ? json_real(state_time) : json_null());
+    json_object_set_new(b, "read_at", shown ? json_real(when) : json_null());
     json_object_set_new(b, "note", last_note[0] ? json_string(last_note) : json_null());
-    json_t *errors = state ? json_object_get(state, "errors") : NULL;
+    json_t *errors = shown ? json_object_get(shown, "errors") : NULL;
     json_object_set_new(b, "errors", json_is_array(errors) ? json_deep_copy(errors) : json_array());
     return b;
 }
@@ -411,8 +469,10 @@ void tl_bridge_apply(struct tl_report_model *m)
         pthread_mutex_unlock(&br_lock);
         return; /* not a Python program, or the bridge is off: nothing to say */
     }
-    m->bridge = bridge_object();
-    json_t *pools = state ? json_object_get(state, "pools") : NULL;
+    double shown_time;
+    json_t *shown = shown_state(&shown_time);
+    m->bridge = bridge_object(shown, shown_time);
+    json_t *pools = shown ? json_object_get(shown, "pools") : NULL;
     size_t n = json_array_size(pools);
     struct tl_pool_row *grown = n ? realloc(m->pools, (m->npools + n + 1) * sizeof *grown) : NULL;
     if (n && !grown) {
@@ -456,7 +516,7 @@ void tl_bridge_apply(struct tl_report_model *m)
 
         json_t *extra = json_object();
         json_object_set_new(extra, "source", json_string("bridge"));
-        json_object_set_new(extra, "read_at", json_real(state_time));
+        json_object_set_new(extra, "read_at", json_real(shown_time));
         json_object_set_new(extra, "stale", json_boolean(!last_fresh));
         json_object_set_new(extra, "state", json_string(last_fresh ? "fresh" : closed ? "final" : "stale"));
         /* Unknown stays unknown: null, never an invented 0. */
@@ -749,5 +809,6 @@ void tl_bridge_after_fork(void)
     init_cond();
     waiting_seen = false;
     want_seq = served_seq = gave_up_seq = taken_seq = 0;
+    full_from = full_to = 0;
     reading_for = 0;
 }

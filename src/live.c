@@ -291,7 +291,8 @@ static void build_document(struct tl_report_model *m, void *arg)
     m->ngrowth = ngrowth;
     if (!root)
         return;
-    static const char *const keys[] = {"tool", "version", "pid", "rank", "host", "summary", "owners", "devices"};
+    static const char *const keys[] = {"tool", "version", "pid", "rank", "host", "summary", "owners", "owners_by_device",
+                                       "devices"};
     json_t *full = root;
     root = PICK(full, keys);
     json_object_set_new(root, "schema", json_integer(1));
@@ -383,10 +384,11 @@ static void publish(void)
     }
     if (self.pid != getpid())
         read_identity();
-    /* The frameworks' figures are the bridge's last state (read at the last
-     * mark, snapshot or report): asking the bridge thread for a fresh one
-     * every second raced with the requests of marks and reports, whose
-     * figures-and-layout state a later figures-only answer could replace. */
+    /* The frameworks' figures, fresh: the Python side reads them on its
+     * thread (statistics only, microseconds).  A figures-only state never
+     * replaces the figures-and-layout state a report waits for (bridge.c
+     * keeps the two apart), so this request cannot race with reports. */
+    tl_bridge_refresh_live(tl_opt.live_interval);
     struct build b = {0};
     if (tl_report_with_model(build_document, &b) != 0 || !b.text) {
         free(b.text);

@@ -348,6 +348,49 @@ static bool holds(enum owner_class c)
     return c == CLASS_CACHE || c == CLASS_LIBRARY || c == CLASS_WORKSPACE;
 }
 
+/* Each owner's live memory per device (host memory apart), attributed as
+ * tl_owners_collect attributes the sites: a pool's segments to "annotated
+ * pools", other rows to their call site's owner; address space adds counts,
+ * never bytes.  Fills m->owner_devices, by device (host last), then in
+ * owner order.  Under owners_lock. */
+static void owners_by_device(struct tl_report_model *m, demangle_fn demangle)
+{
+    enum { SLOTS = TL_MAX_DEVICES + 1 }; /* the last: host memory */
+    long long *bytes = calloc((size_t)nowners * SLOTS, sizeof *bytes);
+    long long *count = calloc((size_t)nowners * SLOTS, sizeof *count);
+    size_t rows = 0;
+    for (size_t i = 0; bytes && count && i < m->nsite_devices; i++) {
+        const struct tl_site_device *e = &m->site_devices[i];
+        struct tl_callsite *cs = tl_callsite_by_id(e->site);
+        if (!cs)
+            continue;
+        int o = e->held ? pools_owner : nrules ? site_owner(m, cs, demangle) : 0;
+        if (o < 0)
+            continue;
+        size_t k = (size_t)o * SLOTS + (size_t)(e->device < 0 ? TL_MAX_DEVICES : e->device);
+        rows += count[k] == 0;
+        if (!is_address_space(cs))
+            bytes[k] += e->bytes;
+        count[k] += e->count;
+    }
+    m->owner_devices = rows && bytes && count ? calloc(rows, sizeof *m->owner_devices) : NULL;
+    m->owner_devices_unknown = !bytes || !count || (rows && !m->owner_devices);
+    for (int d = 0; m->owner_devices && d < SLOTS; d++)
+        for (int o = 0; o < nowners; o++) {
+            size_t k = (size_t)o * SLOTS + (size_t)d;
+            if (!count[k])
+                continue;
+            struct tl_owner_device_row *row = &m->owner_devices[m->nowner_devices++];
+            memcpy(row->name, owners[o].name, sizeof row->name);
+            row->cls = class_names[owners[o].cls];
+            row->device = d == TL_MAX_DEVICES ? -1 : d;
+            row->live_bytes = bytes[k];
+            row->live_count = count[k];
+        }
+    free(bytes);
+    free(count);
+}
+
 /* Attributes every site of the report to its owner; at any report, sites of
  * holding owners move from `sites` to `held`.  Fills m->owners. */
 void tl_owners_collect(struct tl_report_model *m)
@@ -417,6 +460,7 @@ void tl_owners_collect(struct tl_report_model *m)
         row->live_count = count[o];
         row->peak_bytes = owners[o].peak_bytes;
     }
+    owners_by_device(m, demangle);
     pthread_mutex_unlock(&owners_lock);
 }
 

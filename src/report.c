@@ -133,6 +133,12 @@ struct gather {
     long long address_space_bytes, address_space_count; /* VA reservations apart */
     struct tl_ipc_mapping_row *ipc; /* IPC mappings, apart too */
     size_t nipc, cap_ipc;
+    /* The same rows by (call site, device, held): open addressing, at most
+     * half full, a slot empty while its count is 0.  Most sites live on one
+     * device, so it holds about as many entries as there are live sites. */
+    struct tl_site_device *by_device;
+    size_t by_device_cap, by_device_n;
+    bool by_device_failed; /* out of memory: the report is not written */
 };
 
 /* Keeps a shared handle's row for the report (dropped when out of memory:
@@ -167,6 +173,58 @@ static void gather_ipc_row(struct gather *g, const struct tl_live *rec)
         .addr = rec->addr, .bytes = rec->size, .refs = rec->aux, .callsite = rec->callsite};
 }
 
+/* The device a row's memory is on, or -1 for host memory (pinned and
+ * registered host memory carry the device that was current, or none). */
+static int row_device(const struct tl_live *rec)
+{
+    if (rec->kind == TL_KIND_HOST_PINNED || rec->kind == TL_KIND_HOST_REGISTERED || rec->device >= TL_MAX_DEVICES)
+        return -1;
+    return rec->device;
+}
+
+static size_t site_device_slot(const struct tl_site_device *t, size_t cap, uint32_t site, int device, bool held)
+{
+    size_t h = ((size_t)site * 0x9e3779b1u) ^ ((size_t)(device + 1) << 1) ^ (size_t)held;
+    for (size_t i = h & (cap - 1);; i = (i + 1) & (cap - 1))
+        if (!t[i].count || (t[i].site == site && t[i].device == device && t[i].held == held))
+            return i;
+}
+
+static bool site_devices_grow(struct gather *g)
+{
+    size_t cap = g->by_device_cap ? g->by_device_cap * 2 : 256;
+    struct tl_site_device *t = calloc(cap, sizeof *t);
+    if (!t)
+        return false;
+    for (size_t i = 0; i < g->by_device_cap; i++) {
+        const struct tl_site_device *e = &g->by_device[i];
+        if (e->count)
+            t[site_device_slot(t, cap, e->site, e->device, e->held)] = *e;
+    }
+    free(g->by_device);
+    g->by_device = t;
+    g->by_device_cap = cap;
+    return true;
+}
+
+static void site_device_add(struct gather *g, const struct tl_live *rec, bool held)
+{
+    if (g->by_device_failed)
+        return;
+    if (2 * (g->by_device_n + 1) > g->by_device_cap && !site_devices_grow(g)) {
+        g->by_device_failed = true;
+        return;
+    }
+    int device = row_device(rec);
+    struct tl_site_device *e = &g->by_device[site_device_slot(g->by_device, g->by_device_cap, rec->callsite, device, held)];
+    if (!e->count) {
+        *e = (struct tl_site_device){.site = rec->callsite, .device = device, .held = held};
+        g->by_device_n++;
+    }
+    e->bytes += (long long)rec->size;
+    e->count++;
+}
+
 static bool gather_row(const struct tl_live *rec, void *arg)
 {
     struct gather *g = arg;
@@ -191,6 +249,7 @@ static bool gather_row(const struct tl_live *rec, void *arg)
     if (rec->space == TL_SPACE_VMM_HANDLE && tl_vmm_share_lookup(rec->addr, &sh))
         gather_share(g->m, rec, &sh);
     if (rec->callsite < g->n) {
+        site_device_add(g, rec, held);
         if (held) {
             g->held_bytes[rec->callsite] += (long long)rec->size;
             g->held_count[rec->callsite]++;
@@ -282,6 +341,14 @@ static int by_bytes_desc(const void *a, const void *b)
     return x->cs->id < y->cs->id ? -1 : x->cs->id > y->cs->id;
 }
 
+/* Frees what gather() keeps only while it runs (the per-site allocations
+ * and the per-device table move into the model). */
+static void gather_free(struct gather *g)
+{
+    free(g->bytes); free(g->count); free(g->held_bytes); free(g->held_count); free(g->unknown_size);
+    free(g->next); free(g->end);
+}
+
 static bool gather(struct tl_report_model *m)
 {
     struct gather g = {.m = m};
@@ -294,7 +361,7 @@ static bool gather(struct tl_report_model *m)
     g.unknown_size = calloc(g.n, sizeof *g.unknown_size);
     if (!g.bytes || !g.count || !g.held_bytes || !g.held_count || !g.unknown_size) {
         tl_live_unlock_all();
-        free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count); free(g.unknown_size);
+        gather_free(&g);
         return false;
     }
     tl_live_foreach(gather_row, &g);
@@ -313,6 +380,17 @@ static bool gather(struct tl_report_model *m)
     m->ipc_exported = calloc(TL_MAX_IPC_EXPORTS, sizeof *m->ipc_exported);
     if (m->ipc_exported)
         m->nipc_exported = tl_ipc_exports(m->ipc_exported, TL_MAX_IPC_EXPORTS);
+    if (g.by_device_failed) {
+        gather_free(&g);
+        free(g.by_device);
+        free(g.allocations);
+        return false;
+    }
+    /* Packed in place: the owners' per-device figures need only the entries. */
+    for (size_t i = 0; i < g.by_device_cap; i++)
+        if (g.by_device[i].count)
+            g.by_device[m->nsite_devices++] = g.by_device[i];
+    m->site_devices = g.by_device;
 
     m->live_bytes = g.live_bytes;
     m->live_count = g.live_count;
@@ -346,8 +424,7 @@ static bool gather(struct tl_report_model *m)
             m->held_bytes += g.held_bytes[id];
         }
     }
-    free(g.bytes); free(g.count); free(g.held_bytes); free(g.held_count); free(g.unknown_size);
-    free(g.next); free(g.end);
+    gather_free(&g);
     if (!ok)
         return false;
     qsort(m->sites, m->nsites, sizeof *m->sites, by_bytes_desc);
@@ -786,6 +863,8 @@ static void free_model(struct tl_report_model *m)
     free(m->held);
     free(m->site_allocations);
     free(m->owners);
+    free(m->site_devices);
+    free(m->owner_devices);
     for (size_t i = 0; m->pools && i < m->npools; i++) {
         for (size_t k = 0; k < m->pools[i].nlayout; k++)
             free(m->pools[i].layout[k].blocks);

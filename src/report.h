@@ -43,6 +43,24 @@ struct tl_owner_row {
     long long live_bytes, live_count, peak_bytes;
 };
 
+/* Live bytes of one call site on one device, in a pool's segments or not:
+ * what owners.c sums per owner and device (report.c's gathering). */
+struct tl_site_device {
+    uint32_t site;  /* call-site id */
+    int device;     /* -1: host memory (pinned, registered), no device's */
+    bool held;      /* segments an annotated pool holds */
+    long long bytes, count;
+};
+
+/* One owner's live memory on one device (-1: host memory).  Summed over
+ * the devices, an owner's rows give its process-wide tl_owner_row. */
+struct tl_owner_device_row {
+    char name[64];
+    const char *cls;
+    int device;
+    long long live_bytes, live_count;
+};
+
 struct tl_device_row {
     bool present;
     bool have_info;
@@ -149,6 +167,11 @@ struct tl_report_model {
 
     struct tl_owner_row *owners;
     size_t nowners;
+    struct tl_site_device *site_devices; /* report.c: every live row's site and device */
+    size_t nsite_devices;
+    struct tl_owner_device_row *owner_devices; /* owners.c: by device, then owner */
+    size_t nowner_devices;
+    bool owner_devices_unknown; /* owners.c ran out of memory attributing them */
 
     unsigned gate_failed; /* tl_fail_kind bits */
     bool silent;          /* the live state's model: its checks print nothing */
@@ -241,6 +264,10 @@ const char *tl_suppressed(struct tl_report_model *m, const char *kind, struct tl
 void tl_bridge_refresh(bool may_wait);
 /* The same for a mark: the frameworks' figures only (no layouts). */
 void tl_bridge_refresh_mark(bool may_wait);
+/* For the live state (live.c, the watcher thread): the frameworks' figures,
+ * waited for at most half an `interval` (seconds) and 250 ms; a timeout
+ * here never makes a mark or report skip its own wait. */
+void tl_bridge_refresh_live(double interval);
 /* Adds the last framework state to the model: pool rows, the device
  * summary's allocated (the cache's gap), the "bridge" object. */
 void tl_bridge_apply(struct tl_report_model *m);

@@ -193,6 +193,17 @@ static json_t *iso_time(double t)
     return json_string(when);
 }
 
+/* The fields an owner row and an owner's row on one device share. */
+static json_t *owner_json(const char *name, const char *cls, long long bytes, long long count)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(name));
+    json_object_set_new(o, "class", json_string(cls));
+    json_object_set_new(o, "live_bytes", json_integer(bytes));
+    json_object_set_new(o, "live_allocations", json_integer(count));
+    return o;
+}
+
 json_t *tl_report_to_json(struct tl_report_model *m)
 {
     json_t *root = json_object();
@@ -292,15 +303,22 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     json_t *owners = json_array();
     for (size_t i = 0; i < m->nowners; i++) {
         const struct tl_owner_row *w = &m->owners[i];
-        json_t *o = json_object();
-        json_object_set_new(o, "name", json_string(w->name));
-        json_object_set_new(o, "class", json_string(w->cls));
-        json_object_set_new(o, "live_bytes", json_integer(w->live_bytes));
-        json_object_set_new(o, "live_allocations", json_integer(w->live_count));
+        json_t *o = owner_json(w->name, w->cls, w->live_bytes, w->live_count);
         json_object_set_new(o, "peak_bytes", json_integer(w->peak_bytes));
         json_array_append_new(owners, o);
     }
     json_object_set_new(root, "owners", owners);
+
+    /* Unknown (null) when the rows could not be attributed (out of memory),
+     * never an empty list that would say nobody holds anything. */
+    json_t *by_device = m->owner_devices_unknown ? json_null() : json_array();
+    for (size_t i = 0; i < m->nowner_devices; i++) {
+        const struct tl_owner_device_row *w = &m->owner_devices[i];
+        json_t *o = owner_json(w->name, w->cls, w->live_bytes, w->live_count);
+        json_object_set_new(o, "device", w->device < 0 ? json_null() : json_integer(w->device));
+        json_array_append_new(by_device, o);
+    }
+    json_object_set_new(root, "owners_by_device", by_device);
 
     json_t *pools = json_array();
     for (size_t i = 0; i < m->npools; i++) {

@@ -65,7 +65,7 @@ static const struct family families[] = {
     {"tensorleak_device_gap_bytes", "gauge", "Reserved minus allocated: held by caches, free inside them."},
     {"tensorleak_device_free_bytes", "gauge", "Free device memory as the driver last said (cuMemGetInfo)."},
     {"tensorleak_device_total_bytes", "gauge", "Total device memory as the driver last said (cuMemGetInfo)."},
-    {"tensorleak_owner_live_bytes", "gauge", "Live bytes of each owner (process-wide) and its class."},
+    {"tensorleak_owner_live_bytes", "gauge", "Live bytes of each owner and its class on a device (device=\"host\": pinned and registered host memory)."},
     {"tensorleak_peak_live_bytes", "gauge", "The most live bytes the process ever held."},
     {"tensorleak_pool_reserved_bytes", "gauge", "Bytes a pool holds."},
     {"tensorleak_pool_allocated_bytes", "gauge", "Bytes of a pool in use."},
@@ -87,6 +87,16 @@ static bool pool_repeats(const struct live_proc *p, size_t i)
     for (size_t k = 0; k < i; k++)
         if (p->pools[k].device == p->pools[i].device && !strcmp(p->pools[k].name, p->pools[i].name) &&
             !strcmp(p->pools[k].kind, p->pools[i].kind) && !strcmp(p->pools[k].framework, p->pools[i].framework))
+            return true;
+    return false;
+}
+
+static bool owner_device_repeats(const struct live_proc *p, size_t i)
+{
+    const struct live_owner *w = &p->owner_devices[i];
+    for (size_t k = 0; k < i; k++)
+        if (p->owner_devices[k].device == w->device && !strcmp(p->owner_devices[k].name, w->name) &&
+            !strcmp(p->owner_devices[k].cls, w->cls))
             return true;
     return false;
 }
@@ -158,6 +168,32 @@ static void pool_series(FILE *out, int f, const struct live_proc *p)
     }
 }
 
+/* One series per device, owner and class; a file that does not say where
+ * the owners' memory is (an older library's) gives the process-wide rows
+ * without a device label. */
+static void owner_series(FILE *out, int f, const struct live_proc *p)
+{
+    if (!p->has_owner_devices) {
+        for (size_t i = 0; i < p->nowners; i++)
+            sample_two(out, f, p, "owner", p->owners[i].name, "class", p->owners[i].cls, (long long)p->owners[i].live_bytes);
+        return;
+    }
+    for (size_t i = 0; i < p->nowner_devices; i++) {
+        const struct live_owner *w = &p->owner_devices[i];
+        if (owner_device_repeats(p, i))
+            continue;
+        sample_start(out, f, p);
+        if (w->device < 0)
+            fputs(",device=\"host\",owner=\"", out);
+        else
+            fprintf(out, ",device=\"%d\",owner=\"", w->device);
+        put_escaped(out, w->name);
+        fputs("\",class=\"", out);
+        put_escaped(out, w->cls);
+        fprintf(out, "\"} %lld\n", (long long)w->live_bytes);
+    }
+}
+
 static void family_series(FILE *out, int f, const struct live_proc *p)
 {
     switch (f) {
@@ -175,8 +211,7 @@ static void family_series(FILE *out, int f, const struct live_proc *p)
         device_series(out, f, p);
         break;
     case F_OWNER:
-        for (size_t i = 0; i < p->nowners; i++)
-            sample_two(out, f, p, "owner", p->owners[i].name, "class", p->owners[i].cls, (long long)p->owners[i].live_bytes);
+        owner_series(out, f, p);
         break;
     case F_PEAK:
         sample_start(out, f, p);

@@ -32,6 +32,8 @@
  *    concatenated and tagged, each mapping paired with the export of the
  *    same handle ("exported_by"); the memory is counted once, in the
  *    exporter (merged_ipc).
+ *  - "owners_by_device": concatenated and tagged, like "devices", when any
+ *    input has it.
  *  - "oom": the first rank's that has one (tagged), else null.
  *  - "ranks": per-input totals {rank, pid, host, leaked_bytes,
  *    leaked_allocations, live_bytes, reserved_bytes} plus its file.
@@ -509,6 +511,8 @@ static json_t *merge_inputs(const struct input *in, size_t n)
         json_object_set_new(out, "held", merged_array(in, n, "held", "bytes", NULL));
     if (any_has(in, n, "owners"))
         json_object_set_new(out, "owners", merged_owners(in, n));
+    if (any_has(in, n, "owners_by_device")) /* device ordinals are each process's own: never summed */
+        json_object_set_new(out, "owners_by_device", merged_array(in, n, "owners_by_device", NULL, NULL));
     json_object_set_new(out, "pools", merged_array(in, n, "pools", NULL, NULL));
     json_object_set_new(out, "devices", merged_array(in, n, "devices", NULL, NULL));
     json_object_set_new(out, "growth",

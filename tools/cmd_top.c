@@ -258,6 +258,17 @@ static void print_json(const struct live_set *s)
             json_array_append_new(pools, g);
         }
         json_object_set_new(o, "pools", pools);
+        json_t *owners = p->has_owner_devices ? json_array() : json_null();
+        for (size_t k = 0; k < p->nowner_devices; k++) {
+            const struct live_owner *w = &p->owner_devices[k];
+            json_t *g = json_object();
+            json_object_set_new(g, "device", w->device < 0 ? json_null() : json_integer(w->device));
+            json_object_set_new(g, "name", json_string(w->name));
+            json_object_set_new(g, "class", json_string(w->cls));
+            json_object_set_new(g, "live_bytes", json_integer(w->live_bytes));
+            json_array_append_new(owners, g);
+        }
+        json_object_set_new(o, "owners_by_device", owners);
         json_array_append_new(arr, o);
     }
     json_dumpf(arr, stdout, JSON_INDENT(1));
@@ -295,11 +306,21 @@ static void draw_detail(const struct live_proc *p, int row, int rows, int cols)
                  a, b, frag);
         mvprintw(row++, 0, "%.*s", cols, line);
     }
+    /* Per device where the file says it (gpu N, or host for pinned host
+     * memory), else process-wide. */
+    const struct live_owner *owners = p->has_owner_devices ? p->owner_devices : p->owners;
+    size_t nowners = p->has_owner_devices ? p->nowner_devices : p->nowners;
     if (row < rows - 1)
         mvprintw(row++, 0, "owners:");
-    for (size_t i = 0; i < p->nowners && row < rows - 1; i++) {
-        size_str(a, sizeof a, (uint64_t)(p->owners[i].live_bytes > 0 ? p->owners[i].live_bytes : 0));
-        snprintf(line, sizeof line, "  %-30.30s %-10s %s", p->owners[i].name, p->owners[i].cls, a);
+    for (size_t i = 0; i < nowners && row < rows - 1; i++) {
+        const struct live_owner *w = &owners[i];
+        char where[16] = "";
+        if (p->has_owner_devices && w->device < 0)
+            snprintf(where, sizeof where, "host");
+        else if (p->has_owner_devices)
+            snprintf(where, sizeof where, "gpu %d", w->device);
+        size_str(a, sizeof a, (uint64_t)(w->live_bytes > 0 ? w->live_bytes : 0));
+        snprintf(line, sizeof line, "  %-6s %-30.30s %-10s %s", where, w->name, w->cls, a);
         mvprintw(row++, 0, "%.*s", cols, line);
     }
 }

@@ -505,6 +505,31 @@ static void put_owner_swatch(FILE *out, const char *name)
     fprintf(out, "<i style=\"background:%s\"></i>", owner_colour(name));
 }
 
+/* The owners' live memory per device (host memory apart), when the report
+ * has it: which GPU each owner's memory is on. */
+static void put_owner_devices(FILE *out, const struct tl_report *r)
+{
+    char a[SIZE_HUMAN_MAX];
+    if (r->owner_device_count == 0)
+        return;
+    fputs("<table class=\"owners owner-devices\"><thead><tr><th>device</th><th>owner</th><th>class</th>"
+          "<th class=\"n\">live</th><th class=\"n\">allocations</th></tr></thead><tbody>\n", out);
+    for (size_t i = 0; i < r->owner_device_count; i++) {
+        const struct tl_owner_device *w = &r->owner_devices[i];
+        if (w->device < 0)
+            fputs("<tr class=\"owner-device\"><td>host</td><td class=\"legend\">", out);
+        else
+            fprintf(out, "<tr class=\"owner-device\"><td>%d</td><td class=\"legend\">", w->device);
+        put_owner_swatch(out, w->name);
+        put_text(out, w->name);
+        fputs("</td><td>", out);
+        put_text(out, w->cls ? w->cls : "?");
+        fprintf(out, "</td><td class=\"n\">%s</td><td class=\"n\">%" PRIu64 "</td></tr>\n", human(w->live_bytes, a),
+                w->live_allocations);
+    }
+    fputs("</tbody></table>\n", out);
+}
+
 static void put_owners(FILE *out, const struct tl_report *r)
 {
     char a[SIZE_HUMAN_MAX], b[SIZE_HUMAN_MAX], c[SIZE_HUMAN_MAX], d[SIZE_HUMAN_MAX];
@@ -1164,8 +1189,10 @@ static void put_report(FILE *out, const struct tl_report *r, size_t index, size_
                             : "<h3>Held by pools (not leaks)</h3>\n", out);
         put_sites(out, r->held, r->held_count, "held");
     }
-    if (has_owners(r))
+    if (has_owners(r)) {
         put_owners(out, r);
+        put_owner_devices(out, r);
+    }
     if (r->pool_count > 0 || r->device_count > 0) {
         fputs("<h3>Memory map</h3>\n", out);
         for (size_t i = 0; i < r->pool_count; i++)

@@ -125,21 +125,41 @@ static void parse_devices(json_t *arr, struct live_proc *p)
     }
 }
 
-static int parse_rows(json_t *root, struct live_proc *p)
+/* Owner rows: "owners" (process-wide) or, `by_device`, "owners_by_device"
+ * (a device, or null for host memory; a row with any other device is
+ * dropped). */
+static struct live_owner *parse_owners(json_t *arr, bool by_device, size_t *n)
 {
-    json_t *arr = json_object_get(root, "owners"), *o;
+    struct live_owner *rows = rows_of(arr, sizeof *rows, n);
     size_t i;
-    if (!(p->owners = rows_of(arr, sizeof *p->owners, &p->nowners)))
-        return -1;
+    json_t *o;
     json_array_foreach(arr, i, o) {
-        if (!json_is_object(o) || p->nowners == LIVE_MAX_ROWS)
+        if (!rows || !json_is_object(o) || *n == LIVE_MAX_ROWS)
             continue;
-        struct live_owner *w = &p->owners[p->nowners];
+        struct live_owner *w = &rows[*n];
         get_str(o, "name", w->name, sizeof w->name, "unknown");
         get_str(o, "class", w->cls, sizeof w->cls, "unknown");
+        json_t *dev = json_object_get(o, "device");
+        bool host = !by_device || json_is_null(dev);
+        w->device = host ? -1 : get_int(o, "device", -1);
+        if (!host && (w->device < 0 || w->device >= LIVE_MAX_DEVICES))
+            continue;
         if (get_i64(o, "live_bytes", &w->live_bytes))
-            p->nowners++;
+            (*n)++;
     }
+    return rows;
+}
+
+static int parse_rows(json_t *root, struct live_proc *p)
+{
+    json_t *arr, *o;
+    size_t i;
+    if (!(p->owners = parse_owners(json_object_get(root, "owners"), false, &p->nowners)))
+        return -1;
+    arr = json_object_get(root, "owners_by_device");
+    p->has_owner_devices = json_is_array(arr);
+    if (!(p->owner_devices = parse_owners(arr, true, &p->nowner_devices)))
+        return -1;
     arr = json_object_get(root, "pools");
     if (!(p->pools = rows_of(arr, sizeof *p->pools, &p->npools)))
         return -1;
@@ -261,10 +281,12 @@ int64_t live_held_by_owners(const struct live_proc *p)
 void live_proc_free(struct live_proc *p)
 {
     free(p->owners);
+    free(p->owner_devices);
     free(p->pools);
     free(p->growth);
     free(p->budgets);
     p->owners = NULL;
+    p->owner_devices = NULL;
     p->pools = NULL;
     p->growth = NULL;
     p->budgets = NULL;

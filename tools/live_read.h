@@ -64,6 +64,7 @@ struct live_device {
 };
 struct live_owner {
     char name[64], cls[16];
+    int device; /* owners_by_device rows: the device, -1 for host memory; owners rows: -1 */
     int64_t live_bytes;
 };
 struct live_pool {
@@ -108,6 +109,11 @@ struct live_proc {
     size_t ndevices, nowners, npools, ngrowth, nbudgets;
     struct live_device devices[LIVE_MAX_DEVICES];
     struct live_owner *owners;
+    /* Each owner's live bytes per device; has_owner_devices false when the
+     * file does not say (an older library, or not attributed). */
+    bool has_owner_devices;
+    size_t nowner_devices;
+    struct live_owner *owner_devices;
     struct live_pool *pools;
     struct live_growth *growth;
     struct live_budget *budgets;

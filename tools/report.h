@@ -109,6 +109,15 @@ struct tl_owner {
     uint64_t live_bytes, live_allocations, peak_bytes;
 };
 
+/* One entry of the optional "owners_by_device": an owner's live memory on
+ * one device (device -1: host memory). */
+struct tl_owner_device {
+    const char *name;
+    const char *cls;
+    int device;
+    uint64_t live_bytes, live_allocations;
+};
+
 struct tl_growth {
     const char *kind;
     uint64_t bytes_per_mark;
@@ -244,6 +253,8 @@ struct tl_report {
     size_t held_count;          /* cache/library/workspace owner (not leaks) */
     struct tl_owner *owners;    /* optional "owners" */
     size_t owner_count;
+    struct tl_owner_device *owner_devices; /* optional "owners_by_device" */
+    size_t owner_device_count;
     struct tl_mark *marks;
     size_t mark_count;
     struct tl_growth *growth;

@@ -384,6 +384,28 @@ static void read_owners(struct loader *ld, json_t *root, struct tl_report *r)
     }
 }
 
+static void read_owner_devices(struct loader *ld, json_t *root, struct tl_report *r)
+{
+    json_t *array;
+    char where[WHERE_MAX];
+    r->owner_device_count = get_array(ld, root, "owners_by_device", sizeof(*r->owner_devices), &array,
+                                      (void **)&r->owner_devices);
+    for (size_t i = 0; i < r->owner_device_count && !ld->failed; i++) {
+        snprintf(where, sizeof(where), "owners_by_device[%zu]", i);
+        json_t *e = element_object(ld, array, i, where);
+        if (!e)
+            return;
+        struct tl_owner_device *o = &r->owner_devices[i];
+        get(ld, e, where, "name", WANT_STRING, true);
+        o->name = get_str(ld, e, where, "name");
+        o->cls = get_str(ld, e, where, "class");
+        /* null: host memory, no device's */
+        o->device = json_is_null(json_object_get(e, "device")) ? -1 : (int)get_u64(ld, e, where, "device");
+        o->live_bytes = get_u64(ld, e, where, "live_bytes");
+        o->live_allocations = get_u64(ld, e, where, "live_allocations");
+    }
+}
+
 static void read_growth(struct loader *ld, json_t *root, struct tl_report *r)
 {
     json_t *array;
@@ -743,6 +765,8 @@ bool report_load(const char *path, struct tl_report *out)
     if (!ld.failed)
         read_owners(&ld, root, out);
     if (!ld.failed)
+        read_owner_devices(&ld, root, out);
+    if (!ld.failed)
         read_growth(&ld, root, out);
     if (!ld.failed)
         read_marks(&ld, root, out);
@@ -787,6 +811,7 @@ void report_free(struct tl_report *r)
     }
     free(r->held);
     free(r->owners);
+    free(r->owner_devices);
     free(r->marks);
     for (size_t i = 0; i < r->growth_count; i++)
         free_stack(&r->growth[i].stack);

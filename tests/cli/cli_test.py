@@ -11,6 +11,7 @@ Exit status: 0 pass, 1 fail, 77 skip (meson's convention).
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -649,6 +650,43 @@ def merge_sums_owners_by_name_and_class(c):
     out, _ = c.expect(["merge", "rank0.json", "rank1.json"], 0, stderr="")
     if "owners" in json.loads(out) or "held" in json.loads(out):
         raise Failure("owners or held invented for reports without them")
+
+
+@case
+def merge_tags_owners_by_device_and_html_lists_them(c):
+    MiB = 1 << 20
+    paths = []
+    for name, rows in (("owners0.json", [(0, "user", "user", 3 * MiB, 2), (1, "NCCL", "library", 8 * MiB, 1),
+                                         (None, "user", "user", MiB, 1)]),
+                       ("owners1.json", [(0, "PyTorch caching allocator", "cache", 20 * MiB, 1)])):
+        with open(os.path.join(c.src, name)) as f:
+            r = json.load(f)
+        r["owners_by_device"] = [{"device": d, "name": n, "class": k, "live_bytes": b, "live_allocations": a}
+                                 for d, n, k, b, a in rows]
+        paths.append(os.path.join(c.tmp, "bydev." + name))
+        with open(paths[-1], "w") as f:
+            json.dump(r, f)
+    out, _ = c.expect(["merge"] + paths, 0, stderr="")
+    merged = json.loads(out)
+    # Device ordinals are each process's own: concatenated and tagged, never summed.
+    check_eq([(o["rank"], o["pid"], o["device"], o["name"], o["live_bytes"]) for o in merged["owners_by_device"]],
+             [(0, 200, 0, "user", 3 * MiB), (0, 200, 1, "NCCL", 8 * MiB), (0, 200, None, "user", MiB),
+              (1, 201, 0, "PyTorch caching allocator", 20 * MiB)], "owners by device, tagged")
+    page, _ = c.expect(["report", "--format", "html", paths[0]], 0, stderr="")
+    rows = re.findall(r'<tr class="owner-device"><td>([^<]*)</td><td class="legend"><i[^>]*></i>([^<]*)</td>'
+                      r'<td>([^<]*)</td><td class="n">([^<]*)</td><td class="n">(\d+)</td></tr>', page)
+    check_eq(rows, [("0", "user", "user", "3.0 MiB", "2"), ("1", "NCCL", "library", "8.0 MiB", "1"),
+                    ("host", "user", "user", "1.0 MiB", "1")], "html owners by device")
+    # Reports without them merge without them; a malformed row is a clear error.
+    if "owners_by_device" in json.loads(c.expect(["merge", "owners1.json", "owners0.json"], 0, stderr="")[0]):
+        raise Failure("owners_by_device invented for reports without them")
+    with open(paths[0]) as f:
+        r = json.load(f)
+    r["owners_by_device"] = [{"device": 0, "name": "x", "live_bytes": -1}]
+    with open(paths[0], "w") as f:
+        json.dump(r, f)
+    c.expect(["report", paths[0]], 2, stdout="",
+             stderr=f"tensorleak: {paths[0]}: owners_by_device[0].live_bytes: expected a non-negative integer\n")
 
 
 @case

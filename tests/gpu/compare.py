@@ -706,6 +706,35 @@ def check_user_line(row, reports, user_file, user_lines, strict):
         "**%s:%s in held only**" % (user_file, best[1])
 
 
+def check_exporter(row, label, m, loop):
+    """`tensorleak exporter`'s /metrics at a moment (serve_loop.py with TL_EXPORTER=1):
+    the pytorch pool's reserved and allocated bytes equal the framework's own figures,
+    device 0's free memory is within 1 % of nvidia-smi's where nvidia-smi is there."""
+    e = m.get("exporter") or {}
+    if e.get("error"):
+        row.add("exporter %s" % label, BAD, e["error"])
+        return
+    want = (m.get("reserved"), m.get("allocated"))
+    got = (e.get("pool_reserved"), e.get("pool_allocated"))
+    row.add("exporter %s reserved/allocated" % label, OK if got == want and None not in got else BAD,
+            "%s: /metrics %s / %s, %s's own %s / %s" % (label, fmt_b(got[0]) if got[0] is not None else "absent",
+                                                       fmt_b(got[1]) if got[1] is not None else "absent", loop,
+                                                       fmt_b(want[0]), fmt_b(want[1])))
+    smi, free = m.get("smi"), e.get("device_free")
+    if not smi:
+        row.add("exporter %s device free" % label, INFO, "no nvidia-smi here; /metrics says %s free"
+                % (fmt_b(free) if free is not None else "nothing"))
+    else:
+        good = free is not None and abs(free - smi["free"]) <= 0.01 * smi["free"]
+        row.add("exporter %s device free" % label, OK if good else BAD, "/metrics %s, nvidia-smi %s (within 1 %%)"
+                % (fmt_b(free) if free is not None else "absent", fmt_b(smi["free"])))
+    if label == "end":
+        row.cells["exporter"] = "%s / %s%s" % (fmt_b(got[0]) if got[0] is not None else "absent",
+                                              fmt_b(got[1]) if got[1] is not None else "absent",
+                                              "; free %s (smi %s)" % (fmt_b(free), fmt_b(smi["free"]))
+                                              if smi and free is not None else "")
+
+
 def eval_framework(rec):
     setting = rec["extra"] or "defaults"
     row = Row("frameworks", (rec["name"], setting, rec["build"]))
@@ -746,6 +775,8 @@ def eval_framework(rec):
         m = moments[label]
         r = pick_label(reports, pid, label)
         by_label[label] = r
+        if "exporter" in m:
+            check_exporter(row, label, m, rec["name"])
         if r is None:
             row.add("report %s" % label, BAD, "no report labelled %s (snapshot returned %s)"
                     % (label, (gt.get("snapshot_rc") or {}).get(label)))
@@ -1072,9 +1103,9 @@ def evaluate(records, env):
                          "at the same moment, growth, the user's line", md_table(
                              ["loop", "setting", "run", "requests", "framework reserved / allocated (end)",
                               "tensorleak", "largest free: framework / tensorleak", "growth", "user's line",
-                              "s/request", "verdict"],
+                              "s/request", "exporter /metrics (end)", "verdict"],
                              [[row.cells.get(k, "") for k in ("loop", "setting", "run", "requests", "fw", "tl",
-                                                              "largest", "growth", "line", "request_s")]
+                                                              "largest", "growth", "line", "request_s", "exporter")]
                               + [row.verdict()] for row in frows])))
 
     # Overhead
@@ -1523,6 +1554,30 @@ def cmd_selftest(_a):
         row, p = fw_case(18, "jax", "leak", jl, lambda lb: jpool,
                          lambda lb: [dict(pool_growth[0], pool="jax cuda:0", bytes_per_mark=0)], held=held_py)
         assert len(p) == 1 and "user's line" in p[0] and "only" in p[0], p
+        # GPT-2 with the exporter running: /metrics at each moment equals PyTorch's own
+        # figures, device free within 1 % of nvidia-smi's (absent nvidia-smi: noted only)
+        def with_exporter(moments, free, alloc_off=0, smi=True, error=None):
+            out = {}
+            for k, m in moments.items():
+                e = {"error": error} if error else {"update_time": 2.0, "pool_reserved": m["reserved"],
+                                                     "pool_allocated": m["allocated"] + alloc_off,
+                                                     "device_free": free, "device_total": 140000 * MiB}
+                out[k] = dict(m, exporter=e, smi={"free": 100000 * MiB, "total": 140000 * MiB} if smi else None)
+            return out
+        for n, (em, bad) in enumerate([(with_exporter(gm, 100500 * MiB), []),
+                                       (with_exporter(gm, 100500 * MiB, smi=False), []),
+                                       (with_exporter(gm, 102000 * MiB, alloc_off=MiB),
+                                        ["exporter req6 reserved/allocated", "exporter req6 device free",
+                                         "exporter end reserved/allocated", "exporter end device free"]),
+                                       (with_exporter(gm, 0, error="no live update after the moment within 20 s"),
+                                        ["exporter req6: no live update", "exporter end: no live update"])]):
+            row, p = fw_case(20 + n, "gpt2", "leak", em, lambda lb: tpool(
+                gm.get(lb, gm["end"])["reserved"], gm.get(lb, gm["end"])["allocated"], 20 * MiB,
+                sites=[{"bytes": 160 * MiB, "count": 48, "stack": py_stack}]), lambda lb: pool_growth,
+                setting="TL_EXPORTER=1", info={"backend": "native"})
+            assert len(p) == len(bad) and all(w in q for w, q in zip(bad, p)), (n, p)
+            if n == 0:
+                assert row.cells["exporter"] == "340 MiB / 290 MiB; free 100500 MiB (smi 100000 MiB)", row.cells
         # a framework that is not installed: skipped, not failed
         row, p = fw_case(7, "jax", "leak", {}, None, None, skip="jax does not import")
         assert p == [] and row.verdict() == "skipped", (p, row.verdict())

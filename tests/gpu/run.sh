@@ -10,7 +10,8 @@
 #   3. runs, in this order (step names for TL_GPU_STEPS in brackets): each sample plain,
 #      under LD_PRELOAD and under `tensorleak run` [samples]; the PyTorch loops under
 #      three allocator modes [torch]; GPT-2, JAX, CuPy, cuda.bindings and numba-cuda
-#      request loops under `tensorleak run`, the bridges on [frameworks]; compute-sanitizer
+#      request loops under `tensorleak run`, the bridges on, GPT-2 once more with
+#      `tensorleak exporter` running [frameworks]; compute-sanitizer
 #      --leak-check full [sanitizer]; the overhead benchmark, ABBA [bench];
 #   4. holds every report against the ground truth the programs print (compare.py),
 #      writes $OUT/gpu-results.md (+ .json, run.log, env.json, logs.tar.gz), prints
@@ -176,6 +177,29 @@ rec() {
         "$out" "$err" "$dir" "$extra" >>"$RECORDS"
     printf '%-5s %-45s rc=%-3d %7ss\n' "$([ "$rc" = 0 ] && echo ran || echo EXIT)" "$tag" "$rc" "$secs"
 }
+# start_exporter LIVE_DIR: `tensorleak exporter` on a free port over LIVE_DIR, for the
+# rows whose setting is TL_EXPORTER=1 (serve_loop.py then reads /metrics at its moments);
+# sets TL_EXPORTER_URL ("" when it did not start) and EXPORTER_PID.
+TL_EXPORTER_URL="" EXPORTER_PID=""
+start_exporter() {
+    local live=$1 port="" i
+    mkdir -p "$live" && chmod 700 "$live"
+    "$TL_CLI" exporter --listen 127.0.0.1:0 --dir "$live" 2>"$LOGS/exporter.err" &
+    EXPORTER_PID=$!
+    for i in $(seq 1 100); do
+        port=$(sed -n 's/.*on port \([0-9]*\).*/\1/p' "$LOGS/exporter.err" | head -n 1)
+        [ -n "$port" ] && break
+        sleep 0.1
+    done
+    TL_EXPORTER_URL=${port:+http://127.0.0.1:$port/metrics}
+}
+stop_exporter() {
+    [ -n "$EXPORTER_PID" ] && kill "$EXPORTER_PID" 2>/dev/null && wait "$EXPORTER_PID" 2>/dev/null
+    EXPORTER_PID=""
+}
+# Its rows run with TENSORLEAK_LIVE_DIR=$WORK/live and TENSORLEAK_LIVE_INTERVAL=0.2, so
+# that serve_loop.py's moments wait a few tenths of a second for their live update.
+
 skip_rec() { # name build tool why required
     printf 'skip\t%s\t%s\t%s\t0\t0\t%s\t\t\t%s\n' "$1" "$2" "$3" "$4" "$5" >>"$RECORDS"
     say "SKIP  $1 $2 $3: $4"
@@ -336,9 +360,12 @@ if [ "$DRY" = 1 ]; then
     if [ -f "$lib" ] && [ -x "$BUILD/tools/tensorleak" ] && [ -f "$SIMDIR/libcudart.so.13" ] && [ -d "$FAKE/torch" ]; then
         TL_CLI=$BUILD/tools/tensorleak CLI_SIM=--sim
         : >"$RECORDS"
+        start_exporter "$WORK/live"
         for mode in leak clean; do
-            # the leak with PyTorch's history on, set as the GPU rows set it (rec's VAR=VALUE)
-            FAKE_CUDART=$SIMDIR/libcudart.so.13 PYTHONPATH=$FAKE:$SRC/python${PYTHONPATH:+:$PYTHONPATH} \
+            # the leak with PyTorch's history on, set as the GPU rows set it (rec's VAR=VALUE);
+            # both with the exporter running, /metrics read at each moment (TL_EXPORTER=1)
+            TL_EXPORTER=1 TENSORLEAK_LIVE_DIR=$WORK/live TENSORLEAK_LIVE_INTERVAL=0.2 TL_EXPORTER_URL=$TL_EXPORTER_URL \
+                FAKE_CUDART=$SIMDIR/libcudart.so.13 PYTHONPATH=$FAKE:$SRC/python${PYTHONPATH:+:$PYTHONPATH} \
                 rec fw kv "$mode" cli "$([ $mode = leak ] && echo TENSORLEAK_TORCH_HISTORY=1)" 60 required -- \
                 "$PY" "$KIT/serve_loop.py" kv "--$mode" --requests 8 --check-at 6 >/dev/null
             # cuda.bindings (where installed) reaches the simulated libcuda.so.1 itself
@@ -346,9 +373,11 @@ if [ "$DRY" = 1 ]; then
                 rec fw driver "$mode" cli "" 60 required -- "$PY" "$KIT/serve_loop.py" driver "--$mode" \
                 --requests 8 --check-at 6 >/dev/null
         done
+        stop_exporter
         if "$PY" "$KIT/compare.py" evaluate --records "$RECORDS" --env <(echo '{"tensorleak_lib": "x"}') \
-            >"$LOGS/kv-compare.md" 2>&1 && grep -q '"history": true' "$LOGS/fw-kv-leak-cli-TENSORLEAK_TORCH_HISTORY_1.out"; then
-            ok "serve_loop.py kv (stand-in torch) and driver (cuda.bindings$(grep -q 'cuda.bindings .*| skipped |' "$LOGS/kv-compare.md" && echo ': not installed, skipped')) under tensorleak run --sim: pool rows equal the allocator's figures, growth by request 6, the user's line"
+            >"$LOGS/kv-compare.md" 2>&1 && grep -q '"history": true' "$LOGS/fw-kv-leak-cli-TENSORLEAK_TORCH_HISTORY_1.out" &&
+            [ "$(grep -o '"exporter": {"device_free": [0-9]' "$LOGS"/fw-kv-*.out | wc -l)" = 4 ]; then
+            ok "serve_loop.py kv (stand-in torch) and driver (cuda.bindings$(grep -q 'cuda.bindings .*| skipped |' "$LOGS/kv-compare.md" && echo ': not installed, skipped')) under tensorleak run --sim: pool rows equal the allocator's figures, growth by request 6, the user's line; the exporter's /metrics at each moment equal the allocator's figures"
         else
             bad "serve_loop.py kv and driver under tensorleak run --sim:"
             sed -n '/^## Mismatches/,/^## Samples/p' "$LOGS/kv-compare.md" | grep '^- ' | sed 's/^/      /'
@@ -549,7 +578,7 @@ fi
 # comes from this tree (python/).
 FW_ROWS="gpt2|leak| gpt2|leak|TENSORLEAK_TORCH_HISTORY=1 gpt2|clean|
 gpt2|leak|expandable_segments:True gpt2|clean|expandable_segments:True
-gpt2|leak|backend:cudaMallocAsync gpt2|clean|backend:cudaMallocAsync
+gpt2|leak|backend:cudaMallocAsync gpt2|clean|backend:cudaMallocAsync gpt2|leak|TL_EXPORTER=1
 jax|leak| jax|clean| jax|leak|XLA_PYTHON_CLIENT_PREALLOCATE=false jax|clean|XLA_PYTHON_CLIENT_PREALLOCATE=false
 cupy|leak| cupy|clean| driver|leak| driver|clean| numba|leak| numba|clean|"
 if ! want frameworks; then
@@ -558,15 +587,19 @@ elif [ -z "$TL_CLI" ]; then
     skip_rec frameworks - - "no tensorleak CLI (the bridges are turned on by tensorleak run)" required
 else
     say "== framework loops (GPT-2 on PyTorch, JAX, CuPy, cuda.bindings, numba-cuda) under tensorleak run"
+    start_exporter "$WORK/live"
     for row in $FW_ROWS; do
         IFS='|' read -r loop mode setting <<<"$row"
         n=8
         # The GPT-2 leak flagged within 6 requests, its clean twin over 50 never
         [ "$mode" = clean ] && [ "$loop" = gpt2 ] && n=50
-        PYTHONPATH=$SRC/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 \
+        # TL_EXPORTER=1: /metrics of the exporter read at each moment (serve_loop.py)
+        TENSORLEAK_LIVE_DIR=$WORK/live TENSORLEAK_LIVE_INTERVAL=0.2 TL_EXPORTER_URL=$TL_EXPORTER_URL \
+            PYTHONPATH=$SRC/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 \
             rec fw "$loop" "$mode" cli "$setting" 120 required -- \
             "$PY" "$KIT/serve_loop.py" "$loop" "--$mode" --requests "$n" --check-at 6
     done
+    stop_exporter
 fi
 
 # 4. compute-sanitizer on the same binaries

@@ -27,6 +27,12 @@ of a leaking loop and nowhere in a clean one.  The allocator mode is the environ
 
     TL_GROUND_TRUTH {"sample": "gpt2"|"jax"|"cupy", "moments": {"req6": {...}, "end": {...}}, ...}
 
+With TL_EXPORTER=1 and TL_EXPORTER_URL (a `tensorleak exporter` serving this process's
+live directory), each moment also holds what /metrics said once a live update read after
+the moment was published (`exporter`: the pytorch pool's reserved and allocated bytes,
+device 0's free and total) and nvidia-smi's free and total of the GPU (`smi`, null where
+nvidia-smi is absent).
+
 A framework that does not import prints `TL_SKIP {"why": ...}` and exits 0: the kit
 reports the row as skipped, not failed.
 """
@@ -34,9 +40,13 @@ import argparse
 import ctypes
 import json
 import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import time
+import urllib.request
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # random weights: nothing to download, ever
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -373,6 +383,73 @@ def no_moment(st):
     return {"reserved": None, "allocated": None, "largest_free_block": None}
 
 
+# ---------------------------------------------------- the exporter at a moment
+SAMPLE = re.compile(r'^([a-z_]+)\{(.*)\} (\S+)$')
+LABEL = re.compile(r'([a-z_]+)="((?:[^"\\]|\\.)*)"')
+
+
+def scrape(url, pid):
+    """{(metric, frozenset(labels without pid/process)): value} of this process's series."""
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        m = SAMPLE.match(line)
+        if not m:
+            continue
+        labels = dict(LABEL.findall(m.group(2)))
+        if labels.pop("pid", None) != str(pid):
+            continue
+        labels.pop("process", None)
+        out[(m.group(1), frozenset(labels.items()))] = float(m.group(3))
+    return out
+
+
+def series(s, name, **want):
+    """The value of the one series `name` whose labels include `want`, else None."""
+    vals = [v for (n, labels), v in s.items() if n == name and all((k, str(x)) in labels for k, x in want.items())]
+    return int(vals[0]) if len(vals) == 1 else None
+
+
+def exporter_moment(url, since, timeout=20.0):
+    """/metrics once a live update whose bridge read began after `since` is published:
+    the second update newer than `since` (an update asks the bridge before it is
+    written, and the next starts after the previous was written).  Nothing of the
+    program runs meanwhile: the figures are the moment's."""
+    pid, first, end, err = os.getpid(), None, time.monotonic() + timeout, None
+    while time.monotonic() < end:
+        try:
+            s = scrape(url, pid)
+        except OSError as e:
+            s, err = {}, "%s: %s" % (type(e).__name__, e)
+        u = s.get(("tensorleak_live_update_timestamp_seconds", frozenset()))
+        if u is not None and u > since:
+            if first is None:
+                first = u
+            elif u > first:
+                return {"update_time": u,
+                        "pool_reserved": series(s, "tensorleak_pool_reserved_bytes", kind="pytorch", device=0),
+                        "pool_allocated": series(s, "tensorleak_pool_allocated_bytes", kind="pytorch", device=0),
+                        "device_free": series(s, "tensorleak_device_free_bytes", device=0),
+                        "device_total": series(s, "tensorleak_device_total_bytes", device=0)}
+        time.sleep(0.05)
+    return {"error": "no live update after the moment within %.0f s%s" % (timeout, " (%s)" % err if err else "")}
+
+
+def smi_memory():
+    """nvidia-smi's free and total bytes of the first GPU (it counts MiB), or None."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        out = subprocess.run([smi, "--query-gpu=memory.free,memory.total", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=30).stdout.splitlines()
+        free, total = (int(x) << 20 for x in out[0].split(","))
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return None
+    return {"free": free, "total": total}
+
+
 LOOPS = {
     "gpt2": (gpt2_setup, gpt2_request, gpt2_moment, gpt2_info, gpt2_settle, ("torch", "transformers")),
     "jax": (jax_setup, jax_request, jax_moment, jax_info, jax_settle, ("jax",)),
@@ -414,6 +491,7 @@ def main():
     except SkipLoop as e:
         return skip(str(e))
     tl = Tensorleak()
+    exporter = os.environ.get("TL_EXPORTER_URL") if os.environ.get("TL_EXPORTER") == "1" else None
     warm = []
     request(st, argparse.Namespace(**dict(vars(args), leak=False)), warm)  # kernels, handles, the pool
     settle(st)
@@ -429,7 +507,11 @@ def main():
         if r == args.check_at or r == args.requests:
             label = "end" if r == args.requests else "req%d" % r
             moments[label] = dict(moment(st), request=r)
+            since = time.time()
             snaps[label] = tl.snapshot(label)
+            if exporter:
+                moments[label]["exporter"] = exporter_moment(exporter, since)
+                moments[label]["smi"] = smi_memory()
     truth = {
         "sample": args.loop, "mode": "leak" if args.leak else "clean", "pid": os.getpid(),
         "requests": args.requests, "check_at": args.check_at, "marks": marks, "api": tl.how,

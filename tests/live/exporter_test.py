@@ -22,7 +22,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from live_test import CLI, MIB, Server, fresh_entry, live_env, run_case, wait_for  # noqa: E402
+from live_test import (CLI, MIB, TWO_DEVICE_OWNERS, Server, fresh_entry, live_env, run_case,  # noqa: E402
+                       two_device_env, wait_for)
 
 SOURCE = os.environ["TL_SOURCE"]
 FAKE = os.path.join(SOURCE, "tests", "bridge", "fake")
@@ -103,8 +104,19 @@ def check_leaky(samples, s, snap):
     assert value(samples, "tensorleak_marks_total", pid=pid) == len(snap["marks"])
     growth = [(l["site"], v) for n, l, v in samples if n == "tensorleak_growth_bytes_per_mark" and l["pid"] == str(pid)]
     assert len(growth) == 1 and growth[0][0].startswith("serve_leaky ") and growth[0][1] == MIB, growth
-    owners = {(l["owner"], l["class"]): v for n, l, v in samples if n == "tensorleak_owner_live_bytes" and l["pid"] == str(pid)}
-    assert owners == {(o["name"], o["class"]): o["live_bytes"] for o in snap["owners"]}, owners
+    owners = {(l["device"], l["owner"], l["class"]): v for n, l, v in samples
+              if n == "tensorleak_owner_live_bytes" and l["pid"] == str(pid)}
+    assert owners == {(str(o["device"]), o["name"], o["class"]): o["live_bytes"] for o in snap["owners_by_device"]}, owners
+    assert owners == {("0", "user", "user"): 6 * MIB}, owners
+
+
+def owner_series(samples, pid):
+    return {(l["device"], l["owner"], l["class"]): v for n, l, v in samples
+            if n == "tensorleak_owner_live_bytes" and l["pid"] == str(pid)}
+
+
+# The series live_server twodev's owners give: device "host" for host memory.
+TWO_DEVICE_SERIES = {("host" if d is None else str(d), o, c): b for (d, o, c), (b, _) in TWO_DEVICE_OWNERS.items()}
 
 
 def check_pool(samples, s, snap):
@@ -135,6 +147,23 @@ def the_exposition_passes_promtool_and_equals_the_snapshots(tmp):
     check_pool(samples, pool, snaps[1])
     for s in (leaky, pool):
         s.stop()
+
+
+def owner_series_are_one_per_device_owner_and_class(tmp):
+    need("promtool")
+    live = os.path.join(tmp, "live")
+    s = Server(tmp, "twodev", 3, env=two_device_env(tmp, live))
+    s.wait_ready()
+    fresh_entry(live, s.pid, time.time())
+    text, _ = textfile(tmp, live)
+    r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    samples = parse(text)
+    assert owner_series(samples, s.pid) == TWO_DEVICE_SERIES, owner_series(samples, s.pid)
+    # The devices' own series stay per device: what each holds of the owners'.
+    assert value(samples, "tensorleak_device_reserved_bytes", pid=s.pid, device=1) == 7 * MIB
+    assert value(samples, "tensorleak_device_reserved_bytes", pid=s.pid, device=0) == 3 * MIB
+    s.stop()
 
 
 def the_http_endpoint_answers_fifty_concurrent_scrapes_and_404_elsewhere(tmp):
@@ -196,9 +225,11 @@ def prometheus_scrapes_three_programs_and_answers_their_snapshot_figures(tmp):
     leaky = Server(tmp, "leaky", 6, "leaky", env=live_env(live))
     pool = Server(tmp, "pool", 6, "pool", env=live_env(live))
     torch = Server(tmp, None, 6, "torch", env=torch_env, program=[sys.executable, os.path.join(HERE, "torch_server.py")])
+    twodev = Server(tmp, "twodev", 6, "twodev", env=two_device_env(tmp, live))
     snaps = [s.wait_ready() for s in (leaky, pool, torch)]
+    twodev.wait_ready()
     t = time.time()
-    for s in (leaky, pool, torch):
+    for s in (leaky, pool, torch, twodev):
         fresh_entry(live, s.pid, t)
     e = Exporter(live)
     port = free_port()
@@ -214,8 +245,8 @@ def prometheus_scrapes_three_programs_and_answers_their_snapshot_figures(tmp):
                 r = prom_query(port, "tensorleak_process_info")
             except (OSError, ValueError):
                 return None
-            return r if len(r) == 3 else None
-        wait_for("Prometheus to scrape the three processes", scraped, timeout=60)
+            return r if len(r) == 4 else None
+        wait_for("Prometheus to scrape the four processes", scraped, timeout=60)
 
         def q(expr):
             r = prom_query(port, expr)
@@ -234,11 +265,17 @@ def prometheus_scrapes_three_programs_and_answers_their_snapshot_figures(tmp):
         sel = f'pid="{torch.pid}",kind="pytorch",framework="torch"'
         assert q(f"tensorleak_pool_reserved_bytes{{{sel}}}") == tp[0]["reserved_bytes"]
         assert q(f"tensorleak_pool_allocated_bytes{{{sel}}}") == tp[0]["allocated_bytes"] == 6 * MIB
+        # One series per device, owner and class; summed by owner, the
+        # process-wide figures.
+        for (dev, owner, cls), v in TWO_DEVICE_SERIES.items():
+            assert q(f'tensorleak_owner_live_bytes{{pid="{twodev.pid}",device="{dev}",owner="{owner}",class="{cls}"}}') == v
+        assert q(f'sum by (owner) (tensorleak_owner_live_bytes{{pid="{twodev.pid}",owner="user"}})') == 6 * MIB
+        assert q(f'sum by (device) (tensorleak_owner_live_bytes{{pid="{twodev.pid}",device="1"}})') == 7 * MIB
     finally:
         prom.send_signal(signal.SIGTERM)
         prom.wait(timeout=60)
         e.stop()
-        for s in (leaky, pool, torch):
+        for s in (leaky, pool, torch, twodev):
             s.stop()
 
 

@@ -7,6 +7,10 @@
  *   pool N      a clean program whose cache is declared with the pool API:
  *               one 8 MiB segment, a 2 MiB block kept, 1 MiB blocks handed
  *               out and back
+ *   twodev N    two devices (SIMCUDA_DEVICES=2), each owner somewhere else:
+ *               3 MiB of user memory on device 0; on device 1 a 5 MiB
+ *               reserve by cache_reserve (the tests' owner rule names it)
+ *               and 2 MiB of user memory; 1 MiB of pinned host memory
  */
 #include "cudart_compat.h"
 #include <poll.h>
@@ -29,10 +33,33 @@ static void serve_leaky(int i)
     cudaFree(tmp);
 }
 
+/* Neither inlined nor cloned: the owner rule matches this function name. */
+__attribute__((noinline, noclone)) static void *cache_reserve(size_t bytes)
+{
+    void *p = NULL;
+    cudaMalloc(&p, bytes);
+    return p;
+}
+
+static void serve_two_devices(int i)
+{
+    if (i == 0) {
+        cudaSetDevice(0);
+        cudaMalloc(&keep[0], 3 << 20);
+        cudaSetDevice(1);
+        keep[1] = cache_reserve(5 << 20);
+        cudaMalloc(&keep[2], 2 << 20);
+        cudaMallocHost(&keep[3], 1 << 20);
+    }
+    void *tmp = NULL; /* a request's scratch, given back */
+    cudaMalloc(&tmp, 1 << 20);
+    cudaFree(tmp);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 5) {
-        fprintf(stderr, "usage: live_server leaky|pool N SNAPSHOT READY\n");
+        fprintf(stderr, "usage: live_server leaky|pool|twodev N SNAPSHOT READY\n");
         return 2;
     }
     int n = atoi(argv[2]);
@@ -51,6 +78,8 @@ int main(int argc, char **argv)
                 tensorleak_pool_alloc(pool, segment + 6 * (1 << 20), 2 << 20);
             tensorleak_pool_alloc(pool, segment + (i % 4) * (1 << 20), 1 << 20);
             tensorleak_pool_free(pool, segment + (i % 4) * (1 << 20));
+        } else if (!strcmp(argv[1], "twodev")) {
+            serve_two_devices(i);
         } else {
             serve_leaky(i);
         }

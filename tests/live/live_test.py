@@ -110,6 +110,94 @@ def the_live_file_is_private_current_and_gone_at_exit(tmp):
     assert os.listdir(live) == []
 
 
+def two_device_env(tmp, live):
+    """live_server twodev's environment: two simulated devices, and the owner
+    rule that makes cache_reserve's memory a cache's."""
+    rules = os.path.join(tmp, "owners.rules")
+    with open(rules, "w") as f:
+        f.write("owner:server cache:cache:*:cache_reserve\n")
+    return dict(live_env(live), SIMCUDA_DEVICES="2", TENSORLEAK_OWNERS=rules)
+
+
+# live_server twodev's owners: (device, owner, class) -> (bytes, allocations).
+TWO_DEVICE_OWNERS = {
+    (0, "user", "user"): (3 * MIB, 1),
+    (1, "user", "user"): (2 * MIB, 1),
+    (1, "server cache", "cache"): (5 * MIB, 1),
+    (None, "user", "user"): (1 * MIB, 1),  # pinned host memory: no device's
+}
+
+
+def owners_are_per_device_in_the_snapshot_the_live_file_and_top(tmp):
+    live = os.path.join(tmp, "live")
+    s = Server(tmp, "twodev", 3, env=two_device_env(tmp, live))
+    snap = s.wait_ready()
+    e = fresh_entry(live, s.pid, time.time())
+    for doc in (snap, e):
+        rows = doc["owners_by_device"]
+        assert [(r["device"], r["name"], r["class"]) for r in rows] == list(TWO_DEVICE_OWNERS), rows
+        assert {(r["device"], r["name"], r["class"]): (r["live_bytes"], r["live_allocations"]) for r in rows} \
+            == TWO_DEVICE_OWNERS, rows
+        # The process-wide rows stay as they were: the sums over the devices.
+        assert {(o["name"], o["class"]): (o["live_bytes"], o["live_allocations"]) for o in doc["owners"]} == {
+            ("user", "user"): (6 * MIB, 3), ("server cache", "cache"): (5 * MIB, 1)}, doc["owners"]
+    assert [d["device"] for d in e["devices"]] == [0, 1]
+    procs, _ = top_json(live)
+    assert [p["pid"] for p in procs] == [s.pid]
+    assert {(r["device"], r["name"], r["class"]): r["live_bytes"] for r in procs[0]["owners_by_device"]} == {
+        k: v[0] for k, v in TWO_DEVICE_OWNERS.items()}, procs[0]["owners_by_device"]
+    s.stop()
+
+
+def framework_figures_refresh_within_two_intervals_without_marks(tmp):
+    """The live state asks the bridge for the frameworks' figures every
+    interval: a server that never marks shows each request's tensors within
+    two intervals of allocating them."""
+    interval = 0.5
+    live = os.path.join(tmp, "live")
+    acks = os.path.join(tmp, "acks")
+    env = dict(os.environ, **live_env(live, str(interval)), TENSORLEAK_QUIET="1",
+               TENSORLEAK_OUTPUT=os.path.join(tmp, "exit.%p.json"),
+               PYTHONPATH=os.path.join(os.environ["TL_SOURCE"], "tests", "bridge", "fake"))
+    program = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_idle_server.py"), acks]
+    proc = subprocess.Popen([CLI, "run", "--sim", "--"] + program, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env, cwd=tmp, text=True)
+
+    def ack(n):
+        def get():
+            try:
+                with open(acks) as f:
+                    lines = f.read().splitlines()
+            except FileNotFoundError:
+                return None
+            return [tuple(map(float, l.split())) for l in lines] if len(lines) >= n else None
+        return wait_for(f"acknowledgement {n}", get)[n - 1]
+
+    def pytorch_pool(e):
+        pools = [p for p in e["pools"] if p["kind"] == "pytorch"] if e else []
+        return pools[0] if pools else None
+    try:
+        ack(1)
+        # MiB per request, and what the pool then hands out (tensors kept).
+        for k, (step, held) in enumerate([(3, 3), (5, 8), (-1, 3), (2, 5)], start=2):
+            proc.stdin.write(f"{step}\n")
+            proc.stdin.flush()
+            t, allocated = ack(k)
+            assert allocated == held * MIB, (allocated, held)
+            e = wait_for(f"the live state to show {held} MiB",
+                         lambda: (lambda e: e if (pytorch_pool(e) or {}).get("allocated_bytes") == held * MIB else None)(
+                             entry(live, proc.pid)), timeout=10)
+            late = e["live"]["update_time"] - t
+            assert late <= 2 * interval, f"request {k - 1}: figures {late:.3f} s after the allocation"
+            assert e["marks"]["count"] == 0, e["marks"]
+            assert pytorch_pool(e)["state"] == "fresh", pytorch_pool(e)
+    finally:
+        proc.stdin.close()
+        err = proc.stderr.read()
+        assert proc.wait(timeout=60) == 0, err
+    assert err == "", err
+
+
 def a_sigkilled_process_is_dropped_and_its_entry_removed(tmp):
     live = os.path.join(tmp, "live")
     s = Server(tmp, "leaky", 3, env=live_env(live))
