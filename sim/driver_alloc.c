@@ -106,8 +106,16 @@ static CUresult device_alloc(CUdeviceptr *dptr, uint64_t bytesize, enum alloc_ki
     return rc;
 }
 
+/* Not permitted during a capture in global mode (driver_graph.c). */
 SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
+    if (sim_is_initialized() && sim_graph_captures_under_way()) {
+        sim_lock();
+        CUresult rc = sim_graph_unsafe_call_locked();
+        sim_unlock();
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
     return device_alloc(dptr, bytesize, ALLOC_DEVICE);
 }
 
@@ -155,7 +163,7 @@ SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
     HASH_FIND(hh, table, &key, sizeof key, a);
     if (a && a->kind != ALLOC_HOST && a->kind != ALLOC_REGISTERED)
         release_locked(a);
-    else if (a || !sim_pool_free_block_locked(key))
+    else if (a || (!sim_pool_free_block_locked(key) && !sim_graph_free_outside_locked(key)))
         rc = CUDA_ERROR_INVALID_VALUE;
     sim_unlock();
     return rc;

@@ -413,6 +413,7 @@ static CUresult stream_destroy(CUstream hStream)
     for (struct CUstream_st **link = &streams; *link; link = &(*link)->next) {
         if (*link == hStream) {
             *link = hStream->next;
+            sim_graph_stream_gone_locked(hStream);
             free(hStream);
             rc = CUDA_SUCCESS;
             break;

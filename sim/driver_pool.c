@@ -248,13 +248,16 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool poo
     int device;
     sim_lock();
     CUresult rc = sim_stream_device_locked(hStream, &device);
-    if (rc == CUDA_SUCCESS) {
+    int captured = 0;
+    if (rc == CUDA_SUCCESS)
+        rc = sim_graph_capture_alloc_locked(hStream, bytesize, device, dptr, &captured);
+    if (rc == CUDA_SUCCESS && !captured) {
         if (!pool)
             pool = sim.dev[device].current_pool;
         else if (!pool_known(pool))
             rc = CUDA_ERROR_INVALID_VALUE;
     }
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS && !captured)
         rc = pool_alloc_locked(pool, bytesize, dptr);
     sim_unlock();
     return rc;
@@ -285,7 +288,11 @@ static CUresult free_async(CUdeviceptr dptr, CUstream hStream)
     int device;
     sim_lock();
     CUresult rc = sim_stream_device_locked(hStream, &device);
-    if (rc == CUDA_SUCCESS && dptr != 0 && !sim_pool_free_block_locked(dptr))
+    int captured = 0;
+    if (rc == CUDA_SUCCESS && dptr != 0)
+        rc = sim_graph_capture_free_locked(hStream, dptr, &captured);
+    if (rc == CUDA_SUCCESS && dptr != 0 && !captured && !sim_pool_free_block_locked(dptr) &&
+        !sim_graph_free_outside_locked(dptr))
         rc = CUDA_ERROR_INVALID_VALUE;
     sim_unlock();
     return rc;
@@ -435,6 +442,11 @@ static void tear_down_at_exit(void)
 bool sim_torn_down(void)
 {
     return __atomic_load_n(&torn_down, __ATOMIC_ACQUIRE);
+}
+
+bool sim_pool_queries_refused(void)
+{
+    return __atomic_load_n(&pool_queries_dead, __ATOMIC_ACQUIRE);
 }
 
 void sim_pool_arm_exit_failure(void)

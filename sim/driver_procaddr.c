@@ -31,7 +31,8 @@
  * Deviations: the legacy 32-bit variants (CUdeviceptr_v1, e.g. cuMemAlloc
  * before 3020, cuCtxCreate before 3020, cuDeviceTotalMem before 3020) are not
  * provided, so such requests get VERSION_NOT_SUFFICIENT; only cuMemAllocAsync,
- * cuMemFreeAsync and cuMemAllocFromPoolAsync have _ptsz variants here (the
+ * cuMemFreeAsync, cuMemAllocFromPoolAsync and the capture and graph-launch
+ * functions have _ptsz variants here (the
  * real driver also has cuStreamSynchronize_ptsz and many copy/launch ones).
  */
 #include <stdarg.h>
@@ -105,6 +106,31 @@ static const struct proc_entry table[] = {
     V(cuStreamGetCtx, cuStreamGetCtx, 9020),
     V(cuStreamGetId, cuStreamGetId, 12000),
     V(cuStreamWaitEvent, cuStreamWaitEvent, 3020),
+    V(cuStreamBeginCapture, cuStreamBeginCapture_v2, 10010),
+    PTSZ(cuStreamBeginCapture, cuStreamBeginCapture_v2_ptsz, 10010),
+    V(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030),
+    PTSZ(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph_ptsz, 12030),
+    V(cuStreamEndCapture, cuStreamEndCapture, 10000),
+    PTSZ(cuStreamEndCapture, cuStreamEndCapture_ptsz, 10000),
+    V(cuStreamIsCapturing, cuStreamIsCapturing, 10000),
+    PTSZ(cuStreamIsCapturing, cuStreamIsCapturing_ptsz, 10000),
+    V(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_v2, 11030),
+    PTSZ(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_v2_ptsz, 11030),
+    V(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_v3, 12030),
+    PTSZ(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_v3_ptsz, 12030),
+
+    V(cuGraphCreate, cuGraphCreate, 10000),
+    V(cuGraphDestroy, cuGraphDestroy, 10000),
+    V(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, 11040),
+    V(cuGraphAddMemFreeNode, cuGraphAddMemFreeNode, 11040),
+    V(cuGraphInstantiate, cuGraphInstantiateWithFlags, 12000),
+    V(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040),
+    V(cuGraphExecDestroy, cuGraphExecDestroy, 10000),
+    V(cuGraphLaunch, cuGraphLaunch, 10000),
+    PTSZ(cuGraphLaunch, cuGraphLaunch_ptsz, 10000),
+    V(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, 11040),
+    V(cuDeviceGetGraphMemAttribute, cuDeviceGetGraphMemAttribute, 11040),
+    V(cuDeviceSetGraphMemAttribute, cuDeviceSetGraphMemAttribute, 11040),
 
     V(cuModuleLoad, cuModuleLoad, 2000),
     V(cuModuleLoadData, cuModuleLoadData, 2000),

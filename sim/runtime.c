@@ -471,6 +471,76 @@ SIMRT_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, c
     return malloc_from_pool(simrt_drv.cuMemAllocFromPoolAsync_ptsz, ptr, size, memPool, stream);
 }
 
+/* ---- stream capture and graphs ---- */
+/* The runtime's enums and handles are the driver's (same values, same
+ * structs), so each call forwards as it is; cudaGraphInstantiate is the
+ * driver's cuGraphInstantiateWithFlags, as CUDA 12's runtime calls it. */
+
+#define GRAPH_CALL(fn, ...)                                      \
+    do {                                                         \
+        cudaError_t e_ = enter();                                \
+        return e_ != cudaSuccess ? e_ : DRV(fn, __VA_ARGS__);    \
+    } while (0)
+
+SIMRT_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+    GRAPH_CALL(cuStreamBeginCapture_v2, stream, (CUstreamCaptureMode)mode);
+}
+
+SIMRT_EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+    GRAPH_CALL(cuStreamBeginCapture_v2_ptsz, stream, (CUstreamCaptureMode)mode);
+}
+
+SIMRT_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+    GRAPH_CALL(cuStreamEndCapture, stream, pGraph);
+}
+
+SIMRT_EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+    GRAPH_CALL(cuStreamEndCapture_ptsz, stream, pGraph);
+}
+
+SIMRT_EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
+{
+    GRAPH_CALL(cuStreamIsCapturing, stream, (CUstreamCaptureStatus *)pCaptureStatus);
+}
+
+SIMRT_EXPORT cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
+{
+    GRAPH_CALL(cuStreamIsCapturing_ptsz, stream, (CUstreamCaptureStatus *)pCaptureStatus);
+}
+
+SIMRT_EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags)
+{
+    GRAPH_CALL(cuGraphInstantiateWithFlags, pGraphExec, graph, flags);
+}
+
+SIMRT_EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+    GRAPH_CALL(cuGraphLaunch, graphExec, stream);
+}
+
+SIMRT_EXPORT cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+    GRAPH_CALL(cuGraphLaunch_ptsz, graphExec, stream);
+}
+
+SIMRT_EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) { GRAPH_CALL(cuGraphExecDestroy, graphExec); }
+SIMRT_EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t graph) { GRAPH_CALL(cuGraphDestroy, graph); }
+SIMRT_EXPORT cudaError_t cudaDeviceGraphMemTrim(int device) { GRAPH_CALL(cuDeviceGraphMemTrim, device); }
+
+SIMRT_EXPORT cudaError_t cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void *value)
+{
+    GRAPH_CALL(cuDeviceGetGraphMemAttribute, device, (CUgraphMem_attribute)attr, value);
+}
+
+SIMRT_EXPORT cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void *value)
+{
+    GRAPH_CALL(cuDeviceSetGraphMemAttribute, device, (CUgraphMem_attribute)attr, value);
+}
+
 /* cudaMemPoolProps and CUmemPoolProps share one layout (asserted in the
  * compat headers), as do the attribute enums. */
 SIMRT_EXPORT cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *poolProps)

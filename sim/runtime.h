@@ -81,7 +81,21 @@
     X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", 11020, 0)   \
     X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 11020, 0) \
     X(cuDeviceGetMemPool, "cuDeviceGetMemPool", 11020, 0)         \
-    X(cuDeviceSetMemPool, "cuDeviceSetMemPool", 11020, 0)
+    X(cuDeviceSetMemPool, "cuDeviceSetMemPool", 11020, 0)         \
+    X(cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010, 0)  \
+    X(cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", 10010, 2) \
+    X(cuStreamEndCapture, "cuStreamEndCapture", 10000, 0)         \
+    X(cuStreamEndCapture_ptsz, "cuStreamEndCapture", 10000, 2)    \
+    X(cuStreamIsCapturing, "cuStreamIsCapturing", 10000, 0)       \
+    X(cuStreamIsCapturing_ptsz, "cuStreamIsCapturing", 10000, 2)  \
+    X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040, 0) \
+    X(cuGraphLaunch, "cuGraphLaunch", 10000, 0)                   \
+    X(cuGraphLaunch_ptsz, "cuGraphLaunch", 10000, 2)              \
+    X(cuGraphExecDestroy, "cuGraphExecDestroy", 10000, 0)         \
+    X(cuGraphDestroy, "cuGraphDestroy", 10000, 0)                 \
+    X(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", 11040, 0)     \
+    X(cuDeviceGetGraphMemAttribute, "cuDeviceGetGraphMemAttribute", 11040, 0) \
+    X(cuDeviceSetGraphMemAttribute, "cuDeviceSetGraphMemAttribute", 11040, 0)
 
 struct simrt_driver {
     /* cuGetProcAddress as fetched through itself at 12000: used for every

@@ -33,6 +33,10 @@ cudaError_t simrt_result(CUresult r)
     case 713: return SIMRT_ERROR_HOST_MEMORY_NOT_REGISTERED;
     case 800: return cudaErrorNotPermitted;
     case 801: return cudaErrorNotSupported;
+    case 900: return cudaErrorStreamCaptureUnsupported;
+    case 901: return cudaErrorStreamCaptureInvalidated;
+    case 903: return cudaErrorStreamCaptureUnmatched;
+    case 908: return cudaErrorStreamCaptureWrongThread;
     default: return cudaErrorUnknown;
     }
 }
@@ -64,6 +68,10 @@ static const struct {
     { 713, "cudaErrorHostMemoryNotRegistered", "pointer does not correspond to a registered memory region" },
     { 800, "cudaErrorNotPermitted", "operation not permitted" },
     { 801, "cudaErrorNotSupported", "operation not supported" },
+    { 900, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing" },
+    { 901, "cudaErrorStreamCaptureInvalidated", "operation failed due to a previous error during capture" },
+    { 903, "cudaErrorStreamCaptureUnmatched", "capture was not ended in the same stream as it began" },
+    { 908, "cudaErrorStreamCaptureWrongThread", "attempt to terminate a thread-local capture sequence from another thread" },
     { 999, "cudaErrorUnknown", "unknown error" },
 };
 

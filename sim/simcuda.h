@@ -21,6 +21,8 @@
  *   driver_pool.c     stream-ordered pools (cuMemAllocAsync, cuMemPool*)
  *   driver_vmm.c      virtual memory management (cuMemCreate, cuMemMap, ...)
  *   driver_ipc.c      CUDA IPC: handles of device memory opened by other processes
+ *   driver_graph.c    stream capture, graphs, graph memory nodes and the
+ *                     devices' graph memory (cuDeviceGraphMemTrim, ...)
  *   driver_procaddr.c cuGetProcAddress and its version table
  *
  * Locking: one process-wide mutex (sim.lock) guards all driver state.  This is
@@ -36,6 +38,8 @@
  *                     a cuMemAddressReserve range is not tied to a device)
  *   IPC imports:      SIM_IPC_BASE, SIM_IPC_SIZE (other processes' memory
  *                     opened with cuIpcOpenMemHandle)
+ *   graph memory:     SIM_GRAPH_VA_BASE, SIM_GRAPH_VA_SIZE (the addresses of
+ *                     graph allocation nodes, fixed when the node is made)
  */
 #ifndef TL_SIMCUDA_H
 #define TL_SIMCUDA_H
@@ -172,6 +176,15 @@ CUresult cuStreamDestroy(CUstream hStream);
 CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd);
 CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev);
 CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags);
+CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,
+                                   CUgraph *graph_out, const CUgraphNode **dependencies_out,
+                                   size_t *numDependencies_out);
+CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,
+                                        CUgraph *graph_out, const CUgraphNode **dependencies_out,
+                                        size_t *numDependencies_out);
+CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,
+                                        CUgraph *graph_out, const CUgraphNode **dependencies_out,
+                                        const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out);
 
 /* Test-only introspection, exported from libcuda.so.1 but NOT part of CUDA:
  * bytes of device memory consumed (capacity - free) and the largest
@@ -191,6 +204,8 @@ size_t simcuda_largest_free_block(int dev);
 #define SIM_VMM_SIZE 0x40000000000ull         /* 4 TiB of reservable VA */
 #define SIM_IPC_BASE 0x340000000000ull        /* 52 TiB: right after the VMM range */
 #define SIM_IPC_SIZE 0x40000000000ull         /* 4 TiB of imported memory */
+#define SIM_GRAPH_VA_BASE 0x380000000000ull   /* 56 TiB: after the IPC range */
+#define SIM_GRAPH_VA_SIZE 0x10000000000ull    /* 1 TiB of graph node addresses */
 #define SIM_DRIVER_VERSION 13000
 
 /* Every cuMemAlloc-family allocation and pool block starts on and is sized in
@@ -275,6 +290,15 @@ struct CUstream_st {
     unsigned long long id;          /* cuStreamGetId: unique in the process */
     int alive;
     struct CUstream_st *next;
+    /* Stream capture (driver_graph.c): CU_STREAM_CAPTURE_STATUS_*, the
+     * mode, the graph being built, the capture's id and the thread that
+     * began it. */
+    int capture_status;
+    int capture_mode;
+    struct CUgraph_st *capture_graph;
+    int capture_graph_owned;        /* made by the capture (not cuStreamBeginCaptureToGraph's) */
+    unsigned long long capture_id;
+    pthread_t capture_thread;
 };
 int sim_ctx_init_primaries(void);
 CUresult sim_ctx_current_locked(struct CUctx_st **out);
@@ -320,6 +344,7 @@ int sim_pool_span_locked(uint64_t addr, struct sim_span *out); /* 1 when addr is
 void sim_pool_trim_device_locked(int device);  /* synchronisation point */
 void sim_pool_arm_exit_failure(void);           /* SIMCUDA_POOL_QUERY */
 bool sim_torn_down(void);                       /* SIMCUDA_POOL_QUERY=fail-at-exit, after exit */
+bool sim_pool_queries_refused(void);            /* SIMCUDA_POOL_QUERY: pool (and graph memory) queries fail now */
 
 /* ---- driver_vmm.c ---- */
 /* The mapping holding va (1 when found, 0 otherwise); *phys is the device
@@ -337,6 +362,25 @@ void sim_ipc_forget_locked(uint64_t alloc_id);
 int sim_ipc_translate_locked(uint64_t addr, unsigned char **host, uint64_t *run);
 int sim_ipc_span_locked(uint64_t addr, struct sim_span *out); /* 1 when addr is imported */
 static inline int sim_in_ipc_space(uint64_t addr) { return addr >= SIM_IPC_BASE && addr - SIM_IPC_BASE < SIM_IPC_SIZE; }
+/* ---- driver_graph.c ---- */
+/* cuMemAllocAsync / cuMemFreeAsync on stream s: when s is capturing, the call
+ * becomes an allocation (free) node of its graph and *handled is set; the
+ * result is then the call's answer. */
+CUresult sim_graph_capture_alloc_locked(CUstream s, uint64_t bytesize, int device, CUdeviceptr *dptr, int *handled);
+CUresult sim_graph_capture_free_locked(CUstream s, CUdeviceptr dptr, int *handled);
+/* cuMemFree_v2 / cuMemFreeAsync outside capture of a graph allocation that a
+ * launch left allocated: 1 when dptr was one (and is freed now). */
+int sim_graph_free_outside_locked(uint64_t dptr);
+/* A call that is not permitted while a capture in global (or this thread's
+ * thread-local) mode is under way: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+ * and the capture is invalidated; CUDA_SUCCESS otherwise. */
+CUresult sim_graph_unsafe_call_locked(void);
+/* Some capture is under way (read without the lock: a cheap test before
+ * sim_graph_unsafe_call_locked on the cuMemAlloc_v2 path). */
+int sim_graph_captures_under_way(void);
+/* A stream being destroyed stops capturing (its graph is discarded). */
+void sim_graph_stream_gone_locked(struct CUstream_st *s);
+
 /* ---- driver_procaddr.c ---- */
 void sim_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

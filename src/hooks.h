@@ -54,6 +54,14 @@
     X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, 0) \
     X(cuMemExportToShareableHandle, cuMemExportToShareableHandle, 10020, 0) \
     X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020, 0) \
+    X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, 0)           \
+    X(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 10010, 1)      \
+    X(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030, 0) \
+    X(cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, 12030, 1) \
+    X(cuStreamEndCapture, cuStreamEndCapture, 10000, 0)                  \
+    X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 1)             \
+    X(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, 11040, 0)          \
+    X(cuGraphAddMemFreeNode, cuGraphAddMemFreeNode, 11040, 0)            \
     X(cuCtxDestroy, cuCtxDestroy, 2000, 0)                               \
     X(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0)                            \
     X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, 0)         \
@@ -187,6 +195,30 @@ void tl_pool_note_created(CUmemoryPool pool, const CUmemPoolProps *props);
 void tl_pool_note_destroyed(CUmemoryPool pool);
 /* The pool index a stream-ordered allocation's row carries (its aux). */
 uint32_t tl_pool_index_for_async(CUmemoryPool pool, bool from_current_device);
+
+/* ---- graph memory (hooks_driver.c, pools.c) ------------------------------ */
+/* How many streams are capturing now, as the begin/end-capture hooks count
+ * them (an upper bound: a capturing stream destroyed is not subtracted).
+ * Only while it is non-zero does a stream-ordered allocation ask the driver
+ * whether its stream is capturing. */
+extern atomic_int tl_capturing_streams;
+/* Is `stream` capturing (cuStreamIsCapturing)?  `per_thread`: the caller is a
+ * _ptsz entry point, for which stream 0 is the per-thread default stream.
+ * False when the driver cannot say. */
+bool tl_stream_capturing(CUstream stream, bool per_thread);
+/* The aux of a stream-ordered allocation's row: the device's graph memory
+ * when `stream` is capturing, else the pool it came from.  The capture
+ * query runs only while some capture is under way. */
+#define TL_ASYNC_AUX(pool, from_device, stream, per_thread)                                          \
+    (TL_UNLIKELY(atomic_load_explicit(&tl_capturing_streams, memory_order_relaxed) > 0) &&         \
+             tl_stream_capturing((CUstream)(stream), (per_thread))                                 \
+         ? tl_pool_index_for_graph(-1)                                                             \
+         : tl_pool_index_for_async((pool), (from_device)))
+/* The pool index (row aux) of `device`'s graph memory (-1: the current
+ * context's device); 0 when there is no room for another pool. */
+uint32_t tl_pool_index_for_graph(int device);
+/* Is this live row a graph allocation node (its pool is graph memory)? */
+bool tl_pools_is_graph(const struct tl_live *rec);
 
 /* The device memory a CUDA array (or, with `mipmapped`, a mipmapped array)
  * holds, as the driver answers cuArrayGetMemoryRequirements for the current

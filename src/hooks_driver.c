@@ -324,14 +324,17 @@ TL_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 }
 
 /* ---- stream-ordered allocator ------------------------------------------- */
-/* The pool an async allocation came from is its row's aux (pools.c, hooks.h). */
+/* The pool an async allocation came from is its row's aux (pools.c, hooks.h).
+ * On a capturing stream the allocation is a node of the graph being
+ * captured: its row belongs to the device's graph memory (TL_ASYNC_AUX). */
 
-#define ASYNC_ALLOC(fn, pool, from_device, ...)                                                                       \
+#define ASYNC_ALLOC(fn, pool, from_device, stream, per_thread, ...)                                                   \
     ENTER();                                                                                                          \
     BUDGET_GUARD(TL_KIND_ASYNC, bytesize);                                                                  \
     CUresult rc = CALL_REAL(fn, __VA_ARGS__);                                                                         \
     if (outer && rc == CUDA_SUCCESS)                                                                                  \
-        tl_track_alloc(TL_KIND_ASYNC, TL_SPACE_MEM, *dptr, bytesize, -1, tl_pool_index_for_async((pool), (from_device))); \
+        tl_track_alloc(TL_KIND_ASYNC, TL_SPACE_MEM, *dptr, bytesize, -1,                                              \
+                       TL_ASYNC_AUX((pool), (from_device), (stream), (per_thread)));                                  \
     else if (outer)                                                                                                   \
         tl_track_failure(rc == CUDA_ERROR_OUT_OF_MEMORY, TL_KIND_ASYNC, bytesize, -1);                                \
     LEAVE();                                                                                                          \
@@ -339,22 +342,22 @@ TL_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 
 TL_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-    ASYNC_ALLOC(cuMemAllocAsync, NULL, true, dptr, bytesize, hStream);
+    ASYNC_ALLOC(cuMemAllocAsync, NULL, true, hStream, false, dptr, bytesize, hStream);
 }
 
 TL_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-    ASYNC_ALLOC(cuMemAllocAsync_ptsz, NULL, true, dptr, bytesize, hStream);
+    ASYNC_ALLOC(cuMemAllocAsync_ptsz, NULL, true, hStream, true, dptr, bytesize, hStream);
 }
 
 TL_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
 {
-    ASYNC_ALLOC(cuMemAllocFromPoolAsync, pool, false, dptr, bytesize, pool, hStream);
+    ASYNC_ALLOC(cuMemAllocFromPoolAsync, pool, false, hStream, false, dptr, bytesize, pool, hStream);
 }
 
 TL_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
 {
-    ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz, pool, false, dptr, bytesize, pool, hStream);
+    ASYNC_ALLOC(cuMemAllocFromPoolAsync_ptsz, pool, false, hStream, true, dptr, bytesize, pool, hStream);
 }
 
 TL_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
@@ -391,6 +394,124 @@ TL_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
     (void)outer;
     tl_pool_note_destroyed(pool);
     CUresult rc = CALL_REAL(cuMemPoolDestroy, pool);
+    LEAVE();
+    return rc;
+}
+
+/* ---- stream capture and graph memory ------------------------------------ */
+/* An allocation captured into a graph (or added by cuGraphAddMemAllocNode)
+ * is the graph's: the driver backs it from the device's graph memory when
+ * the graph runs, so it is no live allocation of the capturing call site.
+ * Its row stays under that site, held by the device's graph memory pool
+ * (pools.c), until a free (a captured cuMemFreeAsync, a free node, or a
+ * free outside any graph) removes it.  Capture is noticed by counting the
+ * captures begun and ended: while none is under way, a stream-ordered
+ * allocation costs no driver call more than before. */
+
+atomic_int tl_capturing_streams;
+
+typedef CUresult (*is_capturing_fn)(CUstream, CUstreamCaptureStatus *);
+
+bool tl_stream_capturing(CUstream stream, bool per_thread)
+{
+    static _Atomic(is_capturing_fn) query;
+    is_capturing_fn q = atomic_load_explicit(&query, memory_order_acquire);
+    if (!q) {
+        q = (is_capturing_fn)tl_driver_symbol("cuStreamIsCapturing");
+        atomic_store_explicit(&query, q, memory_order_release);
+    }
+    /* Stream 0 of a _ptsz entry point is the per-thread default stream,
+     * which the plain query names by its handle. */
+    if (per_thread && stream == NULL)
+        stream = (CUstream)0x2;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return q && q(stream, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+#define CAPTURE_BEGIN(fn)                                                        \
+    TL_EXPORT CUresult fn(CUstream hStream, CUstreamCaptureMode mode)            \
+    {                                                                            \
+        ENTER();                                                                 \
+        (void)outer; /* counted at any depth: the runtime's begin reaches it */  \
+        CUresult rc = CALL_REAL(fn, hStream, mode);                              \
+        if (rc == CUDA_SUCCESS)                                                  \
+            atomic_fetch_add_explicit(&tl_capturing_streams, 1, memory_order_relaxed); \
+        LEAVE();                                                                 \
+        return rc;                                                               \
+    }
+
+CAPTURE_BEGIN(cuStreamBeginCapture_v2)
+CAPTURE_BEGIN(cuStreamBeginCapture_v2_ptsz)
+
+/* A capture into the program's own graph (CUDA 12.3) is a capture all the same. */
+#define CAPTURE_BEGIN_TO_GRAPH(fn)                                                                        \
+    TL_EXPORT CUresult fn(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,               \
+                          const CUgraphEdgeData *dependencyData, size_t numDependencies, CUstreamCaptureMode mode) \
+    {                                                                                                     \
+        ENTER();                                                                                          \
+        (void)outer;                                                                                      \
+        CUresult rc = CALL_REAL(fn, hStream, hGraph, dependencies, dependencyData, numDependencies, mode); \
+        if (rc == CUDA_SUCCESS)                                                                           \
+            atomic_fetch_add_explicit(&tl_capturing_streams, 1, memory_order_relaxed);                    \
+        LEAVE();                                                                                          \
+        return rc;                                                                                        \
+    }
+
+CAPTURE_BEGIN_TO_GRAPH(cuStreamBeginCaptureToGraph)
+CAPTURE_BEGIN_TO_GRAPH(cuStreamBeginCaptureToGraph_ptsz)
+
+/* A capture ends with its graph, or with one of the capture errors
+ * (901-907: invalidated, unjoined, ...) that also end it; any other answer
+ * (no capture, wrong thread) leaves the count alone.  Never below 0. */
+static void capture_ended(CUresult rc)
+{
+    if (rc != CUDA_SUCCESS && !(rc >= CUDA_ERROR_STREAM_CAPTURE_INVALIDATED && rc < CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD))
+        return;
+    int n = atomic_load_explicit(&tl_capturing_streams, memory_order_relaxed);
+    while (n > 0 && !atomic_compare_exchange_weak_explicit(&tl_capturing_streams, &n, n - 1, memory_order_relaxed,
+                                                           memory_order_relaxed))
+        ;
+}
+
+#define CAPTURE_END(fn)                                       \
+    TL_EXPORT CUresult fn(CUstream hStream, CUgraph *phGraph) \
+    {                                                         \
+        ENTER();                                              \
+        (void)outer;                                          \
+        CUresult rc = CALL_REAL(fn, hStream, phGraph);        \
+        capture_ended(rc);                                    \
+        LEAVE();                                              \
+        return rc;                                            \
+    }
+
+CAPTURE_END(cuStreamEndCapture)
+CAPTURE_END(cuStreamEndCapture_ptsz)
+
+TL_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                          size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+    ENTER();
+    CUresult rc = CALL_REAL(cuGraphAddMemAllocNode, phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+    if (outer && rc == CUDA_SUCCESS) {
+        int device = nodeParams->poolProps.location.id;
+        tl_track_alloc(TL_KIND_ASYNC, TL_SPACE_MEM, nodeParams->dptr, nodeParams->bytesize, device,
+                       tl_pool_index_for_graph(device));
+    }
+    LEAVE();
+    return rc;
+}
+
+/* A free node of a graph allocation we track ends its row; any other
+ * pointer is the driver's to judge (it refuses what is no graph allocation),
+ * not an invalid free of ours. */
+TL_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                         size_t numDependencies, CUdeviceptr dptr)
+{
+    ENTER();
+    struct tl_live rec;
+    bool tracked = outer && tl_live_lookup(TL_SPACE_MEM, dptr, &rec) && tl_pools_is_graph(&rec);
+    CUresult rc = TRACKED_FREE(tracked, TL_SPACE_MEM, dptr, TL_MASK(TL_KIND_ASYNC),
+                               CALL_REAL(cuGraphAddMemFreeNode, phGraphNode, hGraph, dependencies, numDependencies, dptr));
     LEAVE();
     return rc;
 }

@@ -233,33 +233,36 @@ TL_EXPORT cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray
     ARRAY_FREE(cudaFreeMipmappedArray, mipmappedArray);
 }
 
-#define ASYNC_ALLOC(fn, pool, from_device, ...)                                                            \
+/* On a capturing stream the allocation is a graph's (hooks_driver.c). */
+#define ASYNC_ALLOC(fn, pool, from_device, stream, per_thread, ...)                                         \
     ENTER();                                                                                               \
     BUDGET_GUARD(TL_KIND_ASYNC, size);                                                                      \
     cudaError_t rc = CALL_REAL(fn, __VA_ARGS__);                                                           \
     after_alloc(outer, rc, TL_KIND_ASYNC, rc == cudaSuccess ? (uintptr_t)*devPtr : 0, size,                \
-                outer && rc == cudaSuccess ? tl_pool_index_for_async((CUmemoryPool)(pool), (from_device)) : 0); \
+                outer && rc == cudaSuccess                                                                 \
+                    ? TL_ASYNC_AUX((CUmemoryPool)(pool), (from_device), (stream), (per_thread))            \
+                    : 0);                                                                                  \
     LEAVE();                                                                                               \
     return rc
 
 TL_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
-    ASYNC_ALLOC(cudaMallocAsync, NULL, true, devPtr, size, hStream);
+    ASYNC_ALLOC(cudaMallocAsync, NULL, true, hStream, false, devPtr, size, hStream);
 }
 
 TL_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
 {
-    ASYNC_ALLOC(cudaMallocAsync_ptsz, NULL, true, devPtr, size, hStream);
+    ASYNC_ALLOC(cudaMallocAsync_ptsz, NULL, true, hStream, true, devPtr, size, hStream);
 }
 
 TL_EXPORT cudaError_t cudaMallocFromPoolAsync(void **devPtr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
 {
-    ASYNC_ALLOC(cudaMallocFromPoolAsync, memPool, false, devPtr, size, memPool, stream);
+    ASYNC_ALLOC(cudaMallocFromPoolAsync, memPool, false, stream, false, devPtr, size, memPool, stream);
 }
 
 TL_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **devPtr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
 {
-    ASYNC_ALLOC(cudaMallocFromPoolAsync_ptsz, memPool, false, devPtr, size, memPool, stream);
+    ASYNC_ALLOC(cudaMallocFromPoolAsync_ptsz, memPool, false, stream, true, devPtr, size, memPool, stream);
 }
 
 TL_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)

@@ -61,6 +61,9 @@ static size_t nrules;
 static struct owner owners[MAX_OWNERS]; /* [0] = user (unmatched) */
 static int nowners;
 static int pools_owner = -1; /* "annotated pools": the segments they hold */
+/* "CUDA graph memory" (the default rules' owner of graph memory): the
+ * allocation nodes a device's graph memory holds. */
+static int graph_owner = -1;
 static pthread_mutex_t owners_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t static_lock = PTHREAD_MUTEX_INITIALIZER; /* static_frames below */
 
@@ -221,6 +224,7 @@ void tl_owners_load(void)
         tl_owner_rules_parse(tl_default_owner_rules, sizeof tl_default_owner_rules - 1, "default owner rules");
     /* Last, so the rule owners keep their order in reports. */
     pools_owner = find_or_add_owner("annotated pools", CLASS_CACHE);
+    graph_owner = find_or_add_owner("CUDA graph memory", CLASS_CACHE);
     pthread_mutex_unlock(&owners_lock);
     static bool atfork_registered;
     if (!atfork_registered && pthread_atfork(NULL, NULL, owners_after_fork_child) == 0)
@@ -422,12 +426,17 @@ void tl_owners_collect(struct tl_report_model *m)
             m->sites[keep++] = s;
     }
     m->nsites = keep;
-    /* Segments an annotated pool holds are that pool's reserve. */
-    for (size_t i = 0; pools_owner >= 0 && i < m->nheld; i++) {
-        m->held[i].owner = owners[pools_owner].name;
+    /* Segments an annotated pool holds are that pool's reserve; held
+     * stream-ordered rows are allocation nodes in a device's graph memory
+     * (pools.c: only those are held). */
+    for (size_t i = 0; i < m->nheld; i++) {
+        int o = m->held[i].cs->kind == TL_KIND_ASYNC ? graph_owner : pools_owner;
+        if (o < 0)
+            continue;
+        m->held[i].owner = owners[o].name;
         m->held[i].owner_class = class_names[CLASS_CACHE];
-        bytes[pools_owner] += m->held[i].bytes;
-        count[pools_owner] += m->held[i].count;
+        bytes[o] += m->held[i].bytes;
+        count[o] += m->held[i].count;
     }
     if (nmoved) {
         struct tl_site *held = realloc(m->held, (m->nheld + nmoved + 1) * sizeof *held);

@@ -24,6 +24,14 @@
  * reading the driver gave, taken at every report, every mark and once more
  * from an atexit handler that runs before the runtime's, and a report says
  * when it shows that reading instead of a current one.
+ *
+ * Graph memory is a pool per device (kind "graph"): the driver's memory for
+ * CUDA graphs' allocation nodes, reserved when a graph runs and kept until
+ * cuDeviceGraphMemTrim.  Its figures are cuDeviceGetGraphMemAttribute's
+ * (RESERVED/USED_MEM_CURRENT and _HIGH), read like a stream-ordered pool's;
+ * unknown when the driver never answered.  Its blocks are the allocation
+ * nodes tracked under the call site that captured or added them (rows of
+ * kind async whose aux is the graph pool), held by the pool, not leaked.
  */
 #include "report.h"
 #include "hooks.h"
@@ -68,6 +76,7 @@ struct pool {
     int device;
     void *driver_pool; /* CUmemoryPool for stream-ordered pools */
     bool is_default;
+    bool graph;        /* the device's graph memory (no driver_pool) */
     struct driver_reading last; /* stream-ordered: the last complete answer */
     /* annotated pools: */
     struct segment *segs;
@@ -105,6 +114,8 @@ static uint32_t index_of(const struct pool *p)
 
 /* ---- stream-ordered pools (hooks_driver.c / hooks_runtime.c) ------------ */
 
+/* Graph memory pools have no driver pool (NULL): never asked for here, as
+ * NULL is no pool (tl_pool_note_destroyed, tl_pool_index_for_async). */
 static struct pool *find_driver_pool_locked(void *driver_pool)
 {
     for (int i = 1; i <= npools; i++)
@@ -114,18 +125,49 @@ static struct pool *find_driver_pool_locked(void *driver_pool)
 }
 
 typedef CUresult (*getattr_fn)(CUmemoryPool, CUmemPool_attribute, void *);
+typedef CUresult (*graph_getattr_fn)(CUdevice, CUgraphMem_attribute, void *);
+typedef CUresult (*device_get_fn)(CUdevice *, int);
+
+/* The device's graph memory figures (cuDeviceGetGraphMemAttribute, CUDA
+ * 11.4); false when the driver has no such query or does not answer. */
+static bool read_graph_memory(int ordinal, struct driver_reading *r)
+{
+    static _Atomic(graph_getattr_fn) getattr_slot;
+    static _Atomic(device_get_fn) device_get_slot;
+    graph_getattr_fn getattr = atomic_load(&getattr_slot);
+    device_get_fn device_get = atomic_load(&device_get_slot);
+    if (!getattr) {
+        getattr = (graph_getattr_fn)tl_driver_symbol("cuDeviceGetGraphMemAttribute");
+        atomic_store(&getattr_slot, getattr);
+    }
+    if (!device_get) {
+        device_get = (device_get_fn)tl_driver_symbol("cuDeviceGet");
+        atomic_store(&device_get_slot, device_get);
+    }
+    CUdevice dev;
+    return getattr && device_get && device_get(&dev, ordinal) == CUDA_SUCCESS &&
+           getattr(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &r->reserved) == CUDA_SUCCESS &&
+           getattr(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH, &r->reserved_high) == CUDA_SUCCESS &&
+           getattr(dev, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &r->used_high) == CUDA_SUCCESS &&
+           getattr(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &r->used) == CUDA_SUCCESS;
+}
 
 /* Asks the driver for the pool's figures (pools_lock held).  A complete
  * answer becomes the pool's last good reading; a partial one is dropped. */
 static bool read_driver_pool_locked(struct pool *p, struct driver_reading *out)
 {
-    getattr_fn getattr = (getattr_fn)tl_driver_symbol("cuMemPoolGetAttribute");
     struct driver_reading r = {0};
-    if (!getattr || getattr(p->driver_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r.reserved) != CUDA_SUCCESS ||
-        getattr(p->driver_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &r.reserved_high) != CUDA_SUCCESS ||
-        getattr(p->driver_pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &r.used_high) != CUDA_SUCCESS ||
-        getattr(p->driver_pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &r.used) != CUDA_SUCCESS)
-        return false;
+    if (p->graph) {
+        if (!read_graph_memory(p->device, &r))
+            return false;
+    } else {
+        getattr_fn getattr = (getattr_fn)tl_driver_symbol("cuMemPoolGetAttribute");
+        if (!getattr || getattr(p->driver_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &r.reserved) != CUDA_SUCCESS ||
+            getattr(p->driver_pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &r.reserved_high) != CUDA_SUCCESS ||
+            getattr(p->driver_pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &r.used_high) != CUDA_SUCCESS ||
+            getattr(p->driver_pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &r.used) != CUDA_SUCCESS)
+            return false;
+    }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     r.time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
@@ -166,6 +208,8 @@ static void note_driver_pool_locked(void)
 
 void tl_pool_note_created(CUmemoryPool pool, const CUmemPoolProps *props)
 {
+    if (!pool)
+        return;
     pthread_mutex_lock(&pools_lock);
     if (!find_driver_pool_locked(pool)) {
         char name[64];
@@ -192,6 +236,8 @@ static bool release_pool_rows(const struct tl_live *rec, void *arg)
 
 void tl_pool_note_destroyed(CUmemoryPool pool)
 {
+    if (!pool)
+        return; /* the driver refuses it; no pool of ours has no driver pool but graph memory */
     pthread_mutex_lock(&pools_lock);
     struct pool *p = find_driver_pool_locked(pool);
     uint32_t idx = p ? index_of(p) : 0;
@@ -245,6 +291,41 @@ uint32_t tl_pool_index_for_async(CUmemoryPool pool, bool from_current_device)
     uint32_t idx = p ? index_of(p) : 0;
     pthread_mutex_unlock(&pools_lock);
     return idx;
+}
+
+uint32_t tl_pool_index_for_graph(int device)
+{
+    if (device < 0)
+        tl_current_context_index(&device);
+    if (device < 0 || device >= TL_MAX_DEVICES)
+        device = 0;
+    pthread_mutex_lock(&pools_lock);
+    struct pool *p = NULL;
+    for (int i = 1; i <= npools && !p; i++)
+        if (pools[i].graph && pools[i].alive && pools[i].device == device)
+            p = &pools[i];
+    if (!p) {
+        char name[64];
+        snprintf(name, sizeof name, "graph memory (device %d)", device);
+        p = new_pool_locked(name, device);
+        if (p) {
+            p->graph = true;
+            note_driver_pool_locked();
+        }
+    }
+    uint32_t idx = p ? index_of(p) : 0;
+    pthread_mutex_unlock(&pools_lock);
+    if (!idx)
+        tl_note_dropped("too many pools (256): a graph allocation is tracked as a stream-ordered one");
+    return idx;
+}
+
+/* A pool's graph flag is set before its index is handed out and never
+ * changes, so rows read it without the lock. */
+bool tl_pools_is_graph(const struct tl_live *rec)
+{
+    return rec->space == TL_SPACE_MEM && rec->kind == TL_KIND_ASYNC && rec->aux && rec->aux < MAX_POOLS &&
+           pools[rec->aux].graph;
 }
 
 /* ---- annotated pools (client requests) ---------------------------------- */
@@ -389,7 +470,7 @@ void tensorleak_pool_destroy(void *handle)
 
 bool tl_pools_is_held(const struct tl_live *rec)
 {
-    return rec->space == TL_SPACE_MEM && rec->kind == TL_KIND_DEVICE && (rec->aux & HELD_BIT);
+    return (rec->space == TL_SPACE_MEM && rec->kind == TL_KIND_DEVICE && (rec->aux & HELD_BIT)) || tl_pools_is_graph(rec);
 }
 
 struct block {
@@ -403,6 +484,7 @@ struct collect {
     uint64_t async_driver_bytes[MAX_POOLS]; /* the same blocks as the driver counts them */
     long long direct_reserved[TL_MAX_DEVICES]; /* direct device memory not in a pool */
     long long async_unpooled[TL_MAX_DEVICES];
+    long long graph_nodes[MAX_POOLS]; /* async rows per pool: graph allocation nodes */
 };
 
 static bool collect_row(const struct tl_live *rec, void *arg)
@@ -429,6 +511,7 @@ static bool collect_row(const struct tl_live *rec, void *arg)
         if (rec->aux && rec->aux < MAX_POOLS) {
             c->async_bytes[rec->aux] += (long long)rec->size;
             c->async_driver_bytes[rec->aux] += driver_block_bytes(rec->size);
+            c->graph_nodes[rec->aux]++;
         } else
             c->async_unpooled[dev] += (long long)rec->size;
     } else if ((rec->kind == TL_KIND_DEVICE || rec->kind == TL_KIND_MANAGED || rec->kind == TL_KIND_VMM_HANDLE ||
@@ -513,6 +596,34 @@ static void layout(struct pool *p, struct block *blocks, size_t n, struct tl_poo
     row->segments = p->nsegs;
 }
 
+/* A graph memory row: the driver's figures as it states them (USED_MEM is
+ * what the graphs' allocations hold now), unknown when it never answered;
+ * the allocation nodes tracked under their call sites beside them. */
+static void collect_graph_locked(struct pool *p, const struct collect *c, int i, struct tl_pool_row *row)
+{
+    row->kind = "graph";
+    struct driver_reading r;
+    if (read_driver_pool_locked(p, &r)) {
+        row->reading = "current";
+    } else if (p->last.ok) {
+        r = p->last;
+        row->reading = "last_good";
+    } else {
+        r = (struct driver_reading){0};
+        row->reading = "none";
+        row->figures_unknown = true;
+    }
+    row->reading_time = r.time;
+    row->reserved = r.reserved;
+    row->allocated = row->driver_used = r.used;
+    row->reserved_high = row->peak_reserved = r.reserved_high;
+    row->used_high = row->peak_allocated = r.used_high;
+    row->free = r.reserved > r.used ? r.reserved - r.used : 0;
+    row->layout_unknown = true; /* the driver tells no layout of graph memory */
+    row->graph_nodes = c->graph_nodes[i];
+    row->graph_node_bytes = (uint64_t)c->async_bytes[i];
+}
+
 /* Called by report.c with every live-table shard locked. */
 void tl_pools_collect(struct tl_report_model *m)
 {
@@ -544,6 +655,8 @@ void tl_pools_collect(struct tl_report_model *m)
             layout(p, scratch, k, row);
             row->peak_allocated = (uint64_t)atomic_load(&p->peak_allocated);
             row->peak_reserved = (uint64_t)atomic_load(&p->peak_reserved);
+        } else if (p->graph) {
+            collect_graph_locked(p, c, i, row);
         } else {
             row->kind = "stream_ordered";
             row->allocated = (uint64_t)c->async_bytes[i];
@@ -585,7 +698,7 @@ void tl_pools_collect(struct tl_report_model *m)
             if (row->largest_free > m->largest_free)
                 m->largest_free = row->largest_free;
         }
-        if (row->reserved || row->allocated || p->annotated)
+        if (row->reserved || row->allocated || p->annotated || p->graph)
             m->npools++;
     }
     pthread_mutex_unlock(&pools_lock);

@@ -92,7 +92,7 @@ struct tl_layout_segment {
 
 struct tl_pool_row {
     char name[64];
-    const char *kind; /* "annotated" or "stream_ordered" */
+    const char *kind; /* "annotated", "stream_ordered" or "graph" */
     int device;
     uint64_t reserved, allocated, free, largest_free, reserved_high, used_high;
     uint64_t peak_allocated, peak_reserved;
@@ -114,6 +114,10 @@ struct tl_pool_row {
     bool layout_unknown;
     const char *reading;
     double reading_time;
+    /* Graph memory: no driver figure is known (reserved, allocated, free and
+     * the highs are null); the allocation nodes tracked in it. */
+    bool figures_unknown;
+    uint64_t graph_nodes, graph_node_bytes;
 };
 #define TL_LAYOUT_MAX 8192
 

@@ -185,6 +185,12 @@ static json_t *ipc_json(const struct tl_report_model *m)
     return ipc;
 }
 
+/* A byte figure, or null when it is unknown. */
+static json_t *bytes_unless(bool unknown, uint64_t bytes)
+{
+    return unknown ? json_null() : json_integer((json_int_t)bytes);
+}
+
 /* CLOCK_REALTIME seconds as ISO-8601 UTC with milliseconds. */
 static json_t *iso_time(double t)
 {
@@ -327,14 +333,14 @@ json_t *tl_report_to_json(struct tl_report_model *m)
         json_object_set_new(o, "name", json_string(p->name));
         json_object_set_new(o, "kind", json_string(p->kind));
         json_object_set_new(o, "device", json_integer(p->device));
-        json_object_set_new(o, "reserved_bytes", json_integer((json_int_t)p->reserved));
-        json_object_set_new(o, "allocated_bytes", json_integer((json_int_t)p->allocated));
-        json_object_set_new(o, "free_bytes", json_integer((json_int_t)p->free));
+        json_object_set_new(o, "reserved_bytes", bytes_unless(p->figures_unknown, p->reserved));
+        json_object_set_new(o, "allocated_bytes", bytes_unless(p->figures_unknown, p->allocated));
+        json_object_set_new(o, "free_bytes", bytes_unless(p->figures_unknown, p->free));
         json_object_set_new(o, "largest_free_block", p->layout_unknown ? json_null() : json_integer((json_int_t)p->largest_free));
         json_object_set_new(o, "fragmentation", p->layout_unknown ? json_null() : json_real(p->fragmentation));
         json_object_set_new(o, "utilization", json_real(p->utilization));
-        json_object_set_new(o, "peak_allocated_bytes", json_integer((json_int_t)p->peak_allocated));
-        json_object_set_new(o, "peak_reserved_bytes", json_integer((json_int_t)p->peak_reserved));
+        json_object_set_new(o, "peak_allocated_bytes", bytes_unless(p->figures_unknown, p->peak_allocated));
+        json_object_set_new(o, "peak_reserved_bytes", bytes_unless(p->figures_unknown, p->peak_reserved));
         json_object_set_new(o, "segments", json_integer((json_int_t)p->segments));
         if (!strcmp(p->kind, "annotated")) {
             json_t *layout = json_array();
@@ -364,6 +370,16 @@ json_t *tl_report_to_json(struct tl_report_model *m)
              * driver stopped answering (at exit) and an earlier one is shown. */
             json_object_set_new(o, "reading", json_string(p->reading ? p->reading : "none"));
             json_object_set_new(o, "reading_time", p->reading_time > 0 ? iso_time(p->reading_time) : json_null());
+        }
+        if (!strcmp(p->kind, "graph")) {
+            /* cuDeviceGetGraphMemAttribute's highs, which reading they are,
+             * and the allocation nodes held in this memory (pools.c). */
+            json_object_set_new(o, "reserved_high_bytes", bytes_unless(p->figures_unknown, p->reserved_high));
+            json_object_set_new(o, "used_high_bytes", bytes_unless(p->figures_unknown, p->used_high));
+            json_object_set_new(o, "reading", json_string(p->reading ? p->reading : "none"));
+            json_object_set_new(o, "reading_time", p->reading_time > 0 ? iso_time(p->reading_time) : json_null());
+            json_object_set_new(o, "allocation_nodes", json_integer((json_int_t)p->graph_nodes));
+            json_object_set_new(o, "allocation_node_bytes", json_integer((json_int_t)p->graph_node_bytes));
         }
         if (p->extra) /* a framework pool's own fields (bridge.c) */
             json_object_update(o, p->extra);

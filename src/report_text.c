@@ -204,10 +204,19 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
             tl_bridge_print_host_pool(out, pid, p);
             continue;
         }
-        tl_format_size(p->reserved, a, sizeof a);
-        tl_format_size(p->allocated, b, sizeof b);
+        if (p->figures_unknown) {
+            snprintf(a, sizeof a, "unknown");
+            snprintf(b, sizeof b, "unknown");
+        } else {
+            tl_format_size(p->reserved, a, sizeof a);
+            tl_format_size(p->allocated, b, sizeof b);
+        }
         free_space_words(p->layout_unknown, p->largest_free, p->fragmentation, c, sizeof c);
         fprintf(out, "==%d== pool '%s' (%s, device %d): reserved %s, allocated %s; %s", pid, p->name, p->kind, p->device, a, b, c);
+        if (!strcmp(p->kind, "graph")) { /* the allocation nodes it holds */
+            tl_format_size(p->graph_node_bytes, a, sizeof a);
+            fprintf(out, "; %llu allocation node(s), %s", (unsigned long long)p->graph_nodes, a);
+        }
         /* The driver stopped answering (at exit): its last answer. */
         if (p->reading && !strcmp(p->reading, "last_good")) {
             char when[48];

@@ -340,12 +340,17 @@ static void pools(FILE *out, const struct tl_report *r)
             fputc('\n', out);
             continue;
         }
+        bool graph = p->kind && strcmp(p->kind, "graph") == 0;
+        bool unknown = graph && p->bytes_unknown; /* the driver never reported graph memory */
         fprintf(out, "%s%s pool '%s' (%s, device %lld): reserved %s, allocated %s; %s",
                 prefix_of(r).text, rank_tag(p->has_rank, p->rank, " ").text, or_unknown(p->name),
-                or_unknown(p->kind), p->device, size_human(p->reserved_bytes, reserved),
-                size_human(p->allocated_bytes, allocated),
+                or_unknown(p->kind), p->device, unknown ? "unknown" : size_human(p->reserved_bytes, reserved),
+                unknown ? "unknown" : size_human(p->allocated_bytes, allocated),
                 free_space_words(p->layout_unknown, p->largest_free_block, p->fragmentation,
                                  free_space, sizeof free_space));
+        if (graph) /* the allocation nodes it holds, as the library prints them */
+            fprintf(out, "; %" PRIu64 " allocation node(s), %s", p->allocation_nodes,
+                    size_human(p->allocation_node_bytes, allocated));
         /* The driver stopped answering (at exit): the figures are its last
          * answer, from the time given. */
         if (p->reading && strcmp(p->reading, "last_good") == 0)

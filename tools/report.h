@@ -156,7 +156,7 @@ struct tl_segment {
 
 struct tl_pool {
     const char *name;
-    const char *kind;           /* "annotated" | "stream_ordered" */
+    const char *kind;           /* "annotated" | "stream_ordered" | "graph" | a framework's */
     long long device;
     uint64_t reserved_bytes, allocated_bytes, free_bytes, largest_free_block;
     double fragmentation;
@@ -179,8 +179,11 @@ struct tl_pool {
     bool has_read_at;
     double read_at;             /* unix time */
     const char *state;          /* "fresh" | "stale" | "final" */
-    bool bytes_unknown;         /* reserved_bytes null: a host pool without byte counts */
+    bool bytes_unknown;         /* reserved_bytes null: a host pool without byte counts, or
+                                 * graph memory the driver never reported */
     uint64_t free_blocks;
+    /* Graph memory: the allocation nodes it holds (their sites are held). */
+    uint64_t allocation_nodes, allocation_node_bytes;
 };
 
 /* One entry of "marks": the totals when tensorleak_mark() was called. */

@@ -572,6 +572,8 @@ static void read_pools(struct loader *ld, json_t *root, struct tl_report *r)
         p->state = get_str(ld, e, where, "state");
         p->bytes_unknown = is_unknown(e, "reserved_bytes");
         p->free_blocks = get_u64(ld, e, where, "free_blocks");
+        p->allocation_nodes = get_u64(ld, e, where, "allocation_nodes");
+        p->allocation_node_bytes = get_u64(ld, e, where, "allocation_node_bytes");
     }
 }
 

@@ -10,20 +10,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "kit_common.h"
-
-__global__ void kit_touch(unsigned char *p, size_t n)
-{
-    size_t i = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * 4096;
-    if (i < n)
-        p[i] = 1;
-}
-
-static void touch(void *p, size_t bytes, cudaStream_t s)
-{
-    size_t pages = (bytes + 4095) / 4096;
-    kit_touch<<<(unsigned)((pages + 255) / 256), 256, 0, s>>>((unsigned char *)p, bytes);
-    KIT_CHECK_RT(cudaGetLastError());
-}
+#include "kit_touch.cuh"
 
 static size_t kv_bytes_for(int request) { return (size_t)(1 + request % 2) * 2 * KIT_MIB; }
 

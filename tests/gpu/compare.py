@@ -5,7 +5,7 @@ run.sh runs every sample and writes one tab-separated record per run:
 
     kind  name  build  tool  rc  seconds  stdout  stderr  reports_dir  extra
 
-kind is build | sample | torch | fw | bench | skip; tool is none | preload | cli |
+kind is build | sample | torch | fw | tsnap | bench | skip; tool is none | preload | cli |
 cli-default | sanitizer; extra is the setting of a torch, fw or bench run (a
 PYTORCH_CUDA_ALLOC_CONF, or VAR=VALUE settings), or for a skip whether the skipped
 step was required.  The programs print their ground truth themselves
@@ -18,12 +18,15 @@ reports lie in reports_dir.
 
 evaluate prints the details of every mismatch, then the tables (last), writes the same
 as Markdown and a JSON of all checks, and exits 1 on any mismatch, 0 otherwise.
-Standard library only.
+Standard library only, but for torch.cuda._memory_viz, imported where it exists to run
+its views on the torch_snapshot row's pickle.
 """
 import argparse
 import glob
 import json
 import os
+import pickle
+import pickletools
 import re
 import shutil
 import statistics
@@ -324,13 +327,25 @@ def eval_sample(rec):
         if gt.get("pool"):
             gp = gt["pool"]
             pools = [p for p in src.get("pools", []) or [] if p.get("kind") == gp["kind"]]
-            pr = sum(int(p.get("reserved_bytes", 0)) for p in pools)
-            pa = sum(int(p.get("allocated_bytes", 0)) for p in pools)
+            pr = sum(int(p.get("reserved_bytes") or 0) for p in pools)
+            pa = sum(int(p.get("allocated_bytes") or 0) for p in pools)
             good = pools and pr == gp["reserved"] and pa == gp["used"]
             row.add("pool", OK if good else BAD,
                     "%d %s pool(s): reserved %s (driver %s), allocated %s (driver used %s)"
                     % (len(pools), gp["kind"], fmt_b(pr), fmt_b(gp["reserved"]), fmt_b(pa), fmt_b(gp["used"])))
             row.cells["pools"] = ("%s/%s" % (fmt_b(pr), fmt_b(pa))) if good else "**wrong**"
+        if gt.get("graph_held"):
+            # Allocations captured into a graph are the device's graph memory:
+            # held there at their call site (owner "CUDA graph memory"), none a leak.
+            gh = gt["graph_held"]
+            held = [h for h in ((exit_r or src).get("held") or [])
+                    if h.get("owner") == "CUDA graph memory" and stack_has(h, gh["function"])]
+            got = (sum(int(h.get("count", 0)) for h in held), sum(int(h.get("bytes", 0)) for h in held))
+            leaked = [x for x in live_leaks(exit_r or src) if stack_has(x, gh["function"])]
+            good = got == (gh["count"], gh["bytes"]) and not leaked
+            row.add("graph held", OK if good else BAD,
+                    "held by graph memory at %s: %s, truth %s; leaks there: %d"
+                    % (gh["function"], fmt_cb(*got), fmt_cb(gh["count"], gh["bytes"]), len(leaked)))
         devs = src.get("devices") or []
         d0 = [d for d in devs if d.get("device") == 0]
         if not d0:
@@ -735,17 +750,25 @@ def check_exporter(row, label, m, loop):
                                               if smi and free is not None else "")
 
 
+def skip_or_truth(row, rec, cell):
+    """The ground truth of a Python program's run, or None when the row is complete
+    already: skipped (TL_SKIP: its framework does not import; the reason shown in
+    `cell`) or failed (no ground truth, a non-zero exit)."""
+    sk = tagged_json(rec["stdout"], "TL_SKIP")
+    if sk is not None and rec["rc"] == 0:
+        row.add("skipped", SKIPPED, sk.get("why", ""))
+        row.cells[cell] = "skipped: %s" % sk.get("why", "")
+        return None
+    gt = tagged_json(rec["stdout"], "TL_GROUND_TRUTH")
+    return gt if check_run_basics(row, rec, gt) else None
+
+
 def eval_framework(rec):
     setting = rec["extra"] or "defaults"
     row = Row("frameworks", (rec["name"], setting, rec["build"]))
     row.cells = {"loop": FW_LABEL.get(rec["name"], rec["name"]), "setting": setting, "run": rec["build"]}
-    sk = tagged_json(rec["stdout"], "TL_SKIP")
-    if sk is not None and rec["rc"] == 0:
-        row.add("skipped", SKIPPED, sk.get("why", ""))
-        row.cells["growth"] = "skipped: %s" % sk.get("why", "")
-        return row
-    gt = tagged_json(rec["stdout"], "TL_GROUND_TRUTH")
-    if not check_run_basics(row, rec, gt):
+    gt = skip_or_truth(row, rec, "growth")
+    if gt is None:
         return row
     kind = FW_POOL_KIND.get(rec["name"], rec["name"])  # None: no framework pool to check
     if kind is None:
@@ -983,6 +1006,176 @@ def eval_bench(records):
 
 
 # ------------------------------------------------------------------- tables
+# ------------------------------------------------------------ torch-snapshot
+# What `tensorleak report --format torch-snapshot` may write (tools/format_torch_snapshot.c):
+# plain containers and scalars, no class or memo opcodes, so pickle.load needs no torch.
+PLAIN_OPCODES = {"PROTO", "EMPTY_DICT", "EMPTY_LIST", "MARK", "SETITEMS", "APPENDS", "BINUNICODE",
+                 "BININT1", "BININT", "LONG1", "BINFLOAT", "NEWTRUE", "NEWFALSE", "NONE", "STOP"}
+TSNAP_POOL = "torch cuda:0"
+
+
+def load_pickle(path):
+    """(raw bytes, unpickled object) or (None, error text)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        return data, pickle.loads(data)
+    except Exception as e:  # absent, truncated or not a pickle: a mismatch, named
+        return None, "%s: %s: %s" % (os.path.basename(path), type(e).__name__, e)
+
+
+def memory_viz_views(snap):
+    """Runs every view torch.cuda._memory_viz makes of a snapshot (the flame-graph
+    ones with an identity formatter, so nothing is fetched from the network).
+    Returns (None, why) where the module does not import, else ([failures], None)."""
+    try:
+        import torch.cuda._memory_viz as viz
+    except Exception as e:
+        return None, "%s: %s" % (type(e).__name__, e)
+    same = lambda text: text  # noqa: E731
+    views = (("segsum", lambda: viz.segsum(snap)), ("trace", lambda: viz.trace(snap)),
+             ("segments", lambda: viz.segments(snap, format_flamegraph=same)),
+             ("memory", lambda: viz.memory(snap, format_flamegraph=same)),
+             ("trace_plot", lambda: viz.trace_plot(snap)), ("segment_plot", lambda: viz.segment_plot(snap)))
+    failed = []
+    for name, view in views:
+        try:
+            view()
+        except Exception as e:
+            failed.append("%s: %s: %s" % (name, type(e).__name__, e))
+    return failed, None
+
+
+def tsnap_blocks(segments, state):
+    return sorted((int(b["address"]), int(b["size"])) for s in segments for b in s.get("blocks") or []
+                  if b.get("state") == state)
+
+
+def eval_tsnap(rec):
+    """torch_snapshot.py: tensorleak's torch-snapshot pickle against PyTorch's own
+    snapshot of the same moment, the plain allocations the program printed and
+    torch.cuda.memory_stats()."""
+    row = Row("torch_snapshot", (rec["name"], rec["build"]))
+    row.cells = {"run": rec["build"]}
+    gt = skip_or_truth(row, rec, "pool")
+    if gt is None:
+        return row
+    d = rec["reports_dir"]
+    paths = {k: os.path.join(d, os.path.basename(gt.get(k) or "")) for k in ("torch_pickle", "tensorleak_report")}
+    tl_pickle = os.path.join(d, "tensorleak.pickle")
+    try:
+        with open(paths["tensorleak_report"]) as f:
+            report = json.load(f)
+        report["_path"] = paths["tensorleak_report"]
+    except (OSError, ValueError) as e:
+        row.add("tensorleak snapshot", BAD, "%s (snapshot_to returned %s)" % (e, gt.get("snapshot_rc")))
+        return row
+    check_invariants(row, [report])
+    data, snap = load_pickle(tl_pickle)
+    _, own = load_pickle(paths["torch_pickle"])
+    if data is None or not isinstance(snap, dict):
+        row.add("torch-snapshot pickle", BAD, "%s (tensorleak report --format torch-snapshot: see %s)"
+                % (snap, os.path.join(d, "convert.log")))
+        return row
+    if not isinstance(own, dict):
+        row.add("PyTorch's snapshot", BAD, str(own))
+        return row
+    ops = {op.name for op, _, _ in pickletools.genops(data)}
+    row.add("plain opcodes", OK if ops <= PLAIN_OPCODES else BAD,
+            "protocol %d, %d opcode kind(s)%s" % (data[1] if data[:1] == b"\x80" else 0, len(ops),
+                                                   "; beyond the plain ones: %s" % sorted(ops - PLAIN_OPCODES)
+                                                   if ops - PLAIN_OPCODES else ""))
+    # Every memory_viz view reads tensorleak's pickle; PyTorch's own pickle is the control.
+    failed, why = memory_viz_views(snap)
+    info = gt.get("info") or {}
+    if failed is None:
+        stand_in = bool(info.get("stand_in"))
+        row.add("memory_viz views", INFO if stand_in else BAD, "not run: torch.cuda._memory_viz does not "
+                "import (%s)%s" % (why, "; the stand-in torch has none" if stand_in else ""))
+        row.cells["viz"] = "skipped (no _memory_viz)" if stand_in else "**no _memory_viz**"
+    else:
+        own_failed, _ = memory_viz_views(own)
+        row.add("memory_viz views", BAD if failed else OK,
+                "segsum, trace, segments, memory, trace_plot, segment_plot%s%s" % (
+                    ": " + "; ".join(failed) if failed else " all read it",
+                    "; on PyTorch's own snapshot: " + ("; ".join(own_failed) or "all read it") if failed else ""))
+        row.cells["viz"] = "**%d of 6 fail**" % len(failed) if failed else "6 of 6 read it"
+    # The pool row the segments come from: read by the bridge at this snapshot, with
+    # PyTorch's figures of the same moment.
+    prow = next((p for p in report.get("pools") or [] if p.get("name") == TSNAP_POOL), None)
+    br = report.get("bridge") or {}
+    if prow is None:
+        row.add("pool row", BAD, "no pools[] row '%s' in the snapshot (bridge: %s%s)" % (
+            TSNAP_POOL, br.get("state", "no bridge field"), ", " + br["note"] if br.get("note") else ""))
+    elif prow.get("stale") or br.get("state") not in (None, "fresh"):
+        row.add("pool row", BAD, "read at %s, stale (bridge %s: %s)" % (prow.get("read_at"), br.get("state"),
+                                                                      br.get("note", "")))
+    else:
+        want = (gt.get("reserved"), gt.get("allocated"))
+        got = (num(prow.get("reserved_bytes")), num(prow.get("allocated_bytes")))
+        row.add("pool row", OK if got == want else BAD, "reserved/allocated %s / %s, memory_stats() %s / %s" % (
+            fmt_b(got[0]), fmt_b(got[1]), fmt_b(want[0]), fmt_b(want[1])))
+    segs = snap.get("segments") or []
+    pool = [s for s in segs if s.get("tensorleak_pool") == TSNAP_POOL]
+    plain = [s for s in segs if "tensorleak_pool" not in s]
+    theirs = [s for s in own.get("segments") or [] if int(s.get("device", 0)) == 0]
+    want = sorted((int(s["address"]), int(s["total_size"])) for s in theirs)
+    got = sorted((int(s["address"]), int(s["total_size"])) for s in pool)
+    row.add("pool segments", OK if got == want and want else BAD,
+            "'%s': %d segment(s), %s; PyTorch's snapshot: %d, %s%s" % (
+                TSNAP_POOL, len(got), fmt_b(sum(n for _, n in got)), len(want), fmt_b(sum(n for _, n in want)),
+                "" if got == want else "; only tensorleak's: %s, only PyTorch's: %s" % (
+                    ["%#x+%d" % x for x in sorted(set(got) - set(want))][:4],
+                    ["%#x+%d" % x for x in sorted(set(want) - set(got))][:4])))
+    wb, gb = tsnap_blocks(theirs, "active_allocated"), tsnap_blocks(pool, "active_allocated")
+    row.add("active blocks", OK if gb == wb else BAD, "%d active_allocated block(s) (%s), PyTorch's %d (%s)%s" % (
+        len(gb), fmt_b(sum(n for _, n in gb)), len(wb), fmt_b(sum(n for _, n in wb)),
+        "" if gb == wb else "; only tensorleak's: %s, only PyTorch's: %s" % (
+            ["%#x+%d" % x for x in sorted(set(gb) - set(wb))][:4], ["%#x+%d" % x for x in sorted(set(wb) - set(gb))][:4])))
+    row.cells["pool"] = "%d / %d segments, %d / %d blocks" % (len(got), len(want), len(gb), len(wb))
+    # The program's plain allocations: each a segment of its own, at its address and
+    # of its size, its stack naming the program's line; the freed one gone.
+    at = {int(s["address"]): s for s in plain if "address" not in (s.get("tensorleak_unknown") or [])}
+    found = 0
+    for p in gt.get("plain") or []:
+        s = at.get(int(p["address"]))
+        if s is None or int(s["total_size"]) != int(p["bytes"]):
+            row.add("plain %#x" % p["address"], BAD, "no segment of %s at %#x (plain segments: %s)" % (
+                fmt_b(p["bytes"]), p["address"], ["%#x+%d" % (a, int(x["total_size"])) for a, x in sorted(at.items())][:6]))
+            continue
+        frames = [f for b in s.get("blocks") or [] for f in b.get("frames") or []]
+        lines = p.get("lines") or []
+        hit = [f.get("line") for f in frames
+               if os.path.basename(f.get("filename") or "") == gt.get("user_file") and f.get("line") in lines]
+        named = bool(hit)
+        row.add("plain %#x" % p["address"], OK if named else BAD, "a segment of %s, %s %s:%s" % (
+            fmt_b(p["bytes"]), "its frames name" if named else "no frame names", gt.get("user_file"),
+            ",".join(str(n) for n in (hit or lines))))
+        found += named
+    for p in gt.get("plain_freed") or []:
+        row.add("freed %#x" % p["address"], BAD if int(p["address"]) in at else OK,
+                "freed before the snapshot: %s" % ("still a segment" if int(p["address"]) in at else "no segment"))
+    others = sorted(set(at) - {int(p["address"]) for p in gt.get("plain") or []})
+    if others:
+        row.add("other plain segments", INFO, "%d not the program's own (%s): %s" % (
+            len(others), fmt_b(sum(int(at[a]["total_size"]) for a in others)),
+            ", ".join("%#x+%s" % (a, fmt_b(at[a]["total_size"])) for a in others[:6])))
+    row.cells["plain"] = "%d / %d at their address and line" % (found, len(gt.get("plain") or []))
+    # The total: the report's reserved bytes exactly, and PyTorch's reserve plus the
+    # program's plain bytes within the kit's tolerance (the CUDA libraries' own memory).
+    total = sum(int(s["total_size"]) for s in segs)
+    reserved = summary(report, "reserved_bytes")
+    row.add("total = reserved", OK if total == reserved else BAD,
+            "segments %s, the report's reserved_bytes %s" % (fmt_b(total), fmt_b(reserved)))
+    expect = int(gt.get("reserved") or 0) + sum(int(p["bytes"]) for p in gt.get("plain") or [])
+    row.add("total vs PyTorch + plain", OK if abs(total - expect) <= tol(expect, TORCH_TOL) else BAD,
+            "segments %s, PyTorch reserved %s + plain %s = %s (tolerance %s)" % (
+                fmt_b(total), fmt_b(gt.get("reserved")), fmt_b(expect - int(gt.get("reserved") or 0)), fmt_b(expect),
+                fmt_b(tol(expect, TORCH_TOL))))
+    row.cells["total"] = "%s / %s / %s" % (fmt_b(total), fmt_b(reserved), fmt_b(expect))
+    return row
+
+
 def md_table(headers, rows):
     out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for r in rows:
@@ -1107,6 +1300,18 @@ def evaluate(records, env):
                              [[row.cells.get(k, "") for k in ("loop", "setting", "run", "requests", "fw", "tl",
                                                               "largest", "growth", "line", "request_s", "exporter")]
                               + [row.verdict()] for row in frows])))
+
+    # tensorleak's torch-snapshot pickle against PyTorch's own snapshot
+    tsrows = [eval_tsnap(r) for r in records if r["kind"] == "tsnap"]
+    rows.extend(tsrows)
+    if tsrows:
+        sections.append(("tensorleak report --format torch-snapshot vs torch.cuda.memory._snapshot() "
+                         "of the same moment", md_table(
+                             ["run", "'torch cuda:0' segments / blocks: tensorleak / PyTorch",
+                              "plain allocations", "total / reserved_bytes / PyTorch reserved + plain",
+                              "memory_viz views", "verdict"],
+                             [[row.cells.get(k, "") for k in ("run", "pool", "plain", "total", "viz")]
+                              + [row.verdict()] for row in tsrows])))
 
     # Overhead
     brows, btable = eval_bench(records)
@@ -1291,6 +1496,38 @@ def cmd_selftest(_a):
         recs3 = [dict(recs[0], stdout=out, stderr=out, rc=139, reports_dir=os.path.join(d, "none"))]
         _, _, problems = evaluate(recs3, {"tensorleak_lib": "x"})
         assert any("ran" in p for p in problems) and any("ground truth" in p for p in problems), problems
+        # 3b: graph memory: the captured allocations held by the graph pool, not leaked
+        def graph_gt(pid):
+            return "TL_GROUND_TRUTH " + json.dumps({
+                "sample": "graph", "pid": pid, "requests": 2, "marks": 2, "expect_growth": None,
+                "leaks": {"count": 1, "bytes": 4 * MiB}, "kinds": {"device": [1, 4 * MiB]},
+                "sites": [{"function": "uncaptured_leak", "count": 1, "bytes": 4 * MiB}],
+                "pool": {"kind": "graph", "reserved": 8 * MiB, "used": 5 * MiB, "reserved_high": 8 * MiB,
+                         "used_high": 7 * MiB},
+                "graph_held": {"function": "graph_alloc_captured", "count": 2, "bytes": 5 * MiB},
+                "expected_held": 40 * MiB, "free_start": 1040 * MiB, "free_end": 1000 * MiB,
+                "total": 2000 * MiB}) + "\n"
+        gstack = [{"function": "cudaMallocAsync"}, {"function": "_Z20graph_alloc_capturedmP11CUstream_st"}]
+        lstack = [{"function": "cudaMallocAsync"}, {"function": "_Z15uncaptured_leakmP11CUstream_st"}]
+        gleak = [{"kind": "device", "bytes": 4 * MiB, "count": 1, "stack": lstack}]
+        gpool = [{"name": "graph memory (device 0)", "kind": "graph", "device": 0, "reserved_bytes": 8 * MiB,
+                  "allocated_bytes": 5 * MiB}]
+        gheld = [{"kind": "device", "bytes": 5 * MiB, "count": 2, "owner": "CUDA graph memory",
+                  "owner_class": "cache", "stack": gstack}]
+        out = put("g1.out", graph_gt(31))
+        report("g1", 31, "exit", leaked_allocations=1, leaked_bytes=4 * MiB, leaks=gleak, held=gheld)
+        report("g1", 31, "api", reserved_bytes=40 * MiB, pools=gpool, label="end")
+        grec = dict(recs[0], name="graph", stdout=out, stderr=out, reports_dir=os.path.join(d, "g1"))
+        assert evaluate([grec], {"tensorleak_lib": "x"})[2] == []
+        # ... and a tracker that takes the captured allocations for leaks of their site
+        out = put("g2.out", graph_gt(32))
+        report("g2", 32, "exit", leaked_allocations=3, leaked_bytes=9 * MiB,
+               leaks=gleak + [dict(gheld[0], owner="user", owner_class="user")])
+        report("g2", 32, "api", reserved_bytes=40 * MiB, pools=[dict(gpool[0], reserved_bytes=None)], label="end")
+        p = evaluate([dict(grec, stdout=out, stderr=out, reports_dir=os.path.join(d, "g2"))], {"tensorleak_lib": "x"})[2]
+        whats = " ".join(p)
+        for w in ("leaks exact", "graph held", "pool"):
+            assert w in whats, (w, p)
         # 4: torch runs: async mode checks allocated; clean with growth flagged is a mismatch
         def torch_gt(pid, mode, conf):
             return "TL_GROUND_TRUTH " + json.dumps({
@@ -1617,11 +1854,110 @@ def cmd_selftest(_a):
         for w in ("state asleep1", "vmm_handle bytes 2 MiB, the program holds 0 MiB",
                   "address space 32 MiB, the program keeps 48 MiB", "state woken1", "wake woken1"):
             assert w in whats, (w, p)
+        def plain_pickle(v):
+            """The opcodes tools/format_torch_snapshot.c writes (no memo, no classes)."""
+            import struct
+            if isinstance(v, dict):
+                items = b"".join(plain_pickle(k) + plain_pickle(x) for k, x in v.items())
+                return b"}" + (b"(" + items + b"u" if v else b"")
+            if isinstance(v, list):
+                return b"]" + (b"(" + b"".join(plain_pickle(x) for x in v) + b"e" if v else b"")
+            if isinstance(v, str):
+                return b"X" + struct.pack("<I", len(v.encode())) + v.encode()
+            if v is None:
+                return b"N"
+            if isinstance(v, bool):
+                return b"\x88" if v else b"\x89"
+            raw = v.to_bytes(9, "little", signed=True)
+            return b"\x8a\x09" + raw
+        # 9: torch_snapshot: tensorleak's pickle against PyTorch's own snapshot; the
+        # memory_viz views stubbed (absent, passing, failing) so the verdicts are fixed
+        def tsnap_case(n, views, stand_in=True, **bad):
+            pid, base = 200 + n, 0x7F0000000000
+            blocks = [(base, 2 * MiB, "active_allocated"), (base + 2 * MiB, 18 * MiB, "inactive")]
+            theirs = {"segments": [{"device": 0, "address": base, "total_size": 20 * MiB, "blocks": [
+                {"address": a, "size": s, "state": st, "frames": []} for a, s, st in blocks]}],
+                "device_traces": [[]]}
+            plain = [{"address": base + 64 * MiB, "bytes": 3 * MiB, "lines": [64, 140]}]
+            gt = {"sample": "torch_snapshot", "pid": pid, "torch_pickle": "/gpu/torch.pickle",
+                  "tensorleak_report": "/gpu/tensorleak.json", "snapshot_rc": 0, "reserved": 20 * MiB,
+                  "allocated": 2 * MiB, "plain": plain, "plain_freed": [{"address": base + 80 * MiB, "bytes": MiB}],
+                  "user_file": "torch_snapshot.py", "info": {"torch": "2.9.0", "stand_in": stand_in}}
+            pool_seg = {"device": 0, "address": base + bad.get("shift", 0), "total_size": 20 * MiB,
+                        "tensorleak_pool": "torch cuda:0", "tensorleak_unknown": [], "blocks": [
+                            {"address": a + bad.get("shift", 0), "size": s, "state": st, "frames": []}
+                            for a, s, st in blocks[bad.get("drop_block", 0):]]}
+            frames = [{"name": f, "filename": "/k/torch_snapshot.py", "line": n}
+                      for f, n in zip(("malloc", "main"), bad.get("frame_lines", (64, 140)))]
+            plain_segs = [{"device": 0, "address": p["address"] + bad.get("plain_off", 0), "total_size": p["bytes"],
+                           "tensorleak_unknown": ["stream"], "blocks": [
+                               {"address": p["address"], "size": p["bytes"], "state": "active_allocated",
+                                "frames": frames}]} for p in plain]
+            if bad.get("other"):  # memory of the CUDA libraries, not the program's
+                plain_segs.append({"device": 0, "address": base + 128 * MiB, "total_size": bad["other"],
+                                   "tensorleak_unknown": [], "blocks": []})
+            if bad.get("freed_shown"):
+                plain_segs.append({"device": 0, "address": base + 80 * MiB, "total_size": MiB,
+                                   "tensorleak_unknown": [], "blocks": []})
+            ours = {"segments": [pool_seg] + plain_segs, "device_traces": [[]]}
+            data = b"\x80\x02" + plain_pickle(ours) + b"."
+            if bad.get("tuple"):
+                data = pickle.dumps(dict(ours, extra=(1, 2)), 2)
+            put("t%d/torch.pickle" % n, "")
+            with open(os.path.join(d, "t%d" % n, "torch.pickle"), "wb") as f:
+                pickle.dump(theirs, f)
+            with open(os.path.join(d, "t%d" % n, "tensorleak.pickle"), "wb") as f:
+                f.write(data)
+            total = sum(s["total_size"] for s in ours["segments"])
+            put("t%d/tensorleak.json" % n, json.dumps({
+                "tool": "tensorleak", "schema": 1, "reason": "api", "label": "torch_snapshot", "pid": pid,
+                "summary": {"reserved_bytes": total + bad.get("reserved_off", 0), "allocated_bytes": 5 * MiB,
+                            "leaked_bytes": 0, "leaked_allocations": 0}, "leaks": [], "growth": [],
+                "pools": [{"name": "torch cuda:0", "kind": "pytorch", "device": 0, "reserved_bytes": 20 * MiB,
+                           "allocated_bytes": bad.get("pool_allocated", 2 * MiB), "free_bytes": 18 * MiB}],
+                "bridge": {"state": bad.get("bridge", "fresh")},
+                "devices": [{"device": 0, "free": 1000 * MiB, "total": 2000 * MiB}]}))
+            out = put("t%d.out" % n, "TL_GROUND_TRUTH " + json.dumps(gt) + "\n")
+            rec = dict(recs[0], kind="tsnap", name="torch_snapshot", build="native", tool="cli", stdout=out,
+                       stderr=out, reports_dir=os.path.join(d, "t%d" % n))
+            global memory_viz_views
+            real = memory_viz_views
+            memory_viz_views = lambda snap: views  # noqa: E731
+            try:
+                rows, _, probs = evaluate([rec], {"tensorleak_lib": "x"})
+            finally:
+                memory_viz_views = real
+            return [r for r in rows if r.table == "torch_snapshot"][0], probs
+        row, p = tsnap_case(0, (None, "no module"))
+        assert p == [] and row.verdict() == "ok" and row.cells["viz"] == "skipped (no _memory_viz)", (p, row.cells)
+        row, p = tsnap_case(1, ([], None), stand_in=False)
+        assert p == [] and row.cells["viz"] == "6 of 6 read it" and row.cells["plain"] == \
+            "1 / 1 at their address and line" and row.cells["total"] == "23 MiB / 23 MiB / 23 MiB", (p, row.cells)
+        row, p = tsnap_case(2, (None, "no module"), stand_in=False)
+        assert len(p) == 1 and "memory_viz views" in p[0], p
+        row, p = tsnap_case(3, (["segsum: KeyError: 'frames'"], None), stand_in=False, shift=2 * MiB, drop_block=1,
+                            plain_off=MiB, freed_shown=True, reserved_off=MiB, tuple=True)
+        whats = " ".join(p)
+        for w in ("plain opcodes", "'TUPLE2'", "memory_viz views", "segsum: KeyError", "pool segments",
+                  "active blocks", "plain 0x7f0004000000", "freed 0x7f0005000000", "total = reserved"):
+            assert w in whats, (w, p)
+        assert len(p) == 7, p
+        # 40 MiB more than PyTorch's reserve and the program's plain bytes: over the tolerance
+        row, p = tsnap_case(4, ([], None), stand_in=False, other=40 * MiB)
+        assert len(p) == 1 and "total vs PyTorch + plain" in p[0], p
+        assert any(c.what == "other plain segments" and c.status == INFO for c in row.checks), row.checks
+        # the plain allocation's stack names other lines; the pool row is stale or off
+        row, p = tsnap_case(5, ([], None), stand_in=False, frame_lines=(99, 98))
+        assert len(p) == 1 and "plain 0x7f0004000000" in p[0] and "no frame names torch_snapshot.py:64,140" in p[0], p
+        row, p = tsnap_case(6, ([], None), stand_in=False, bridge="stale")
+        assert len(p) == 1 and "pool row" in p[0] and "stale" in p[0], p
+        row, p = tsnap_case(7, ([], None), stand_in=False, pool_allocated=3 * MiB)
+        assert len(p) == 1 and "pool row" in p[0] and "20 MiB / 3 MiB, memory_stats() 20 MiB / 2 MiB" in p[0], p
         # 6: records file round trip
         rp = put("records.tsv", "\t".join(["sample", "leaky", "static", "preload", "0", "1.5", out, out, d, ""]) + "\n")
         rr = read_records(rp)
         assert rr[0]["rc"] == 0 and rr[0]["seconds"] == 1.5 and rr[0]["tool"] == "preload", rr
-        print("compare.py selftest: ok (9 scenarios)")
+        print("compare.py selftest: ok (10 scenarios)")
         return 0
     finally:
         shutil.rmtree(d, ignore_errors=True)

@@ -9,9 +9,9 @@
 #   2. builds the CUDA samples of tests/gpu, each .cu with static and shared cudart;
 #   3. runs, in this order (step names for TL_GPU_STEPS in brackets): each sample plain,
 #      under LD_PRELOAD and under `tensorleak run` [samples]; the PyTorch loops under
-#      three allocator modes [torch]; GPT-2, JAX, CuPy, cuda.bindings and numba-cuda
-#      request loops under `tensorleak run`, the bridges on, GPT-2 once more with
-#      `tensorleak exporter` running [frameworks]; compute-sanitizer
+#      three allocator modes, torch_snapshot.py's two snapshots [torch]; GPT-2, JAX,
+#      CuPy, cuda.bindings and numba-cuda loops under `tensorleak run`, the bridges on,
+#      GPT-2 once more with `tensorleak exporter` running [frameworks]; compute-sanitizer
 #      --leak-check full [sanitizer]; the overhead benchmark, ABBA [bench];
 #   4. holds every report against the ground truth the programs print (compare.py),
 #      writes $OUT/gpu-results.md (+ .json, run.log, env.json, logs.tar.gz), prints
@@ -85,7 +85,7 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 
 # build_samples: every .cu twice (static and shared cudart), every .c once (driver API).
 # Writes one build record per binary; returns non-zero if any failed.
-CU_SAMPLES="leaky clean async_pool"
+CU_SAMPLES="leaky clean async_pool graph"
 C_SAMPLES="driver_api vmm sleep_wake ipc vmm_share"
 build_one() { # name mode
     local name=$1 mode=$2 log=$LOGS/build-$1-$2.log t0 rc
@@ -203,6 +203,19 @@ stop_exporter() {
 skip_rec() { # name build tool why required
     printf 'skip\t%s\t%s\t%s\t0\t0\t%s\t\t\t%s\n' "$1" "$2" "$3" "$4" "$5" >>"$RECORDS"
     say "SKIP  $1 $2 $3: $4"
+}
+# tsnap_row [PYTHONPATH-PREFIX]: torch_snapshot.py under `tensorleak run` (the bridge on)
+# pickles torch.cuda.memory._snapshot() and writes a tensorleak snapshot at the same
+# moment into its report folder; the snapshot is then converted there with
+# `tensorleak report --format torch-snapshot` (compare.py holds one against the other).
+tsnap_row() {
+    local dir=$REP/tsnap-torch_snapshot-native-cli
+    PYTHONPATH=${1:-}$SRC/python${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 \
+        rec tsnap torch_snapshot native cli "" 120 required -- "$PY" "$KIT/torch_snapshot.py" --out "$dir"
+    if [ -f "$dir/tensorleak.json" ]; then
+        timeout -k 5 60 "$TL_CLI" report "$dir/tensorleak.json" --format torch-snapshot -o "$dir/tensorleak.pickle" \
+            >"$dir/convert.log" 2>&1
+    fi
 }
 
 # The tree's commit: the carried MANIFEST's first (the build that runs), else HEAD, but
@@ -384,8 +397,21 @@ if [ "$DRY" = 1 ]; then
             tail -n 5 "$LOGS"/fw-kv-*.err | sed 's/^/      | /'
         fi
         sed -n '/^| loop | setting/,/^$/p' "$LOGS/kv-compare.md" | sed 's/^/      /'
+        # The torch_snapshot row on the stand-in torch: its snapshot and tensorleak's,
+        # converted, through compare.py as on the GPU (memory_viz only where it imports).
+        : >"$RECORDS"
+        FAKE_CUDART=$SIMDIR/libcudart.so.13 tsnap_row "$FAKE:" >/dev/null
+        if "$PY" "$KIT/compare.py" evaluate --records "$RECORDS" --env <(echo '{"tensorleak_lib": "x"}') \
+            >"$LOGS/tsnap-compare.md" 2>&1 && grep -q '^| native | .* | ok |$' "$LOGS/tsnap-compare.md"; then
+            ok "torch_snapshot.py (stand-in torch) under tensorleak run --sim, converted with --format torch-snapshot: plain opcodes, the 'torch cuda:0' segments and active blocks are the stand-in's snapshot's, the plain allocations at their addresses and line, total = reserved_bytes$(grep -q 'skipped (no _memory_viz)' "$LOGS/tsnap-compare.md" && echo '; memory_viz views skipped: torch.cuda._memory_viz does not import here')"
+        else
+            bad "torch_snapshot.py under tensorleak run --sim:"
+            sed -n '/^## Mismatches/,/^## Samples/p' "$LOGS/tsnap-compare.md" | grep '^- ' | sed 's/^/      /'
+            tail -n 5 "$LOGS"/tsnap-*.err "$REP"/tsnap-*/convert.log 2>/dev/null | sed 's/^/      | /'
+        fi
+        sed -n "/^| run | 'torch cuda:0'/,/^\$/p" "$LOGS/tsnap-compare.md" | sed 's/^/      /'
     else
-        skp "tensorleak, the simulated runtime or tests/bridge/fake not there: framework row on the simulated GPU"
+        skp "tensorleak, the simulated runtime or tests/bridge/fake not there: framework and torch_snapshot rows on the simulated GPU"
     fi
     skp "needs a GPU: running the samples under tensorleak (LD_PRELOAD and tensorleak run), PyTorch allocator modes, compute-sanitizer, overhead"
     say "gpu-kit dry run: $pass passed, $fail failed, $skip skipped ($(elapsed) s)"
@@ -566,6 +592,8 @@ else
         done
     done
     [ -n "$TL_CLI" ] && rec torch leak - cli "" 120 required -- "$PY" "$KIT/torch_loop.py" --leak --requests 20
+    # tensorleak's torch-snapshot pickle against PyTorch's own snapshot (memory_viz views)
+    [ -n "$TL_CLI" ] && tsnap_row
 fi
 
 # 3. the frameworks' own allocators, under `tensorleak run`, which
