@@ -92,6 +92,13 @@ static void read_config(void)
         fprintf(stderr, "simcuda: bad SIMCUDA_TRACE='%s', using 0\n", s);
         sim.trace = 0;
     }
+    sim.import_own_new = 0;
+    if ((s = getenv("SIMCUDA_IMPORT_OWN")) && *s) {
+        if (strcmp(s, "new") == 0)
+            sim.import_own_new = 1;
+        else if (strcmp(s, "same") != 0)
+            fprintf(stderr, "simcuda: bad SIMCUDA_IMPORT_OWN='%s', using same\n", s);
+    }
     sim.array_requirements_deferred_only = 0;
     if ((s = getenv("SIMCUDA_ARRAY_REQUIREMENTS")) && *s) {
         if (!strcmp(s, "deferred-only"))

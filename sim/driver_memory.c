@@ -167,10 +167,15 @@ static uint64_t resolve_locked(uint64_t addr, uint64_t len, unsigned char **out,
 {
     if (in_vmm_space(addr)) {
         uint64_t phys, run;
+        unsigned char *bytes;
         unsigned access;
-        if (!sim_vmm_translate_locked(addr, &phys, &run, &access) || access == CU_MEM_ACCESS_FLAGS_PROT_NONE) {
+        if (!sim_vmm_translate_locked(addr, &phys, &bytes, &run, &access) || access == CU_MEM_ACCESS_FLAGS_PROT_NONE) {
             *rc = CUDA_ERROR_INVALID_VALUE;
             return 0;
+        }
+        if (bytes) {
+            *out = bytes;
+            return run < len ? run : len;
         }
         uint64_t got = resolve_locked(phys, run < len ? run : len, out, rc);
         return got;

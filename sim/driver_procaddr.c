@@ -223,6 +223,9 @@ static const struct proc_entry table[] = {
     V(cuMemSetAccess, cuMemSetAccess, 10020),
     V(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000),
     V(cuMemGetAllocationGranularity, cuMemGetAllocationGranularity, 10020),
+    V(cuMemExportToShareableHandle, cuMemExportToShareableHandle, 10020),
+    V(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020),
+    V(cuMemGetAllocationPropertiesFromHandle, cuMemGetAllocationPropertiesFromHandle, 10020),
 };
 
 void sim_trace(const char *fmt, ...)

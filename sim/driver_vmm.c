@@ -16,6 +16,22 @@
  * (cuMemRelease, once per cuMemCreate and per cuMemRetainAllocationHandle)
  * and every mapping of it has been unmapped.
  *
+ * Shareable handles (cuMemExportToShareableHandle, cuMemImportFromShareableHandle):
+ * a handle created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in
+ * prop->requestedHandleTypes moves its bytes, at its first export, into a
+ * memory file of its own (memfd "simcuda-vmm-devN", N its device, sized to
+ * the allocation) out of the device's file; an export hands out a new
+ * descriptor of that file
+ * (dup), so another process that receives it (SCM_RIGHTS) imports, maps and
+ * copies the very same bytes.  The device's range is still charged for the
+ * handle in the creating process, so cuMemGetInfo counts it there.  An
+ * import in the process that holds the allocation returns that handle with
+ * one more reference (cuda.h leaves open whether the handle is the same;
+ * SIMCUDA_IMPORT_OWN=new gives a new handle over the file instead, as a
+ * driver may); an import of another process's allocation is a handle of
+ * this process over the file, charging nothing to this process's devices
+ * (each process simulates its own devices).
+ *
  * Error codes follow each function's documented list in cuda.h; in particular
  * mapping over an existing mapping is CUDA_ERROR_INVALID_VALUE (cuMemMap does
  * not document CUDA_ERROR_ALREADY_MAPPED).  Choices where cuda.h is silent:
@@ -23,7 +39,13 @@
  * cuMemSetAccess of a range not exactly covered by mappings, are
  * CUDA_ERROR_INVALID_VALUE.
  */
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <uthash.h>
 
 #include "simcuda.h"
@@ -40,6 +62,13 @@ struct phys {
     size_t npieces;
     int refs;                       /* unreleased handle references */
     int maps;                       /* live mappings */
+    unsigned handle_types;          /* prop->requestedHandleTypes */
+    int fd;                         /* its own memory file (shareable), or -1 */
+    unsigned char *bytes;           /* that file mapped read-write, or NULL */
+    dev_t file_dev;                 /* the file's identity, for imports */
+    ino_t file_ino;
+    struct phys *origin;            /* a new handle of this process's own export: the allocation */
+    int aliases;                    /* live handles whose origin this is */
     UT_hash_handle hh;
 };
 
@@ -85,14 +114,62 @@ static void phys_free_memory_locked(struct phys *p)
     free(p->pieces);
     p->pieces = NULL;
     p->npieces = 0;
+    if (p->bytes)
+        munmap(p->bytes, p->size);
+    if (p->fd >= 0)
+        close(p->fd);
+    p->bytes = NULL;
+    p->fd = -1;
 }
 
+#define SHARE_FILE_PREFIX "simcuda-vmm-dev"
+
+/* Gives p a memory file of its own, mapped read-write, holding the bytes
+ * its pieces held (at its first export: a handle that is never exported,
+ * like most of PyTorch's expandable segments, costs no descriptor).  Returns
+ * 0, or -1 with none (the kernel refused the file: the handle then cannot
+ * be exported). */
+static int phys_share_file_locked(struct phys *p)
+{
+    char name[32];
+    snprintf(name, sizeof name, SHARE_FILE_PREFIX "%d", p->device);
+    int fd = memfd_create(name, MFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    void *bytes = MAP_FAILED;
+    if (ftruncate(fd, (off_t)p->size) == 0 && fstat(fd, &st) == 0)
+        bytes = mmap(NULL, p->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (bytes == MAP_FAILED) {
+        close(fd);
+        return -1;
+    }
+    unsigned char *view = sim.dev[p->device].view;
+    uint64_t at = 0;
+    for (size_t i = 0; view && i < p->npieces; i++) {
+        memcpy((unsigned char *)bytes + at, view + (p->pieces[i].addr - sim.dev[p->device].mem.base), p->pieces[i].len);
+        at += p->pieces[i].len;
+    }
+    p->fd = fd;
+    p->bytes = bytes;
+    p->file_dev = st.st_dev;
+    p->file_ino = st.st_ino;
+    return 0;
+}
+
+/* The device memory stays while another handle of the process names the
+ * allocation (SIMCUDA_IMPORT_OWN=new). */
 static void phys_maybe_free_locked(struct phys *p)
 {
-    if (p->refs == 0 && p->maps == 0) {
+    if (p->refs == 0 && p->maps == 0 && p->aliases == 0) {
+        struct phys *origin = p->origin;
         phys_free_memory_locked(p);
         HASH_DEL(handles, p);
         free(p);
+        if (origin) {
+            origin->aliases--;
+            phys_maybe_free_locked(origin);
+        }
     }
 }
 
@@ -135,15 +212,22 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
         return CUDA_ERROR_INVALID_VALUE;
     if (!sim_device_valid(prop->location.id))
         return CUDA_ERROR_INVALID_DEVICE;
+    /* Win32 handles are not POSIX's, and fabric handles need an IMEX
+     * channel: the device attributes for both answer 0. */
+    if (prop->requestedHandleTypes & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
     struct phys *p = calloc(1, sizeof *p);
     if (!p)
         return CUDA_ERROR_OUT_OF_MEMORY;
     p->device = prop->location.id;
     p->size = size;
     p->refs = 1;
+    p->fd = -1;
+    p->handle_types = prop->requestedHandleTypes;
     CUresult rc = CUDA_SUCCESS;
     sim_lock();
     if (phys_take_locked(p) != 0) {
+        phys_free_memory_locked(p);
         free(p);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
@@ -167,6 +251,140 @@ SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     } else {
         p->refs--;
         phys_maybe_free_locked(p);
+    }
+    sim_unlock();
+    return rc;
+}
+
+/* ---- shareable handles ---- */
+
+SIM_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                                 CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!shareableHandle || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_SUCCESS;
+    sim_lock();
+    struct phys *p = handle_find_locked(handle);
+    if (!p || !(p->handle_types & handleType) || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+        /* An unknown handle, or a type the handle was not created to allow. */
+        rc = CUDA_ERROR_INVALID_VALUE;
+    } else if (p->fd < 0 && phys_share_file_locked(p) != 0) {
+        rc = CUDA_ERROR_NOT_SUPPORTED; /* the kernel refused the handle's memory file */
+    } else {
+        /* A new descriptor per export: the caller owns and closes it. */
+        int fd = dup(p->fd);
+        if (fd < 0)
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        else
+            *(int *)shareableHandle = fd;
+    }
+    sim_unlock();
+    return rc;
+}
+
+/* The device an exported memory file belongs to, from its name; -1 when the
+ * descriptor is no file this driver exported. */
+static int share_file_device(int fd)
+{
+    char path[64], target[128];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    if (n <= 0)
+        return -1;
+    target[n] = '\0';
+    const char *prefix = "/memfd:" SHARE_FILE_PREFIX;
+    if (strncmp(target, prefix, strlen(prefix)) != 0)
+        return -1;
+    int device;
+    return sscanf(target + strlen(prefix), "%d", &device) == 1 ? device : -1;
+}
+
+SIM_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                                   CUmemAllocationHandleType shHandleType)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (shHandleType == CU_MEM_HANDLE_TYPE_WIN32 || shHandleType == CU_MEM_HANDLE_TYPE_WIN32_KMT ||
+        shHandleType == CU_MEM_HANDLE_TYPE_FABRIC)
+        return CUDA_ERROR_NOT_SUPPORTED; /* memory this process cannot support */
+    if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* The descriptor travels in the pointer's value (cuda.h's samples pass
+     * (void *)(uintptr_t)fd). */
+    int fd = (int)(intptr_t)osHandle;
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    int device = share_file_device(fd);
+    if (device < 0 || (uint64_t)st.st_size == 0 || !granular((uint64_t)st.st_size))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_device_valid(device))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult rc = CUDA_SUCCESS;
+    sim_lock();
+    struct phys *p, *tmp;
+    HASH_ITER(hh, handles, p, tmp) {
+        if (p->refs > 0 && p->fd >= 0 && p->file_dev == st.st_dev && p->file_ino == st.st_ino)
+            break;
+    }
+    struct phys *origin = p;
+    if (p && !sim.import_own_new) {
+        p->refs++;
+        *handle = p->id;
+    } else if (!(p = calloc(1, sizeof *p))) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        p->device = device;
+        p->size = (uint64_t)st.st_size;
+        p->refs = 1;
+        p->handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        p->file_dev = st.st_dev;
+        p->file_ino = st.st_ino;
+        /* The driver's own reference: the caller may close its descriptor. */
+        p->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        void *bytes = p->fd >= 0 ? mmap(NULL, p->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, p->fd, 0)
+                                 : MAP_FAILED;
+        if (bytes == MAP_FAILED) {
+            if (p->fd >= 0)
+                close(p->fd);
+            free(p);
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            p->bytes = bytes;
+            if (origin) {
+                p->origin = origin;
+                origin->aliases++;
+            }
+            p->id = next_handle++;
+            HASH_ADD(hh, handles, id, sizeof p->id, p);
+            *handle = p->id;
+        }
+    }
+    sim_unlock();
+    return rc;
+}
+
+SIM_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    struct phys *p = handle_find_locked(handle);
+    if (p) {
+        memset(prop, 0, sizeof *prop);
+        prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop->requestedHandleTypes = (CUmemAllocationHandleType)p->handle_types;
+        prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop->location.id = p->device;
+        rc = CUDA_SUCCESS;
     }
     sim_unlock();
     return rc;
@@ -397,11 +615,19 @@ static struct mapping *mapping_containing_locked(uint64_t va)
     return NULL;
 }
 
-int sim_vmm_translate_locked(uint64_t va, uint64_t *phys, uint64_t *run, unsigned *access)
+int sim_vmm_translate_locked(uint64_t va, uint64_t *phys, unsigned char **bytes, uint64_t *run, unsigned *access)
 {
     struct mapping *m = mapping_containing_locked(va);
     if (!m)
         return 0;
+    *bytes = NULL;
+    if (m->phys->bytes) {
+        /* A shareable handle's bytes are its own file's. */
+        *bytes = m->phys->bytes + (va - m->addr + m->offset);
+        *run = m->size - (va - m->addr);
+        *access = m->access;
+        return 1;
+    }
     /* The handle's bytes are its pieces in order; the mapping starts at its
      * offset into them. */
     uint64_t off = va - m->addr + m->offset;

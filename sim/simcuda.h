@@ -254,6 +254,7 @@ struct sim_state {
     int ndevices;
     uint64_t capacity;
     int trace;                      /* SIMCUDA_TRACE */
+    int import_own_new;             /* SIMCUDA_IMPORT_OWN=new */
     /* SIMCUDA_ARRAY_REQUIREMENTS=deferred-only: cu(Mipmapped)ArrayGet-
      * MemoryRequirements refuse arrays made without
      * CUDA_ARRAY3D_DEFERRED_MAPPING, as cuda.h documents. */
@@ -347,9 +348,10 @@ bool sim_pool_queries_refused(void);            /* SIMCUDA_POOL_QUERY: pool (and
 
 /* ---- driver_vmm.c ---- */
 /* The mapping holding va (1 when found, 0 otherwise); *phys is the device
- * address backing va and *run how many bytes from va stay contiguous in the
- * same physical piece; *access the mapping's CUmemAccess_flags. */
-int sim_vmm_translate_locked(uint64_t va, uint64_t *phys, uint64_t *run, unsigned *access);
+ * address backing va, or *bytes (else NULL) the host-addressable bytes of a
+ * shareable handle's own memory file, and *run how many bytes from va stay
+ * contiguous there; *access the mapping's CUmemAccess_flags. */
+int sim_vmm_translate_locked(uint64_t va, uint64_t *phys, unsigned char **bytes, uint64_t *run, unsigned *access);
 int sim_vmm_span_locked(uint64_t addr, struct sim_span *out); /* 1 when addr is mapped */
 
 /* ---- driver_ipc.c ---- */

@@ -39,7 +39,7 @@ static inline bool tl_holds_memory(uint8_t kind)
 {
     return kind == TL_KIND_DEVICE || kind == TL_KIND_HOST_PINNED || kind == TL_KIND_MANAGED ||
            kind == TL_KIND_VMM_HANDLE || kind == TL_KIND_ASYNC || kind == TL_KIND_POOL_BLOCK ||
-           kind == TL_KIND_HOST_REGISTERED || kind == TL_KIND_ARRAY;
+           kind == TL_KIND_HOST_REGISTERED || kind == TL_KIND_ARRAY || kind == TL_KIND_VMM_IMPORTED;
 }
 
 /* Kinds that are address space, not this process's memory: a VA reservation

@@ -52,6 +52,8 @@
     X(cuMemMap, cuMemMap, 10020, 0)                                      \
     X(cuMemUnmap, cuMemUnmap, 10020, 0)                                  \
     X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle, 11000, 0) \
+    X(cuMemExportToShareableHandle, cuMemExportToShareableHandle, 10020, 0) \
+    X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020, 0) \
     X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, 0)           \
     X(cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture, 10010, 1)      \
     X(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030, 0) \

@@ -566,18 +566,92 @@ TL_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *han
     return rc;
 }
 
+/* Shareable handles.  An import of an allocation this process holds may
+ * give back a handle it already has (the simulated driver does; cuda.h
+ * leaves it open): one more reference, as cuMemRetainAllocationHandle, its
+ * bytes counted once.  Any other import is a row of its own (kind
+ * TL_KIND_VMM_IMPORTED), sized by the descriptor's file (0 when the file has
+ * no size: the first mapping then sizes it), on the device the driver says.
+ * A new handle for an allocation another live handle of the process holds
+ * (same identity, vmm_share.c) is an alias: a row of 0 bytes, which takes
+ * the bytes when that handle is released, so they count once. */
+TL_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                                CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+    ENTER();
+    CUresult rc = CALL_REAL(cuMemExportToShareableHandle, shareableHandle, handle, handleType, flags);
+    if (outer && rc == CUDA_SUCCESS)
+        tl_vmm_share_note(handle, handleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ? *(int *)shareableHandle : -1,
+                          false);
+    LEAVE();
+    return rc;
+}
+
+static int imported_handle_device(CUmemGenericAllocationHandle handle)
+{
+    typedef CUresult (*props_fn)(CUmemAllocationProp *, CUmemGenericAllocationHandle);
+    props_fn props = (props_fn)tl_driver_symbol("cuMemGetAllocationPropertiesFromHandle");
+    CUmemAllocationProp prop;
+    if (!props || props(&prop, handle) != CUDA_SUCCESS || prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return -1;
+    return prop.location.id;
+}
+
+TL_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                                  CUmemAllocationHandleType shHandleType)
+{
+    ENTER();
+    CUresult rc = CALL_REAL(cuMemImportFromShareableHandle, handle, osHandle, shHandleType);
+    if (outer && rc == CUDA_SUCCESS) {
+        struct tl_live rec;
+        int fd = shHandleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ? (int)(intptr_t)osHandle : -1;
+        if (tl_live_lookup(TL_SPACE_VMM_HANDLE, *handle, &rec)) {
+            tl_live_set_aux(TL_SPACE_VMM_HANDLE, *handle, rec.aux + 1);
+        } else {
+            tl_vmm_share_note(*handle, fd, true);
+            uint64_t holder, size = tl_vmm_share_file_size(fd);
+            if (tl_vmm_share_holder_of(*handle, &holder) && tl_live_lookup(TL_SPACE_VMM_HANDLE, holder, &rec)) {
+                size = 0;
+                tl_vmm_share_set_aliased(*handle, true);
+            }
+            tl_track_alloc(TL_KIND_VMM_IMPORTED, TL_SPACE_VMM_HANDLE, *handle, size, imported_handle_device(*handle), 1);
+        }
+    }
+    LEAVE();
+    return rc;
+}
+
+#define VMM_HANDLE_KINDS (TL_MASK(TL_KIND_VMM_HANDLE) | TL_MASK(TL_KIND_VMM_IMPORTED))
+
+/* The last reference of a shared handle is gone: an alias of its allocation
+ * (an import counted at it, 0 bytes) takes its bytes. */
+static void vmm_share_released(CUmemGenericAllocationHandle handle, uint64_t bytes)
+{
+    uint64_t alias;
+    struct tl_live a;
+    if (bytes && tl_vmm_share_take_alias(handle, &alias) &&
+        tl_track_free(TL_SPACE_VMM_HANDLE, alias, TL_MASK(TL_KIND_VMM_IMPORTED), &a)) {
+        a.size = bytes;
+        tl_track_restore(&a);
+    }
+    tl_vmm_share_forget(handle);
+}
+
 TL_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     ENTER();
     CUresult rc;
     struct tl_live rec;
-    if (outer && tl_live_lookup(TL_SPACE_VMM_HANDLE, handle, &rec) && rec.aux > 1) {
+    bool known = outer && tl_live_lookup(TL_SPACE_VMM_HANDLE, handle, &rec);
+    if (known && rec.aux > 1) {
         /* Not the last reference: the handle lives on. */
         rc = CALL_REAL(cuMemRelease, handle);
         if (rc == CUDA_SUCCESS)
             tl_live_set_aux(TL_SPACE_VMM_HANDLE, handle, rec.aux - 1);
     } else {
-        rc = TRACKED_FREE(outer, TL_SPACE_VMM_HANDLE, handle, TL_MASK(TL_KIND_VMM_HANDLE), CALL_REAL(cuMemRelease, handle));
+        rc = TRACKED_FREE(outer, TL_SPACE_VMM_HANDLE, handle, VMM_HANDLE_KINDS, CALL_REAL(cuMemRelease, handle));
+        if (outer && rc == CUDA_SUCCESS && tl_vmm_share_count())
+            vmm_share_released(handle, known ? rec.size : 0);
     }
     LEAVE();
     return rc;
@@ -590,7 +664,17 @@ TL_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGe
     CUresult rc = CALL_REAL(cuMemMap, ptr, size, offset, handle, flags);
     if (outer && rc == CUDA_SUCCESS) {
         struct tl_live h;
-        int device = tl_live_lookup(TL_SPACE_VMM_HANDLE, handle, &h) ? h.device : -1;
+        bool known = tl_live_lookup(TL_SPACE_VMM_HANDLE, handle, &h);
+        int device = known ? h.device : -1;
+        struct tl_vmm_share sh;
+        if (known && h.kind == TL_KIND_VMM_IMPORTED && h.size == 0 &&
+            !(tl_vmm_share_lookup(handle, &sh) && sh.aliased) &&
+            tl_track_free(TL_SPACE_VMM_HANDLE, handle, TL_MASK(TL_KIND_VMM_IMPORTED), &h)) {
+            /* An imported handle of unknown size: its first mapping's extent
+             * is the least it holds. */
+            h.size = offset + size;
+            tl_track_restore(&h);
+        }
         tl_track_alloc(TL_KIND_VMM_MAPPING, TL_SPACE_VMM_MAP, ptr, size, device, 0);
     }
     LEAVE();

@@ -88,7 +88,7 @@ static int parse_kinds(const char *s, size_t len, unsigned *out)
     static const struct { const char *name; unsigned kinds; } names[] = {
         {"device", 1u << TL_KIND_DEVICE}, {"async", 1u << TL_KIND_ASYNC},
         {"host_pinned", 1u << TL_KIND_HOST_PINNED}, {"managed", 1u << TL_KIND_MANAGED},
-        {"vmm_handle", 1u << TL_KIND_VMM_HANDLE}, {"vmm_mapping", 1u << TL_KIND_VMM_MAPPING},
+        {"vmm_handle", 1u << TL_KIND_VMM_HANDLE | 1u << TL_KIND_VMM_IMPORTED}, {"vmm_mapping", 1u << TL_KIND_VMM_MAPPING},
         {"vmm_reservation", 1u << TL_KIND_VMM_RESERVATION}, {"pool_block", 1u << TL_KIND_POOL_BLOCK},
         {"host_registered", 1u << TL_KIND_HOST_REGISTERED}, {"array", 1u << TL_KIND_ARRAY},
         {"ipc_mapping", 1u << TL_KIND_IPC_MAPPING},

@@ -515,7 +515,7 @@ static bool collect_row(const struct tl_live *rec, void *arg)
         } else
             c->async_unpooled[dev] += (long long)rec->size;
     } else if ((rec->kind == TL_KIND_DEVICE || rec->kind == TL_KIND_MANAGED || rec->kind == TL_KIND_VMM_HANDLE ||
-                rec->kind == TL_KIND_ARRAY) &&
+                rec->kind == TL_KIND_ARRAY || rec->kind == TL_KIND_VMM_IMPORTED) &&
                !tl_pools_is_held(rec)) {
         c->direct_reserved[dev] += (long long)rec->size;
     }

@@ -38,6 +38,7 @@ static void after_fork_child(void)
     tl_live_reset_after_fork();
     tl_callsite_reset_after_fork();
     tl_pools_after_fork();
+    tl_vmm_share_after_fork();
     tl_ipc_after_fork();
     memset(&tl_stats, 0, sizeof tl_stats);
     atomic_store(&tl_dropped_events, 0);

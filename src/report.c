@@ -117,6 +117,7 @@ static void frame_cache_clear(void)
 
 /* ---- gathering ---------------------------------------------------------- */
 struct gather {
+    struct tl_report_model *m;
     long long *bytes; /* by call-site id */
     long long *count;
     long long *held_bytes;
@@ -139,6 +140,22 @@ struct gather {
     size_t by_device_cap, by_device_n;
     bool by_device_failed; /* out of memory: the report is not written */
 };
+
+/* Keeps a shared handle's row for the report (dropped when out of memory:
+ * the site's bytes stay right, its identity list misses it). */
+static void gather_share(struct tl_report_model *m, const struct tl_live *rec, const struct tl_vmm_share *sh)
+{
+    if (m->nshares == m->shares_cap) {
+        size_t ncap = m->shares_cap ? 2 * m->shares_cap : 8;
+        struct tl_share_row *grown = realloc(m->shares, ncap * sizeof *grown);
+        if (!grown)
+            return;
+        m->shares = grown;
+        m->shares_cap = ncap;
+    }
+    m->shares[m->nshares++] = (struct tl_share_row){.site = rec->callsite, .imported = sh->imported, .known = sh->known,
+                                                    .file_dev = sh->file_dev, .file_ino = sh->file_ino, .bytes = rec->size};
+}
 
 /* One IPC mapping kept for the report; its digest is looked up after the
  * walk (ipc.c's lock is never taken inside the live table's). */
@@ -224,6 +241,13 @@ static bool gather_row(const struct tl_live *rec, void *arg)
         g->address_space_bytes += (long long)rec->size;
         g->address_space_count++;
     }
+    if (rec->kind == TL_KIND_VMM_IMPORTED) {
+        g->m->imported_bytes += (long long)rec->size;
+        g->m->imported_count++;
+    }
+    struct tl_vmm_share sh;
+    if (rec->space == TL_SPACE_VMM_HANDLE && tl_vmm_share_lookup(rec->addr, &sh))
+        gather_share(g->m, rec, &sh);
     if (rec->callsite < g->n) {
         site_device_add(g, rec, held);
         if (held) {
@@ -327,7 +351,7 @@ static void gather_free(struct gather *g)
 
 static bool gather(struct tl_report_model *m)
 {
-    struct gather g = {0};
+    struct gather g = {.m = m};
     tl_live_lock_all();
     g.n = tl_callsite_count() + 2;
     g.bytes = calloc(g.n, sizeof *g.bytes);
@@ -854,6 +878,7 @@ static void free_model(struct tl_report_model *m)
     free(m->growth);
     free(m->marks);
     free(m->invalid);
+    free(m->shares);
     free(m->ipc_mapped);
     free(m->ipc_exported);
     tl_symbolizer_close(m->symbolizer);

@@ -193,6 +193,17 @@ struct tl_report_model {
     /* Live allocations of unknown size (in the counts, in no byte figure). */
     long long unknown_size_count;
 
+    /* Live VMM handles that were exported or imported (vmm_share.c), in
+     * table order; imported_* are the imported ones' share of live_*. */
+    struct tl_share_row {
+        uint32_t site;   /* call-site id */
+        bool imported;
+        bool known;      /* file_dev/file_ino are the allocation's identity */
+        uint64_t file_dev, file_ino;
+        uint64_t bytes;
+    } *shares;
+    size_t nshares, shares_cap;
+    long long imported_bytes, imported_count;
     /* CUDA IPC, never added to a byte figure above either: other processes'
      * memory mapped here (live ipc_mapping rows; at exit the mapped bytes
      * among the unsuppressed leaks), each mapping with the digest of its

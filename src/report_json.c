@@ -90,6 +90,27 @@ static json_t *command_line(void)
     return arr;
 }
 
+/* The site's exported or imported handles: each one's bytes and the
+ * identity of its allocation ("st_dev:st_ino" of the shared descriptor,
+ * null when unknown), which merge matches across processes. */
+static json_t *shared_json(const struct tl_report_model *m, uint32_t site)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < m->nshares; i++) {
+        const struct tl_share_row *r = &m->shares[i];
+        if (r->site != site)
+            continue;
+        json_t *o = json_object();
+        char id[48];
+        snprintf(id, sizeof id, "%llu:%llu", (unsigned long long)r->file_dev, (unsigned long long)r->file_ino);
+        json_object_set_new(o, "identity", r->known ? json_string(id) : json_null());
+        json_object_set_new(o, "bytes", json_integer((json_int_t)r->bytes));
+        json_object_set_new(o, "imported", json_boolean(r->imported));
+        json_array_append_new(arr, o);
+    }
+    return arr;
+}
+
 static json_t *site_json(struct tl_report_model *m, const struct tl_site *s)
 {
     json_t *o = json_object();
@@ -106,6 +127,10 @@ static json_t *site_json(struct tl_report_model *m, const struct tl_site *s)
     json_object_set_new(o, "suppression", str_or_null(s->rule));
     json_object_set_new(o, "owner", str_or_null(s->owner));
     json_object_set_new(o, "owner_class", str_or_null(s->owner_class));
+    if (s->cs->kind == TL_KIND_VMM_HANDLE || s->cs->kind == TL_KIND_VMM_IMPORTED) {
+        json_object_set_new(o, "imported", json_boolean(s->cs->kind == TL_KIND_VMM_IMPORTED));
+        json_object_set_new(o, "shared", shared_json(m, s->cs->id));
+    }
     json_object_set_new(o, "stack", tl_stack_to_json(m, s->cs->frames, s->cs->nframes));
     json_t *allocs = json_array();
     for (size_t i = 0; i < s->nallocations; i++) {
@@ -231,6 +256,8 @@ json_t *tl_report_to_json(struct tl_report_model *m)
     /* VA reservations are address space, apart from memory. */
     json_object_set_new(sum, "address_space_bytes", json_integer(m->address_space_bytes));
     json_object_set_new(sum, "address_space_reservations", json_integer(m->address_space_count));
+    json_object_set_new(sum, "imported_bytes", json_integer(m->imported_bytes));
+    json_object_set_new(sum, "imported_allocations", json_integer(m->imported_count));
     json_object_set_new(sum, "leaked_address_space_bytes", json_integer(m->leaked_address_space_bytes));
     json_object_set_new(sum, "unknown_size_allocations", json_integer(m->unknown_size_count));
     /* Other processes' memory mapped here (CUDA IPC): apart from memory. */

@@ -170,7 +170,8 @@ void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path
                            : s->cs->kind == TL_KIND_VMM_MAPPING   ? " mapped range (memory counted at its handle)"
                            : s->cs->kind == TL_KIND_IPC_MAPPING   ? " of another process's memory (CUDA IPC, counted there)"
                                                                   : "";
-        fprintf(out, "Leak of %s%s in %lld allocation(s) [%s] allocated from:\n", a, what, s->count, tl_kind_name(s->cs->kind));
+        fprintf(out, "Leak of %s%s in %lld allocation(s) [%s%s] allocated from:\n", a, what, s->count, tl_kind_name(s->cs->kind),
+                s->cs->kind == TL_KIND_VMM_IMPORTED ? ", imported" : "");
         print_stack(m, out, s->cs->frames, s->cs->nframes);
         fputc('\n', out);
     }

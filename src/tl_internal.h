@@ -223,6 +223,7 @@ enum tl_kind {
     TL_KIND_ASYNC, /* stream-ordered pool allocation (reported as "device") */
     TL_KIND_HOST_REGISTERED, /* the program's own host memory pinned in place (cuMemHostRegister) */
     TL_KIND_ARRAY, /* a CUDA array or mipmapped array (texture memory); its size is the driver's */
+    TL_KIND_VMM_IMPORTED, /* a VMM handle from cuMemImportFromShareableHandle (reported as "vmm_handle", imported) */
     TL_KIND_IPC_MAPPING, /* another process's device memory opened here (cuIpcOpenMemHandle): not ours */
     TL_KIND_COUNT
 };
@@ -520,6 +521,34 @@ void tl_format_size(uint64_t bytes, char *buf, size_t len);
 uint64_t tl_pools_reserved_now(void);
 /* In a forked child: a fresh lock, and the parent's pools are not alive. */
 void tl_pools_after_fork(void);
+
+/* ---- vmm_share.c: exported and imported VMM handles ---------------------- */
+struct tl_vmm_share {
+    uint64_t handle;
+    bool imported;             /* from cuMemImportFromShareableHandle */
+    bool known;                /* file_dev/file_ino identify the allocation */
+    bool aliased;              /* imported, its bytes counted at another live handle of this process */
+    uint64_t file_dev, file_ino; /* the exported/imported descriptor's fstat */
+};
+/* A handle was exported (`imported` false) or imported; fd is its POSIX
+ * descriptor, -1 for other handle types.  Idempotent per handle. */
+void tl_vmm_share_note(uint64_t handle, int fd, bool imported);
+/* The handle's last reference is gone. */
+void tl_vmm_share_forget(uint64_t handle);
+bool tl_vmm_share_lookup(uint64_t handle, struct tl_vmm_share *out);
+/* Another noted handle of the same allocation as `handle` (same known
+ * identity) that counts its bytes (not aliased); false when none. */
+bool tl_vmm_share_holder_of(uint64_t handle, uint64_t *holder);
+void tl_vmm_share_set_aliased(uint64_t handle, bool aliased);
+/* An aliased handle of the same allocation as `handle`, unmarked (it is to
+ * count the bytes from now on); false when none. */
+bool tl_vmm_share_take_alias(uint64_t handle, uint64_t *alias);
+/* Handles noted now (0: nothing to look up). */
+size_t tl_vmm_share_count(void);
+/* The allocation's size as the descriptor's file tells it; 0 when it does
+ * not (a driver whose exported files have no size). */
+uint64_t tl_vmm_share_file_size(int fd);
+void tl_vmm_share_after_fork(void);
 
 /* ---- growth.c ------------------------------------------------------------- */
 /* A mark: the figures growth is judged on, with `label` (signal, interval or

@@ -54,6 +54,7 @@ const char *tl_kind_name(enum tl_kind kind)
         [TL_KIND_ASYNC] = "device",
         [TL_KIND_HOST_REGISTERED] = "host_registered",
         [TL_KIND_ARRAY] = "array",
+        [TL_KIND_VMM_IMPORTED] = "vmm_handle",
         [TL_KIND_IPC_MAPPING] = "ipc_mapping",
     };
     return (unsigned)kind < TL_KIND_COUNT ? names[kind] : "unknown";

@@ -4,7 +4,8 @@
  *
  * Leaked bytes: the sum over "leaks" not marked suppressed by the program and
  * not matched by a `leak:` rule of --suppressions (a report without a "leaks"
- * array falls back to summary.leaked_bytes). Growth bytes: bytes_per_mark *
+ * array falls back to summary.leaked_bytes), less the bytes of shared VMM
+ * allocations a merge found counted in another input ("counted_elsewhere"). Growth bytes: bytes_per_mark *
  * marks summed over the "growth" rows of each scope, same exclusions with
  * `growth:` rules, and the largest of those sums taken: call sites, framework
  * pools, owners' reserves and Python lines are views of the same
@@ -100,7 +101,9 @@ int cmd_check(int argc, char **argv)
             if (l->suppressed || report_kind_is_address_space(l->kind) || /* not memory */
                 suppressions_match_stack(&supp, TL_SUPP_LEAK, &l->stack) >= 0)
                 continue;
-            leaked = saturating_add(leaked, l->bytes);
+            /* A shared allocation another rank's report counts (merge). */
+            uint64_t elsewhere = l->counted_elsewhere < l->bytes ? l->counted_elsewhere : l->bytes;
+            leaked = saturating_add(leaked, l->bytes - elsewhere);
         }
     } else {
         leaked = report.summary.leaked_bytes;

@@ -56,7 +56,8 @@ static char *site_key(const struct tl_leak *l)
 {
     struct key_buf k = { 0 };
     char line[32];
-    bool ok = key_put(&k, l->kind ? l->kind : "?");
+    /* An imported handle's site is not a created one's. */
+    bool ok = key_put(&k, l->kind ? l->kind : "?") && (!l->imported || key_put(&k, " imported"));
     for (size_t i = 0; ok && i < l->stack.count; i++) {
         const struct tl_frame *f = &l->stack.frames[i];
         ok = key_put(&k, "\x1f") && key_put(&k, f->module ? report_basename(f->module) : "");
@@ -205,7 +206,7 @@ static int diff_reports(const struct tl_report *old, const struct tl_report *new
         printf("%+" PRId64 " byte(s) (%s), %+" PRId64 " allocation(s) [%s%s]: %" PRId64
                " -> %" PRId64 " byte(s), %" PRId64 " -> %" PRId64 " allocation(s), from:\n",
                s->new_bytes - s->old_bytes, size_human_signed(s->new_bytes - s->old_bytes, human),
-               s->new_count - s->old_count, s->shown->kind ? s->shown->kind : "??",
+               s->new_count - s->old_count, s->shown->kind ? report_leak_kind(s->shown) : "??",
                s->size_unknown ? ", size unknown" : "",
                s->old_bytes, s->new_bytes, s->old_count, s->new_count);
         format_stack(stdout, &s->shown->stack);

@@ -20,6 +20,14 @@
  *  - "owners": summed by (name, class) over the ranks, in order of first
  *    appearance, when any input has them; peak_bytes is the sum of the
  *    ranks' peaks (an upper bound: the ranks need not peak together).
+ *  - Shared VMM allocations: an imported handle (a site's "shared" entry
+ *    with "imported" true) whose identity, on the same host, is also held
+ *    by its creator in some input, or by an importer counted before it, is
+ *    counted once: its bytes leave the merged live_bytes (and leaked_bytes
+ *    or held_bytes, where its site is), its shared entry is marked
+ *    "counted_elsewhere", and shared_bytes_counted_once says how many
+ *    (written when some input names a shared allocation).  An identity that is null matches nothing (counted in every
+ *    input that holds it).
  *  - "ipc" (CUDA IPC), when any input has it: exports and mappings
  *    concatenated and tagged, each mapping paired with the export of the
  *    same handle ("exported_by"); the memory is counted once, in the
@@ -112,8 +120,9 @@ static json_t *merged_summary(const struct input *in, size_t n)
     /* Address space, summed apart from memory, and the allocations of
      * unknown size, when reported. */
     static const char *const apart[] = {"address_space_bytes", "address_space_reservations",
-                                        "leaked_address_space_bytes", "unknown_size_allocations", "ipc_mapped_bytes",
-                                        "ipc_mappings", "leaked_ipc_mapped_bytes"};
+                                        "leaked_address_space_bytes", "unknown_size_allocations", "imported_bytes",
+                                        "imported_allocations", "ipc_mapped_bytes", "ipc_mappings",
+                                        "leaked_ipc_mapped_bytes"};
     for (size_t k = 0; k < sizeof apart / sizeof apart[0]; k++) {
         uint64_t total = 0;
         bool any = false;
@@ -128,6 +137,120 @@ static json_t *merged_summary(const struct input *in, size_t n)
             json_object_set_new(obj, apart[k], json_u64(total));
     }
     return obj;
+}
+
+/* One allocation held through a shareable handle in some input. */
+struct shared_key {
+    const char *host, *identity;
+};
+
+static bool same_key(struct shared_key a, struct shared_key b)
+{
+    return strcmp(a.identity, b.identity) == 0 && strcmp(a.host ? a.host : "", b.host ? b.host : "") == 0;
+}
+
+/* Calls fn for each "shared" entry with an identity in the sites of `key`
+ * ("leaks" or "held") of every input. */
+static void foreach_shared(const struct input *in, size_t n, const char *key,
+                           void (*fn)(struct shared_key k, json_t *site, json_t *entry, const char *key, void *arg),
+                           void *arg)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t j, k;
+        json_t *site, *entry;
+        json_array_foreach(json_object_get(in[i].report.root, key), j, site) {
+            json_array_foreach(json_object_get(site, "shared"), k, entry) {
+                const char *id = json_string_value(json_object_get(entry, "identity"));
+                if (id)
+                    fn((struct shared_key){in[i].report.host, id}, site, entry, key, arg);
+            }
+        }
+    }
+}
+
+struct shared_pass {
+    struct shared_key *created, *imported;
+    size_t ncreated, nimported;
+    uint64_t dup_live, dup_leaked, dup_held;
+};
+
+static bool key_among(const struct shared_key *keys, size_t n, struct shared_key k)
+{
+    for (size_t i = 0; i < n; i++)
+        if (same_key(keys[i], k))
+            return true;
+    return false;
+}
+
+static void note_creator(struct shared_key k, json_t *site, json_t *entry, const char *key, void *arg)
+{
+    struct shared_pass *p = arg;
+    (void)site, (void)key;
+    if (!json_is_true(json_object_get(entry, "imported")) && !key_among(p->created, p->ncreated, k))
+        p->created[p->ncreated++] = k;
+}
+
+static void note_import(struct shared_key k, json_t *site, json_t *entry, const char *key, void *arg)
+{
+    struct shared_pass *p = arg;
+    if (!json_is_true(json_object_get(entry, "imported")))
+        return;
+    if (!key_among(p->created, p->ncreated, k) && !key_among(p->imported, p->nimported, k)) {
+        p->imported[p->nimported++] = k; /* the first holder in the job: counted */
+        return;
+    }
+    json_t *b = json_object_get(entry, "bytes");
+    uint64_t bytes = json_is_integer(b) && json_integer_value(b) > 0 ? (uint64_t)json_integer_value(b) : 0;
+    /* Marked on the input, before "leaks" and "held" are copied: readers of
+     * the merged report (check) leave these bytes out as the summary does. */
+    json_object_set_new(entry, "counted_elsewhere", json_true());
+    p->dup_live = add_sat(p->dup_live, bytes);
+    if (strcmp(key, "held") == 0)
+        p->dup_held = add_sat(p->dup_held, bytes);
+    else if (!json_is_true(json_object_get(site, "suppressed")))
+        p->dup_leaked = add_sat(p->dup_leaked, bytes);
+}
+
+static void count_shared(struct shared_key k, json_t *site, json_t *entry, const char *key, void *arg)
+{
+    (void)k, (void)site, (void)entry, (void)key;
+    (*(size_t *)arg)++;
+}
+
+static uint64_t sub_floor(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
+static void set_reduced(json_t *summary, const char *field, uint64_t by)
+{
+    json_t *v = json_object_get(summary, field);
+    if (json_is_integer(v))
+        json_object_set_new(summary, field, json_u64(sub_floor((uint64_t)json_integer_value(v), by)));
+}
+
+/* The merged summary with each shared allocation's bytes counted once. */
+static void count_shared_once(const struct input *in, size_t n, json_t *summary)
+{
+    size_t total = 0;
+    foreach_shared(in, n, "leaks", count_shared, &total);
+    foreach_shared(in, n, "held", count_shared, &total);
+    if (total == 0)
+        return; /* no input shares an allocation it can name */
+    struct shared_pass p = {.created = calloc(total + 1, sizeof *p.created),
+                            .imported = calloc(total + 1, sizeof *p.imported)};
+    if (p.created && p.imported) {
+        foreach_shared(in, n, "leaks", note_creator, &p);
+        foreach_shared(in, n, "held", note_creator, &p);
+        foreach_shared(in, n, "leaks", note_import, &p);
+        foreach_shared(in, n, "held", note_import, &p);
+        set_reduced(summary, "live_bytes", p.dup_live);
+        set_reduced(summary, "leaked_bytes", p.dup_leaked);
+        set_reduced(summary, "held_bytes", p.dup_held);
+    }
+    json_object_set_new(summary, "shared_bytes_counted_once", json_u64(p.dup_live));
+    free(p.created);
+    free(p.imported);
 }
 
 static uint64_t entry_weight(json_t *entry, const char *key, const char *times)
@@ -375,6 +498,8 @@ static json_t *merge_inputs(const struct input *in, size_t n)
         json_array_append_new(from, json_string(in[i].report.path));
     json_object_set_new(out, "merged_from", from);
     json_t *summary = merged_summary(in, n);
+    if (summary)
+        count_shared_once(in, n, summary);
     json_object_set_new(out, "summary", summary);
     bool any_ipc = false;
     for (size_t i = 0; i < n; i++)

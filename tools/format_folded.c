@@ -3,7 +3,9 @@
  * non-suppressed leak site, `outer;...;inner BYTES`, the format
  * flamegraph.pl, inferno and speedscope read. Frames are the function name,
  * or `module+offset` when it is unknown; `;` and control characters inside a
- * name are replaced so that they cannot split a frame or a line.
+ * name are replaced so that they cannot split a frame or a line.  An
+ * imported VMM handle's stack ends in a `[imported vmm_handle]` frame: its
+ * bytes may be another process's allocation too (docs/report-format.md).
  */
 #include "cli.h"
 #include "report.h"
@@ -48,6 +50,8 @@ void format_folded(FILE *out, const struct tl_report *r)
             if (j > 0)
                 fputc(';', out);
         }
+        if (l->imported)
+            fputs(";[imported vmm_handle]", out);
         fprintf(out, " %" PRIu64 "\n", l->bytes);
     }
 }

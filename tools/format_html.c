@@ -262,7 +262,7 @@ static void put_sites(FILE *out, const struct tl_leak *sites, size_t count, cons
         fprintf(out, "<details class=\"site %s\" data-bytes-site=\"%" PRIu64 "\"><summary>"
                 "<span class=\"bytes\">%s</span> in %" PRIu64 " allocation(s) "
                 "<span class=\"tag\">", cls, l->bytes, l->bytes_unknown ? "unknown size" : human(l->bytes, a), l->count);
-        put_text(out, l->kind ? l->kind : "device");
+        put_text(out, report_leak_kind(l));
         fputs("</span>", out);
         if (l->has_rank)
             fprintf(out, "<span class=\"tag\">rank %lld</span>", l->rank);

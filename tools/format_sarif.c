@@ -234,16 +234,18 @@ static void add_report(json_t *results, const struct tl_report *rep, bool tag_re
         const char *what = report_kind_apart_words(l->kind);
         if (l->bytes_unknown) /* the driver gave no size: unknown, not 0 */
             snprintf(text, sizeof(text), "%s of unknown size in %" PRIu64 " allocation(s) [%s] allocated in %s",
-                     snapshot ? "Live" : "Leak", l->count, l->kind ? l->kind : "device", where_text(&l->stack));
+                     snapshot ? "Live" : "Leak", l->count, report_leak_kind(l), where_text(&l->stack));
         else
             snprintf(text, sizeof(text),
                      "%s of %s%s (%" PRIu64 " bytes) in %" PRIu64 " allocation(s) [%s] allocated in %s",
                      snapshot ? "Live" : "Leak", size_human(l->bytes, a), what, l->bytes, l->count,
-                     l->kind ? l->kind : "device", where_text(&l->stack));
+                     report_leak_kind(l), where_text(&l->stack));
         json_t *props = json_pack("{sIsIss}", "bytes", (json_int_t)l->bytes, "count",
                                   (json_int_t)l->count, "kind", l->kind ? l->kind : "device");
         if (l->bytes_unknown)
             json_object_set_new(props, "bytes", json_null());
+        if (l->imported)
+            json_object_set_new(props, "imported", json_true());
         if (tag_report)
             json_object_set_new(props, "report", json_string(rep->path));
         if (l->has_rank)

@@ -192,7 +192,8 @@ static void leaks(FILE *out, const struct tl_report *r)
         /* As the library prints it: address space is not memory. */
         const char *what = report_kind_apart_words(l->kind);
         fprintf(out, "Leak of %s%s in %" PRIu64 " allocation(s) [%s%s] allocated from:\n",
-                l->bytes_unknown ? "unknown size" : size_human(l->bytes, human), what, l->count, or_unknown(l->kind),
+                l->bytes_unknown ? "unknown size" : size_human(l->bytes, human), what, l->count,
+                l->kind ? report_leak_kind(l) : or_unknown(l->kind),
                 rank_tag(l->has_rank, l->rank, ", ").text);
         format_stack(out, &l->stack);
         fputc('\n', out);

@@ -95,6 +95,8 @@ struct tl_leak {
     long long rank;
     const char *owner;          /* optional: "PyTorch caching allocator", "user" */
     const char *owner_class;    /* optional: "cache", "workspace", "library", "user" */
+    bool imported;              /* vmm_handle: imported from a shareable handle (optional "imported") */
+    uint64_t counted_elsewhere; /* merge: bytes of its "shared" entries another input counts */
 };
 
 /*
@@ -292,5 +294,9 @@ bool report_kind_is_address_space(const char *kind);
 /* What a leak of such a kind is, for a text line (" of address space (not
  * memory)", ...); "" for memory. */
 const char *report_kind_apart_words(const char *kind);
+
+/* A leak's kind as the formats show it: "vmm_handle, imported" for an
+ * imported handle, "device" when the report names none. */
+const char *report_leak_kind(const struct tl_leak *l);
 
 #endif

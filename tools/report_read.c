@@ -58,6 +58,13 @@ const char *report_kind_apart_words(const char *kind)
     return " mapped range (memory counted at its handle)";
 }
 
+const char *report_leak_kind(const struct tl_leak *l)
+{
+    if (l->imported)
+        return "vmm_handle, imported";
+    return l->kind ? l->kind : "device";
+}
+
 const char *report_basename(const char *path)
 {
     if (!path)
@@ -224,6 +231,21 @@ static const char *demangled(json_t *frame, const char *name)
     return v ? json_string_value(v) : name;
 }
 
+/* The bytes of a site's "shared" entries that a merge marked counted in
+ * another input's report. */
+static uint64_t counted_elsewhere(struct loader *ld, json_t *site, const char *where)
+{
+    json_t *shared = get(ld, site, where, "shared", WANT_ARRAY, false), *e;
+    size_t i;
+    uint64_t sum = 0;
+    json_array_foreach(shared, i, e) {
+        json_t *b = json_object_get(e, "bytes");
+        if (json_is_true(json_object_get(e, "counted_elsewhere")) && json_is_integer(b) && json_integer_value(b) > 0)
+            sum += (uint64_t)json_integer_value(b);
+    }
+    return sum;
+}
+
 static void read_stack(struct loader *ld, json_t *obj, const char *where, struct tl_stack *out)
 {
     char fwhere[WHERE_MAX + 32];
@@ -330,6 +352,8 @@ static void read_leaks(struct loader *ld, json_t *root, const char *key,
         l->unknown_size_allocations = get_u64(ld, e, where, "unknown_size_allocations");
         l->suppressed = get_bool(ld, e, where, "suppressed");
         l->suppression = get_str(ld, e, where, "suppression");
+        l->imported = get_bool(ld, e, where, "imported");
+        l->counted_elsewhere = counted_elsewhere(ld, e, where);
         read_stack(ld, e, where, &l->stack);
         read_allocations(ld, e, where, l);
         l->has_rank = get(ld, e, where, "rank", WANT_INT, false) != NULL;

@@ -451,6 +451,8 @@ def eval_sample(rec):
         check_ipc(row, rec, gt, reports, exit_r)
     if gt.get("families"):
         check_families(row, gt, exit_r, end_r)
+    if gt.get("importer"):
+        check_shared(row, gt, reports, exit_r)
     return row, gt
 
 
@@ -487,6 +489,46 @@ def check_ipc(row, rec, gt, reports, exit_r):
     row.add("ipc handle pairs", OK if good else BAD,
             "exporter lists %s, importer maps %s" % (exported, handles))
     row.cells["kinds"] = row.cells.get("kinds", "") + (" + ipc ok" if good and got == want else " + **ipc wrong**")
+
+
+def check_shared(row, gt, reports, exporter):
+    """vmm_share: the second process's report holds the exporter's allocation
+    as an imported vmm_handle with the same identity, and the two reports,
+    counted as `tensorleak merge` counts them (docs/report-format.md), hold
+    it once: as much as the device's free memory moved while both held it."""
+    imp = gt["importer"]
+    if not imp.get("saw_bytes"):
+        row.add("bytes across", BAD, "the importer did not read the bytes the exporter wrote")
+    ir = pick(reports, imp.get("pid"), "exit")
+    if ir is None or exporter is None:
+        row.add("importer report", BAD, "no exit report for the importer (pid %s) or the exporter" % imp.get("pid"))
+        row.cells["shared"] = "**missing**"
+        return
+    il = [x for x in live_leaks(ir) if x.get("kind") == "vmm_handle" and x.get("imported")]
+    at = [x for x in il if stack_has(x, imp["function"])]
+    got = (sum(int(x.get("count", 0)) for x in at), sum(int(x.get("bytes", 0)) for x in at))
+    row.add("imported handle", OK if got == (1, imp["bytes"]) else BAD,
+            "imported vmm_handle leaks at %s: %s, truth %s" % (imp["function"], fmt_cb(*got), fmt_cb(1, imp["bytes"])))
+    el = [x for x in live_leaks(exporter) if x.get("kind") == "vmm_handle" and not x.get("imported")]
+    created = {e.get("identity") for x in el for e in x.get("shared") or []} - {None}
+    imported = [e for x in il for e in x.get("shared") or [] if e.get("imported")]
+    same = bool(imported) and all(e.get("identity") in created for e in imported)
+    row.add("identity", OK if same else BAD, "exporter %s, importer %s%s"
+            % (sorted(created) or "none", [e.get("identity") for e in imported] or "none",
+               "" if same else ": merge would count the allocation in both processes"))
+    dup = sum(int(e.get("bytes", 0)) for e in imported if e.get("identity") in created)
+    job = (summary(exporter, "live_bytes") or 0) + (summary(ir, "live_bytes") or 0) - dup
+    delta = gt_delta(gt)
+    if delta is None:
+        row.add("counted once", BAD, "no cuMemGetInfo figures in the ground truth")
+        good = False
+    else:
+        t = tol(delta, SAMPLE_TOL)
+        good = abs(job - delta) <= t
+        row.add("counted once", OK if good else BAD,
+                "the two reports hold %s once counted (%s counted in both), cuMemGetInfo moved %s (tolerance %s)"
+                % (fmt_b(job), fmt_b(dup), fmt_b(delta), fmt_b(t)))
+    row.cells["shared"] = "ok" if good and same and got == (1, imp["bytes"]) else "**wrong**"
 
 
 # ----------------------------------------------------------------------- torch
@@ -1287,10 +1329,10 @@ def evaluate(records, env):
             check_run_basics(base, r, gt)
             rows.append(base)
     hdr = ["sample", "cudart", "run", "truth leaks", "tensorleak leaks", "sites", "kinds", "growth",
-           "reserved vs Δfree", "pools", "devices", "sleep/wake states", "verdict"]
+           "reserved vs Δfree", "pools", "devices", "sleep/wake states", "shared once", "verdict"]
     sections.append(("Samples: leaks exact, growth, reserved vs cuMemGetInfo", md_table(hdr, [
         [row.cells.get(k, "") for k in ("sample", "build", "tool", "truth", "tensorleak", "sites", "kinds",
-                                "growth", "held", "pools", "devices", "states")] + [row.verdict()] for row in srows])))
+                                "growth", "held", "pools", "devices", "states", "shared")] + [row.verdict()] for row in srows])))
 
     # compute-sanitizer next to tensorleak
     crows = []
@@ -1436,7 +1478,7 @@ def cmd_selftest(_a):
         def report(dirname, pid, reason, **kw):
             r = {"tool": "tensorleak", "schema": 1, "reason": reason, "pid": pid,
                  "summary": {"leaked_bytes": 0, "leaked_allocations": 0, "reserved_bytes": 0,
-                             "allocated_bytes": 0}, "leaks": [], "pools": [], "growth": [],
+                             "allocated_bytes": 0, "live_bytes": 0}, "leaks": [], "pools": [], "growth": [],
                  "devices": [{"device": 0, "free": 1000 * MiB, "total": 2000 * MiB}]}
             for k, v in kw.items():
                 if k in r["summary"]:
@@ -1477,6 +1519,36 @@ def cmd_selftest(_a):
         os.remove(os.path.join(d, "a1", "tensorleak.11.1.json"))
         p = evaluate([rec1b], {"tensorleak_lib": "x"})[2]
         assert len(p) == 2 and "default report names" in p[0] and "reserved vs Δfree" in p[1], p
+        # 1c: vmm_share, two processes: the importer's imported row names the
+        # exporter's allocation, counted once against cuMemGetInfo; then an
+        # importer whose identity differs (merge would count twice)
+        def share_case(tag, exporter_pid, importer_pid, importer_identity):
+            gt = {"sample": "vmm_share", "pid": exporter_pid, "requests": 0, "marks": 0, "expect_growth": None,
+                  "leaks": {"count": 1, "bytes": 6 * MiB}, "kinds": {"vmm_handle": [1, 6 * MiB]},
+                  "sites": [{"function": "create_shared", "count": 1, "bytes": 6 * MiB}],
+                  "importer": {"pid": importer_pid, "function": "import_shared", "bytes": 6 * MiB,
+                               "saw_bytes": True},
+                  "expected_held": 6 * MiB, "free_start": 1006 * MiB, "free_end": 1000 * MiB, "total": 2000 * MiB}
+            out = put(tag + ".out", "TL_GROUND_TRUTH " + json.dumps(gt) + "\n")
+            ex = [{"kind": "vmm_handle", "bytes": 6 * MiB, "count": 1, "imported": False,
+                   "shared": [{"identity": "5:77", "bytes": 6 * MiB, "imported": False}],
+                   "stack": [{"function": "cuMemCreate"}, {"function": "create_shared"}]}]
+            im = [{"kind": "vmm_handle", "bytes": 6 * MiB, "count": 1, "imported": True,
+                   "shared": [{"identity": importer_identity, "bytes": 6 * MiB, "imported": True}],
+                   "stack": [{"function": "import_shared"}]}]
+            report(tag, exporter_pid, "exit", leaked_allocations=1, leaked_bytes=6 * MiB, live_bytes=6 * MiB,
+                   leaks=ex)
+            report(tag, exporter_pid, "api", reserved_bytes=6 * MiB, allocated_bytes=6 * MiB, label="end")
+            report(tag, importer_pid, "exit", leaked_allocations=1, leaked_bytes=6 * MiB, live_bytes=6 * MiB,
+                   leaks=im)
+            rec = {"kind": "sample", "name": "vmm_share", "build": "none", "tool": "preload", "rc": 0,
+                   "seconds": 1.0, "timeout": False, "stdout": out, "stderr": out,
+                   "reports_dir": os.path.join(d, tag), "extra": ""}
+            return evaluate([rec], {"tensorleak_lib": "x"})[2]
+        p = share_case("s1", 31, 32, "5:77")
+        assert p == [], p
+        p = share_case("s2", 33, 34, "5:78")
+        assert len(p) == 2 and "identity" in p[0] and "counted once" in p[1], p
         # 2: one leak short, no growth, wrong site
         out = put("b.out", leaky_gt(12))
         bad = [{"kind": "device", "bytes": 12 * MiB, "count": 3, "stack": [{"function": "main"}]}]

@@ -86,7 +86,7 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 # build_samples: every .cu twice (static and shared cudart), every .c once (driver API).
 # Writes one build record per binary; returns non-zero if any failed.
 CU_SAMPLES="leaky clean async_pool graph families"
-C_SAMPLES="driver_api vmm sleep_wake ipc"
+C_SAMPLES="driver_api vmm sleep_wake ipc vmm_share"
 build_one() { # name mode
     local name=$1 mode=$2 log=$LOGS/build-$1-$2.log t0 rc
     t0=$(now)

@@ -320,9 +320,13 @@ def merged_and_reemitted_reports_match_the_schema():
         inputs += sorted(glob.glob(os.path.join(run_preload(r, name, cmd, env), "*.json")))
     inputs += sorted(glob.glob(os.path.join(run_cli(r, "torch", [kv, "leak", "6", "ctypes"], {"PYTHONPATH": FAKE}),
                                             "*.json")))
+    # An exporter and an importer of one VMM allocation (shared entries).
+    shared = sorted(glob.glob(os.path.join(run_preload(r, "vmm_share pair", [prog("vmm_share"), "pair"],
+                                                       expect_reports=2), "*.json")))
+    inputs += shared
     ipc = sorted(glob.glob(os.path.join(run_preload(r, "ipc", [prog("ipc"), "driver"], expect_reports=2), "*.json")))
     out = tempfile.mkdtemp(prefix="tl-schema-merge-")
-    for name, files in (("ranks", inputs[:2]), ("all", inputs), ("ipc", ipc)):
+    for name, files in (("ranks", inputs[:2]), ("shared", shared), ("all", inputs), ("ipc", ipc)):
         target = os.path.join(out, f"merged-{name}.json")
         p = subprocess.run([CLI, "merge", *files, "-o", target], capture_output=True, text=True, timeout=60)
         check(p.returncode == 0, f"merge {name}: {p.stderr}")
@@ -338,10 +342,10 @@ def merged_and_reemitted_reports_match_the_schema():
     before = len(r.items)
     r.add_dir("merge / report --format json", out)
     merged = [rep for _, _, rep in r.items[before:] if rep["reason"] == "merge"]
-    check(len(merged) == 4 and all(rep["ranks"] for rep in merged), f"merged reports: {len(merged)}")
+    check(len(merged) == 5 and all(rep["ranks"] for rep in merged), f"merged reports: {len(merged)}")
     check(any(m.get("exported_by") for rep in merged for m in rep.get("ipc", {}).get("mapped", [])),
           "a merged IPC mapping paired with its export")
-    r.validate(minimum_reports=len(inputs) * 2 + len(ipc) + 4)
+    r.validate(minimum_reports=len(inputs) * 2 + len(ipc) + 5)
 
 
 def valid_fixtures_match_and_broken_ones_do_not():
