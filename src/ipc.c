@@ -153,8 +153,14 @@ size_t tl_ipc_exports(struct tl_ipc_export *out, size_t max)
 
 void tl_ipc_after_fork(void)
 {
-    /* The parent's exports and mappings are not the child's. */
+    /* The parent's exports and mappings are not the child's.  The tables
+     * are dropped, not reused: a fork while another thread was growing one
+     * leaves the child the pointer realloc already freed, and writing
+     * there would corrupt the child's heap.  The child leaks at most the
+     * two blocks it inherited. */
     pthread_mutex_init(&ipc_lock, NULL);
-    nexports = 0;
-    nimports = 0;
+    exports = NULL;
+    imports = NULL;
+    nexports = cap_exports = 0;
+    nimports = cap_imports = 0;
 }

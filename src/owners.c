@@ -368,7 +368,10 @@ static void owners_by_device(struct tl_report_model *m, demangle_fn demangle)
         struct tl_callsite *cs = tl_callsite_by_id(e->site);
         if (!cs)
             continue;
-        int o = e->held ? pools_owner : nrules ? site_owner(m, cs, demangle) : 0;
+        /* Held rows as tl_owners_collect attributes them: stream-ordered
+         * ones are graph allocation nodes, the others annotated segments. */
+        int o = e->held ? (cs->kind == TL_KIND_ASYNC ? graph_owner : pools_owner)
+                        : nrules ? site_owner(m, cs, demangle) : 0;
         if (o < 0)
             continue;
         size_t k = (size_t)o * SLOTS + (size_t)(e->device < 0 ? TL_MAX_DEVICES : e->device);

@@ -276,7 +276,8 @@ static bool list_row(const struct tl_live *rec, void *arg)
     size_t slot = 2 * (size_t)rec->callsite + tl_pools_is_held(rec);
     if (g->next[slot] < g->end[slot])
         g->allocations[g->next[slot]++] = (struct tl_site_allocation){
-            .address = space_has_addresses(rec->space) ? rec->addr : 0, .bytes = rec->size, .device = rec->device,
+            .address = space_has_addresses(rec->space) ? rec->addr : 0, .bytes = rec->size,
+            .device = row_device(rec) < 0 ? TL_NO_DEVICE : rec->device,
             .size_unknown = rec->kind == TL_KIND_ARRAY && (rec->aux & TL_ARRAY_SIZE_UNKNOWN)};
     return false;
 }

@@ -48,6 +48,12 @@ def first_figures_of_a_known_history_are_exact():
     eq(owner_rows(rep), [("user", "user", KEPT_DEVICE + KEPT_HOST, 4, 10 * MiB)], "owners")
     eq(sorted((l["kind"], l["bytes"], l["count"]) for l in rep["leaks"]),
        [("device", 5000, 1), ("device", MiB, 1), ("device", MiB, 1), ("host_pinned", KEPT_HOST, 1)], "leaks")
+    # Each leak lists its one allocation: device memory on device 0, pinned
+    # host memory on no device (null, as owners_by_device puts it apart).
+    eq(sorted((l["kind"], [(a["bytes"], a["device"]) for a in l["allocations"]], l["allocations_unlisted"])
+              for l in rep["leaks"]),
+       [("device", [(5000, 0)], 0), ("device", [(MiB, 0)], 0), ("device", [(MiB, 0)], 0),
+        ("host_pinned", [(KEPT_HOST, None)], 0)], "listed allocations")
     want = "tensorleak: 3 leaked device allocations (2.0 MiB) and 1 leaked pinned host allocation (4.0 KiB) from 4 call sites"
     eq(headline(r.err), want, "headline on stderr")
     check(f"\nSUMMARY: tensorleak: {KEPT_DEVICE + KEPT_HOST} byte(s) leaked in 4 allocation(s). Report: " in r.err, r.err)

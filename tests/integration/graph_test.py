@@ -105,6 +105,10 @@ def captured_and_added_graph_allocations_are_graph_memory_not_leaks():
     owners = {o["name"]: o for o in rep["owners"]}
     eq((owners["CUDA graph memory"]["class"], owners["CUDA graph memory"]["live_bytes"]), ("cache", 4 * MiB + 512 * KiB),
        "graph memory owner")
+    # Per device the same owners hold the same memory: the allocation nodes
+    # are graph memory's on device 0, not an annotated pool's.
+    eq(sorted((o["name"], o["device"], o["live_bytes"], o["live_allocations"]) for o in rep["owners_by_device"]),
+       [("CUDA graph memory", 0, 4 * MiB + 512 * KiB, 4), ("user", 0, 512 * KiB, 1)], "owners by device")
     # The device holds the default pool's 32 MiB chunk and 4 MiB of graph memory.
     d = rep["devices"][0]
     eq((d["reserved_bytes"], d["allocated_bytes"]), (38 * MiB, 5 * MiB), "device figures")
