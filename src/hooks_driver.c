@@ -460,12 +460,16 @@ CAPTURE_BEGIN(cuStreamBeginCapture_v2_ptsz)
 CAPTURE_BEGIN_TO_GRAPH(cuStreamBeginCaptureToGraph)
 CAPTURE_BEGIN_TO_GRAPH(cuStreamBeginCaptureToGraph_ptsz)
 
-/* A capture ends with its graph, or with one of the capture errors
- * (901-907: invalidated, unjoined, ...) that also end it; any other answer
- * (no capture, wrong thread) leaves the count alone.  Never below 0. */
+/* A capture ends with its graph, or invalidated (901: no graph).  Any other
+ * answer leaves the count alone: 903 (unmatched: ended on a stream that did
+ * not begin it) leaves the capture running on its origin stream, and for the
+ * others the driver's documentation does not say.  Counting one capture too
+ * many only costs a cuStreamIsCapturing per stream-ordered allocation;
+ * counting one too few would take captured allocations for leaks.  Never
+ * below 0. */
 static void capture_ended(CUresult rc)
 {
-    if (rc != CUDA_SUCCESS && !(rc >= CUDA_ERROR_STREAM_CAPTURE_INVALIDATED && rc < CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD))
+    if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
         return;
     int n = atomic_load_explicit(&tl_capturing_streams, memory_order_relaxed);
     while (n > 0 && !atomic_compare_exchange_weak_explicit(&tl_capturing_streams, &n, n - 1, memory_order_relaxed,
