@@ -291,7 +291,7 @@ static void free_stack(struct tl_stack *s)
  * device: int or null} each; more of them than its count is an error. */
 static void read_allocations(struct loader *ld, json_t *site, const char *where, struct tl_leak *l)
 {
-    char awhere[WHERE_MAX + 32];
+    char awhere[WHERE_MAX + 48]; /* where + ".allocations[" + a size_t + "]" */
     json_t *list = get(ld, site, where, "allocations", WANT_ARRAY, false);
     l->has_allocations = list != NULL;
     if (!list || json_array_size(list) == 0)

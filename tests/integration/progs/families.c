@@ -25,6 +25,7 @@
  * program's behaviour is unchanged under the preload.
  */
 #include "cuda_compat.h"
+#include "driver_entry.h"
 #include "cudart_compat.h"
 
 #include <dlfcn.h>
@@ -33,19 +34,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef CUresult (*procaddr_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 
 static procaddr_fn get_proc;
 
 static void *driver_fn(const char *name, int version)
 {
-    void *fn = NULL;
-    CUdriverProcAddressQueryResult st;
-    if (get_proc(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS || st != 0) {
-        fprintf(stderr, "families: no %s at %d\n", name, version);
-        exit(2);
-    }
-    return fn;
+    return driver_entry(get_proc, "families", name, version);
 }
 
 /* Page-aligned host buffers: the program's own memory, as offload and swap
@@ -193,7 +187,7 @@ static int array_family(bool reset)
     rc = create(&a1, &d1);
     print_size("cuArrayCreate(3020) 1D", rc, a1, false);
     printf("cuArrayDestroy(2000) %d\n", (int)destroy(a1));
-    printf("cuArrayDestroy(2000) again %d\n", (int)destroy(a3));
+    printf("cuArrayDestroy(2000) again %d\n", (int)destroy((CUarray)a3));
     if (reset)
         printf("cudaDeviceReset %d\n", (int)cudaDeviceReset());
     return 0;

@@ -27,6 +27,7 @@
  * the preload.
  */
 #include "cuda_compat.h"
+#include "driver_entry.h"
 #include "cudart_compat.h"
 
 #include <dlfcn.h>
@@ -37,18 +38,11 @@
 #define MiB (1ull << 20)
 #define KiB (1ull << 10)
 
-typedef CUresult (*procaddr_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 static procaddr_fn get_proc;
 
 static void *driver_fn(const char *name, int version)
 {
-    void *fn = NULL;
-    CUdriverProcAddressQueryResult st;
-    if (get_proc(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS || st != 0) {
-        fprintf(stderr, "graph: no %s at %d\n", name, version);
-        exit(2);
-    }
-    return fn;
+    return driver_entry(get_proc, "graph", name, version);
 }
 
 static void answer(const char *what, int rc)

@@ -37,6 +37,7 @@
  * under the preload.
  */
 #include "cuda_compat.h"
+#include "driver_entry.h"
 #include "cudart_compat.h"
 
 #include <dlfcn.h>
@@ -46,7 +47,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef CUresult (*procaddr_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
 typedef CUresult (*free_fn)(CUdeviceptr);
 typedef CUresult (*get_handle_fn)(CUipcMemHandle *, CUdeviceptr);
@@ -80,12 +80,7 @@ static void *driver_fn(const char *name, int version)
         }
         return fn;
     }
-    CUdriverProcAddressQueryResult st;
-    if (cuGetProcAddress_v2(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS || st != 0) {
-        fprintf(stderr, "ipc: no %s at %d\n", name, version);
-        exit(2);
-    }
-    return fn;
+    return driver_entry(cuGetProcAddress_v2, "ipc", name, version);
 }
 
 static void start(void)

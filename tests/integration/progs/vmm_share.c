@@ -27,6 +27,7 @@
  * program's behaviour is unchanged under the preload.
  */
 #include "cuda_compat.h"
+#include "driver_entry.h"
 #include "tests/gpu/kit_fd.h"
 
 #include <dlfcn.h>
@@ -42,20 +43,13 @@
 
 #define MiB (1ull << 20)
 
-typedef CUresult (*procaddr_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 typedef CUresult (*create_fn)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long);
 typedef CUresult (*export_fn)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType, unsigned long long);
 typedef CUresult (*import_fn)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
 
 static void *driver_fn(const char *name, int version)
 {
-    void *fn = NULL;
-    CUdriverProcAddressQueryResult st;
-    if (cuGetProcAddress_v2(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS || st != 0) {
-        fprintf(stderr, "vmm_share: no %s at %d\n", name, version);
-        exit(2);
-    }
-    return fn;
+    return driver_entry(cuGetProcAddress_v2, "vmm_share", name, version);
 }
 
 static CUmemAllocationProp prop_of(unsigned handle_types)
