@@ -31,7 +31,7 @@
  * program); the program's own Ctrl-C or sys.exit, if its signal handler
  * happens to run inside it, is handed on (see boot).
  */
-#include "report.h"
+#include "report_gather.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -461,7 +461,7 @@ static json_t *bridge_object(json_t *shown, double when)
     return b;
 }
 
-void tl_bridge_apply(struct tl_report_model *m)
+void tl_bridge_apply(struct tl_gather *m)
 {
     if (!lock_bounded())
         return;
@@ -592,36 +592,6 @@ void tl_bridge_apply(struct tl_report_model *m)
         m->allocated += r->allocated;
     }
     m->fragmentation = all_free ? 1.0 - (double)m->largest_free / (double)all_free : 0.0;
-}
-
-void tl_bridge_print_pool_note(FILE *out, const struct tl_pool_row *p)
-{
-    json_t *fw = json_object_get(p->extra, "framework");
-    const char *name = json_string_value(json_object_get(fw, "name"));
-    const char *version = json_string_value(json_object_get(fw, "version"));
-    const char *mode = json_string_value(json_object_get(fw, "mode"));
-    char when[48];
-    tl_format_realtime(json_number_value(json_object_get(p->extra, "read_at")), when, sizeof when);
-    const char *state = json_string_value(json_object_get(p->extra, "state"));
-    const char *said = !state || !strcmp(state, "fresh") ? "" : !strcmp(state, "final") ? ", read at exit" : ", stale";
-    fprintf(out, " [%s%s%s%s%s; state of %s%s]", name ? name : "framework", version ? " " : "", version ? version : "",
-            mode ? " " : "", mode ? mode : "", when, said);
-}
-
-void tl_bridge_print_host_pool(FILE *out, int pid, const struct tl_pool_row *p)
-{
-    json_t *fb = json_object_get(p->extra, "free_blocks");
-    if (json_is_null(json_object_get(p->extra, "reserved_bytes"))) {
-        fprintf(out, "==%d== pool '%s' (%s, host): %lld free block(s); no byte counts published", pid, p->name, p->kind,
-                json_is_integer(fb) ? (long long)json_integer_value(fb) : 0LL);
-    } else {
-        char a[32], b[32];
-        tl_format_size(p->reserved, a, sizeof a);
-        tl_format_size(p->allocated, b, sizeof b);
-        fprintf(out, "==%d== pool '%s' (%s, host): reserved %s, allocated %s", pid, p->name, p->kind, a, b);
-    }
-    tl_bridge_print_pool_note(out, p);
-    fputc('\n', out);
 }
 
 void tl_bridge_foreach_series(void (*pool)(const char *, const char *, long long, void *),

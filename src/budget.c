@@ -22,7 +22,7 @@
  * time; owners.c answers it once per call site from dladdr (module and
  * exported symbol names), which covers the default rules.
  */
-#include "report.h"
+#include "report_gather.h"
 
 #include <stdlib.h>
 #include <string.h>

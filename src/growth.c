@@ -31,7 +31,7 @@
  * longest step.
  */
 #include "counts.h"
-#include "report.h"
+#include "report_gather.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -324,7 +324,7 @@ void tl_mark(const char *label)
 }
 
 struct growth_collect {
-    struct tl_report_model *m;
+    struct tl_gather *m;
     size_t cap;
 };
 
@@ -383,7 +383,7 @@ static size_t first_growing_site(const char *pool)
 /* Rows for the series that grow; an owner class whose growth a call-site
  * row already shows is left to that row, and a Python site that names its
  * pool's growth row is not repeated. */
-static void collect_series(struct tl_report_model *m, size_t *cap, unsigned class_flagged)
+static void collect_series(struct tl_gather *m, size_t *cap, unsigned class_flagged)
 {
     for (size_t i = 0; i < nseries; i++) {
         struct tl_series *s = &series[i];
@@ -446,7 +446,7 @@ static void collect_series(struct tl_report_model *m, size_t *cap, unsigned clas
     }
 }
 
-void tl_growth_name_owners(struct tl_report_model *m)
+void tl_growth_name_owners(struct tl_gather *m)
 {
     for (size_t i = 0; i < m->ngrowth; i++) {
         json_t *o = m->growth[i].extra;
@@ -462,7 +462,7 @@ void tl_growth_name_owners(struct tl_report_model *m)
     }
 }
 
-void tl_growth_collect(struct tl_report_model *m)
+void tl_growth_collect(struct tl_gather *m)
 {
     pthread_mutex_lock(&mark_lock);
     struct growth_collect g = {m, 0};
@@ -494,37 +494,4 @@ void tl_growth_after_fork(void)
     for (size_t i = 0; i < nseries; i++)
         json_decref(series[i].stack);
     nseries = 0;
-}
-
-/* The stderr text of a pool, owner or Python-site growth row. */
-void tl_growth_print_scoped(struct tl_report_model *m, FILE *out, const struct tl_growth_row *g)
-{
-    (void)m;
-    char a[32];
-    tl_format_size((uint64_t)g->bytes_per_mark, a, sizeof a);
-    const char *scope = json_string_value(json_object_get(g->extra, "scope"));
-    const char *kind = json_string_value(json_object_get(g->extra, "kind"));
-    const char *pool = json_string_value(json_object_get(g->extra, "pool"));
-    if (scope && !strcmp(scope, "owner")) {
-        const char *owner = json_string_value(json_object_get(g->extra, "owner"));
-        const char *cls = json_string_value(json_object_get(g->extra, "owner_class"));
-        fprintf(out, "Growth of %s per mark over %d marks in the reserve of owner %s (%s)\n\n", a, g->marks,
-                owner ? owner : "?", cls ? cls : "?");
-        return;
-    }
-    if (scope && !strcmp(scope, "pool"))
-        fprintf(out, "Growth of %s per mark over %d marks in pool '%s' (%s, allocated bytes)%s\n", a, g->marks,
-                pool ? pool : "?", kind ? kind : "?", json_array_size(json_object_get(g->extra, "stack")) ? ", growing at:" : "");
-    else
-        fprintf(out, "Growth of %s per mark over %d marks [python, pool '%s'] allocated from:\n", a, g->marks, pool ? pool : "?");
-    json_t *stack = json_object_get(g->extra, "stack");
-    size_t i;
-    json_t *f;
-    json_array_foreach(stack, i, f) {
-        const char *fn = json_string_value(json_object_get(f, "function"));
-        const char *file = json_string_value(json_object_get(f, "file"));
-        fprintf(out, "    #%zu in %s %s:%lld [python]\n", i, fn ? fn : "??", file ? file : "??",
-                (long long)json_integer_value(json_object_get(f, "line")));
-    }
-    fputc('\n', out);
 }

@@ -20,7 +20,7 @@
  * removes its oldest beyond TENSORLEAK_KEEP (default 100), never another
  * kind of report, never a file that is no longer the one it wrote.
  */
-#include "report.h"
+#include "report_gather.h"
 #include "tl_version.h"
 #include "../tools/live_read.h"
 
@@ -163,7 +163,7 @@ static void forget_site_lines(void)
     }
 }
 
-static const char *site_of(struct tl_report_model *m, const struct tl_callsite *cs)
+static const char *site_of(struct tl_gather *m, const struct tl_callsite *cs)
 {
     struct site_line *e;
     HASH_FIND(hh, site_lines, &cs->id, sizeof cs->id, e);
@@ -226,7 +226,7 @@ static json_t *pick(json_t *src, const char *const *keys, size_t nkeys)
 /* The growth rows (growth.c) with one line for a site's stack: a call
  * site's from its stack, a pool's, owner's or Python line's as growth.c
  * describes it. */
-static json_t *growth_rows(struct tl_report_model *m, unsigned long marks)
+static json_t *growth_rows(struct tl_gather *m, unsigned long marks)
 {
     static const char *const keys[] = {"scope", "kind", "pool", "pool_kind", "owner", "owner_class", "from_bytes",
                                        "to_bytes", "site"};
@@ -281,7 +281,7 @@ struct build {
  * {"devices": [{"device", "mapped_bytes", "mappings"}]}, devices in
  * ascending order.  A mapping whose size the driver did not say counts as a
  * mapping and in no byte figure, as in the report's summary. */
-static json_t *ipc_devices(const struct tl_report_model *m)
+static json_t *ipc_devices(const struct tl_gather *m)
 {
     uint64_t bytes[TL_MAX_DEVICES] = {0};
     unsigned long long count[TL_MAX_DEVICES] = {0};
@@ -306,7 +306,7 @@ static json_t *ipc_devices(const struct tl_report_model *m)
     return ipc;
 }
 
-static void build_document(struct tl_report_model *m, void *arg)
+static void build_document(struct tl_gather *m, void *arg)
 {
     struct build *b = arg;
     /* Nothing per call site is published: leaving them out of the model

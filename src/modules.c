@@ -14,7 +14,7 @@
  * tl_pinned_frame); this file only decides when to pin.
  */
 #define UNW_LOCAL_ONLY
-#include "report.h"
+#include "report_gather.h"
 #include "hooks.h"
 
 #include <dlfcn.h>

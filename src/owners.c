@@ -26,7 +26,7 @@
  * segment an annotated pool holds is that pool's ("annotated pools").
  */
 #include "counts.h"
-#include "report.h"
+#include "report_gather.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -261,7 +261,7 @@ static char *demangled(demangle_fn demangle, const char *fn)
 
 /* Owner index of a call site: first frame (innermost first) any rule
  * matches, rules in order; 0 (user) when none does. */
-static int owner_of(struct tl_report_model *m, struct tl_callsite *cs, demangle_fn demangle)
+static int owner_of(struct tl_gather *m, struct tl_callsite *cs, demangle_fn demangle)
 {
     for (int i = 0; i < cs->nframes; i++) {
         const struct tl_frame_info *f = tl_report_frame(m, cs->frames[i]);
@@ -318,7 +318,7 @@ static void site_owners_check(const unsigned long long counts[2])
     }
 }
 
-static int site_owner(struct tl_report_model *m, struct tl_callsite *cs, demangle_fn demangle)
+static int site_owner(struct tl_gather *m, struct tl_callsite *cs, demangle_fn demangle)
 {
     if (cs->id < site_owners.cap && site_owners.owner[cs->id])
         return site_owners.owner[cs->id] - 1;
@@ -357,7 +357,7 @@ static bool holds(enum owner_class c)
  * pools", other rows to their call site's owner; address space adds counts,
  * never bytes.  Fills m->owner_devices, by device (host last), then in
  * owner order.  Under owners_lock. */
-static void owners_by_device(struct tl_report_model *m, demangle_fn demangle)
+static void owners_by_device(struct tl_gather *m, demangle_fn demangle)
 {
     enum { SLOTS = TL_MAX_DEVICES + 1 }; /* the last: host memory */
     long long *bytes = calloc((size_t)nowners * SLOTS, sizeof *bytes);
@@ -400,7 +400,7 @@ static void owners_by_device(struct tl_report_model *m, demangle_fn demangle)
 
 /* Attributes every site of the report to its owner; at any report, sites of
  * holding owners move from `sites` to `held`.  Fills m->owners. */
-void tl_owners_collect(struct tl_report_model *m)
+void tl_owners_collect(struct tl_gather *m)
 {
     unsigned long long loads[2];
     tl_module_loads(loads);

@@ -33,7 +33,7 @@
  * nodes tracked under the call site that captured or added them (rows of
  * kind async whose aux is the graph pool), held by the pool, not leaked.
  */
-#include "report.h"
+#include "report_gather.h"
 #include "hooks.h"
 
 #include <stdlib.h>
@@ -625,7 +625,7 @@ static void collect_graph_locked(struct pool *p, const struct collect *c, int i,
 }
 
 /* Called by report.c with every live-table shard locked. */
-void tl_pools_collect(struct tl_report_model *m)
+void tl_pools_collect(struct tl_gather *m)
 {
     struct collect *c = calloc(1, sizeof *c);
     if (!c)

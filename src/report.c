@@ -18,6 +18,7 @@
  * invariants (tl_report_check_invariants); what cannot be known (the free
  * space of a pool without a layout) is marked unknown, never zero.
  */
+#include "report_gather.h"
 #include "report.h"
 #include "counts.h"
 #include "tl_version.h"
@@ -82,7 +83,7 @@ struct frame_entry {
 };
 static struct frame_entry *frame_cache;
 
-const struct tl_frame_info *tl_report_frame(struct tl_report_model *m, uintptr_t address)
+const struct tl_frame_info *tl_report_frame(struct tl_gather *m, uintptr_t address)
 {
     struct frame_entry *e;
     HASH_FIND(hh, frame_cache, &address, sizeof address, e);
@@ -117,7 +118,7 @@ static void frame_cache_clear(void)
 
 /* ---- gathering ---------------------------------------------------------- */
 struct gather {
-    struct tl_report_model *m;
+    struct tl_gather *m;
     long long *bytes; /* by call-site id */
     long long *count;
     long long *held_bytes;
@@ -143,7 +144,7 @@ struct gather {
 
 /* Keeps a shared handle's row for the report (dropped when out of memory:
  * the site's bytes stay right, its identity list misses it). */
-static void gather_share(struct tl_report_model *m, const struct tl_live *rec, const struct tl_vmm_share *sh)
+static void gather_share(struct tl_gather *m, const struct tl_live *rec, const struct tl_vmm_share *sh)
 {
     if (m->nshares == m->shares_cap) {
         size_t ncap = m->shares_cap ? 2 * m->shares_cap : 8;
@@ -350,7 +351,7 @@ static void gather_free(struct gather *g)
     free(g->next); free(g->end);
 }
 
-static bool gather(struct tl_report_model *m)
+static bool gather(struct tl_gather *m)
 {
     struct gather g = {.m = m};
     tl_live_lock_all();
@@ -465,7 +466,7 @@ static void device_uuid(int dev)
 
 /* Driver view per device: cuMemGetInfo answers for the current context's
  * device, so visit each known context and put the caller's back. */
-static void device_info(struct tl_report_model *m)
+static void device_info(struct tl_gather *m)
 {
     typedef int (*getinfo_fn)(size_t *, size_t *);
     typedef int (*getcur_fn)(void **);
@@ -507,7 +508,7 @@ static void device_info(struct tl_report_model *m)
 
 /* Devices the driver did not answer for now: their total from its last
  * answer (free changes; it stays unknown). */
-static void device_info_last_good(struct tl_report_model *m)
+static void device_info_last_good(struct tl_gather *m)
 {
     for (int d = 0; d < TL_MAX_DEVICES; d++) {
         struct tl_device_row *r = &m->devices[d];
@@ -524,7 +525,7 @@ static void device_info_last_good(struct tl_report_model *m)
 void tl_report_read_devices_now(void)
 {
     pthread_mutex_lock(&tl_report_lock);
-    struct tl_report_model *m = calloc(1, sizeof *m);
+    struct tl_gather *m = calloc(1, sizeof *m);
     if (m)
         device_info(m);
     free(m);
@@ -537,7 +538,7 @@ void tl_report_read_devices_now(void)
  * annotated pool) has free space inside it that we cannot see: the largest
  * free block and fragmentation of its device are unknown.  `nheld_pools`:
  * the held sites before owners.c appended its own (annotated segments). */
-static void mark_unseen_caches(struct tl_report_model *m, size_t nheld_pools)
+static void mark_unseen_caches(struct tl_gather *m, size_t nheld_pools)
 {
     bool cache = false;
     for (size_t i = nheld_pools; i < m->nheld && !cache; i++)
@@ -559,7 +560,7 @@ static void mark_unseen_caches(struct tl_report_model *m, size_t nheld_pools)
     }
 }
 
-static void note_repair(struct tl_report_model *m, const char *invariant, const char *where, const char *figure,
+static void note_repair(struct tl_gather *m, const char *invariant, const char *where, const char *figure,
                         long long was, long long now)
 {
     m->repairs_total++;
@@ -573,7 +574,7 @@ static void note_repair(struct tl_report_model *m, const char *invariant, const 
     r->now = now;
 }
 
-static void fix_at_most(struct tl_report_model *m, uint64_t *fig, uint64_t limit, const char *invariant, const char *where,
+static void fix_at_most(struct tl_gather *m, uint64_t *fig, uint64_t limit, const char *invariant, const char *where,
                         const char *figure)
 {
     if (*fig <= limit)
@@ -583,7 +584,7 @@ static void fix_at_most(struct tl_report_model *m, uint64_t *fig, uint64_t limit
     *fig = limit;
 }
 
-static void fix_fraction(struct tl_report_model *m, double *f, bool unknown, const char *where)
+static void fix_fraction(struct tl_gather *m, double *f, bool unknown, const char *where)
 {
     if (unknown || (*f >= 0.0 && *f <= 1.0))
         return;
@@ -597,7 +598,7 @@ static void fix_fraction(struct tl_report_model *m, double *f, bool unknown, con
 }
 
 /* One device's memory bounds every figure on it (when the driver said). */
-static uint64_t device_limit(const struct tl_report_model *m, int d)
+static uint64_t device_limit(const struct tl_gather *m, int d)
 {
     if (d < 0 || d >= TL_MAX_DEVICES || !(m->devices[d].have_info || m->devices[d].total_last_good) ||
         m->devices[d].total == 0)
@@ -610,7 +611,7 @@ static uint64_t device_limit(const struct tl_report_model *m, int d)
  * 0 <= fragmentation <= 1, no figure above the device's memory, no byte
  * figure negative.  A figure that breaks one is repaired here, before
  * anything is written, and each repair is listed in the report. */
-void tl_report_check_invariants(struct tl_report_model *m)
+void tl_report_check_invariants(struct tl_gather *m)
 {
     char where[80];
     /* The summary's bound: all devices' memory, when every device said. */
@@ -685,7 +686,7 @@ void tl_report_check_invariants(struct tl_report_model *m)
     }
 }
 
-static void apply_suppressions(struct tl_report_model *m)
+static void apply_suppressions(struct tl_gather *m)
 {
     for (size_t i = 0; i < m->nsites; i++) {
         struct tl_site *s = &m->sites[i];
@@ -694,7 +695,7 @@ static void apply_suppressions(struct tl_report_model *m)
     }
 }
 
-static void decide_gate(struct tl_report_model *m)
+static void decide_gate(struct tl_gather *m)
 {
     unsigned failed = 0;
     if (m->reason == TL_REASON_EXIT) {
@@ -858,7 +859,7 @@ static int write_report_file(enum tl_reason reason, unsigned seq, const char *ex
     return err;
 }
 
-static void free_model(struct tl_report_model *m)
+static void free_model(struct tl_gather *m)
 {
     free(m->sites);
     free(m->held);
@@ -930,7 +931,7 @@ static const char *reason_words(enum tl_reason reason)
 
 /* One line on stderr for a report other than the exit report: what it is
  * and the file it went to. */
-static void print_snapshot_line(const struct tl_report_model *m, const char *shown)
+static void print_snapshot_line(const struct tl_gather *m, const char *shown)
 {
     char live[32];
     tl_format_size((uint64_t)(m->live_bytes > 0 ? m->live_bytes : 0), live, sizeof live);
@@ -938,9 +939,26 @@ static void print_snapshot_line(const struct tl_report_model *m, const char *sho
             m->label ? m->label : "", m->label ? "\"" : "", m->live_count, live, shown);
 }
 
+/* The exit report on stderr: the report just written, read back into the
+ * report model and printed by the renderer of `tensorleak report` (the
+ * text a person and a log scraper read is the saved report's). */
+static void print_text(json_t *root, const char *shown)
+{
+    struct tl_report r;
+    char error[256];
+    if (!root || !report_from_json(root, shown, 0, &r, error, sizeof error)) {
+        tl_warn(NULL, "cannot print the report: %s", root ? error : "out of memory");
+        return;
+    }
+    format_frames_all = tl_opt.frames_all;
+    format_text(stderr, &r, shown);
+    fflush(stderr);
+    report_free(&r);
+}
+
 /* Everything a report holds, gathered and checked (the caller holds the
  * report lock).  False when out of memory. */
-static bool build_model(struct tl_report_model *m)
+static bool build_model(struct tl_gather *m)
 {
     if (!gather(m))
         return false;
@@ -994,7 +1012,7 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
                       (reason == TL_REASON_SIGNAL || reason == TL_REASON_API || reason == TL_REASON_INTERVAL));
     pthread_mutex_lock(&tl_report_lock);
     writing_here = true;
-    struct tl_report_model m = {.reason = reason, .label = label, .oom = oom, .with_allocations = true};
+    struct tl_gather m = {.reason = reason, .label = label, .oom = oom, .with_allocations = true};
     m.seq = ++report_seq;
     int rc = -1;
     if (!build_model(&m)) {
@@ -1008,7 +1026,6 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
     json_t *root = tl_report_to_json(&m);
     if (root)
         text = json_dumps(root, JSON_INDENT(1) | JSON_ENSURE_ASCII);
-    json_decref(root);
     if (!text) {
         tl_warn(NULL, "out of memory while writing a report");
         shown = "(not written)";
@@ -1037,7 +1054,7 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
 
     if (!tl_opt.quiet) {
         if (reason == TL_REASON_EXIT)
-            tl_report_print_text(&m, stderr, shown);
+            print_text(root, shown);
         else if (reason == TL_REASON_OOM && oom) {
             char want[32], largest[32];
             tl_format_size(oom->bytes, want, sizeof want);
@@ -1053,6 +1070,7 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
     }
     if (gate_failed)
         *gate_failed = m.gate_failed;
+    json_decref(root);
 out:
     free_model(&m);
     writing_here = false;
@@ -1070,12 +1088,12 @@ int tl_report_write_to(const char *label, const char *path)
     return report_write(TL_REASON_API, label, NULL, NULL, path);
 }
 
-int tl_report_with_model(void (*fn)(struct tl_report_model *m, void *arg), void *arg)
+int tl_report_with_model(void (*fn)(struct tl_gather *m, void *arg), void *arg)
 {
     pthread_mutex_lock(&tl_report_lock);
     writing_here = true;
     /* Figures as a snapshot would show them: no exit verdict, no number. */
-    struct tl_report_model m = {.reason = TL_REASON_API, .silent = true};
+    struct tl_gather m = {.reason = TL_REASON_API, .silent = true};
     int rc = -1;
     if (build_model(&m)) {
         fn(&m, arg);

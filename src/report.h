@@ -1,318 +1,339 @@
 /*
- * report.h — the in-memory model of one report, shared by the gatherer
- * (report.c), the writers (report_json.c, report_text.c) and the allocator
- * views (pools.c, growth.c) that contribute rows to it.
+ * report.h: the report model, a tensorleak JSON report (schema 1,
+ * docs/report-format.md) held in memory, shared by the CLI and the preload
+ * library.  The library gathers its state (report_gather.h), writes it as
+ * JSON (report_json.c) and reads that back into this model to print it
+ * (report_text.c); the CLI reads saved files into it (report_load()).
+ *
+ * report_from_json() checks a jansson tree thoroughly once, so the
+ * formatters and commands can walk plain C arrays without re-checking
+ * types. Strings are borrowed from the jansson tree (`root`), which lives as
+ * long as the report; every pointer below is NULL when the field was absent
+ * or null. Arrays the file does not have are empty (count 0).
  */
-#ifndef TL_REPORT_H
-#define TL_REPORT_H
-
-#include "tl_internal.h"
+#ifndef TENSORLEAK_REPORT_H
+#define TENSORLEAK_REPORT_H
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
-/* One live allocation of a call site, as the report lists it: where it
- * lies (0 for rows keyed by a handle, which have no address), its size
- * and on which device (TL_NO_DEVICE for host memory). */
-struct tl_site_allocation {
-    uint64_t address, bytes;
-    uint8_t device;
-    bool size_unknown; /* an array whose size the driver did not report: bytes null */
-};
+/*
+ * Integer summary fields, with how `merge` combines them across ranks:
+ * SUM adds them, MAX keeps the largest (per-device properties).
+ */
+#define TL_SUMMARY_U64_FIELDS(X)                  \
+    X(leaked_bytes, SUM)                          \
+    X(leaked_allocations, SUM)                    \
+    X(live_bytes, SUM)                            \
+    X(live_allocations, SUM)                      \
+    X(peak_live_bytes, SUM)                       \
+    X(reserved_bytes, SUM)                        \
+    X(allocated_bytes, SUM)                       \
+    X(gap_bytes, SUM)                             \
+    X(largest_free_block, MAX)                    \
+    X(invalid_frees, SUM)                         \
+    X(suppressed_allocations, SUM)                \
+    X(suppressed_bytes, SUM)                      \
+    X(failed_allocations, SUM)                    \
+    X(oom_failures, SUM)                          \
+    X(released_by_teardown_bytes, SUM)            \
+    X(released_by_teardown_allocations, SUM)      \
+    X(held_bytes, SUM)                            \
+    X(dropped_events, SUM)                        \
+    X(budget_crossings, SUM)                      \
+    X(budget_refusals, SUM)
 
-struct tl_site {
-    struct tl_callsite *cs;
-    long long bytes;
-    long long count;
-    /* Up to TENSORLEAK_ADDRESSES of its allocations, lowest address first
-     * (which ones when it has more is unspecified); count - nallocations
-     * of them are not listed.  Points into the model's site_allocations. */
-    struct tl_site_allocation *allocations;
-    size_t nallocations;
-    /* Of count, allocations whose size the driver did not report (CUDA
-     * arrays): bytes leaves them out and reports say its size is unknown. */
-    long long unknown_size_count;
-    bool suppressed;
-    const char *rule; /* the suppression rule that matched, or NULL */
-    const char *owner;       /* owners.c: owner name, or NULL before attribution */
-    const char *owner_class; /* "cache", "workspace", "library", "user" */
-};
-
-struct tl_owner_row {
-    char name[64];
-    const char *cls;
-    long long live_bytes, live_count, peak_bytes;
-};
-
-/* Live bytes of one call site on one device, in a pool's segments or not:
- * what owners.c sums per owner and device (report.c's gathering). */
-struct tl_site_device {
-    uint32_t site;  /* call-site id */
-    int device;     /* -1: host memory (pinned, registered), no device's */
-    bool held;      /* segments an annotated pool holds */
-    long long bytes, count;
-};
-
-/* One owner's live memory on one device (-1: host memory).  Summed over
- * the devices, an owner's rows give its process-wide tl_owner_row. */
-struct tl_owner_device_row {
-    char name[64];
-    const char *cls;
-    int device;
-    long long live_bytes, live_count;
-};
-
-struct tl_device_row {
-    bool present;
-    bool have_info;
-    uint64_t free, total;
-    uint64_t reserved, allocated;
-    uint64_t largest_free;
+struct tl_summary {
+#define TL_DECLARE_FIELD(name, merge) uint64_t name;
+    TL_SUMMARY_U64_FIELDS(TL_DECLARE_FIELD)
+#undef TL_DECLARE_FIELD
     double fragmentation;
-    /* Some free space lies where tensorleak sees no layout (a
-     * driver pool, a cache nobody annotated): largest_free and
-     * fragmentation are unknown. */
+    /* largest_free_block or fragmentation was null: unknown, not 0 (some
+     * free space has no layout tensorleak can see). */
     bool layout_unknown;
-    /* The driver did not answer cuMemGetInfo now (at exit): total is its
-     * last answer, read at total_time (CLOCK_REALTIME seconds). */
-    bool total_last_good;
-    double total_time;
-    /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (cuDeviceGetUuid), as
-     * nvidia-smi and DCGM print it; "" when the driver did not say. */
-    char uuid[48];
 };
 
-struct tl_layout_block {
-    uint64_t offset, bytes;
-};
-struct tl_layout_segment {
-    uint64_t base, bytes;
-    struct tl_layout_block *blocks;
-    size_t nblocks;
+struct tl_frame {
+    const char *address;    /* "0x55d0c1a2b3c4" */
+    const char *module;     /* path as recorded */
+    const char *offset;     /* "0x13c4", offset in module */
+    const char *function;
+    const char *file;
+    long long line;         /* 0 when unknown */
+    bool python;            /* a Python frame ("python": true): no address */
 };
 
-struct tl_pool_row {
-    char name[64];
-    const char *kind; /* "annotated", "stream_ordered" or "graph" */
-    int device;
-    uint64_t reserved, allocated, free, largest_free, reserved_high, used_high;
-    uint64_t peak_allocated, peak_reserved;
-    double fragmentation, utilization;
-    bool driver_mismatch;    /* stream-ordered: USED_MEM_CURRENT is not the tracked blocks' (pools.c) */
-    uint64_t driver_used;
-    uint64_t segments;
-    /* Annotated pools: the layout, for memory maps (first TL_LAYOUT_MAX
-     * blocks; layout_truncated when there were more). */
-    struct tl_layout_segment *layout;
-    size_t nlayout;
-    bool layout_truncated;
-    json_t *extra; /* bridge.c: fields merged into this row's JSON (framework pools) */
-    /* No layout (stream-ordered pool with free bytes):
-     * largest_free and fragmentation are unknown.  Stream-ordered pools:
-     * which driver reading the figures are ("current", "last_good" when the
-     * driver stopped answering, "none" when it never answered) and when it
-     * was taken (CLOCK_REALTIME seconds). */
-    bool layout_unknown;
-    const char *reading;
-    double reading_time;
-    /* Graph memory: no driver figure is known (reserved, allocated, free and
-     * the highs are null); the allocation nodes tracked in it. */
-    bool figures_unknown;
-    uint64_t graph_nodes, graph_node_bytes;
+struct tl_stack {
+    struct tl_frame *frames;    /* frames[0] is the innermost (#0) */
+    size_t count;
 };
-#define TL_LAYOUT_MAX 8192
 
-struct tl_growth_row {
-    struct tl_callsite *cs;
-    long long bytes_per_mark;
-    long long count_per_mark;
-    int marks;
+/* One entry of a site's optional "allocations" list. */
+struct tl_allocation {
+    bool has_address;           /* false: a row keyed by a handle (null) */
+    uint64_t address;
+    uint64_t bytes;
+    long long device;           /* -1: host memory (null) */
+};
+
+/* One entry of "leaks" (or of "sites"): a deduplicated call site. */
+struct tl_leak {
+    const char *kind;           /* "device", "host_pinned", ... */
+    uint64_t bytes;             /* 0 when bytes_unknown */
+    uint64_t count;
+    /* Optional "allocations": some of its live allocations; has_allocations
+     * false in reports written before they were listed. */
+    bool has_allocations;
+    struct tl_allocation *allocations;
+    size_t allocation_count;
+    /* "bytes" is null: some of the allocations have a size the driver did
+     * not report (unknown_size_allocations of them). */
+    bool bytes_unknown;
+    uint64_t unknown_size_allocations;
     bool suppressed;
-    json_t *extra; /* growth.c: a pool/owner/Python-site row (cs NULL): its JSON fields */
+    const char *suppression;    /* "leak:pattern" that matched, if any */
+    struct tl_stack stack;
+    bool has_rank;              /* entries of a merged report carry their rank */
+    long long rank;
+    const char *owner;          /* optional: "PyTorch caching allocator", "user" */
+    const char *owner_class;    /* optional: "cache", "workspace", "library", "user" */
+    bool imported;              /* vmm_handle: imported from a shareable handle (optional "imported") */
+    uint64_t counted_elsewhere; /* merge: bytes of its "shared" entries another input counts */
 };
 
-struct tl_mark_row {
-    unsigned seq;
-    char label[64];
-    long long live_bytes;
-    unsigned long long reserved_bytes;
-    unsigned long long device_free;
-    double time;
+/*
+ * One entry of the optional "owners" array: memory attributed by the owner
+ * rules (data/owners.rules) to one owner; "user" is what no rule matched.
+ */
+struct tl_owner {
+    const char *name;
+    const char *cls;            /* "cache" | "workspace" | "library" | "user" */
+    uint64_t live_bytes, live_allocations, peak_bytes;
 };
 
-struct tl_report_model {
-    enum tl_reason reason;
+/* One entry of the optional "owners_by_device": an owner's live memory on
+ * one device (device -1: host memory). */
+struct tl_owner_device {
+    const char *name;
+    const char *cls;
+    int device;
+    uint64_t live_bytes, live_allocations;
+};
+
+struct tl_growth {
+    const char *kind;
+    uint64_t bytes_per_mark;
+    uint64_t marks;
+    uint64_t count_per_mark;
+    bool suppressed;
+    struct tl_stack stack;
+    bool has_rank;
+    long long rank;
+    /* Rows without a call site: "scope" "pool" (a framework pool's
+     * allocated bytes), "owner" (an owner's reserve), "python_site"; NULL or
+     * "call_site" for a call site's row. */
+    const char *scope;
+    const char *pool;           /* pool and python_site rows */
+    const char *owner, *owner_class;  /* owner rows */
+};
+
+/* One allocated block of a pool segment (optional "layout", see tl_segment). */
+struct tl_block {
+    uint64_t offset;            /* from the segment base */
+    uint64_t bytes;
+};
+
+/*
+ * One reserved segment of an annotated pool, from the optional
+ * pools[].layout array: {"base": "0x...", "bytes": N, "blocks": [...]}.
+ * report_load() checks that blocks are sorted, do not overlap and end inside
+ * the segment, so what lies between them are the free holes.
+ */
+struct tl_segment {
+    const char *base;
+    uint64_t bytes;
+    struct tl_block *blocks;
+    size_t block_count;
+};
+
+struct tl_pool {
+    const char *name;
+    const char *kind;           /* "annotated" | "stream_ordered" | "graph" | a framework's */
+    long long device;
+    uint64_t reserved_bytes, allocated_bytes, free_bytes, largest_free_block;
+    double fragmentation;
+    bool has_utilization;
+    double utilization;
+    uint64_t segments;          /* "segments": how many, 0 when absent */
+    bool layout_unknown;        /* largest_free_block/fragmentation null */
+    const char *reading;        /* stream-ordered: "current", "last_good", "none" */
+    const char *reading_time;   /* ISO-8601, when the driver gave that reading */
+    bool has_layout;            /* "layout" present (possibly empty) */
+    bool layout_truncated;      /* the writer left segments or blocks out */
+    struct tl_segment *layout;
+    size_t layout_count;
+    bool has_rank;
+    long long rank;
+    /* A framework's pool read by the Python bridge: "framework"
+     * {name, version, mode}, when its state was read, whether fresh. */
+    bool has_framework;
+    const char *framework_name, *framework_version, *framework_mode;
+    bool has_read_at;
+    double read_at;             /* unix time */
+    const char *state;          /* "fresh" | "stale" | "final" */
+    bool bytes_unknown;         /* reserved_bytes null: a host pool without byte counts, or
+                                 * graph memory the driver never reported */
+    uint64_t free_blocks;
+    /* Graph memory: the allocation nodes it holds (their sites are held). */
+    uint64_t allocation_nodes, allocation_node_bytes;
+};
+
+/* One entry of "marks": the totals when tensorleak_mark() was called. */
+struct tl_mark {
+    long long seq;
     const char *label;
-    unsigned seq;
-    const struct tl_oom_event *oom;
+    uint64_t live_bytes, reserved_bytes;
+    bool has_device_free;
+    uint64_t device_free;
+    double time;                /* seconds, as recorded */
+};
 
-    struct tl_site *sites; /* outstanding allocations by call site, bytes desc */
-    size_t nsites;
-    struct tl_site *held;  /* memory held by a pool (segments), not leaks */
-    size_t nheld;
-    struct tl_site_allocation *site_allocations; /* every site's allocations, one block */
-
-    long long live_bytes, live_count, peak_live_bytes;
-    long long leaked_bytes, leaked_count;
-    long long suppressed_bytes, suppressed_count;
-    long long held_bytes;
-    uint64_t reserved, allocated, largest_free;
+struct tl_device {
+    long long device;
+    uint64_t free, total;
+    uint64_t reserved_bytes, allocated_bytes, gap_bytes;
+    bool has_largest_free_block;   /* else the summary's applies */
+    uint64_t largest_free_block;
+    bool has_fragmentation;
     double fragmentation;
-
-    struct tl_device_row devices[TL_MAX_DEVICES];
-    struct tl_pool_row *pools;
-    size_t npools;
-    struct tl_growth_row *growth;
-    size_t ngrowth;
-    struct tl_mark_row *marks;
-    size_t nmarks;
-    struct tl_invalid_free *invalid;
-    size_t ninvalid;
-    size_t ninvalid_suppressed;
-
-    struct tl_owner_row *owners;
-    size_t nowners;
-    struct tl_site_device *site_devices; /* report.c: every live row's site and device */
-    size_t nsite_devices;
-    struct tl_owner_device_row *owner_devices; /* owners.c: by device, then owner */
-    size_t nowner_devices;
-    bool owner_devices_unknown; /* owners.c ran out of memory attributing them */
-
-    unsigned gate_failed; /* tl_fail_kind bits */
-    bool silent;          /* the live state's model: its checks print nothing */
-    /* List each site's allocations (tl_site.allocations): reports do; the
-     * live state, which never shows them, skips that pass over the rows. */
-    bool with_allocations;
-    void *symbolizer;
-    json_t *bridge; /* bridge.c: the "bridge" object (framework state used), or NULL */
-
-    /* Address space, never added to a byte figure above: live VA
-     * reservations (cuMemAddressReserve), and at exit the reservations among
-     * the unsuppressed leaks. */
-    long long address_space_bytes, address_space_count;
-    long long leaked_address_space_bytes;
-    /* Live allocations of unknown size (in the counts, in no byte figure). */
-    long long unknown_size_count;
-
-    /* Live VMM handles that were exported or imported (vmm_share.c), in
-     * table order; imported_* are the imported ones' share of live_*. */
-    struct tl_share_row {
-        uint32_t site;   /* call-site id */
-        bool imported;
-        bool known;      /* file_dev/file_ino are the allocation's identity */
-        uint64_t file_dev, file_ino;
-        uint64_t bytes;
-    } *shares;
-    size_t nshares, shares_cap;
-    long long imported_bytes, imported_count;
-    /* CUDA IPC, never added to a byte figure above either: other processes'
-     * memory mapped here (live ipc_mapping rows; at exit the mapped bytes
-     * among the unsuppressed leaks), each mapping with the digest of its
-     * handle, and this process's allocations exported to others. */
-    long long ipc_mapped_bytes, ipc_mapped_count;
-    long long leaked_ipc_mapped_bytes;
-    struct tl_ipc_mapping_row {
-        uint64_t digest, addr, bytes; /* bytes 0: the driver did not say */
-        uint32_t refs, callsite;
-        int device; /* the importing context's, TL_NO_DEVICE when unknown */
-    } *ipc_mapped;
-    struct tl_ipc_export *ipc_exported;
-    size_t nipc_exported;
-
-    /* The summary's largest_free/fragmentation are unknown;
-     * figures repaired to keep the report's invariants (report.c). */
-    bool layout_unknown;
-    struct tl_repair {
-        const char *invariant; /* e.g. "allocated <= reserved" */
-        char where[80];        /* "pool 'mempool 0x...'", "device 0", "summary" */
-        const char *figure;    /* the field changed */
-        long long was, now;
-    } repairs[16];
-    size_t nrepairs, repairs_total;
+    bool layout_unknown;           /* largest_free_block/fragmentation null */
+    bool has_free;                 /* "free" known (null at exit when the driver
+                                      stopped answering; "total" may be its last) */
+    bool has_rank;
+    long long rank;
 };
 
-/* report.c: repairs figures that break the report's
- * invariants (gap >= 0, allocated <= reserved, largest free <= free,
- * fragmentation in [0, 1], nothing above the device's memory), listing each
- * repair in m->repairs and warning once. */
-void tl_report_check_invariants(struct tl_report_model *m);
-/* report.c: asks the driver for each device's memory now and keeps the
- * answer for reports the driver no longer answers for (pools.c at exit). */
-void tl_report_read_devices_now(void);
-
-/* report_json.c */
-json_t *tl_report_to_json(struct tl_report_model *m);
-json_t *tl_stack_to_json(struct tl_report_model *m, const uintptr_t *frames, int n);
-/* report_text.c */
-void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path);
-void tl_format_size(uint64_t bytes, char *buf, size_t len);
-/* CLOCK_REALTIME seconds as ISO-8601 UTC with milliseconds. */
-void tl_format_realtime(double t, char *buf, size_t len);
-
-/* Symbolizes with a per-report cache. */
-const struct tl_frame_info *tl_report_frame(struct tl_report_model *m, uintptr_t address);
-
-/* pools.c: adds pool rows, marks held segments, fills reserved/allocated. */
-void tl_pools_collect(struct tl_report_model *m);
-/* Is this live row a segment that a pool holds (not a leak at exit)? */
-bool tl_pools_is_held(const struct tl_live *rec);
-/* growth.c: growth rows and the timeline of marks. */
-void tl_growth_collect(struct tl_report_model *m);
-/* owners.c: attributes sites to owners, moves held ones to m->held. */
-void tl_owners_collect(struct tl_report_model *m);
-/* suppress.c: suppression rules on a call site's stack. */
-const char *tl_suppressed(struct tl_report_model *m, const char *kind, struct tl_callsite *cs);
-
-/* ---- bridge.c: framework pools pushed by the Python bridge ------------- */
-/* Before a report or a mark: asks the bridge thread for fresh framework state
- * and waits a bounded time when `may_wait` (never inside a hook, at exit or
- * after a timed-out request that is still unanswered). */
-void tl_bridge_refresh(bool may_wait);
-/* The same for a mark: the frameworks' figures only (no layouts). */
-void tl_bridge_refresh_mark(bool may_wait);
-/* For the live state (live.c, the watcher thread): the frameworks' figures,
- * waited for at most half an `interval` (seconds) and 250 ms; a timeout
- * here never makes a mark or report skip its own wait. */
-void tl_bridge_refresh_live(double interval);
-/* Adds the last framework state to the model: pool rows, the device
- * summary's allocated (the cache's gap), the "bridge" object. */
-void tl_bridge_apply(struct tl_report_model *m);
-/* For growth.c, under its mark lock: the last state's pools (name, kind,
- * allocated) and Python sites (key, stack, bytes), one callback each. */
-void tl_bridge_foreach_series(void (*pool)(const char *name, const char *kind, long long allocated, void *arg),
-                              void (*site)(const char *key, const char *pool, json_t *stack, long long bytes, void *arg),
-                              void *arg);
-/* Python frames from the bridge as a report stack (frames "python": true). */
-json_t *tl_bridge_stack_json(json_t *frames);
-/* growth.c: series of a pool's allocated bytes, an owner class's reserved
- * bytes or a Python site's live bytes, one value per mark. */
-#define TL_SERIES_KEEP 64
-#define TL_SERIES_MIN_STEP (1LL << 20) /* a new high counts from 1 MiB up */
-enum { TL_SERIES_POOL = 1, TL_SERIES_OWNER, TL_SERIES_PYSITE };
-struct tl_series {
-    int scope;
-    char key[96];    /* pool name, owner class, or a Python stack's hash and pool */
-    char kind[64];   /* pool kind; for a Python site, its pool's name */
-    json_t *stack;   /* Python site: its frames */
-    struct tl_callsite *cs; /* Python site: the frames interned, for suppressions */
-    unsigned first_mark, last_mark, observed;
-    long long first_value, last, max;
-    unsigned nrec;   /* new highs so far; the last TL_SERIES_KEEP are kept */
-    unsigned rec_mark[TL_SERIES_KEEP];
-    long long rec_before[TL_SERIES_KEEP];
+/* One entry of "ranks", which only merged reports have. */
+struct tl_rank {
+    long long rank;
+    long long pid;
+    const char *host;
+    uint64_t leaked_bytes, leaked_allocations, live_bytes, reserved_bytes;
 };
-struct tl_series_verdict {
-    long long bytes_per_mark, from_bytes, to_bytes;
-    int marks;
+
+struct tl_invalid_free {
+    const char *address;
+    const char *kind;
+    bool suppressed;
+    struct tl_stack stack;
+    bool has_rank;
+    long long rank;
 };
-void tl_series_observe(struct tl_series *s, unsigned seq, long long value, long long min_step);
-bool tl_series_growing(const struct tl_series *s, unsigned now, int k, struct tl_series_verdict *v);
-/* growth.c: names the owner of owner-class growth rows (after owners.c). */
-void tl_growth_name_owners(struct tl_report_model *m);
-/* bridge.c, for report_text.c: a framework pool's " [torch 2.5 native; state
- * of 21:50:01.123 UTC, stale]" and a host (pinned) pool's line. */
-void tl_bridge_print_pool_note(FILE *out, const struct tl_pool_row *p);
-void tl_bridge_print_host_pool(FILE *out, int pid, const struct tl_pool_row *p);
-/* report_text.c: one growth row without a call site (pool, owner, Python site). */
-void tl_growth_print_scoped(struct tl_report_model *m, FILE *out, const struct tl_growth_row *g);
+
+struct tl_oom {
+    uint64_t bytes;
+    const char *kind;
+    long long device;
+    struct tl_stack stack;
+};
+
+struct tl_report {
+    const char *path;           /* as given on the command line */
+    json_t *root;
+
+    bool has_pid;               /* false for merged reports */
+    long long pid;
+    bool has_rank;
+    long long rank;
+    const char *host, *reason, *label, *time, *version;
+
+    struct tl_summary summary;
+    bool has_leaks_array;
+    struct tl_leak *leaks;
+    size_t leak_count;
+    bool has_sites;             /* optional "sites": live call sites */
+    struct tl_leak *sites;
+    size_t site_count;
+    struct tl_leak *held;       /* optional "held": kept at exit by a pool or a */
+    size_t held_count;          /* cache/library/workspace owner (not leaks) */
+    struct tl_owner *owners;    /* optional "owners" */
+    size_t owner_count;
+    struct tl_owner_device *owner_devices; /* optional "owners_by_device" */
+    size_t owner_device_count;
+    struct tl_mark *marks;
+    size_t mark_count;
+    struct tl_growth *growth;
+    size_t growth_count;
+    struct tl_pool *pools;
+    size_t pool_count;
+    struct tl_device *devices;
+    size_t device_count;
+    struct tl_invalid_free *invalid_frees;
+    size_t invalid_free_count;
+    bool has_oom;
+    struct tl_oom oom;
+    struct tl_rank *ranks;
+    size_t rank_count;
+};
+
+/*
+ * Loads and checks the report at `path` ("-" reads stdin). On failure prints
+ * `tensorleak: PATH: <reason>` on stderr and returns false; `out` is then
+ * left empty (report_free() is still safe). Never aborts on bad input.
+ * (tools/report_load.c, the CLI's only)
+ */
+bool report_load(const char *path, struct tl_report *out);
+
+/* report_read.c: reads the report tree `root` (kept, with a reference of
+ * its own, as out->root) into `out`; `path` is what out->path says.  False
+ * on a field of the wrong type or a broken layout, with the first failure in
+ * `error` ("leaks[3].stack[0].line: expected an integer") and `out` left
+ * empty.  REPORT_DEMANGLE: C++ names still mangled ("_Z...") are demangled
+ * with libstdc++'s __cxa_demangle, loaded for it (the CLI; the library has
+ * demangled what it could already and loads nothing at exit). */
+#define REPORT_DEMANGLE 1u
+bool report_from_json(json_t *root, const char *path, unsigned flags, struct tl_report *out, char *error,
+                      size_t error_size);
+
+void report_free(struct tl_report *report);
+
+/* Last path component of a module path ("leaky_inference"). */
+const char *report_basename(const char *path);
+
+/* A VA reservation, a mapping or another process's memory mapped here (CUDA
+ * IPC) is address space, not this process's memory: listed as what it is,
+ * never added to a byte figure (the handle mapped there, or the exporting
+ * process, holds the memory). */
+bool report_kind_is_address_space(const char *kind);
+/* What a leak of such a kind is, for a text line (" of address space (not
+ * memory)", ...); "" for memory. */
+const char *report_kind_apart_words(const char *kind);
+
+/* A leak's kind as the formats show it: "vmm_handle, imported" for an
+ * imported handle, "device" when the report names none. */
+const char *report_leak_kind(const struct tl_leak *l);
+
+/* ---- report_text.c: the LeakSanitizer-like text report ------------------ */
+/* The whole report, as the library prints it at exit and `tensorleak
+ * report` prints a saved one; "Report: REPORT_NAME" ends it. */
+void format_text(FILE *out, const struct tl_report *report, const char *report_name);
+/* One "    #N 0xADDR in FUNC FILE:LINE (MODULE+OFF)" line. */
+void format_frame(FILE *out, size_t index, const struct tl_frame *frame);
+/* A stack as a person reads it (stack_view.h: the innermost Python frame
+ * first, native runs folded into one line naming their libraries, every
+ * frame when format_frames_all), or a line saying there is none. */
+void format_stack(FILE *out, const struct tl_stack *stack);
+/* Every frame as recorded (`tensorleak report --frames all`,
+ * TENSORLEAK_FRAMES=all). */
+extern bool format_frames_all;
+/* The rows of a stack (stack_view.h) in *rows (malloc'd, the caller frees;
+ * NULL when out of memory or empty) and their count. */
+struct tl_view_row;
+size_t format_stack_rows(const struct tl_stack *stack, struct tl_view_row **rows);
+/* A folded row's words: "7 native frames: libffi, _ctypes, libpython3.11". */
+void format_fold_words(const struct tl_stack *stack, const struct tl_view_row *row, char *buf, size_t size);
 
 #endif

@@ -2,7 +2,7 @@
  * report_json.c — the report model as the JSON document of SPEC.md
  * (schema 1).  Field names are a contract: add, never rename.
  */
-#include "report.h"
+#include "report_gather.h"
 #include "tl_version.h"
 
 #include <limits.h>
@@ -36,7 +36,7 @@ static json_t *str_or_null(const char *s)
     return s ? json_string(s) : json_null();
 }
 
-json_t *tl_stack_to_json(struct tl_report_model *m, const uintptr_t *frames, int n)
+json_t *tl_stack_to_json(struct tl_gather *m, const uintptr_t *frames, int n)
 {
     json_t *stack = json_array();
     for (int i = 0; i < n; i++) {
@@ -93,7 +93,7 @@ static json_t *command_line(void)
 /* The site's exported or imported handles: each one's bytes and the
  * identity of its allocation ("st_dev:st_ino" of the shared descriptor,
  * null when unknown), which merge matches across processes. */
-static json_t *shared_json(const struct tl_report_model *m, uint32_t site)
+static json_t *shared_json(const struct tl_gather *m, uint32_t site)
 {
     json_t *arr = json_array();
     for (size_t i = 0; i < m->nshares; i++) {
@@ -111,7 +111,7 @@ static json_t *shared_json(const struct tl_report_model *m, uint32_t site)
     return arr;
 }
 
-static json_t *site_json(struct tl_report_model *m, const struct tl_site *s)
+static json_t *site_json(struct tl_gather *m, const struct tl_site *s)
 {
     json_t *o = json_object();
     json_object_set_new(o, "kind", json_string(tl_kind_name(s->cs->kind)));
@@ -158,7 +158,7 @@ static json_t *ipc_handle_json(uint64_t digest)
 /* "ipc": what this process exported (its own memory, counted in its
  * figures) and what it mapped from others (counted in none), one entry per
  * allocation, each with its handle's digest for `tensorleak merge`. */
-static json_t *ipc_json(const struct tl_report_model *m)
+static json_t *ipc_json(const struct tl_gather *m)
 {
     json_t *ipc = json_object(), *exported = json_array(), *mapped = json_array();
     for (size_t i = 0; i < m->nipc_exported; i++) {
@@ -210,7 +210,7 @@ static json_t *owner_json(const char *name, const char *cls, long long bytes, lo
     return o;
 }
 
-json_t *tl_report_to_json(struct tl_report_model *m)
+json_t *tl_report_to_json(struct tl_gather *m)
 {
     json_t *root = json_object();
     if (!root)

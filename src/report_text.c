@@ -1,293 +1,458 @@
 /*
- * report_text.c — the exit report on stderr, in LeakSanitizer's shape so
- * people and their log scrapers recognise it (SPEC.md shows it).
+ * report_text.c: the LeakSanitizer-like text report (docs/report-format.md)
+ * of the report model.  The preload library prints its exit report with it
+ * and `tensorleak report FILE` a saved one, so the two say the same.
  */
 #include "report.h"
-#include "../tools/headline.h"
-#include "../tools/stack_view.h"
+#include "sizes.h"
+#include "headline.h"
+#include "stack_view.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
-
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
-void tl_format_size(uint64_t bytes, char *buf, size_t len)
+static const char *or_unknown(const char *s)
 {
-    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
-    if (bytes > (uint64_t)INT64_MAX) {
-        /* A negative byte count cast to unsigned: never a size to print
-         * (it showed as "16777216.0 TiB"). */
-        snprintf(buf, len, "unknown");
-        return;
-    }
-    if (bytes < 1024) {
-        snprintf(buf, len, "%llu B", (unsigned long long)bytes);
-        return;
-    }
-    double v = (double)bytes / 1024.0;
-    unsigned u = 0;
-    while (v >= 1024.0 && u < 3) {
-        v /= 1024.0;
-        u++;
-    }
-    snprintf(buf, len, "%.1f %s", v, units[u]);
+    return s && *s ? s : "??";
 }
 
-static const char *basename_of(const char *path)
+void format_frame(FILE *out, size_t index, const struct tl_frame *f)
 {
-    const char *s = strrchr(path, '/');
-    return s ? s + 1 : path;
-}
-
-/* One frame a person reads: an address's inlined callee or real function. */
-struct shown_frame {
-    const struct tl_frame_info *f;
-    uintptr_t address;
-    struct tl_inline_frame at;
-};
-
-static void print_frame(FILE *out, int index, const struct shown_frame *s)
-{
-    if (s->f->python) { /* "#3 in serve_request app.py:42 [python]" */
-        fprintf(out, "    #%d in %s %s:%d [python]\n", index, s->at.function ? s->at.function : "??",
-                s->at.file ? s->at.file : "??", s->at.line);
+    if (f->python) { /* no address: the .py file and line */
+        fprintf(out, "    #%zu in %s %s:%lld [python]\n", index, or_unknown(f->function), or_unknown(f->file), f->line);
         return;
     }
-    fprintf(out, "    #%d 0x%lx in %s", index, (unsigned long)s->address, s->at.function ? s->at.function : "??");
-    if (s->at.file && s->at.line > 0)
-        fprintf(out, " %s:%d", s->at.file, s->at.line);
-    else if (s->at.file)
-        fprintf(out, " %s", s->at.file);
-    if (s->f->module)
-        fprintf(out, " (%s+0x%lx)", basename_of(s->f->module), (unsigned long)s->f->offset);
+    fprintf(out, "    #%zu %s in %s", index, or_unknown(f->address), or_unknown(f->function));
+    if (f->file && *f->file) {
+        if (f->line > 0)
+            fprintf(out, " %s:%lld", f->file, f->line);
+        else
+            fprintf(out, " %s", f->file);
+    }
+    if (f->module && *f->module) {
+        if (f->offset && *f->offset)
+            fprintf(out, " (%s+%s)", report_basename(f->module), f->offset);
+        else
+            fprintf(out, " (%s)", report_basename(f->module));
+    }
     fputc('\n', out);
 }
 
-/* A stack as `tensorleak report` prints it (tools/stack_view.h: the
- * innermost Python frame first and native runs folded, or every frame with
- * TENSORLEAK_FRAMES=all), numbered as the report's JSON lists the frames. */
-static void print_stack(struct tl_report_model *m, FILE *out, const uintptr_t *frames, int n)
+bool format_frames_all;
+
+size_t format_stack_rows(const struct tl_stack *stack, struct tl_view_row **rows)
 {
-    if (n == 0) {
-        fprintf(out, "    (no stack: TENSORLEAK_DEPTH=0)\n");
+    *rows = NULL;
+    if (stack->count == 0)
+        return 0;
+    struct tl_view_frame *view = calloc(stack->count, sizeof *view);
+    *rows = calloc(stack->count, sizeof **rows);
+    size_t n = 0;
+    if (view && *rows) {
+        for (size_t i = 0; i < stack->count; i++)
+            view[i] = (struct tl_view_frame){ stack->frames[i].python, stack->frames[i].module };
+        n = tl_stack_view(view, stack->count, format_frames_all, *rows);
+    } else { /* out of memory: every frame as recorded */
+        free(*rows);
+        *rows = NULL;
+    }
+    free(view);
+    return n;
+}
+
+void format_fold_words(const struct tl_stack *stack, const struct tl_view_row *row, char *buf, size_t size)
+{
+    struct tl_view_frame view[row->count];
+    for (size_t i = 0; i < row->count; i++)
+        view[i] = (struct tl_view_frame){ false, stack->frames[row->first + i].module };
+    struct tl_view_row local = { 0, row->count, true };
+    tl_stack_view_fold_words(view, &local, buf, size);
+}
+
+void format_stack(FILE *out, const struct tl_stack *stack)
+{
+    if (stack->count == 0) {
+        fputs("    (no stack: TENSORLEAK_DEPTH=0)\n", out);
         return;
     }
-    size_t cap = (size_t)n * (TL_MAX_INLINE + 1), count = 0;
-    struct shown_frame *shown = calloc(cap, sizeof *shown);
-    struct tl_view_frame *view = calloc(cap, sizeof *view);
-    struct tl_view_row *rows = calloc(cap, sizeof *rows);
-    if (!shown || !view || !rows) {
-        free(shown), free(view), free(rows);
-        fprintf(out, "    (stack not shown: out of memory)\n");
+    struct tl_view_row *rows;
+    size_t n = format_stack_rows(stack, &rows);
+    if (!rows) {
+        for (size_t i = 0; i < stack->count; i++)
+            format_frame(out, i, &stack->frames[i]);
         return;
     }
-    for (int i = 0; i < n; i++) {
-        const struct tl_frame_info *f = tl_report_frame(m, frames[i]);
-        struct tl_inline_frame at[TL_MAX_INLINE + 1];
-        int k = tl_frame_expand(f, at);
-        for (int j = 0; j < k; j++) {
-            shown[count] = (struct shown_frame){f, frames[i], at[j]};
-            view[count] = (struct tl_view_frame){f->python, f->module};
-            count++;
-        }
-    }
-    size_t nrows = tl_stack_view(view, count, tl_opt.frames_all, rows);
-    for (size_t r = 0; r < nrows; r++) {
+    for (size_t r = 0; r < n; r++) {
         if (!rows[r].fold) {
-            print_frame(out, (int)rows[r].first, &shown[rows[r].first]);
+            format_frame(out, rows[r].first, &stack->frames[rows[r].first]);
             continue;
         }
         char words[256];
-        tl_stack_view_fold_words(view, &rows[r], words, sizeof words);
+        format_fold_words(stack, &rows[r], words, sizeof words);
         fprintf(out, "    ... %s\n", words);
     }
-    free(shown), free(view), free(rows);
+    free(rows);
 }
 
-void tl_format_realtime(double t, char *buf, size_t len)
+/* "==4242==", LeakSanitizer's line prefix; "==?==" when there is no single pid (merged). */
+struct prefix {
+    char text[32];
+};
+
+static struct prefix prefix_of(const struct tl_report *r)
 {
-    time_t secs = (time_t)t;
-    struct tm tm;
-    char when[40];
-    gmtime_r(&secs, &tm);
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, len, "%s.%03dZ", when, (int)((t - (double)secs) * 1000.0) % 1000);
+    struct prefix p;
+    if (r->has_pid)
+        snprintf(p.text, sizeof(p.text), "==%lld==", r->pid);
+    else
+        snprintf(p.text, sizeof(p.text), "==?==");
+    return p;
 }
 
-/* "largest free block 6.0 MiB (fragmentation 0.75)", or its unknown form
- * when the free space has no layout tensorleak can see. */
-static void free_space_words(bool unknown, uint64_t largest, double fragmentation, char *buf, size_t len)
+/* " rank N" for entries of a merged report, else "". */
+struct rank_tag {
+    char text[32];
+};
+
+static struct rank_tag rank_tag(bool has_rank, long long rank, const char *before)
 {
-    if (unknown) {
-        snprintf(buf, len, "largest free block unknown (fragmentation unknown)");
+    struct rank_tag t = { "" };
+    if (has_rank)
+        snprintf(t.text, sizeof(t.text), "%srank %lld", before, rank);
+    return t;
+}
+
+/* size_human as the headline's formatter (the library's tl_format_size). */
+static void headline_size(uint64_t bytes, char *buf, size_t len)
+{
+    char human[SIZE_HUMAN_MAX];
+    snprintf(buf, len, "%s", size_human(bytes, human));
+}
+
+static void header(FILE *out, const struct tl_report *r)
+{
+    const struct prefix pfx = prefix_of(r);
+    const struct tl_summary *s = &r->summary;
+    char human[SIZE_HUMAN_MAX];
+    if (s->leaked_allocations == 0) {
+        fprintf(out, "%s tensorleak: no leaked device allocations\n", pfx.text);
         return;
     }
-    char size[32];
-    tl_format_size(largest, size, sizeof size);
-    snprintf(buf, len, "largest free block %s (fragmentation %.2f)", size, fragmentation);
+    size_t sites = 0;
+    struct tl_headline headline = {0};
+    for (size_t i = 0; i < r->leak_count; i++) {
+        const struct tl_leak *l = &r->leaks[i];
+        sites += !l->suppressed;
+        if (!l->suppressed)
+            tl_headline_add(&headline, l->kind, (long long)l->count, l->bytes,
+                            l->bytes_unknown ? (long long)l->unknown_size_allocations : 0);
+    }
+    fprintf(out, "%s tensorleak: ", pfx.text);
+    if (tl_headline_matches(&headline, (long long)s->leaked_allocations, s->leaked_bytes))
+        tl_headline_print(out, &headline, headline_size);
+    else /* the leaks listed do not add up to the summary: its totals, kinds unnamed */
+        fprintf(out, "%" PRIu64 " leaked allocation%s (%s)", s->leaked_allocations,
+                s->leaked_allocations == 1 ? "" : "s", size_human(s->leaked_bytes, human));
+    fprintf(out, " from %zu call sites", sites);
+    json_t *as = json_object_get(json_object_get(r->root, "summary"), "leaked_address_space_bytes");
+    if (json_is_integer(as) && json_integer_value(as) > 0) /* apart from memory */
+        fprintf(out, "; %s of address space left reserved", size_human((uint64_t)json_integer_value(as), human));
+    json_t *ipc = json_object_get(json_object_get(r->root, "summary"), "leaked_ipc_mapped_bytes");
+    if (json_is_integer(ipc) && json_integer_value(ipc) > 0)
+        fprintf(out, "; %s of other processes' memory left mapped", size_human((uint64_t)json_integer_value(ipc), human));
+    fputc('\n', out);
 }
 
-void tl_report_print_text(struct tl_report_model *m, FILE *out, const char *path)
+/* Per-rank totals of a merged report. */
+static void ranks(FILE *out, const struct tl_report *r)
 {
-    int pid = (int)getpid();
-    char a[32], b[32], c[96], d[96];
-    size_t nleak_sites = 0;
-    struct tl_headline headline = {0};
-    for (size_t i = 0; i < m->nsites; i++) {
-        const struct tl_site *s = &m->sites[i];
-        nleak_sites += !s->suppressed;
-        if (!s->suppressed)
-            tl_headline_add(&headline, tl_kind_name(s->cs->kind), s->count, (uint64_t)s->bytes,
-                            s->unknown_size_count);
+    const struct prefix pfx = prefix_of(r);
+    char leaked[SIZE_HUMAN_MAX], live[SIZE_HUMAN_MAX], reserved[SIZE_HUMAN_MAX];
+    for (size_t i = 0; i < r->rank_count; i++) {
+        const struct tl_rank *k = &r->ranks[i];
+        fprintf(out, "%s rank %lld: pid %lld on %s: %s leaked in %" PRIu64
+                     " allocation(s); live %s, reserved %s\n",
+                pfx.text, k->rank, k->pid, or_unknown(k->host), size_human(k->leaked_bytes, leaked),
+                k->leaked_allocations, size_human(k->live_bytes, live),
+                size_human(k->reserved_bytes, reserved));
     }
-    if (m->leaked_count == 0) {
-        fprintf(out, "==%d== tensorleak: no leaked device allocations\n", pid);
-    } else {
-        fprintf(out, "==%d== tensorleak: ", pid);
-        tl_headline_print(out, &headline, tl_format_size);
-        fprintf(out, " from %zu call sites", nleak_sites);
-        if (m->leaked_address_space_bytes > 0) { /* apart from memory */
-            tl_format_size((uint64_t)m->leaked_address_space_bytes, b, sizeof b);
-            fprintf(out, "; %s of address space left reserved", b);
-        }
-        if (m->leaked_ipc_mapped_bytes > 0) { /* the exporter's memory */
-            tl_format_size((uint64_t)m->leaked_ipc_mapped_bytes, b, sizeof b);
-            fprintf(out, "; %s of other processes' memory left mapped", b);
-        }
+}
+
+static void leaks(FILE *out, const struct tl_report *r)
+{
+    char human[SIZE_HUMAN_MAX];
+    for (size_t i = 0; i < r->leak_count; i++) {
+        const struct tl_leak *l = &r->leaks[i];
+        if (l->suppressed)
+            continue;
+        /* As the library prints it: address space is not memory. */
+        const char *what = report_kind_apart_words(l->kind);
+        fprintf(out, "Leak of %s%s in %" PRIu64 " allocation(s) [%s%s] allocated from:\n",
+                l->bytes_unknown ? "unknown size" : size_human(l->bytes, human), what, l->count,
+                l->kind ? report_leak_kind(l) : or_unknown(l->kind),
+                rank_tag(l->has_rank, l->rank, ", ").text);
+        format_stack(out, &l->stack);
         fputc('\n', out);
     }
-    for (size_t i = 0; i < m->nsites; i++) {
-        const struct tl_site *s = &m->sites[i];
-        if (s->suppressed)
+}
+
+/* A growth row without a call site: a framework pool's allocated bytes, an
+ * owner's reserve, a Python line of a pool. */
+static bool scoped_growth(FILE *out, const struct tl_growth *g)
+{
+    char human[SIZE_HUMAN_MAX];
+    const struct rank_tag tag = rank_tag(g->has_rank, g->rank, ", ");
+    const char *rank = tag.text;
+    size_human(g->bytes_per_mark, human);
+    if (!g->scope || strcmp(g->scope, "call_site") == 0)
+        return false;
+    if (strcmp(g->scope, "owner") == 0) {
+        fprintf(out, "Growth of %s per mark over %" PRIu64 " marks in the reserve of owner %s (%s%s)\n\n", human,
+                g->marks, or_unknown(g->owner), or_unknown(g->owner_class), rank);
+        return true;
+    }
+    if (strcmp(g->scope, "pool") == 0)
+        fprintf(out, "Growth of %s per mark over %" PRIu64 " marks in pool '%s' (%s, allocated bytes%s)%s\n", human,
+                g->marks, or_unknown(g->pool), or_unknown(g->kind), rank, g->stack.count ? ", growing at:" : "");
+    else
+        fprintf(out, "Growth of %s per mark over %" PRIu64 " marks [%s, pool '%s'%s] allocated from:\n", human, g->marks,
+                or_unknown(g->kind), or_unknown(g->pool), rank);
+    for (size_t i = 0; i < g->stack.count; i++)
+        format_frame(out, i, &g->stack.frames[i]);
+    fputc('\n', out);
+    return true;
+}
+
+static void growth(FILE *out, const struct tl_report *r)
+{
+    char human[SIZE_HUMAN_MAX];
+    for (size_t i = 0; i < r->growth_count; i++) {
+        const struct tl_growth *g = &r->growth[i];
+        if (g->suppressed || scoped_growth(out, g))
             continue;
-        if (s->unknown_size_count > 0) /* as the JSON's null bytes */
-            snprintf(a, sizeof a, "unknown size");
-        else
-            tl_format_size((uint64_t)s->bytes, a, sizeof a);
-        /* A range is address space, a mapping's memory is its handle's. */
-        const char *what = s->cs->kind == TL_KIND_VMM_RESERVATION ? " of address space (not memory)"
-                           : s->cs->kind == TL_KIND_VMM_MAPPING   ? " mapped range (memory counted at its handle)"
-                           : s->cs->kind == TL_KIND_IPC_MAPPING   ? " of another process's memory (CUDA IPC, counted there)"
-                                                                  : "";
-        fprintf(out, "Leak of %s%s in %lld allocation(s) [%s%s] allocated from:\n", a, what, s->count, tl_kind_name(s->cs->kind),
-                s->cs->kind == TL_KIND_VMM_IMPORTED ? ", imported" : "");
-        print_stack(m, out, s->cs->frames, s->cs->nframes);
+        fprintf(out, "Growth of %s per mark over %" PRIu64 " marks [%s%s] allocated from:\n",
+                size_human(g->bytes_per_mark, human), g->marks, or_unknown(g->kind),
+                rank_tag(g->has_rank, g->rank, ", ").text);
+        format_stack(out, &g->stack);
         fputc('\n', out);
     }
-    for (size_t i = 0; i < m->ngrowth; i++) {
-        const struct tl_growth_row *g = &m->growth[i];
-        if (g->suppressed)
+}
+
+static void invalid_frees(FILE *out, const struct tl_report *r)
+{
+    for (size_t i = 0; i < r->invalid_free_count; i++) {
+        const struct tl_invalid_free *f = &r->invalid_frees[i];
+        if (f->suppressed)
             continue;
-        if (!g->cs) { /* pool, owner or Python-site growth */
-            tl_growth_print_scoped(m, out, g);
-            continue;
-        }
-        tl_format_size((uint64_t)g->bytes_per_mark, a, sizeof a);
-        fprintf(out, "Growth of %s per mark over %d marks [%s] allocated from:\n", a, g->marks, tl_kind_name(g->cs->kind));
-        print_stack(m, out, g->cs->frames, g->cs->nframes);
+        fprintf(out, "Invalid free of %s [%s%s] from:\n", or_unknown(f->address),
+                or_unknown(f->kind), rank_tag(f->has_rank, f->rank, ", ").text);
+        format_stack(out, &f->stack);
         fputc('\n', out);
     }
-    for (size_t i = 0; i < m->ninvalid; i++) {
-        struct tl_callsite *cs = tl_callsite_by_id(m->invalid[i].callsite);
-        if (cs && tl_suppressed(m, "invalid-free", cs))
-            continue;
-        fprintf(out, "Invalid free of 0x%llx [%s] from:\n", (unsigned long long)m->invalid[i].addr,
-                tl_kind_name(m->invalid[i].kind));
-        if (cs)
-            print_stack(m, out, cs->frames, cs->nframes);
-        fputc('\n', out);
+}
+
+static void oom(FILE *out, const struct tl_report *r)
+{
+    char human[SIZE_HUMAN_MAX];
+    if (!r->has_oom)
+        return;
+    fprintf(out, "Out of memory allocating %s [%s] on device %lld from:\n",
+            size_human(r->oom.bytes, human), or_unknown(r->oom.kind), r->oom.device);
+    format_stack(out, &r->oom.stack);
+    fputc('\n', out);
+}
+
+/* "largest free block 6.0 MiB (fragmentation 0.75)", or "unknown" for
+ * both when the report says it could not know (null). */
+static const char *free_space_words(bool unknown, uint64_t largest, double fragmentation, char *buf,
+                                    size_t len)
+{
+    char size[SIZE_HUMAN_MAX];
+    if (unknown)
+        snprintf(buf, len, "largest free block unknown (fragmentation unknown)");
+    else
+        snprintf(buf, len, "largest free block %s (fragmentation %.2f)", size_human(largest, size),
+                 fragmentation);
+    return buf;
+}
+
+static void devices(FILE *out, const struct tl_report *r)
+{
+    char reserved[SIZE_HUMAN_MAX], allocated[SIZE_HUMAN_MAX], gap[SIZE_HUMAN_MAX];
+    char free_space[96];
+    for (size_t i = 0; i < r->device_count; i++) {
+        const struct tl_device *d = &r->devices[i];
+        /* Reports of one device may keep these in the summary only. */
+        bool known_here = d->has_largest_free_block || d->layout_unknown;
+        uint64_t block = d->has_largest_free_block ? d->largest_free_block
+                                                   : r->summary.largest_free_block;
+        double frag = d->has_fragmentation ? d->fragmentation : r->summary.fragmentation;
+        bool unknown = known_here ? d->layout_unknown : r->summary.layout_unknown;
+        fprintf(out, "%s%s device %lld: reserved %s, allocated %s, gap %s; %s\n",
+                prefix_of(r).text, rank_tag(d->has_rank, d->rank, " ").text, d->device,
+                size_human(d->reserved_bytes, reserved),
+                size_human(d->allocated_bytes, allocated), size_human(d->gap_bytes, gap),
+                free_space_words(unknown, block, frag, free_space, sizeof free_space));
     }
-    for (size_t i = 0; i < m->npools; i++) {
-        const struct tl_pool_row *p = &m->pools[i];
-        if (p->extra && p->device < 0) { /* a framework's host pool */
-            tl_bridge_print_host_pool(out, pid, p);
+}
+
+/* " [torch 2.11.0 native; state of 2026-11-30T21:02:03.123Z, read at exit]":
+ * which framework a bridge's pool row is of and when its state was read. */
+static void framework_note(FILE *out, const struct tl_pool *p)
+{
+    const char *v = p->framework_version, *m = p->framework_mode;
+    char when[64] = "??";
+    if (p->has_read_at && p->read_at >= 0 && p->read_at < 1e11)
+        tl_format_realtime(p->read_at, when, sizeof when);
+    const char *said = !p->state || strcmp(p->state, "fresh") == 0 ? ""
+                       : strcmp(p->state, "final") == 0        ? ", read at exit"
+                                                                : ", stale";
+    fprintf(out, " [%s%s%s%s%s; state of %s%s]", p->framework_name ? p->framework_name : "framework", v ? " " : "",
+            v ? v : "", m ? " " : "", m ? m : "", when, said);
+}
+
+static void pools(FILE *out, const struct tl_report *r)
+{
+    char reserved[SIZE_HUMAN_MAX], allocated[SIZE_HUMAN_MAX], free_space[96];
+    for (size_t i = 0; i < r->pool_count; i++) {
+        const struct tl_pool *p = &r->pools[i];
+        if (p->has_framework && p->device < 0) { /* a framework's host pool (CuPy pinned) */
+            fprintf(out, "%s%s pool '%s' (%s, host): ", prefix_of(r).text, rank_tag(p->has_rank, p->rank, " ").text,
+                    or_unknown(p->name), or_unknown(p->kind));
+            if (p->bytes_unknown)
+                fprintf(out, "%" PRIu64 " free block(s); no byte counts published", p->free_blocks);
+            else
+                fprintf(out, "reserved %s, allocated %s", size_human(p->reserved_bytes, reserved),
+                        size_human(p->allocated_bytes, allocated));
+            framework_note(out, p);
+            fputc('\n', out);
             continue;
         }
-        if (p->figures_unknown) {
-            snprintf(a, sizeof a, "unknown");
-            snprintf(b, sizeof b, "unknown");
-        } else {
-            tl_format_size(p->reserved, a, sizeof a);
-            tl_format_size(p->allocated, b, sizeof b);
-        }
-        free_space_words(p->layout_unknown, p->largest_free, p->fragmentation, c, sizeof c);
-        fprintf(out, "==%d== pool '%s' (%s, device %d): reserved %s, allocated %s; %s", pid, p->name, p->kind, p->device, a, b, c);
-        if (!strcmp(p->kind, "graph")) { /* the allocation nodes it holds */
-            tl_format_size(p->graph_node_bytes, a, sizeof a);
-            fprintf(out, "; %llu allocation node(s), %s", (unsigned long long)p->graph_nodes, a);
-        }
-        /* The driver stopped answering (at exit): its last answer. */
-        if (p->reading && !strcmp(p->reading, "last_good")) {
-            char when[48];
-            tl_format_realtime(p->reading_time, when, sizeof when);
-            fprintf(out, " [driver reading of %s]", when);
-        } else if (p->reading && !strcmp(p->reading, "none")) {
+        bool graph = p->kind && strcmp(p->kind, "graph") == 0;
+        bool unknown = graph && p->bytes_unknown; /* the driver never reported graph memory */
+        fprintf(out, "%s%s pool '%s' (%s, device %lld): reserved %s, allocated %s; %s",
+                prefix_of(r).text, rank_tag(p->has_rank, p->rank, " ").text, or_unknown(p->name),
+                or_unknown(p->kind), p->device, unknown ? "unknown" : size_human(p->reserved_bytes, reserved),
+                unknown ? "unknown" : size_human(p->allocated_bytes, allocated),
+                free_space_words(p->layout_unknown, p->largest_free_block, p->fragmentation,
+                                 free_space, sizeof free_space));
+        if (graph) /* the allocation nodes it holds */
+            fprintf(out, "; %" PRIu64 " allocation node(s), %s", p->allocation_nodes,
+                    size_human(p->allocation_node_bytes, allocated));
+        /* The driver stopped answering (at exit): the figures are its last
+         * answer, from the time given. */
+        if (p->reading && strcmp(p->reading, "last_good") == 0)
+            fprintf(out, " [driver reading of %s]", or_unknown(p->reading_time));
+        else if (p->reading && strcmp(p->reading, "none") == 0)
             fprintf(out, " [the driver never answered]");
-        }
-        if (p->extra) /* which framework, state of when */
-            tl_bridge_print_pool_note(out, p);
+        if (p->has_framework)
+            framework_note(out, p);
         fputc('\n', out);
     }
-    for (int dev = 0; dev < TL_MAX_DEVICES; dev++) {
-        const struct tl_device_row *r = &m->devices[dev];
-        if (!r->present)
-            continue;
-        tl_format_size(r->reserved, a, sizeof a);
-        tl_format_size(r->allocated, b, sizeof b);
-        tl_format_size(r->reserved >= r->allocated ? r->reserved - r->allocated : 0, c, sizeof c);
-        free_space_words(r->layout_unknown, r->largest_free, r->fragmentation, d, sizeof d);
-        fprintf(out, "==%d== device %d: reserved %s, allocated %s, gap %s; %s\n", pid, dev, a, b, c, d);
+}
+
+/*
+ * "==PID== owners: user 3.0 MiB (user), NCCL 8.0 MiB (library)", as the
+ * preload prints it: only when some owner other than "user" is named.
+ */
+static void owners(FILE *out, const struct tl_report *r)
+{
+    bool named = false;
+    for (size_t i = 0; i < r->owner_count; i++)
+        named |= !r->owners[i].name || strcmp(r->owners[i].name, "user") != 0;
+    if (!named)
+        return;
+    char human[SIZE_HUMAN_MAX];
+    fprintf(out, "%s owners:", prefix_of(r).text);
+    for (size_t i = 0; i < r->owner_count; i++) {
+        const struct tl_owner *o = &r->owners[i];
+        fprintf(out, "%s %s %s (%s)", i ? "," : "", or_unknown(o->name),
+                size_human(o->live_bytes, human), or_unknown(o->cls));
     }
-    if (m->nowners > 1 || (m->nowners == 1 && strcmp(m->owners[0].name, "user") != 0)) {
-        fprintf(out, "==%d== owners:", pid);
-        for (size_t i = 0; i < m->nowners; i++) {
-            tl_format_size((uint64_t)m->owners[i].live_bytes, a, sizeof a);
-            fprintf(out, "%s %s %s (%s)", i ? "," : "", m->owners[i].name, a, m->owners[i].cls);
+    fputc('\n', out);
+}
+
+/* The totals lines under the devices, each only when non-zero. */
+static void totals(FILE *out, const struct tl_report *r)
+{
+    const struct prefix pfx = prefix_of(r);
+    const struct tl_summary *s = &r->summary;
+    char human[SIZE_HUMAN_MAX];
+    if (s->held_bytes > 0)
+        fprintf(out, "%s held by pools at exit (not leaks): %s\n", pfx.text,
+                size_human(s->held_bytes, human));
+    json_t *sum = json_object_get(r->root, "summary"); /* address space, apart */
+    json_t *as = json_object_get(sum, "address_space_bytes"), *asn = json_object_get(sum, "address_space_reservations");
+    if (json_is_integer(as) && json_integer_value(as) > 0 && json_is_integer(asn))
+        fprintf(out, "%s address space reserved (VMM ranges, not memory): %s in %lld range(s)\n", pfx.text,
+                size_human((uint64_t)json_integer_value(as), human), (long long)json_integer_value(asn));
+    json_t *unknown = json_object_get(sum, "unknown_size_allocations"); /* in no byte figure */
+    if (json_is_integer(unknown) && json_integer_value(unknown) > 0)
+        fprintf(out, "%s size unknown: %lld live allocation(s) the driver gave no size for, in no byte "
+                     "figure above\n",
+                pfx.text, (long long)json_integer_value(unknown));
+    /* CUDA IPC: this process's exported memory, then other processes' mapped here. */
+    json_t *exported = json_object_get(json_object_get(r->root, "ipc"), "exported"), *e;
+    if (json_array_size(exported) > 0) {
+        uint64_t bytes = 0;
+        bool unknown = false;
+        size_t i;
+        json_array_foreach(exported, i, e) {
+            json_t *b = json_object_get(e, "bytes");
+            unknown |= !json_is_integer(b) || json_integer_value(b) < 0;
+            bytes += unknown ? 0 : (uint64_t)json_integer_value(b);
         }
-        fputc('\n', out);
+        fprintf(out, "%s exported to other processes (CUDA IPC, this process's memory): %s in %zu allocation(s)\n",
+                pfx.text, unknown ? "unknown bytes" : size_human(bytes, human), json_array_size(exported));
     }
-    if (m->held_bytes > 0) {
-        tl_format_size((uint64_t)m->held_bytes, a, sizeof a);
-        fprintf(out, "==%d== held by pools at exit (not leaks): %s\n", pid, a);
-    }
-    if (m->address_space_bytes > 0) {
-        tl_format_size((uint64_t)m->address_space_bytes, a, sizeof a);
-        fprintf(out, "==%d== address space reserved (VMM ranges, not memory): %s in %lld range(s)\n", pid, a,
-                m->address_space_count);
-    }
-    if (m->unknown_size_count > 0)
-        fprintf(out, "==%d== size unknown: %lld live allocation(s) the driver gave no size for, in no byte figure above\n",
-                pid, m->unknown_size_count);
-    if (m->nipc_exported > 0) {
-        uint64_t exported = 0;
-        bool unknown = false; /* an export of memory tracking never saw: unknown, not 0 */
-        for (size_t i = 0; i < m->nipc_exported; i++) {
-            unknown |= m->ipc_exported[i].bytes == UINT64_MAX;
-            exported += unknown ? 0 : m->ipc_exported[i].bytes;
-        }
-        if (unknown)
-            snprintf(a, sizeof a, "unknown bytes");
-        else
-            tl_format_size(exported, a, sizeof a);
-        fprintf(out, "==%d== exported to other processes (CUDA IPC, this process's memory): %s in %zu allocation(s)\n",
-                pid, a, m->nipc_exported);
-    }
-    if (m->ipc_mapped_count > 0) {
-        tl_format_size((uint64_t)m->ipc_mapped_bytes, a, sizeof a);
-        fprintf(out, "==%d== mapped from other processes (CUDA IPC, their memory): %s in %lld mapping(s)\n", pid, a,
-                m->ipc_mapped_count);
-    }
-    if (m->suppressed_count > 0)
-        fprintf(out, "==%d== suppressed: %lld byte(s) in %lld allocation(s)\n", pid, m->suppressed_bytes, m->suppressed_count);
-    unsigned long long torn = atomic_load(&tl_stats.teardown_allocs);
-    if (torn > 0)
-        fprintf(out, "==%d== released by context teardown: %llu byte(s) in %llu allocation(s)\n", pid,
-                (unsigned long long)atomic_load(&tl_stats.teardown_bytes), torn);
-    unsigned long long dropped = atomic_load(&tl_dropped_events);
-    if (dropped)
-        fprintf(out, "==%d== warning: %llu event(s) dropped; counts may be low\n", pid, dropped);
-    fprintf(out, "SUMMARY: tensorleak: %lld byte(s) leaked in %lld allocation(s). Report: %s\n", m->leaked_bytes, m->leaked_count,
-            path);
-    fflush(out);
+    json_t *ipc = json_object_get(sum, "ipc_mapped_bytes"), *ipcn = json_object_get(sum, "ipc_mappings");
+    if (json_is_integer(ipc) && json_integer_value(ipc) > 0 && json_is_integer(ipcn))
+        fprintf(out, "%s mapped from other processes (CUDA IPC, their memory): %s in %lld mapping(s)\n", pfx.text,
+                size_human((uint64_t)json_integer_value(ipc), human), (long long)json_integer_value(ipcn));
+    if (s->suppressed_allocations > 0)
+        fprintf(out, "%s suppressed: %" PRIu64 " byte(s) in %" PRIu64 " allocation(s)\n", pfx.text,
+                s->suppressed_bytes, s->suppressed_allocations);
+    if (s->released_by_teardown_allocations > 0)
+        fprintf(out, "%s released by context teardown: %" PRIu64 " byte(s) in %" PRIu64
+                     " allocation(s)\n",
+                pfx.text, s->released_by_teardown_bytes, s->released_by_teardown_allocations);
+    if (s->dropped_events > 0)
+        fprintf(out, "%s warning: %" PRIu64 " event(s) dropped; counts may be low\n", pfx.text,
+                s->dropped_events);
+}
+
+/*
+ * Reports written before tensorleak checked its invariants may say that a
+ * pool or device has more allocated than reserved (a driver pool read as
+ * 0 B at exit): shown as written, with one line saying they cannot be right.
+ */
+static void impossible_figures(FILE *out, const struct tl_report *r)
+{
+    bool bad = r->summary.allocated_bytes > r->summary.reserved_bytes;
+    for (size_t i = 0; i < r->pool_count; i++)
+        bad |= r->pools[i].allocated_bytes > r->pools[i].reserved_bytes;
+    for (size_t i = 0; i < r->device_count; i++)
+        bad |= r->devices[i].allocated_bytes > r->devices[i].reserved_bytes;
+    if (bad)
+        fprintf(out, "%s warning: this report has more allocated than reserved: its figures were written "
+                     "before tensorleak checked them and cannot all be right\n", prefix_of(r).text);
+}
+
+void format_text(FILE *out, const struct tl_report *r, const char *report_name)
+{
+    header(out, r);
+    ranks(out, r);
+    leaks(out, r);
+    growth(out, r);
+    invalid_frees(out, r);
+    oom(out, r);
+    pools(out, r);
+    devices(out, r);
+    impossible_figures(out, r);
+    owners(out, r);
+    totals(out, r);
+    fprintf(out, "SUMMARY: tensorleak: %" PRIu64 " byte(s) leaked in %" PRIu64
+                 " allocation(s). Report: %s\n",
+            r->summary.leaked_bytes, r->summary.leaked_allocations, report_name);
 }

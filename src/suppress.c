@@ -7,7 +7,7 @@
  * line number and skipped (the CLI refuses the file instead: a library must
  * not stop the program).  Matching runs at report time on symbolized frames.
  */
-#include "report.h"
+#include "report_gather.h"
 #include "../tools/suppressions.h"
 
 #include <errno.h>
@@ -81,7 +81,7 @@ void tl_suppressions_load(void)
     }
 }
 
-const char *tl_suppressed(struct tl_report_model *m, const char *kind, struct tl_callsite *cs)
+const char *tl_suppressed(struct tl_gather *m, const char *kind, struct tl_callsite *cs)
 {
     if (!rules.count || !cs)
         return NULL;

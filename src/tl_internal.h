@@ -411,14 +411,14 @@ int tl_current_context_index(int *device_out);
 void tl_teardown_context(void *ctx, int device);
 int tl_context_device(uint8_t ctx_index);
 
-struct tl_invalid_free {
+struct tl_invalid_free_event {
     uint64_t addr;
     uint32_t callsite;
     uint8_t kind;
 };
 /* Invalid frees are kept (the first TL_MAX_INVALID) for the report. */
 #define TL_MAX_INVALID 1024
-size_t tl_invalid_frees(struct tl_invalid_free *out, size_t max);
+size_t tl_invalid_frees(struct tl_invalid_free_event *out, size_t max);
 struct tl_callsite *tl_callsite_by_id(uint32_t id);
 
 /* Forked children get a new tid; the cached one would be the parent's. */
@@ -513,7 +513,6 @@ int tl_budget_rows(struct tl_budget_row *out, int max);
 int tl_budget_parse(const char *v, struct tl_budget_spec *out);
 /* Applies tl_opt.budget and tl_opt.budget_enforce (after tl_options_load). */
 void tl_budget_load(void);
-void tl_format_size(uint64_t bytes, char *buf, size_t len);
 
 /* ---- pools.c -------------------------------------------------------------- */
 /* Reserved bytes right now, for the timeline of marks: direct device memory
@@ -661,8 +660,8 @@ void tl_interval_reports_retain(const char *path);
 /* report.c: the figures a report would hold now, handed to fn under the
  * report lock (no file written, no report number used); -1 when they could
  * not be gathered. */
-struct tl_report_model;
-int tl_report_with_model(void (*fn)(struct tl_report_model *m, void *arg), void *arg);
+struct tl_gather;
+int tl_report_with_model(void (*fn)(struct tl_gather *m, void *arg), void *arg);
 
 /* ---- preload.c ---------------------------------------------------------- */
 void tl_init(void);

@@ -151,7 +151,7 @@ void tl_track_forget(const struct tl_live *rec)
 
 /* Invalid frees: kept in a fixed ring of the first TL_MAX_INVALID, counted
  * beyond that. */
-static struct tl_invalid_free invalid[TL_MAX_INVALID];
+static struct tl_invalid_free_event invalid[TL_MAX_INVALID];
 static atomic_size_t ninvalid;
 
 static void record_invalid(uint64_t addr, uint8_t kind)
@@ -163,10 +163,10 @@ static void record_invalid(uint64_t addr, uint8_t kind)
     uintptr_t frames[TL_MAX_FRAMES];
     int n = tl_stack_capture(frames, tl_opt.depth);
     struct tl_callsite *cs = tl_callsite_intern(kind, frames, n);
-    invalid[i] = (struct tl_invalid_free){.addr = addr, .callsite = cs ? cs->id : 0, .kind = kind};
+    invalid[i] = (struct tl_invalid_free_event){.addr = addr, .callsite = cs ? cs->id : 0, .kind = kind};
 }
 
-size_t tl_invalid_frees(struct tl_invalid_free *out, size_t max)
+size_t tl_invalid_frees(struct tl_invalid_free_event *out, size_t max)
 {
     size_t n = atomic_load(&ninvalid);
     if (n > TL_MAX_INVALID)

@@ -43,23 +43,6 @@ int cmd_diff(int argc, char **argv);
 /* cmd_merge.c */
 int cmd_merge(int argc, char **argv);
 
-/* format_text.c */
-void format_text(FILE *out, const struct tl_report *report, const char *report_name);
-/* One "    #N 0xADDR in FUNC FILE:LINE (MODULE+OFF)" line. */
-void format_frame(FILE *out, size_t index, const struct tl_frame *frame);
-/* A stack as a person reads it (tools/stack_view.h: the innermost Python
- * frame first, native runs folded into one line naming their libraries,
- * every frame when format_frames_all), or a line saying there is none. */
-void format_stack(FILE *out, const struct tl_stack *stack);
-/* `tensorleak report --frames all`: every frame as recorded. */
-extern bool format_frames_all;
-/* The rows of a stack (stack_view.h) in *rows (malloc'd, the caller frees;
- * NULL when out of memory or empty) and their count. */
-struct tl_view_row;
-size_t format_stack_rows(const struct tl_stack *stack, struct tl_view_row **rows);
-/* A folded row's words: "7 native frames: libffi, _ctypes, libpython3.11". */
-void format_fold_words(const struct tl_stack *stack, const struct tl_view_row *row, char *buf, size_t size);
-
 /* format_folded.c */
 void format_folded(FILE *out, const struct tl_report *report);
 

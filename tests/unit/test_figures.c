@@ -4,7 +4,7 @@
  * one warning names the first; sizes are never formatted from a negative
  * number.  The inputs are the figures of the first H200 run's exit reports.
  */
-#include "report.h"
+#include "report_gather.h"
 
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
@@ -17,9 +17,9 @@
 
 static struct tl_pool_row pool_rows[4];
 
-static struct tl_report_model model(size_t npools)
+static struct tl_gather model(size_t npools)
 {
-    struct tl_report_model m;
+    struct tl_gather m;
     memset(&m, 0, sizeof m);
     memset(pool_rows, 0, sizeof pool_rows);
     m.pools = pool_rows;
@@ -34,7 +34,7 @@ static struct tl_report_model model(size_t npools)
  * so the pool read reserved 0 with 33 MiB allocated. */
 Test(invariants, allocated_above_reserved_raises_reserved_per_pool_device_and_summary, .init = cr_redirect_stderr)
 {
-    struct tl_report_model m = model(1);
+    struct tl_gather m = model(1);
     struct tl_pool_row *p = &pool_rows[0];
     snprintf(p->name, sizeof p->name, "mempool 0x5");
     p->kind = "stream_ordered";
@@ -63,7 +63,7 @@ Test(invariants, allocated_above_reserved_raises_reserved_per_pool_device_and_su
 
 Test(invariants, largest_free_above_free_and_fragmentation_out_of_range_are_clamped, .init = cr_redirect_stderr)
 {
-    struct tl_report_model m = model(1);
+    struct tl_gather m = model(1);
     struct tl_pool_row *p = &pool_rows[0];
     snprintf(p->name, sizeof p->name, "kv");
     p->kind = "annotated";
@@ -93,7 +93,7 @@ Test(invariants, largest_free_above_free_and_fragmentation_out_of_range_are_clam
 
 Test(invariants, no_figure_above_the_device_memory, .init = cr_redirect_stderr)
 {
-    struct tl_report_model m = model(1);
+    struct tl_gather m = model(1);
     m.devices[0].total = GiB;
     struct tl_pool_row *p = &pool_rows[0];
     snprintf(p->name, sizeof p->name, "p");
@@ -119,7 +119,7 @@ Test(invariants, no_figure_above_the_device_memory, .init = cr_redirect_stderr)
 
 Test(invariants, the_last_known_device_size_still_bounds_the_figures, .init = cr_redirect_stderr)
 {
-    struct tl_report_model m = model(0);
+    struct tl_gather m = model(0);
     m.devices[0].have_info = false; /* cuMemGetInfo failed at exit */
     m.devices[0].total_last_good = true;
     m.devices[0].total = GiB;
@@ -136,7 +136,7 @@ Test(invariants, the_last_known_device_size_still_bounds_the_figures, .init = cr
 
 Test(invariants, a_consistent_report_is_left_alone_and_says_nothing, .init = cr_redirect_stderr)
 {
-    struct tl_report_model m = model(0);
+    struct tl_gather m = model(0);
     m.devices[0].reserved = 32 * MiB;
     m.devices[0].allocated = MiB;
     m.devices[0].layout_unknown = true;
@@ -154,7 +154,7 @@ Test(invariants, a_consistent_report_is_left_alone_and_says_nothing, .init = cr_
 
 Test(invariants, negative_byte_counts_become_zero, .init = cr_redirect_stderr)
 {
-    struct tl_report_model m = model(0);
+    struct tl_gather m = model(0);
     m.devices[0].present = false;
     m.live_bytes = -5;
     m.held_bytes = -(long long)MiB;
@@ -172,7 +172,7 @@ Test(invariants, negative_byte_counts_become_zero, .init = cr_redirect_stderr)
  * for 1e300, a large fraction listed as a hugely negative one). */
 Test(invariants, a_fraction_far_out_of_range_is_recorded_saturated, .init = cr_redirect_stderr)
 {
-    struct tl_report_model m = model(2);
+    struct tl_gather m = model(2);
     snprintf(pool_rows[0].name, sizeof pool_rows[0].name, "torch cuda:0");
     pool_rows[0].kind = "pytorch";
     pool_rows[0].fragmentation = 1e300;

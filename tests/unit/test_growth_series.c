@@ -5,7 +5,7 @@
  * (tests/fixtures/h200-2026-11-30): growth is flagged for the KV-cache leak
  * within 6 requests, never for a warm-up followed by a plateau.
  */
-#include "report.h"
+#include "report_gather.h"
 
 #include <criterion/criterion.h>
 #include <jansson.h>

@@ -1,9 +1,8 @@
 /*
  * headline.h — the first line of a text report, "N leaked device
- * allocations (X) and M leaked pinned host allocations (Y) ...", shared by
- * the preload library (src/report_text.c) and `tensorleak report`
- * (format_text.c), so that a program's stderr and a saved report say the
- * same.  Header-only: the two are separate binaries.
+ * allocations (X) and M leaked pinned host allocations (Y) ..." that
+ * report_text.c prints, in the preload library's exit report and in
+ * `tensorleak report` alike.
  *
  * Leaks are counted by what they hold, so that every count names its kind
  * truly: device memory (cuMemAlloc family, stream-ordered blocks, VMM

@@ -1,6 +1,7 @@
 /*
- * sizes.h: byte counts for people. Parsing of "64M"-style limits and the
- * one-decimal B/KiB/MiB/GiB rendering used by every text output.
+ * sizes.h: byte counts and times for people. Parsing of "64M"-style limits,
+ * the one-decimal B/KiB/MiB/GiB rendering and the UTC time every text
+ * output uses (the CLI's and the preload library's alike).
  */
 #ifndef TENSORLEAK_SIZES_H
 #define TENSORLEAK_SIZES_H
@@ -24,5 +25,12 @@ const char *size_human(uint64_t bytes, char buf[SIZE_HUMAN_MAX]);
 
 /* Same with an explicit sign: "+8.0 MiB", "-512 B", "+0 B". */
 const char *size_human_signed(int64_t bytes, char buf[SIZE_HUMAN_MAX]);
+
+/* size_human into a buffer of any size (the preload library's messages). */
+void tl_format_size(uint64_t bytes, char *buf, size_t len);
+
+/* CLOCK_REALTIME seconds as ISO-8601 UTC with milliseconds:
+ * "2026-11-30T21:02:03.123Z". */
+void tl_format_realtime(double t, char *buf, size_t len);
 
 #endif

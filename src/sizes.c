@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 bool size_parse(const char *text, uint64_t *out)
 {
@@ -45,8 +46,13 @@ bool size_parse(const char *text, uint64_t *out)
 
 static void human_magnitude(uint64_t bytes, char *buf, size_t len, const char *sign)
 {
-    /* As the preload library prints them (src/report_text.c). */
     static const char *const units[] = { "KiB", "MiB", "GiB", "TiB" };
+    if (bytes > (uint64_t)INT64_MAX) {
+        /* A negative byte count cast to unsigned: never a size to print
+         * (it would show as "16777216.0 TiB"). */
+        snprintf(buf, len, "unknown");
+        return;
+    }
     if (bytes < 1024) {
         snprintf(buf, len, "%s%" PRIu64 " B", sign, bytes);
         return;
@@ -71,4 +77,19 @@ const char *size_human_signed(int64_t bytes, char buf[SIZE_HUMAN_MAX])
     uint64_t magnitude = bytes < 0 ? (uint64_t)0 - (uint64_t)bytes : (uint64_t)bytes;
     human_magnitude(magnitude, buf, SIZE_HUMAN_MAX, bytes < 0 ? "-" : "+");
     return buf;
+}
+
+void tl_format_size(uint64_t bytes, char *buf, size_t len)
+{
+    human_magnitude(bytes, buf, len, "");
+}
+
+void tl_format_realtime(double t, char *buf, size_t len)
+{
+    time_t secs = (time_t)t;
+    struct tm tm;
+    char when[40];
+    gmtime_r(&secs, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, len, "%s.%03dZ", when, (int)((t - (double)secs) * 1000.0) % 1000);
 }

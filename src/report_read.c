@@ -1,5 +1,7 @@
 /*
- * report_read.c: jansson tree -> struct tl_report (report.h).
+ * report_read.c: jansson tree -> struct tl_report (report.h), for the CLI
+ * (a saved file, tools/report_load.c) and the library (its own report, to
+ * print it with the same text renderer).
  *
  * Every field is checked once here, with an error that names the field by
  * its JSON path ("leaks[3].stack[0].line"), so a truncated, foreign or
@@ -8,8 +10,6 @@
  */
 #include "report.h"
 
-#include "cli.h"
-
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -17,13 +17,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define WHERE_MAX 96
 
 struct loader {
-    const char *path;
     bool failed;
+    bool demangle;
+    char *error; /* the first failure, for the caller to say */
+    size_t error_size;
 };
 
 static void fail(struct loader *ld, const char *fmt, ...)
@@ -37,7 +38,7 @@ static void fail(struct loader *ld, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     if (!ld->failed)
-        cli_error("%s: %s", ld->path, msg);
+        snprintf(ld->error, ld->error_size, "%s", msg);
     ld->failed = true;
 }
 
@@ -205,9 +206,9 @@ static json_t *element_object(struct loader *ld, json_t *array, size_t i, const 
  * demangled (or without a C++ runtime loaded) is shown demangled, by
  * libstdc++'s __cxa_demangle when the machine has it.  The demangled string
  * replaces "function" in the tree, which owns it as it owns every string. */
-static const char *demangled(json_t *frame, const char *name)
+static const char *demangled(struct loader *ld, json_t *frame, const char *name)
 {
-    if (!name || name[0] != '_' || name[1] != 'Z')
+    if (!ld->demangle || !name || name[0] != '_' || name[1] != 'Z')
         return name;
     typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
     static demangle_fn fn;
@@ -270,7 +271,7 @@ static void read_stack(struct loader *ld, json_t *obj, const char *where, struct
         fr->address = get_str(ld, f, fwhere, "address");
         fr->module = get_str(ld, f, fwhere, "module");
         fr->offset = get_str(ld, f, fwhere, "offset");
-        fr->function = demangled(f, get_str(ld, f, fwhere, "function"));
+        fr->function = demangled(ld, f, get_str(ld, f, fwhere, "function"));
         json_t *py = json_object_get(f, "python");
         fr->python = py && json_is_true(py);
         fr->file = get_str(ld, f, fwhere, "file");
@@ -661,71 +662,15 @@ static void read_summary(struct loader *ld, json_t *root, struct tl_report *r)
     r->summary.layout_unknown = is_unknown(s, "largest_free_block") || is_unknown(s, "fragmentation");
 }
 
-/* jansson's messages may quote raw input bytes: keep stderr printable ASCII. */
-static void sanitize(char *text)
-{
-    for (unsigned char *p = (unsigned char *)text; *p; p++) {
-        if (*p < 0x20 || *p >= 0x7f)
-            *p = '?';
-    }
-}
-
-static json_t *parse_file(struct loader *ld, const char *path)
-{
-    FILE *fp;
-    if (strcmp(path, "-") == 0) {
-        fp = stdin;
-    } else {
-        fp = fopen(path, "rb");
-        if (!fp) {
-            fail(ld, "cannot open: %s", strerror(errno));
-            return NULL;
-        }
-    }
-    struct stat st;
-    if (fstat(fileno(fp), &st) == 0) {
-        if (S_ISDIR(st.st_mode)) {
-            fail(ld, "is a directory, not a report");
-            goto out;
-        }
-        if (S_ISREG(st.st_mode) && st.st_size == 0) {
-            fail(ld, "empty file, not a tensorleak report");
-            goto out;
-        }
-    }
-    json_error_t err;
-    json_t *root = json_loadf(fp, 0, &err);
-    if (!root) {
-        sanitize(err.text);
-        if (err.position == 0 || (err.line == -1 && err.column == -1))
-            fail(ld, "not a JSON report: %s", err.text);
-        else if (strstr(err.text, "premature end of input") || strstr(err.text, "end of file"))
-            fail(ld, "truncated JSON (input ends at line %d, column %d: %s)", err.line,
-                 err.column, err.text);
-        else if (strstr(err.text, "unable to decode byte"))
-            fail(ld, "not valid UTF-8 at line %d, column %d: %s", err.line, err.column, err.text);
-        else
-            fail(ld, "invalid JSON at line %d, column %d: %s", err.line, err.column, err.text);
-    }
-    if (fp != stdin)
-        fclose(fp);
-    return root;
-out:
-    if (fp != stdin)
-        fclose(fp);
-    return NULL;
-}
-
-bool report_load(const char *path, struct tl_report *out)
+bool report_from_json(json_t *root, const char *path, unsigned flags, struct tl_report *out, char *error,
+                      size_t error_size)
 {
     memset(out, 0, sizeof(*out));
     out->path = path;
-    struct loader ld = { .path = strcmp(path, "-") == 0 ? "<stdin>" : path, .failed = false };
-
-    json_t *root = parse_file(&ld, path);
-    if (!root)
-        return false;
-    out->root = root;
+    struct loader ld = {.demangle = flags & REPORT_DEMANGLE, .error = error, .error_size = error_size};
+    if (error_size)
+        error[0] = 0;
+    out->root = json_incref(root);
     if (!json_is_object(root)) {
         fail(&ld, "not a tensorleak report (top level is not a JSON object)");
         goto bad;
