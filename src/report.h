@@ -21,40 +21,106 @@
 #include <stdio.h>
 
 /*
- * Integer summary fields, with how `merge` combines them across ranks:
- * SUM adds them, MAX keeps the largest (per-device properties).
+ * The "summary" object, one line a field, in the order reports write it:
+ * X(name, type, flags, merge).  This table is the summary's one
+ * definition: it declares struct tl_summary, and the library's writer
+ * (report_write.c), the reader (report_read.c), `tensorleak merge` and the
+ * schema test (tests/schema: every field here is in docs/report.schema.json
+ * and the other way round) all walk it.  A new summary field is one line
+ * here plus whatever renders it.
+ *
+ *  type   U64: a non-negative integer (uint64_t); REAL: a number (double).
+ *  flags  NULLABLE: null when unknown, never 0 (the field's bit in
+ *         tl_summary.null); OPTIONAL: reports written before the field
+ *         existed lack it, and merge writes it only when an input has it;
+ *         GAP: a negative value (reports from before the invariants were
+ *         checked) reads as 0; 0: none.
+ *  merge  SUM: added over the ranks (saturating); MAX: the largest, a
+ *         per-device property; NONE: a per-process fact merge leaves out;
+ *         OWN: written by merge's own pass (cmd_merge.c), never summed.
  */
-#define TL_SUMMARY_U64_FIELDS(X)                  \
-    X(leaked_bytes, SUM)                          \
-    X(leaked_allocations, SUM)                    \
-    X(live_bytes, SUM)                            \
-    X(live_allocations, SUM)                      \
-    X(peak_live_bytes, SUM)                       \
-    X(reserved_bytes, SUM)                        \
-    X(allocated_bytes, SUM)                       \
-    X(gap_bytes, SUM)                             \
-    X(largest_free_block, MAX)                    \
-    X(invalid_frees, SUM)                         \
-    X(suppressed_allocations, SUM)                \
-    X(suppressed_bytes, SUM)                      \
-    X(failed_allocations, SUM)                    \
-    X(oom_failures, SUM)                          \
-    X(released_by_teardown_bytes, SUM)            \
-    X(released_by_teardown_allocations, SUM)      \
-    X(held_bytes, SUM)                            \
-    X(dropped_events, SUM)                        \
-    X(budget_crossings, SUM)                      \
-    X(budget_refusals, SUM)
+#define TL_SUMMARY_FIELDS(X)                                          \
+    X(leaked_bytes, U64, 0, SUM)                                      \
+    X(leaked_allocations, U64, 0, SUM)                                \
+    X(live_bytes, U64, 0, SUM)                                        \
+    X(live_allocations, U64, 0, SUM)                                  \
+    X(peak_live_bytes, U64, 0, SUM)                                   \
+    X(reserved_bytes, U64, 0, SUM)                                    \
+    X(allocated_bytes, U64, 0, SUM)                                   \
+    X(gap_bytes, U64, GAP, SUM)                                       \
+    X(largest_free_block, U64, NULLABLE, MAX)                         \
+    X(fragmentation, REAL, NULLABLE, MAX)                             \
+    X(invariants_repaired, U64, OPTIONAL, NONE)                       \
+    X(held_bytes, U64, 0, SUM)                                        \
+    X(address_space_bytes, U64, OPTIONAL, SUM)                        \
+    X(address_space_reservations, U64, OPTIONAL, SUM)                 \
+    X(imported_bytes, U64, OPTIONAL, SUM)                             \
+    X(imported_allocations, U64, OPTIONAL, SUM)                       \
+    X(leaked_address_space_bytes, U64, OPTIONAL, SUM)                 \
+    X(unknown_size_allocations, U64, OPTIONAL, SUM)                   \
+    X(ipc_mapped_bytes, U64, OPTIONAL, SUM)                           \
+    X(ipc_mappings, U64, OPTIONAL, SUM)                               \
+    X(leaked_ipc_mapped_bytes, U64, OPTIONAL, SUM)                    \
+    X(invalid_frees, U64, 0, SUM)                                     \
+    X(suppressed_allocations, U64, 0, SUM)                            \
+    X(suppressed_bytes, U64, 0, SUM)                                  \
+    X(total_allocations, U64, OPTIONAL, NONE)                         \
+    X(failed_allocations, U64, 0, SUM)                                \
+    X(oom_failures, U64, 0, SUM)                                      \
+    X(released_by_teardown_bytes, U64, 0, SUM)                        \
+    X(released_by_teardown_allocations, U64, 0, SUM)                  \
+    X(dropped_events, U64, 0, SUM)                                    \
+    X(call_sites, U64, OPTIONAL, NONE)                                \
+    X(budget_crossings, U64, 0, SUM)                                  \
+    X(budget_refusals, U64, 0, SUM)                                   \
+    X(shared_bytes_counted_once, U64, OPTIONAL, OWN)                  \
+    X(ipc_paired_bytes, U64, OPTIONAL, OWN)                           \
+    X(ipc_unpaired_mapped_bytes, U64, OPTIONAL, OWN)
+
+#define TL_SUMMARY_CTYPE_U64 uint64_t
+#define TL_SUMMARY_CTYPE_REAL double
+
+enum tl_summary_field {
+#define TL_SUMMARY_ENUM(name, type, flags, merge) TL_SUMMARY_##name,
+    TL_SUMMARY_FIELDS(TL_SUMMARY_ENUM)
+#undef TL_SUMMARY_ENUM
+    TL_SUMMARY_NFIELDS
+};
 
 struct tl_summary {
-#define TL_DECLARE_FIELD(name, merge) uint64_t name;
-    TL_SUMMARY_U64_FIELDS(TL_DECLARE_FIELD)
-#undef TL_DECLARE_FIELD
-    double fragmentation;
+#define TL_SUMMARY_MEMBER(name, type, flags, merge) TL_SUMMARY_CTYPE_##type name;
+    TL_SUMMARY_FIELDS(TL_SUMMARY_MEMBER)
+#undef TL_SUMMARY_MEMBER
+    /* Bit TL_SUMMARY_<name>: the field was in the report (present), or was
+     * null there (null; its value above is 0). */
+    uint64_t present, null;
     /* largest_free_block or fragmentation was null: unknown, not 0 (some
      * free space has no layout tensorleak can see). */
     bool layout_unknown;
 };
+
+/* The report gave the summary field `name` a value (not absent, not null). */
+#define tl_summary_has(s, name) \
+    (((s)->present >> TL_SUMMARY_##name & 1) && !((s)->null >> TL_SUMMARY_##name & 1))
+
+/* One entry of the table, for code that walks it (report_write.c,
+ * report_read.c, cmd_merge.c). */
+enum tl_summary_type { TL_SUMMARY_TYPE_U64, TL_SUMMARY_TYPE_REAL };
+enum tl_summary_flags { TL_SUMMARY_FLAG_NULLABLE = 1, TL_SUMMARY_FLAG_OPTIONAL = 2, TL_SUMMARY_FLAG_GAP = 4 };
+enum tl_summary_merge { TL_SUMMARY_MERGE_SUM, TL_SUMMARY_MERGE_MAX, TL_SUMMARY_MERGE_NONE, TL_SUMMARY_MERGE_OWN };
+struct tl_summary_field_info {
+    const char *name;
+    enum tl_summary_type type;
+    unsigned flags;
+    enum tl_summary_merge merge;
+    size_t offset; /* of its value in struct tl_summary */
+};
+extern const struct tl_summary_field_info tl_summary_fields[TL_SUMMARY_NFIELDS];
+
+/* report_write.c: the summary as its JSON object, in the table's order:
+ * every field `present` marks (null where `null` does), the others left
+ * out.  NULL when out of memory. */
+json_t *report_summary_to_json(const struct tl_summary *s);
 
 struct tl_frame {
     const char *address;    /* "0x55d0c1a2b3c4" */

@@ -3,6 +3,7 @@
  * (schema 1).  Field names are a contract: add, never rename.
  */
 #include "report_gather.h"
+#include "report.h"
 #include "tl_version.h"
 
 #include <limits.h>
@@ -210,6 +211,55 @@ static json_t *owner_json(const char *name, const char *cls, long long bytes, lo
     return o;
 }
 
+/* The summary's figures (report.h's TL_SUMMARY_FIELDS), every field the
+ * library writes marked present; unknown ones null, never 0. */
+static struct tl_summary summary_of(const struct tl_gather *m)
+{
+    struct tl_summary s = {
+        .leaked_bytes = (uint64_t)m->leaked_bytes,
+        .leaked_allocations = (uint64_t)m->leaked_count,
+        .live_bytes = (uint64_t)m->live_bytes,
+        .live_allocations = (uint64_t)m->live_count,
+        .peak_live_bytes = (uint64_t)m->peak_live_bytes,
+        .reserved_bytes = m->reserved,
+        .allocated_bytes = m->allocated,
+        .gap_bytes = m->reserved - m->allocated,
+        .largest_free_block = m->largest_free,
+        .fragmentation = m->fragmentation,
+        .invariants_repaired = m->repairs_total,
+        .held_bytes = (uint64_t)m->held_bytes,
+        /* VA reservations and other processes' memory mapped here (CUDA
+         * IPC) are address space, apart from memory. */
+        .address_space_bytes = (uint64_t)m->address_space_bytes,
+        .address_space_reservations = (uint64_t)m->address_space_count,
+        .imported_bytes = (uint64_t)m->imported_bytes,
+        .imported_allocations = (uint64_t)m->imported_count,
+        .leaked_address_space_bytes = (uint64_t)m->leaked_address_space_bytes,
+        .unknown_size_allocations = (uint64_t)m->unknown_size_count,
+        .ipc_mapped_bytes = (uint64_t)m->ipc_mapped_bytes,
+        .ipc_mappings = (uint64_t)m->ipc_mapped_count,
+        .leaked_ipc_mapped_bytes = (uint64_t)m->leaked_ipc_mapped_bytes,
+        .invalid_frees = atomic_load(&tl_stats.invalid_frees),
+        .suppressed_allocations = (uint64_t)m->suppressed_count,
+        .suppressed_bytes = (uint64_t)m->suppressed_bytes,
+        .total_allocations = atomic_load(&tl_stats.total_allocs),
+        .failed_allocations = atomic_load(&tl_stats.failed_allocs),
+        .oom_failures = atomic_load(&tl_stats.oom_failures),
+        .released_by_teardown_bytes = atomic_load(&tl_stats.teardown_bytes),
+        .released_by_teardown_allocations = atomic_load(&tl_stats.teardown_allocs),
+        .dropped_events = atomic_load(&tl_dropped_events),
+        .call_sites = tl_callsite_count(),
+        .budget_crossings = tl_budget_crossings(),
+        .budget_refusals = tl_budget_refusals(),
+    };
+    for (size_t i = 0; i < TL_SUMMARY_NFIELDS; i++) /* all but merge's own */
+        if (tl_summary_fields[i].merge != TL_SUMMARY_MERGE_OWN)
+            s.present |= 1ull << i;
+    if (m->layout_unknown)
+        s.null = 1ull << TL_SUMMARY_largest_free_block | 1ull << TL_SUMMARY_fragmentation;
+    return s;
+}
+
 json_t *tl_report_to_json(struct tl_gather *m)
 {
     json_t *root = json_object();
@@ -239,44 +289,9 @@ json_t *tl_report_to_json(struct tl_gather *m)
     json_object_set_new(root, "depth", json_integer(tl_opt.depth));
     json_object_set_new(root, "python_depth", json_integer(tl_opt.python_depth));
 
-    json_t *sum = json_object();
-    json_object_set_new(sum, "leaked_bytes", json_integer(m->leaked_bytes));
-    json_object_set_new(sum, "leaked_allocations", json_integer(m->leaked_count));
-    json_object_set_new(sum, "live_bytes", json_integer(m->live_bytes));
-    json_object_set_new(sum, "live_allocations", json_integer(m->live_count));
-    json_object_set_new(sum, "peak_live_bytes", json_integer(m->peak_live_bytes));
-    json_object_set_new(sum, "reserved_bytes", json_integer((json_int_t)m->reserved));
-    json_object_set_new(sum, "allocated_bytes", json_integer((json_int_t)m->allocated));
-    json_object_set_new(sum, "gap_bytes", json_integer((json_int_t)(m->reserved - m->allocated)));
-    /* Unknown is null, never 0. */
-    json_object_set_new(sum, "largest_free_block", m->layout_unknown ? json_null() : json_integer((json_int_t)m->largest_free));
-    json_object_set_new(sum, "fragmentation", m->layout_unknown ? json_null() : json_real(m->fragmentation));
-    json_object_set_new(sum, "invariants_repaired", json_integer((json_int_t)m->repairs_total));
-    json_object_set_new(sum, "held_bytes", json_integer(m->held_bytes));
-    /* VA reservations are address space, apart from memory. */
-    json_object_set_new(sum, "address_space_bytes", json_integer(m->address_space_bytes));
-    json_object_set_new(sum, "address_space_reservations", json_integer(m->address_space_count));
-    json_object_set_new(sum, "imported_bytes", json_integer(m->imported_bytes));
-    json_object_set_new(sum, "imported_allocations", json_integer(m->imported_count));
-    json_object_set_new(sum, "leaked_address_space_bytes", json_integer(m->leaked_address_space_bytes));
-    json_object_set_new(sum, "unknown_size_allocations", json_integer(m->unknown_size_count));
-    /* Other processes' memory mapped here (CUDA IPC): apart from memory. */
-    json_object_set_new(sum, "ipc_mapped_bytes", json_integer(m->ipc_mapped_bytes));
-    json_object_set_new(sum, "ipc_mappings", json_integer(m->ipc_mapped_count));
-    json_object_set_new(sum, "leaked_ipc_mapped_bytes", json_integer(m->leaked_ipc_mapped_bytes));
-    json_object_set_new(sum, "invalid_frees", json_integer((json_int_t)atomic_load(&tl_stats.invalid_frees)));
-    json_object_set_new(sum, "suppressed_allocations", json_integer(m->suppressed_count));
-    json_object_set_new(sum, "suppressed_bytes", json_integer(m->suppressed_bytes));
-    json_object_set_new(sum, "total_allocations", json_integer((json_int_t)atomic_load(&tl_stats.total_allocs)));
-    json_object_set_new(sum, "failed_allocations", json_integer((json_int_t)atomic_load(&tl_stats.failed_allocs)));
-    json_object_set_new(sum, "oom_failures", json_integer((json_int_t)atomic_load(&tl_stats.oom_failures)));
-    json_object_set_new(sum, "released_by_teardown_bytes", json_integer((json_int_t)atomic_load(&tl_stats.teardown_bytes)));
-    json_object_set_new(sum, "released_by_teardown_allocations", json_integer((json_int_t)atomic_load(&tl_stats.teardown_allocs)));
-    json_object_set_new(sum, "dropped_events", json_integer((json_int_t)atomic_load(&tl_dropped_events)));
-    json_object_set_new(sum, "call_sites", json_integer((json_int_t)tl_callsite_count()));
-    json_object_set_new(sum, "budget_crossings", json_integer((json_int_t)tl_budget_crossings()));
-    json_object_set_new(sum, "budget_refusals", json_integer((json_int_t)tl_budget_refusals()));
-    json_object_set_new(root, "summary", sum);
+    struct tl_summary s = summary_of(m);
+    json_t *sum = report_summary_to_json(&s);
+    json_object_set_new(root, "summary", sum ? sum : json_null());
 
     /* What tracking cost here: stacks that needed DWARF unwinding (the rest
      * were frame-pointer walks), threads whose bottom frames were learned,

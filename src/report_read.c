@@ -650,16 +650,34 @@ static void read_ranks(struct loader *ld, json_t *root, struct tl_report *r)
     }
 }
 
+/* The summary, field by field from TL_SUMMARY_FIELDS: absent or null
+ * reads as 0 (null also sets the field's null bit, and for largest free
+ * block and fragmentation layout_unknown). */
 static void read_summary(struct loader *ld, json_t *root, struct tl_report *r)
 {
     json_t *s = get(ld, root, "", "summary", WANT_OBJECT, true);
     if (!s)
         return;
-#define TL_READ_FIELD(name, merge) r->summary.name = get_gap_or_u64(ld, s, "summary", #name);
-    TL_SUMMARY_U64_FIELDS(TL_READ_FIELD)
-#undef TL_READ_FIELD
-    r->summary.fragmentation = get_real(ld, s, "summary", "fragmentation");
-    r->summary.layout_unknown = is_unknown(s, "largest_free_block") || is_unknown(s, "fragmentation");
+    struct tl_summary *sum = &r->summary;
+    for (size_t i = 0; i < TL_SUMMARY_NFIELDS && !ld->failed; i++) {
+        const struct tl_summary_field_info *f = &tl_summary_fields[i];
+        char *at = (char *)sum + f->offset;
+        json_t *v = json_object_get(s, f->name);
+        if (!v)
+            continue;
+        sum->present |= 1ull << i;
+        if (json_is_null(v)) {
+            sum->null |= 1ull << i;
+            continue;
+        }
+        if (f->type == TL_SUMMARY_TYPE_REAL)
+            *(double *)at = get_real(ld, s, "summary", f->name);
+        else if ((f->flags & TL_SUMMARY_FLAG_GAP) && json_is_integer(v) && json_integer_value(v) < 0)
+            *(uint64_t *)at = 0; /* a negative gap from before the invariants: 0 */
+        else
+            *(uint64_t *)at = get_u64(ld, s, "summary", f->name);
+    }
+    sum->layout_unknown = is_unknown(s, "largest_free_block") || is_unknown(s, "fragmentation");
 }
 
 bool report_from_json(json_t *root, const char *path, unsigned flags, struct tl_report *out, char *error,

@@ -155,12 +155,10 @@ static void header(FILE *out, const struct tl_report *r)
         fprintf(out, "%" PRIu64 " leaked allocation%s (%s)", s->leaked_allocations,
                 s->leaked_allocations == 1 ? "" : "s", size_human(s->leaked_bytes, human));
     fprintf(out, " from %zu call sites", sites);
-    json_t *as = json_object_get(json_object_get(r->root, "summary"), "leaked_address_space_bytes");
-    if (json_is_integer(as) && json_integer_value(as) > 0) /* apart from memory */
-        fprintf(out, "; %s of address space left reserved", size_human((uint64_t)json_integer_value(as), human));
-    json_t *ipc = json_object_get(json_object_get(r->root, "summary"), "leaked_ipc_mapped_bytes");
-    if (json_is_integer(ipc) && json_integer_value(ipc) > 0)
-        fprintf(out, "; %s of other processes' memory left mapped", size_human((uint64_t)json_integer_value(ipc), human));
+    if (s->leaked_address_space_bytes > 0) /* apart from memory */
+        fprintf(out, "; %s of address space left reserved", size_human(s->leaked_address_space_bytes, human));
+    if (s->leaked_ipc_mapped_bytes > 0)
+        fprintf(out, "; %s of other processes' memory left mapped", size_human(s->leaked_ipc_mapped_bytes, human));
     fputc('\n', out);
 }
 
@@ -382,16 +380,14 @@ static void totals(FILE *out, const struct tl_report *r)
     if (s->held_bytes > 0)
         fprintf(out, "%s held by pools at exit (not leaks): %s\n", pfx.text,
                 size_human(s->held_bytes, human));
-    json_t *sum = json_object_get(r->root, "summary"); /* address space, apart */
-    json_t *as = json_object_get(sum, "address_space_bytes"), *asn = json_object_get(sum, "address_space_reservations");
-    if (json_is_integer(as) && json_integer_value(as) > 0 && json_is_integer(asn))
-        fprintf(out, "%s address space reserved (VMM ranges, not memory): %s in %lld range(s)\n", pfx.text,
-                size_human((uint64_t)json_integer_value(as), human), (long long)json_integer_value(asn));
-    json_t *unknown = json_object_get(sum, "unknown_size_allocations"); /* in no byte figure */
-    if (json_is_integer(unknown) && json_integer_value(unknown) > 0)
-        fprintf(out, "%s size unknown: %lld live allocation(s) the driver gave no size for, in no byte "
+    /* Address space, apart from memory. */
+    if (s->address_space_bytes > 0 && tl_summary_has(s, address_space_reservations))
+        fprintf(out, "%s address space reserved (VMM ranges, not memory): %s in %" PRIu64 " range(s)\n", pfx.text,
+                size_human(s->address_space_bytes, human), s->address_space_reservations);
+    if (s->unknown_size_allocations > 0) /* in no byte figure */
+        fprintf(out, "%s size unknown: %" PRIu64 " live allocation(s) the driver gave no size for, in no byte "
                      "figure above\n",
-                pfx.text, (long long)json_integer_value(unknown));
+                pfx.text, s->unknown_size_allocations);
     /* CUDA IPC: this process's exported memory, then other processes' mapped here. */
     json_t *exported = json_object_get(json_object_get(r->root, "ipc"), "exported"), *e;
     if (json_array_size(exported) > 0) {
@@ -406,10 +402,9 @@ static void totals(FILE *out, const struct tl_report *r)
         fprintf(out, "%s exported to other processes (CUDA IPC, this process's memory): %s in %zu allocation(s)\n",
                 pfx.text, unknown ? "unknown bytes" : size_human(bytes, human), json_array_size(exported));
     }
-    json_t *ipc = json_object_get(sum, "ipc_mapped_bytes"), *ipcn = json_object_get(sum, "ipc_mappings");
-    if (json_is_integer(ipc) && json_integer_value(ipc) > 0 && json_is_integer(ipcn))
-        fprintf(out, "%s mapped from other processes (CUDA IPC, their memory): %s in %lld mapping(s)\n", pfx.text,
-                size_human((uint64_t)json_integer_value(ipc), human), (long long)json_integer_value(ipcn));
+    if (s->ipc_mapped_bytes > 0 && tl_summary_has(s, ipc_mappings))
+        fprintf(out, "%s mapped from other processes (CUDA IPC, their memory): %s in %" PRIu64 " mapping(s)\n",
+                pfx.text, size_human(s->ipc_mapped_bytes, human), s->ipc_mappings);
     if (s->suppressed_allocations > 0)
         fprintf(out, "%s suppressed: %" PRIu64 " byte(s) in %" PRIu64 " allocation(s)\n", pfx.text,
                 s->suppressed_bytes, s->suppressed_allocations);

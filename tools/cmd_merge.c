@@ -7,8 +7,11 @@
  *    that is null. Inputs are taken in rank order (ties: argument order). Two
  *    reports of the same process (same rank and pid) are refused: that is a
  *    snapshot series, not a job.
- *  - "summary": integer fields summed, except largest_free_block and
- *    fragmentation, per-device properties, which keep the largest value.
+ *  - "summary": each field by its merge rule in report.h's
+ *    TL_SUMMARY_FIELDS, in that table's order: byte and count figures
+ *    summed, largest_free_block and fragmentation (per-device properties)
+ *    the largest value, per-process tracker facts (call_sites,
+ *    total_allocations, invariants_repaired) left out.
  *  - "leaks", "growth", "pools", "invalid_frees", "devices": concatenated,
  *    every entry tagged with "rank" and "pid" (devices also get their
  *    largest_free_block and fragmentation from their report's summary when
@@ -88,55 +91,44 @@ static json_t *json_u64(uint64_t v)
     return json_integer(v > (uint64_t)INT64_MAX ? INT64_MAX : (json_int_t)v);
 }
 
+/* The summary by each field's merge rule (report.h's TL_SUMMARY_FIELDS):
+ * SUM and MAX over the inputs, an OPTIONAL field only when some input has
+ * it, NONE and OWN fields left to nobody and to the passes below.  One rank
+ * that could not know its largest free block makes the largest over all
+ * ranks unknown too (unknown is not zero): both layout figures are null. */
 static json_t *merged_summary(const struct input *in, size_t n)
 {
-    struct tl_summary sum = { 0 };
-    for (size_t i = 0; i < n; i++) {
-        const struct tl_summary *s = &in[i].report.summary;
-#define SUM(a, b) add_sat(a, b)
-#define MAX(a, b) ((a) > (b) ? (a) : (b))
-#define TL_MERGE_FIELD(name, merge) sum.name = merge(sum.name, s->name);
-        TL_SUMMARY_U64_FIELDS(TL_MERGE_FIELD)
-#undef TL_MERGE_FIELD
-#undef SUM
-        sum.fragmentation = MAX(sum.fragmentation, s->fragmentation);
-#undef MAX
-    }
-    /* One rank that could not know its largest free block makes the
-     * largest over all ranks unknown too (unknown is not zero). */
-    bool unknown = false;
+    struct tl_summary sum = {0};
+    bool layout_unknown = false;
     for (size_t i = 0; i < n; i++)
-        unknown |= in[i].report.summary.layout_unknown;
-    json_t *obj = json_object();
-    /* In SPEC.md's order: fragmentation right after largest_free_block. */
-#define TL_EMIT_FIELD(name, merge)                                                        \
-    json_object_set_new(obj, #name,                                                      \
-                        unknown && strcmp(#name, "largest_free_block") == 0 ? json_null() \
-                                                                            : json_u64(sum.name)); \
-    if (strcmp(#name, "largest_free_block") == 0)                                        \
-        json_object_set_new(obj, "fragmentation", unknown ? json_null() : json_real(sum.fragmentation));
-    TL_SUMMARY_U64_FIELDS(TL_EMIT_FIELD)
-#undef TL_EMIT_FIELD
-    /* Address space, summed apart from memory, and the allocations of
-     * unknown size, when reported. */
-    static const char *const apart[] = {"address_space_bytes", "address_space_reservations",
-                                        "leaked_address_space_bytes", "unknown_size_allocations", "imported_bytes",
-                                        "imported_allocations", "ipc_mapped_bytes", "ipc_mappings",
-                                        "leaked_ipc_mapped_bytes"};
-    for (size_t k = 0; k < sizeof apart / sizeof apart[0]; k++) {
-        uint64_t total = 0;
+        layout_unknown |= in[i].report.summary.layout_unknown;
+    for (size_t k = 0; k < TL_SUMMARY_NFIELDS; k++) {
+        const struct tl_summary_field_info *f = &tl_summary_fields[k];
+        if (f->merge != TL_SUMMARY_MERGE_SUM && f->merge != TL_SUMMARY_MERGE_MAX)
+            continue;
         bool any = false;
         for (size_t i = 0; i < n; i++) {
-            json_t *v = json_object_get(json_object_get(in[i].report.root, "summary"), apart[k]);
-            if (json_is_integer(v) && json_integer_value(v) >= 0) {
-                total = add_sat(total, (uint64_t)json_integer_value(v));
-                any = true;
+            const struct tl_summary *s = &in[i].report.summary;
+            if (!(s->present >> k & 1) || (s->null >> k & 1))
+                continue;
+            any = true;
+            const char *from = (const char *)s + f->offset;
+            char *to = (char *)&sum + f->offset;
+            if (f->type == TL_SUMMARY_TYPE_REAL) {
+                double v = *(const double *)from;
+                if (v > *(double *)to)
+                    *(double *)to = v;
+            } else {
+                uint64_t v = *(const uint64_t *)from, *t = (uint64_t *)to;
+                *t = f->merge == TL_SUMMARY_MERGE_SUM ? add_sat(*t, v) : v > *t ? v : *t;
             }
         }
-        if (any)
-            json_object_set_new(obj, apart[k], json_u64(total));
+        if (any || !(f->flags & TL_SUMMARY_FLAG_OPTIONAL))
+            sum.present |= 1ull << k;
+        if ((f->flags & TL_SUMMARY_FLAG_NULLABLE) && layout_unknown)
+            sum.null |= 1ull << k;
     }
-    return obj;
+    return report_summary_to_json(&sum);
 }
 
 /* One allocation held through a shareable handle in some input. */

@@ -387,12 +387,10 @@ static void put_verdicts(FILE *out, const struct tl_report *r)
     else if (s->held_bytes > 0)
         verdict(out, "", "<b>Held by pools: %s</b> — segments a caching allocator keeps, "
                 "reported as held, not as leaks.", human(s->held_bytes, a));
-    json_t *ipc = json_object_get(json_object_get(r->root, "summary"), "ipc_mapped_bytes");
-    json_t *ipcn = json_object_get(json_object_get(r->root, "summary"), "ipc_mappings");
-    if (json_is_integer(ipc) && json_integer_value(ipc) > 0 && json_is_integer(ipcn))
-        verdict(out, "", "<b>Mapped from other processes: %s in %lld CUDA IPC mapping(s)</b> — their "
+    if (s->ipc_mapped_bytes > 0 && tl_summary_has(s, ipc_mappings))
+        verdict(out, "", "<b>Mapped from other processes: %s in %llu CUDA IPC mapping(s)</b> — their "
                 "memory, counted in the exporting process, not here.",
-                human((uint64_t)json_integer_value(ipc), a), (long long)json_integer_value(ipcn));
+                human(s->ipc_mapped_bytes, a), (unsigned long long)s->ipc_mappings);
     if (r->reason && strcmp(r->reason, "budget") == 0) {
         char which[80] = "a";
         if (r->label && strspn(r->label, "abcdefghijklmnopqrstuvwxyz") == strlen(r->label) &&

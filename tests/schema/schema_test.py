@@ -195,6 +195,35 @@ def every_declared_field_is_documented_and_the_schema_is_draft_2020_12():
     print(f"{len(names)} field names in {objects} closed objects, each documented")
 
 
+def the_summary_field_table_is_the_schemas_summary():
+    """src/report.h's TL_SUMMARY_FIELDS, which the library's writer, the
+    reader and merge walk, declares exactly the schema's summary fields,
+    each with the schema's type and nullability."""
+    with open(os.path.join(SOURCE, "src", "report.h")) as f:
+        header = f.read()
+    block = re.search(r"#define TL_SUMMARY_FIELDS\(X\)(.*?)\n\n", header, re.S)
+    check(block, "TL_SUMMARY_FIELDS found in src/report.h")
+    table = re.findall(r"X\((\w+), (U64|REAL), (\w+), (\w+)\)", block.group(1))
+    check(len(table) == block.group(1).count("X("), "every line of the table parsed")
+    props = load_schema()["properties"]["summary"]["properties"]
+    names = [t[0] for t in table]
+    check(len(set(names)) == len(names), "no field twice in the table")
+    check(set(names) == set(props),
+          f"table and schema differ: only in the table {sorted(set(names) - set(props))}, "
+          f"only in the schema {sorted(set(props) - set(names))}")
+    for name, ctype, flags, merge in table:
+        spec = props[name]
+        ref = spec.get("$ref", "").rsplit("/", 1)[-1]
+        nullable = ref.endswith("_or_unknown")
+        check(nullable == (flags == "NULLABLE"), f"{name}: NULLABLE in the table iff null in the schema ({ref})")
+        if ctype == "REAL":
+            check(ref.startswith("fraction"), f"{name}: a number in both ({ref})")
+        else:
+            check(ref.startswith(("bytes", "count")) or spec.get("type") == "integer", f"{name}: an integer in both")
+        check(merge in ("SUM", "MAX", "NONE", "OWN"), f"{name}: merge rule {merge}")
+    print(f"{len(table)} summary fields, one table, as the schema declares them")
+
+
 def reports_of_the_samples_and_test_programs_match_the_schema():
     r = Reports()
     owners = {"LD_LIBRARY_PATH": PROGS + ":" + SIM}
