@@ -77,6 +77,16 @@
     X(ipc_paired_bytes, U64, OPTIONAL, OWN)                           \
     X(ipc_unpaired_mapped_bytes, U64, OPTIONAL, OWN)
 
+/* Which fields of an object the report had: bit i is field i of the
+ * object's table (report_fields.c), set when the field was there (present)
+ * and when it was null there (null; the member then holds 0).  The writer
+ * writes exactly the present fields, so a model read from a report writes
+ * that report back.  The has_* and *_unknown members beside are these bits
+ * said for the formatters (report_derive). */
+struct tl_seen {
+    uint64_t present, null;
+};
+
 #define TL_SUMMARY_CTYPE_U64 uint64_t
 #define TL_SUMMARY_CTYPE_REAL double
 
@@ -93,7 +103,7 @@ struct tl_summary {
 #undef TL_SUMMARY_MEMBER
     /* Bit TL_SUMMARY_<name>: the field was in the report (present), or was
      * null there (null; its value above is 0). */
-    uint64_t present, null;
+    struct tl_seen seen;
     /* largest_free_block or fragmentation was null: unknown, not 0 (some
      * free space has no layout tensorleak can see). */
     bool layout_unknown;
@@ -101,7 +111,7 @@ struct tl_summary {
 
 /* The report gave the summary field `name` a value (not absent, not null). */
 #define tl_summary_has(s, name) \
-    (((s)->present >> TL_SUMMARY_##name & 1) && !((s)->null >> TL_SUMMARY_##name & 1))
+    (((s)->seen.present >> TL_SUMMARY_##name & 1) && !((s)->seen.null >> TL_SUMMARY_##name & 1))
 
 /* One entry of the table, for code that walks it (report_write.c,
  * report_read.c, cmd_merge.c). */
@@ -118,8 +128,8 @@ struct tl_summary_field_info {
 extern const struct tl_summary_field_info tl_summary_fields[TL_SUMMARY_NFIELDS];
 
 /* report_write.c: the summary as its JSON object, in the table's order:
- * every field `present` marks (null where `null` does), the others left
- * out.  NULL when out of memory. */
+ * every field seen.present marks (null where seen.null does), the others
+ * left out.  NULL when out of memory. */
 json_t *report_summary_to_json(const struct tl_summary *s);
 
 struct tl_frame {
@@ -130,6 +140,9 @@ struct tl_frame {
     const char *file;
     long long line;         /* 0 when unknown */
     bool python;            /* a Python frame ("python": true): no address */
+    const char *symbol;     /* the raw C++ symbol beside a demangled function */
+    bool inlined;           /* an inlined callee, at its caller's address */
+    struct tl_seen seen;
 };
 
 struct tl_stack {
@@ -139,35 +152,77 @@ struct tl_stack {
 
 /* One entry of a site's optional "allocations" list. */
 struct tl_allocation {
+    const char *address_text;   /* "0x7f0000200000", NULL for a row keyed by a handle */
     bool has_address;           /* false: a row keyed by a handle (null) */
     uint64_t address;
-    uint64_t bytes;
+    uint64_t bytes;             /* 0 when the size is unknown (null) */
     long long device;           /* -1: host memory (null) */
+    struct tl_seen seen;
 };
 
-/* One entry of "leaks" (or of "sites"): a deduplicated call site. */
+/* One entry of a VMM handle site's "shared": a handle it exported or
+ * imported, with the identity of the allocation behind it. */
+struct tl_share {
+    const char *identity;       /* "st_dev:st_ino" of the shared descriptor; NULL: unknown */
+    uint64_t bytes;
+    bool imported;
+    bool counted_elsewhere;     /* merge: another input counts these bytes */
+    struct tl_seen seen;
+};
+
+/* One entry of "leaks" (or of "sites", "held"): a deduplicated call site. */
 struct tl_leak {
     const char *kind;           /* "device", "host_pinned", ... */
+    long long site;             /* the call site's id (tensorleak_site_bytes) */
     uint64_t bytes;             /* 0 when bytes_unknown */
     uint64_t count;
-    /* Optional "allocations": some of its live allocations; has_allocations
-     * false in reports written before they were listed. */
-    bool has_allocations;
-    struct tl_allocation *allocations;
-    size_t allocation_count;
-    /* "bytes" is null: some of the allocations have a size the driver did
-     * not report (unknown_size_allocations of them). */
-    bool bytes_unknown;
     uint64_t unknown_size_allocations;
     bool suppressed;
     const char *suppression;    /* "leak:pattern" that matched, if any */
-    struct tl_stack stack;
-    bool has_rank;              /* entries of a merged report carry their rank */
-    long long rank;
     const char *owner;          /* optional: "PyTorch caching allocator", "user" */
     const char *owner_class;    /* optional: "cache", "workspace", "library", "user" */
     bool imported;              /* vmm_handle: imported from a shareable handle (optional "imported") */
+    struct tl_share *shared;
+    size_t share_count;
+    struct tl_stack stack;
+    /* Optional "allocations": some of its live allocations; has_allocations
+     * false in reports written before they were listed. */
+    struct tl_allocation *allocations;
+    size_t allocation_count;
+    uint64_t allocations_unlisted;
+    long long rank;             /* entries of a merged report carry their rank */
+    long long pid;              /* ... and the input's pid */
+    struct tl_seen seen;
+    bool has_allocations;
+    /* "bytes" is null: some of the allocations have a size the driver did
+     * not report (unknown_size_allocations of them). */
+    bool bytes_unknown;
+    bool has_rank;
     uint64_t counted_elsewhere; /* merge: bytes of its "shared" entries another input counts */
+};
+
+/* "ipc": this process's allocations exported to others, and other
+ * processes' allocations mapped here, each with its handle's digest. */
+struct tl_ipc_exporter {       /* merged reports: the input that exported it */
+    long long rank, pid;
+    struct tl_seen seen;
+};
+struct tl_ipc_entry {
+    const char *handle;         /* 16 hex digits; NULL: unknown */
+    const char *address;
+    uint64_t bytes;             /* 0 when unknown (null) */
+    uint64_t references;        /* mapped: opens of the handle not yet closed */
+    long long site;             /* the call site; 0 when untracked (null) */
+    long long rank, pid;        /* merged reports */
+    struct tl_ipc_exporter exported_by; /* merged reports, mapped (null: not an input) */
+    struct tl_seen seen;
+};
+struct tl_ipc {
+    struct tl_ipc_entry *exported;
+    size_t exported_count;
+    struct tl_ipc_entry *mapped;
+    size_t mapped_count;
+    struct tl_seen seen;
 };
 
 /*
@@ -178,6 +233,7 @@ struct tl_owner {
     const char *name;
     const char *cls;            /* "cache" | "workspace" | "library" | "user" */
     uint64_t live_bytes, live_allocations, peak_bytes;
+    struct tl_seen seen;
 };
 
 /* One entry of the optional "owners_by_device": an owner's live memory on
@@ -185,44 +241,64 @@ struct tl_owner {
 struct tl_owner_device {
     const char *name;
     const char *cls;
-    int device;
     uint64_t live_bytes, live_allocations;
+    long long device;
+    long long rank, pid;        /* merged reports */
+    struct tl_seen seen;
 };
 
 struct tl_growth {
-    const char *kind;
-    uint64_t bytes_per_mark;
-    uint64_t marks;
-    uint64_t count_per_mark;
-    bool suppressed;
-    struct tl_stack stack;
-    bool has_rank;
-    long long rank;
     /* Rows without a call site: "scope" "pool" (a framework pool's
      * allocated bytes), "owner" (an owner's reserve), "python_site"; NULL or
      * "call_site" for a call site's row. */
     const char *scope;
+    const char *kind;
+    uint64_t bytes_per_mark;
+    uint64_t count_per_mark;    /* 0 for rows without a call site (null) */
+    uint64_t marks;
+    bool suppressed;
+    struct tl_stack stack;
+    long long from_bytes, to_bytes; /* rows without a call site */
     const char *pool;           /* pool and python_site rows */
-    const char *owner, *owner_class;  /* owner rows */
+    const char *pool_kind;
+    const char *owner_class, *owner;  /* owner rows */
+    long long rank, pid;
+    struct tl_seen seen;
+    bool has_rank;
 };
 
 /* One allocated block of a pool segment (optional "layout", see tl_segment). */
 struct tl_block {
     uint64_t offset;            /* from the segment base */
     uint64_t bytes;
+    struct tl_seen seen;
 };
 
 /*
  * One reserved segment of an annotated pool, from the optional
  * pools[].layout array: {"base": "0x...", "bytes": N, "blocks": [...]}.
- * report_load() checks that blocks are sorted, do not overlap and end inside
- * the segment, so what lies between them are the free holes.
+ * report_from_json() checks that blocks are sorted, do not overlap and end
+ * inside the segment, so what lies between them are the free holes.
  */
 struct tl_segment {
     const char *base;
     uint64_t bytes;
     struct tl_block *blocks;
     size_t block_count;
+    struct tl_seen seen;
+};
+
+/* A framework pool's Python line and what it holds (pools[].sites). */
+struct tl_pool_site {
+    uint64_t bytes, count;
+    struct tl_stack stack;
+    struct tl_seen seen;
+};
+
+/* Which framework a bridge's pool is of (pools[].framework). */
+struct tl_framework {
+    const char *name, *version, *mode;
+    struct tl_seen seen;
 };
 
 struct tl_pool {
@@ -231,30 +307,43 @@ struct tl_pool {
     long long device;
     uint64_t reserved_bytes, allocated_bytes, free_bytes, largest_free_block;
     double fragmentation;
-    bool has_utilization;
     double utilization;
+    uint64_t peak_allocated_bytes, peak_reserved_bytes;
     uint64_t segments;          /* "segments": how many, 0 when absent */
-    bool layout_unknown;        /* largest_free_block/fragmentation null */
-    const char *reading;        /* stream-ordered: "current", "last_good", "none" */
-    const char *reading_time;   /* ISO-8601, when the driver gave that reading */
-    bool has_layout;            /* "layout" present (possibly empty) */
-    bool layout_truncated;      /* the writer left segments or blocks out */
     struct tl_segment *layout;
     size_t layout_count;
+    bool layout_truncated;      /* the writer left segments or blocks out */
+    /* Stream-ordered pools and graph memory: the driver's highs, and which
+     * reading the figures are ("current", "last_good", "none") and when. */
+    uint64_t reserved_high_bytes, used_high_bytes;
+    uint64_t driver_used_bytes;
+    bool driver_mismatch;
+    const char *reading;
+    const char *reading_time;   /* ISO-8601, when the driver gave that reading */
+    /* Graph memory: the allocation nodes it holds (their sites are held). */
+    uint64_t allocation_nodes, allocation_node_bytes;
+    /* A framework's pool read by the Python bridge: where from, when its
+     * state was read, whether fresh, which framework, its Python lines. */
+    const char *source;
+    double read_at;             /* unix time */
+    bool stale;
+    const char *state;          /* "fresh" | "stale" | "final" */
+    struct tl_framework framework;
+    uint64_t free_blocks;
+    bool host;
+    struct tl_pool_site *sites;
+    size_t site_count;
+    long long rank, pid;
+    struct tl_seen seen;
+    bool has_utilization;
+    bool layout_unknown;        /* largest_free_block/fragmentation null */
+    bool has_layout;            /* "layout" present (possibly empty) */
     bool has_rank;
-    long long rank;
-    /* A framework's pool read by the Python bridge: "framework"
-     * {name, version, mode}, when its state was read, whether fresh. */
     bool has_framework;
     const char *framework_name, *framework_version, *framework_mode;
     bool has_read_at;
-    double read_at;             /* unix time */
-    const char *state;          /* "fresh" | "stale" | "final" */
     bool bytes_unknown;         /* reserved_bytes null: a host pool without byte counts, or
                                  * graph memory the driver never reported */
-    uint64_t free_blocks;
-    /* Graph memory: the allocation nodes it holds (their sites are held). */
-    uint64_t allocation_nodes, allocation_node_bytes;
 };
 
 /* One entry of "marks": the totals when tensorleak_mark() was called. */
@@ -262,24 +351,36 @@ struct tl_mark {
     long long seq;
     const char *label;
     uint64_t live_bytes, reserved_bytes;
-    bool has_device_free;
     uint64_t device_free;
     double time;                /* seconds, as recorded */
+    struct tl_seen seen;
+    bool has_device_free;
 };
 
 struct tl_device {
     long long device;
+    const char *uuid;           /* "GPU-..." (cuDeviceGetUuid); NULL when unknown */
     uint64_t free, total;
+    const char *reading;        /* "last_good": total is the driver's last answer */
+    const char *reading_time;
     uint64_t reserved_bytes, allocated_bytes, gap_bytes;
-    bool has_largest_free_block;   /* else the summary's applies */
     uint64_t largest_free_block;
-    bool has_fragmentation;
     double fragmentation;
+    long long rank, pid;
+    struct tl_seen seen;
+    bool has_largest_free_block;   /* else the summary's applies */
+    bool has_fragmentation;
     bool layout_unknown;           /* largest_free_block/fragmentation null */
     bool has_free;                 /* "free" known (null at exit when the driver
                                       stopped answering; "total" may be its last) */
     bool has_rank;
-    long long rank;
+};
+
+/* One entry of "repairs": a figure that broke an invariant, repaired. */
+struct tl_repair_entry {
+    const char *invariant, *where, *figure;
+    long long was, now;
+    struct tl_seen seen;
 };
 
 /* One entry of "ranks", which only merged reports have. */
@@ -288,6 +389,8 @@ struct tl_rank {
     long long pid;
     const char *host;
     uint64_t leaked_bytes, leaked_allocations, live_bytes, reserved_bytes;
+    const char *file;
+    struct tl_seen seen;
 };
 
 struct tl_invalid_free {
@@ -295,8 +398,9 @@ struct tl_invalid_free {
     const char *kind;
     bool suppressed;
     struct tl_stack stack;
+    long long rank, pid;
+    struct tl_seen seen;
     bool has_rank;
-    long long rank;
 };
 
 struct tl_oom {
@@ -304,46 +408,167 @@ struct tl_oom {
     const char *kind;
     long long device;
     struct tl_stack stack;
+    long long rank, pid;
+    struct tl_seen seen;
+};
+
+/* "tracker": what tracking cost (report-format.md says each count). */
+struct tl_tracker {
+    uint64_t stacks_unwound, thread_entries_learned, python_stacks, python_stacks_unreadable;
+    uint64_t python_code_objects_freed; /* 0 where not counted (null) */
+    uint64_t cfi_walks_contradicted, table_owner_claims;
+    struct tl_seen seen;
+};
+
+/* "bridge": the Python bridge's state (null when none serves). */
+struct tl_bridge {
+    const char *state;          /* "none" | "fresh" | "stale" | "final" */
+    double read_at;
+    const char *note;
+    const char **errors;
+    size_t error_count;
+    struct tl_seen seen;
+};
+
+/* "gate": the CI gate's verdict. */
+struct tl_gate {
+    const char **fail_on;
+    size_t fail_on_count;
+    bool failed;
+    const char **failed_kinds;
+    size_t failed_kind_count;
+    struct tl_seen seen;
 };
 
 struct tl_report {
     const char *path;           /* as given on the command line */
+    /* The report as the model writes it (report_to_json), for code that
+     * carries entries over as JSON (merge); NULL for a model the library
+     * built.  `source` is the tree read, which the strings point into. */
     json_t *root;
+    json_t *source;
+    struct tl_report_arena *arena; /* strings and lists the model owns */
 
-    bool has_pid;               /* false for merged reports */
+    const char *tool;
+    long long schema;
+    const char *version, *reason, *label;
+    long long seq;
     long long pid;
-    bool has_rank;
     long long rank;
-    const char *host, *reason, *label, *time, *version;
+    const char *host;
+    const char **command;
+    size_t command_count;
+    const char *time;
+    long long depth, python_depth;
 
     struct tl_summary summary;
-    bool has_leaks_array;
+    struct tl_tracker tracker;
     struct tl_leak *leaks;
     size_t leak_count;
-    bool has_sites;             /* optional "sites": live call sites */
-    struct tl_leak *sites;
+    struct tl_leak *sites;      /* optional "sites": live call sites */
     size_t site_count;
     struct tl_leak *held;       /* optional "held": kept at exit by a pool or a */
     size_t held_count;          /* cache/library/workspace owner (not leaks) */
+    struct tl_ipc ipc;
     struct tl_owner *owners;    /* optional "owners" */
     size_t owner_count;
     struct tl_owner_device *owner_devices; /* optional "owners_by_device" */
     size_t owner_device_count;
-    struct tl_mark *marks;
-    size_t mark_count;
-    struct tl_growth *growth;
-    size_t growth_count;
     struct tl_pool *pools;
     size_t pool_count;
     struct tl_device *devices;
     size_t device_count;
+    struct tl_repair_entry *repairs;
+    size_t repair_count;
+    struct tl_growth *growth;
+    size_t growth_count;
+    struct tl_bridge bridge;
+    struct tl_mark *marks;
+    size_t mark_count;
     struct tl_invalid_free *invalid_frees;
     size_t invalid_free_count;
-    bool has_oom;
     struct tl_oom oom;
+    struct tl_gate gate;
+    const char **merged_from;
+    size_t merged_from_count;
     struct tl_rank *ranks;
     size_t rank_count;
+    struct tl_seen seen;
+
+    bool has_pid;               /* false for merged reports */
+    bool has_rank;
+    bool has_leaks_array;
+    bool has_sites;
+    bool has_oom;
 };
+
+/* ---- report_fields.c: the tables of fields -------------------------------
+ * Every object of a report is described by a table: its fields in the order
+ * they are written, each with its JSON type and where it lives in the model.
+ * The reader (report_read.c) and the writer (report_write.c) walk these
+ * tables and nothing else, the schema test (tests/schema) holds each table
+ * against docs/report.schema.json, so a field is one line in a table plus
+ * whatever renders it. */
+enum tl_field_type {
+    TL_FIELD_U64,     /* uint64_t: a non-negative integer */
+    TL_FIELD_INT,     /* long long: an integer */
+    TL_FIELD_REAL,    /* double: a number */
+    TL_FIELD_BOOL,    /* bool */
+    TL_FIELD_STRING,  /* const char * */
+    TL_FIELD_STRINGS, /* const char **, with a size_t count: an array of strings */
+    TL_FIELD_OBJECT,  /* an embedded struct, described by its table */
+    TL_FIELD_LIST,    /* T *, with a size_t count: an array of objects */
+};
+/* A reader error when the field is absent, or null unless NULLABLE. */
+#define TL_FIELD_REQUIRED 1u
+/* The schema allows null (the reader keeps any field's null, in tl_seen). */
+#define TL_FIELD_NULLABLE 2u
+/* INT: a negative value is an error. */
+#define TL_FIELD_NONNEG 4u
+/* U64: a negative value (a gap from before the invariants) reads as 0. */
+#define TL_FIELD_GAP 8u
+
+struct tl_table;
+struct tl_field {
+    const char *name;
+    unsigned char type, flags;
+    size_t offset;       /* the value (OBJECT: the struct; LIST, STRINGS: the pointer) */
+    size_t count_offset; /* LIST, STRINGS: the size_t count */
+    const struct tl_table *table; /* OBJECT, LIST: the element's */
+};
+struct tl_table {
+    const char *name;    /* what the schema calls it ("pool", "summary") */
+    size_t size;         /* of one element */
+    size_t seen_offset;  /* of its struct tl_seen */
+    const struct tl_field *fields;
+    size_t nfields;
+    /* Once an element is read or built: its derived members (has_*,
+     * *_unknown) and the checks types cannot say; false with a message
+     * (appended to the element's path) when the element is wrong. */
+    bool (*derive)(struct tl_report *r, void *element, unsigned flags, char *error, size_t size);
+};
+/* The report itself; its fields' tables hang below it. */
+extern const struct tl_table tl_report_table;
+extern const struct tl_table tl_summary_table;
+/* report_write.c: one object (an element of `t`) as JSON; NULL when out of
+ * memory. */
+json_t *report_object_to_json(const struct tl_table *t, const void *elem);
+
+/* Memory a model owns (report_fields.c): zeroed blocks, freed with it. */
+void *report_alloc(struct tl_report *r, size_t size);
+/* Frees what report_alloc gave (report_free does). */
+void report_arena_free(struct tl_report *r);
+/* A copy of `s` (NULL for NULL) the model owns; NULL when out of memory. */
+const char *report_strdup(struct tl_report *r, const char *s);
+/* printf into a string the model owns. */
+const char *report_printf(struct tl_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The derived members of every object of a model built in memory (the
+ * library's), as report_from_json sets them for a model it reads. */
+void report_derive(struct tl_report *r);
+/* report_write.c: the model as its JSON report: exactly the present fields
+ * of every object, in the tables' order.  NULL when out of memory. */
+json_t *report_to_json(const struct tl_report *r);
 
 /*
  * Loads and checks the report at `path` ("-" reads stdin). On failure prints

@@ -254,9 +254,9 @@ static struct tl_summary summary_of(const struct tl_gather *m)
     };
     for (size_t i = 0; i < TL_SUMMARY_NFIELDS; i++) /* all but merge's own */
         if (tl_summary_fields[i].merge != TL_SUMMARY_MERGE_OWN)
-            s.present |= 1ull << i;
+            s.seen.present |= 1ull << i;
     if (m->layout_unknown)
-        s.null = 1ull << TL_SUMMARY_largest_free_block | 1ull << TL_SUMMARY_fragmentation;
+        s.seen.null = 1ull << TL_SUMMARY_largest_free_block | 1ull << TL_SUMMARY_fragmentation;
     return s;
 }
 

@@ -1,8 +1,10 @@
 /*
- * report_write.c: the report model's tables, and JSON written from them.
- * The preload library writes its summary with report_summary_to_json, so a
- * field of TL_SUMMARY_FIELDS (report.h) is written, read and merged the
- * same way everywhere.
+ * report_write.c: the report model as JSON, walking the tables of
+ * report_fields.c: every field an object's tl_seen marks present, in its
+ * table's order, null where it was null.  The preload library writes its
+ * reports with it, `tensorleak merge` its summary, so a field is written the
+ * same way everywhere; tl_summary_fields gives merge each summary field's
+ * rule.
  */
 #include "report.h"
 
@@ -17,27 +19,64 @@ const struct tl_summary_field_info tl_summary_fields[TL_SUMMARY_NFIELDS] = {TL_S
 
 _Static_assert(TL_SUMMARY_NFIELDS <= 64, "tl_summary.present and .null hold a bit a field");
 
-json_t *report_summary_to_json(const struct tl_summary *s)
+/* A u64 past jansson's (signed) integers saturates. */
+static json_t *u64_json(uint64_t v)
 {
+    return json_integer(v > (uint64_t)INT64_MAX ? INT64_MAX : (json_int_t)v);
+}
+
+json_t *report_object_to_json(const struct tl_table *t, const void *elem)
+{
+    const struct tl_seen *seen = (const struct tl_seen *)((const char *)elem + t->seen_offset);
     json_t *o = json_object();
-    if (!o)
-        return NULL;
-    for (size_t i = 0; i < TL_SUMMARY_NFIELDS; i++) {
-        const struct tl_summary_field_info *f = &tl_summary_fields[i];
-        if (!(s->present >> i & 1))
+    for (size_t i = 0; o && i < t->nfields; i++) {
+        const struct tl_field *f = &t->fields[i];
+        if (!(seen->present >> i & 1))
             continue;
-        const char *at = (const char *)s + f->offset;
-        json_t *v;
-        if (s->null >> i & 1)
+        const char *at = (const char *)elem + f->offset;
+        json_t *v = NULL;
+        if (seen->null >> i & 1) {
             v = json_null();
-        else if (f->type == TL_SUMMARY_TYPE_REAL)
-            v = json_real(*(const double *)at);
-        else /* jansson's integers are signed: a sum past INT64_MAX saturates */
-            v = json_integer(*(const uint64_t *)at > (uint64_t)INT64_MAX ? INT64_MAX : (json_int_t) * (const uint64_t *)at);
-        if (json_object_set_new(o, f->name, v) != 0) {
+        } else {
+            switch (f->type) {
+            case TL_FIELD_U64: v = u64_json(*(const uint64_t *)at); break;
+            case TL_FIELD_INT: v = json_integer(*(const long long *)at); break;
+            case TL_FIELD_REAL: v = json_real(*(const double *)at); break;
+            case TL_FIELD_BOOL: v = json_boolean(*(const bool *)at); break;
+            case TL_FIELD_STRING: v = *(const char *const *)at ? json_string(*(const char *const *)at) : json_null(); break;
+            case TL_FIELD_OBJECT: v = report_object_to_json(f->table, at); break;
+            case TL_FIELD_STRINGS:
+            case TL_FIELD_LIST: {
+                const char *items = *(const char *const *)at;
+                size_t n = *(const size_t *)((const char *)elem + f->count_offset);
+                v = json_array();
+                for (size_t k = 0; v && k < n; k++) {
+                    json_t *e = f->type == TL_FIELD_STRINGS
+                                    ? json_string(((const char *const *)items)[k])
+                                    : report_object_to_json(f->table, items + k * f->table->size);
+                    if (json_array_append_new(v, e) != 0) {
+                        json_decref(v);
+                        v = NULL;
+                    }
+                }
+                break;
+            }
+            }
+        }
+        if (!v || json_object_set_new(o, f->name, v) != 0) {
             json_decref(o);
-            return NULL;
+            o = NULL;
         }
     }
     return o;
+}
+
+json_t *report_summary_to_json(const struct tl_summary *s)
+{
+    return report_object_to_json(&tl_summary_table, s);
+}
+
+json_t *report_to_json(const struct tl_report *r)
+{
+    return report_object_to_json(&tl_report_table, r);
 }

@@ -109,7 +109,7 @@ static json_t *merged_summary(const struct input *in, size_t n)
         bool any = false;
         for (size_t i = 0; i < n; i++) {
             const struct tl_summary *s = &in[i].report.summary;
-            if (!(s->present >> k & 1) || (s->null >> k & 1))
+            if (!(s->seen.present >> k & 1) || (s->seen.null >> k & 1))
                 continue;
             any = true;
             const char *from = (const char *)s + f->offset;
@@ -124,9 +124,9 @@ static json_t *merged_summary(const struct input *in, size_t n)
             }
         }
         if (any || !(f->flags & TL_SUMMARY_FLAG_OPTIONAL))
-            sum.present |= 1ull << k;
+            sum.seen.present |= 1ull << k;
         if ((f->flags & TL_SUMMARY_FLAG_NULLABLE) && layout_unknown)
-            sum.null |= 1ull << k;
+            sum.seen.null |= 1ull << k;
     }
     return report_summary_to_json(&sum);
 }
@@ -591,7 +591,20 @@ int cmd_merge(int argc, char **argv)
             goto out;
         }
     }
-    json_t *merged = merge_inputs(in, n);
+    /* The merged tree, read into the report model and written from it: the
+     * report in the tables' order, and checked as any report is read. */
+    json_t *tree = merge_inputs(in, n), *merged = NULL;
+    struct tl_report model;
+    char error[512];
+    if (tree && report_from_json(tree, "merge", 0, &model, error, sizeof error)) {
+        merged = json_incref(model.root);
+        report_free(&model);
+    } else if (tree) {
+        cli_error("merge: the merged report does not read back: %s", error);
+        json_decref(tree);
+        goto out;
+    }
+    json_decref(tree);
     FILE *fp = merged ? cli_open_output(output) : NULL;
     if (fp) {
         json_dumpf(merged, fp, JSON_INDENT(2) | JSON_REAL_PRECISION(15));

@@ -517,7 +517,7 @@ static void put_owner_devices(FILE *out, const struct tl_report *r)
         if (w->device < 0)
             fputs("<tr class=\"owner-device\"><td>host</td><td class=\"legend\">", out);
         else
-            fprintf(out, "<tr class=\"owner-device\"><td>%d</td><td class=\"legend\">", w->device);
+            fprintf(out, "<tr class=\"owner-device\"><td>%lld</td><td class=\"legend\">", w->device);
         put_owner_swatch(out, w->name);
         put_text(out, w->name);
         fputs("</td><td>", out);
