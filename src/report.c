@@ -939,23 +939,6 @@ static void print_snapshot_line(const struct tl_gather *m, const char *shown)
             m->label ? m->label : "", m->label ? "\"" : "", m->live_count, live, shown);
 }
 
-/* The exit report on stderr: the report just written, read back into the
- * report model and printed by the renderer of `tensorleak report` (the
- * text a person and a log scraper read is the saved report's). */
-static void print_text(json_t *root, const char *shown)
-{
-    struct tl_report r;
-    char error[256];
-    if (!root || !report_from_json(root, shown, 0, &r, error, sizeof error)) {
-        tl_warn(NULL, "cannot print the report: %s", root ? error : "out of memory");
-        return;
-    }
-    format_frames_all = tl_opt.frames_all;
-    format_text(stderr, &r, shown);
-    fflush(stderr);
-    report_free(&r);
-}
-
 /* Everything a report holds, gathered and checked (the caller holds the
  * report lock).  False when out of memory. */
 static bool build_model(struct tl_gather *m)
@@ -1023,9 +1006,12 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
     char path[PATH_MAX];
     const char *shown = path;
     char *text = NULL;
-    json_t *root = tl_report_to_json(&m);
+    struct tl_report model;
+    bool have_model = tl_report_build(&m, &model);
+    json_t *root = have_model ? report_to_json(&model) : NULL;
     if (root)
         text = json_dumps(root, JSON_INDENT(1) | JSON_ENSURE_ASCII);
+    json_decref(root);
     if (!text) {
         tl_warn(NULL, "out of memory while writing a report");
         shown = "(not written)";
@@ -1053,8 +1039,13 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
     free(text);
 
     if (!tl_opt.quiet) {
-        if (reason == TL_REASON_EXIT)
-            print_text(root, shown);
+        if (reason == TL_REASON_EXIT && have_model) {
+            /* The renderer of `tensorleak report`, over the same model: the
+             * text a person and a log scraper read is the saved report's. */
+            format_frames_all = tl_opt.frames_all;
+            format_text(stderr, &model, shown);
+            fflush(stderr);
+        }
         else if (reason == TL_REASON_OOM && oom) {
             char want[32], largest[32];
             tl_format_size(oom->bytes, want, sizeof want);
@@ -1070,7 +1061,8 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
     }
     if (gate_failed)
         *gate_failed = m.gate_failed;
-    json_decref(root);
+    if (have_model)
+        report_free(&model);
 out:
     free_model(&m);
     writing_here = false;

@@ -563,6 +563,17 @@ const char *report_strdup(struct tl_report *r, const char *s);
 /* printf into a string the model owns. */
 const char *report_printf(struct tl_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* report_read.c: the fields of `obj` read into `elem`, an element of `t`
+ * (as report_from_json reads them, each marked seen); fields obj lacks keep
+ * what `elem` has.  The library adds what its allocator views gathered as
+ * JSON (a framework pool's fields) this way.  False with the first failure
+ * in `error`. */
+bool report_read_into(struct tl_report *r, json_t *obj, const struct tl_table *t, void *elem, char *error,
+                      size_t size);
+/* report_fields.c: the table of field `name` of `t` (an object or a list's
+ * element), NULL when it has none. */
+const struct tl_table *report_field_table(const struct tl_table *t, const char *name);
+
 /* The derived members of every object of a model built in memory (the
  * library's), as report_from_json sets them for a model it reads. */
 void report_derive(struct tl_report *r);

@@ -701,3 +701,11 @@ size_t report_tables(const struct tl_table **out, size_t max)
         }
     return n;
 }
+
+const struct tl_table *report_field_table(const struct tl_table *t, const char *name)
+{
+    for (size_t i = 0; i < t->nfields; i++)
+        if (strcmp(t->fields[i].name, name) == 0)
+            return t->fields[i].table;
+    return NULL;
+}

@@ -244,9 +244,13 @@ void tl_report_check_invariants(struct tl_gather *m);
  * answer for reports the driver no longer answers for (pools.c at exit). */
 void tl_report_read_devices_now(void);
 
-/* report_json.c */
+/* report_build.c: the report model of what `m` gathered, every frame
+ * symbolized (the model borrows from `m`: free it first); false when out of
+ * memory. */
+struct tl_report;
+bool tl_report_build(struct tl_gather *m, struct tl_report *r);
+/* The same model as its JSON document; NULL when out of memory. */
 json_t *tl_report_to_json(struct tl_gather *m);
-json_t *tl_stack_to_json(struct tl_gather *m, const uintptr_t *frames, int n);
 
 /* Symbolizes with a per-report cache. */
 const struct tl_frame_info *tl_report_frame(struct tl_gather *m, uintptr_t address);

@@ -206,6 +206,19 @@ static void read_object(struct loader *ld, struct tl_report *r, json_t *obj, con
         fail(ld, "%s%s", where, why);
 }
 
+bool report_read_into(struct tl_report *r, json_t *obj, const struct tl_table *t, void *elem, char *error,
+                      size_t size)
+{
+    struct loader ld = {.error = error, .error_size = size};
+    if (size)
+        error[0] = 0;
+    if (!json_is_object(obj))
+        fail(&ld, "expected an object");
+    else
+        read_object(&ld, r, obj, t->name, t, elem);
+    return !ld.failed;
+}
+
 bool report_from_json(json_t *root, const char *path, unsigned flags, struct tl_report *out, char *error,
                       size_t error_size)
 {
