@@ -939,26 +939,14 @@ static void print_snapshot_line(const struct tl_gather *m, const char *shown)
             m->label ? m->label : "", m->label ? "\"" : "", m->live_count, live, shown);
 }
 
-/* Everything a report holds, gathered and checked (the caller holds the
- * report lock).  False when out of memory. */
-static bool build_model(struct tl_gather *m)
+/* The judge pass: at exit every unsuppressed site is a leak; a forgotten
+ * VA reservation or mapping is a leak to report but not bytes of memory
+ * (the handle behind a mapping holds the memory, and a reservation may be
+ * 1.1x the GPU, as PyTorch's is); suppressed sites and invalid frees are
+ * counted apart. */
+static void judge(struct tl_gather *m)
 {
-    if (!gather(m))
-        return false;
-    m->symbolizer = tl_symbolizer_open();
-    device_info(m);
-    device_info_last_good(m);
-    tl_bridge_apply(m); /* framework pools, the caches' gap */
-    tl_growth_collect(m);
-    size_t nheld_pools = m->nheld;
-    tl_owners_collect(m);
-    mark_unseen_caches(m, nheld_pools);
-    tl_growth_name_owners(m);
-    apply_suppressions(m);
     for (size_t i = 0; i < m->nsites; i++) {
-        /* A forgotten VA reservation or mapping is a leak to report, but not
-         * bytes of memory: the handle behind a mapping holds the memory, and
-         * a reservation may be 1.1x the GPU (PyTorch). */
         uint8_t kind = m->sites[i].cs->kind;
         long long bytes = tl_is_address_space(kind) ? 0 : m->sites[i].bytes;
         if (m->sites[i].suppressed) {
@@ -981,6 +969,59 @@ static bool build_model(struct tl_gather *m)
         if (cs && tl_suppressed(m, "invalid-free", cs))
             m->ninvalid_suppressed++;
     }
+}
+
+/*
+ * The passes of a report, in order (the caller holds the report lock and has
+ * asked the Python bridge for fresh framework state, outside it).  Each reads
+ * what the passes before it wrote into `m` and nothing that comes after.
+ *
+ *  1. gather       report.c      under every shard lock: live rows by call
+ *                                site (m->sites, held segments in m->held),
+ *                                by site and device, listed allocations,
+ *                                address space, IPC mappings; pools.c's pool
+ *                                rows and device reserve under the same
+ *                                locks (one consistent state).
+ *  2. devices      report.c      the driver's free/total and UUID per device
+ *                                (or its last good answer).
+ *  3. frameworks   bridge.c      framework pool rows and the caches' gap in
+ *                                each device's allocated bytes; needs 1.
+ *  4. growth       growth.c      growth rows and the marks' timeline; pool
+ *                                series need 3's rows.
+ *  5. owners       owners.c      sites attributed to owners, the held ones
+ *                                moved to m->held, owner and owner-by-device
+ *                                rows; unseen caches make their device's
+ *                                layout unknown; owner-class growth rows get
+ *                                their owner's name (after 4).
+ *  6. suppressions suppress.c    each site's rule (symbolizing its stack).
+ *  7. judge        report.c      leaked / suppressed / address-space sums,
+ *                                invalid frees (after 5 moved held sites out
+ *                                and 6 decided suppressions).
+ *  8. gate         report.c      which fail-on kinds failed (after 4 and 7).
+ *  9. invariants   report.c      figures repaired to the report's invariants,
+ *                                each repair listed; last, once every figure
+ *                                has its contributor's value.
+ * Then report_write: 10. resolve (report_build.c: the report model, every
+ * frame symbolized) and 11. publish (the file from report_write.c, the
+ * stderr text from report_text.c, both of that one model).
+ *
+ * False when out of memory.
+ */
+static bool build_model(struct tl_gather *m)
+{
+    if (!gather(m))
+        return false;
+    m->symbolizer = tl_symbolizer_open();
+    device_info(m);
+    device_info_last_good(m);
+    tl_bridge_apply(m);
+    tl_growth_collect(m);
+    size_t nheld_pools = m->nheld;
+    tl_owners_collect(m);
+    mark_unseen_caches(m, nheld_pools);
+    tl_growth_name_owners(m);
+    apply_suppressions(m);
+    judge(m);
     decide_gate(m);
     tl_report_check_invariants(m);
     return true;

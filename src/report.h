@@ -254,7 +254,7 @@ struct tl_growth {
     const char *scope;
     const char *kind;
     uint64_t bytes_per_mark;
-    uint64_t count_per_mark;    /* 0 for rows without a call site (null) */
+    long long count_per_mark;   /* 0 for rows without a call site (null) */
     uint64_t marks;
     bool suppressed;
     struct tl_stack stack;

@@ -285,7 +285,7 @@ static bool report_derive_root(struct tl_report *r, void *e, unsigned flags, cha
 static const struct tl_field frame_fields[] = {
     FIELD(struct tl_frame, address, STRING, 0),   FIELD(struct tl_frame, module, STRING, N),
     FIELD(struct tl_frame, offset, STRING, 0),    FIELD(struct tl_frame, function, STRING, N),
-    FIELD(struct tl_frame, file, STRING, N),      FIELD(struct tl_frame, line, INT, 0),
+    FIELD(struct tl_frame, file, STRING, N),      FIELD(struct tl_frame, line, INT, N),
     FIELD(struct tl_frame, python, BOOL, 0),      FIELD(struct tl_frame, symbol, STRING, 0),
     FIELD(struct tl_frame, inlined, BOOL, 0),
 };
@@ -323,7 +323,7 @@ static const struct tl_field site_fields[] = {
     LIST(struct tl_leak, allocations, allocation_count, "allocations", allocation_table, 0),
     FIELD(struct tl_leak, allocations_unlisted, U64, 0),
     FIELD(struct tl_leak, rank, INT, 0),
-    FIELD(struct tl_leak, pid, INT, N),
+    FIELD(struct tl_leak, pid, INT, 0),
 };
 static const struct tl_table site_table = TABLE(struct tl_leak, "site", site_fields, site_derive);
 
@@ -363,7 +363,7 @@ static const struct tl_table ipc_table = TABLE(struct tl_ipc, "ipc", ipc_fields,
 
 static const struct tl_field owner_fields[] = {
     FIELD(struct tl_owner, name, STRING, R),
-    NAMED(struct tl_owner, cls, "class", STRING, 0),
+    NAMED(struct tl_owner, cls, "class", STRING, N),
     FIELD(struct tl_owner, live_bytes, U64, 0),
     FIELD(struct tl_owner, live_allocations, U64, 0),
     FIELD(struct tl_owner, peak_bytes, U64, 0),
@@ -377,7 +377,7 @@ static const struct tl_field owner_device_fields[] = {
     FIELD(struct tl_owner_device, live_allocations, U64, 0),
     FIELD(struct tl_owner_device, device, INT, N | NN),
     FIELD(struct tl_owner_device, rank, INT, 0),
-    FIELD(struct tl_owner_device, pid, INT, N),
+    FIELD(struct tl_owner_device, pid, INT, 0),
 };
 static const struct tl_table owner_device_table =
     TABLE(struct tl_owner_device, "owner_device", owner_device_fields, owner_device_derive);
@@ -386,7 +386,7 @@ static const struct tl_field growth_fields[] = {
     FIELD(struct tl_growth, scope, STRING, 0),
     FIELD(struct tl_growth, kind, STRING, 0),
     FIELD(struct tl_growth, bytes_per_mark, U64, 0),
-    FIELD(struct tl_growth, count_per_mark, U64, N),
+    FIELD(struct tl_growth, count_per_mark, INT, N),
     FIELD(struct tl_growth, marks, U64, 0),
     FIELD(struct tl_growth, suppressed, BOOL, 0),
     STACK(struct tl_growth),
@@ -397,7 +397,7 @@ static const struct tl_field growth_fields[] = {
     FIELD(struct tl_growth, owner_class, STRING, 0),
     FIELD(struct tl_growth, owner, STRING, N),
     FIELD(struct tl_growth, rank, INT, 0),
-    FIELD(struct tl_growth, pid, INT, N),
+    FIELD(struct tl_growth, pid, INT, 0),
 };
 static const struct tl_table growth_table = TABLE(struct tl_growth, "growth", growth_fields, growth_derive);
 
@@ -460,7 +460,7 @@ static const struct tl_field pool_fields[] = {
     FIELD(struct tl_pool, host, BOOL, 0),
     LIST(struct tl_pool, sites, site_count, "sites", pool_site_table, 0),
     FIELD(struct tl_pool, rank, INT, 0),
-    FIELD(struct tl_pool, pid, INT, N),
+    FIELD(struct tl_pool, pid, INT, 0),
 };
 static const struct tl_table pool_table = TABLE(struct tl_pool, "pool", pool_fields, pool_derive);
 
@@ -477,7 +477,7 @@ static const struct tl_field device_fields[] = {
     FIELD(struct tl_device, largest_free_block, U64, N),
     FIELD(struct tl_device, fragmentation, REAL, N),
     FIELD(struct tl_device, rank, INT, 0),
-    FIELD(struct tl_device, pid, INT, N),
+    FIELD(struct tl_device, pid, INT, 0),
 };
 static const struct tl_table device_table = TABLE(struct tl_device, "device", device_fields, device_derive);
 
@@ -506,7 +506,7 @@ static const struct tl_field invalid_free_fields[] = {
     FIELD(struct tl_invalid_free, suppressed, BOOL, 0),
     STACK(struct tl_invalid_free),
     FIELD(struct tl_invalid_free, rank, INT, 0),
-    FIELD(struct tl_invalid_free, pid, INT, N),
+    FIELD(struct tl_invalid_free, pid, INT, 0),
 };
 static const struct tl_table invalid_free_table =
     TABLE(struct tl_invalid_free, "invalid_free", invalid_free_fields, invalid_free_derive);
@@ -579,7 +579,7 @@ static const struct tl_field report_fields[] = {
     FIELD(struct tl_report, rank, INT, N),
     FIELD(struct tl_report, host, STRING, N),
     STRINGS(struct tl_report, command, command_count, "command", N),
-    FIELD(struct tl_report, time, STRING, 0),
+    FIELD(struct tl_report, time, STRING, N),
     FIELD(struct tl_report, depth, INT, 0),
     FIELD(struct tl_report, python_depth, INT, 0),
     STRINGS(struct tl_report, merged_from, merged_from_count, "merged_from", 0),

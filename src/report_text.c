@@ -3,7 +3,7 @@
  * of the report model.  The preload library prints its exit report with it
  * and `tensorleak report FILE` a saved one, so the two say the same.
  */
-#include "report.h"
+#include "report_fields.h"
 #include "sizes.h"
 #include "headline.h"
 #include "stack_view.h"
@@ -389,18 +389,16 @@ static void totals(FILE *out, const struct tl_report *r)
                      "figure above\n",
                 pfx.text, s->unknown_size_allocations);
     /* CUDA IPC: this process's exported memory, then other processes' mapped here. */
-    json_t *exported = json_object_get(json_object_get(r->root, "ipc"), "exported"), *e;
-    if (json_array_size(exported) > 0) {
+    if (r->ipc.exported_count > 0) {
         uint64_t bytes = 0;
-        bool unknown = false;
-        size_t i;
-        json_array_foreach(exported, i, e) {
-            json_t *b = json_object_get(e, "bytes");
-            unknown |= !json_is_integer(b) || json_integer_value(b) < 0;
-            bytes += unknown ? 0 : (uint64_t)json_integer_value(b);
+        bool unknown = false; /* an export of memory tracking never saw: unknown, not 0 */
+        for (size_t i = 0; i < r->ipc.exported_count; i++) {
+            const struct tl_ipc_entry *e = &r->ipc.exported[i];
+            unknown |= !(e->seen.present & TL_BIT(IPCX, bytes)) || (e->seen.null & TL_BIT(IPCX, bytes));
+            bytes += unknown ? 0 : e->bytes;
         }
         fprintf(out, "%s exported to other processes (CUDA IPC, this process's memory): %s in %zu allocation(s)\n",
-                pfx.text, unknown ? "unknown bytes" : size_human(bytes, human), json_array_size(exported));
+                pfx.text, unknown ? "unknown bytes" : size_human(bytes, human), r->ipc.exported_count);
     }
     if (s->ipc_mapped_bytes > 0 && tl_summary_has(s, ipc_mappings))
         fprintf(out, "%s mapped from other processes (CUDA IPC, their memory): %s in %" PRIu64 " mapping(s)\n",

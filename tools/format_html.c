@@ -316,16 +316,11 @@ static void verdict(FILE *out, const char *cls, const char *fmt, ...)
 /* gate.failed_kinds, when the report has a failed gate: "leak, growth". */
 static bool gate_failed(const struct tl_report *r, char *kinds, size_t size)
 {
-    json_t *gate = json_object_get(r->root, "gate");
-    if (!json_is_object(gate) || !json_is_true(json_object_get(gate, "failed")))
+    if (!r->gate.failed)
         return false;
     kinds[0] = '\0';
-    json_t *list = json_object_get(gate, "failed_kinds"), *k;
-    size_t i;
-    json_array_foreach(list, i, k) {
-        if (!json_is_string(k))
-            continue;
-        const char *v = json_string_value(k);
+    for (size_t i = 0; i < r->gate.failed_kind_count; i++) {
+        const char *v = r->gate.failed_kinds[i];
         if (strspn(v, "abcdefghijklmnopqrstuvwxyz-") != strlen(v))
             continue;
         if (kinds[0])
@@ -1007,7 +1002,7 @@ static void put_growth(FILE *out, const struct tl_report *r)
         fprintf(out, "<details class=\"site growth\"><summary><span class=\"bytes\">+%s per mark"
                 "</span> over %" PRIu64 " marks ", human(g->bytes_per_mark, a), g->marks);
         if (!scope)
-            fprintf(out, "(%" PRIu64 " allocation(s) per mark) ", g->count_per_mark);
+            fprintf(out, "(%lld allocation(s) per mark) ", g->count_per_mark);
         fputs("<span class=\"tag\">", out);
         put_text(out, g->kind ? g->kind : "device");
         fputs("</span>", out);
@@ -1160,16 +1155,12 @@ static void put_report(FILE *out, const struct tl_report *r, size_t index, size_
         fputs(" · ", out);
         put_text(out, r->time);
     }
-    json_t *cmd = json_object_get(r->root, "command"), *arg;
-    size_t k;
-    if (json_is_array(cmd) && json_array_size(cmd) > 0) {
+    if (r->command_count > 0) {
         fputs(" · <code>", out);
-        json_array_foreach(cmd, k, arg) {
-            if (json_is_string(arg)) {
-                if (k)
-                    fputc(' ', out);
-                put_text(out, json_string_value(arg));
-            }
+        for (size_t k = 0; k < r->command_count; k++) {
+            if (k)
+                fputc(' ', out);
+            put_text(out, r->command[k]);
         }
         fputs("</code>", out);
     }

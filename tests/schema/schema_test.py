@@ -106,6 +106,57 @@ class Reports:
         check(not bad, f"{len(bad)} schema violation(s) in {len(self.items)} reports")
         check(len(self.items) >= minimum_reports, f"only {len(self.items)} reports produced, {minimum_reports} expected")
         print(f"{len(self.items)} reports valid against {os.path.relpath(SCHEMA_PATH, SOURCE)}")
+        self.round_trip()
+
+    def round_trip(self):
+        """Each report read into the report model and written back
+        (`tensorleak report --format json`) is the report: the same fields
+        in the same order with the same values (numbers to 1e-12, the CLI
+        writing 15 significant digits)."""
+        differ = []
+        for what, path, _ in self.items:
+            p = subprocess.run([CLI, "report", "--format", "json", path], capture_output=True, text=True, timeout=60)
+            check(p.returncode == 0, f"{what}: report --format json {os.path.basename(path)}: {p.stderr}")
+            with open(path) as f:
+                written = json.load(f, object_pairs_hook=list)
+            back = json.loads(p.stdout, object_pairs_hook=list)
+            where = same_document(written, back, "")
+            if where:
+                differ.append(f"{what} ({os.path.basename(path)}): {where}")
+        for line in differ[:20]:
+            print(line)
+        check(not differ, f"{len(differ)} of {len(self.items)} reports differ once read into the model and written back")
+        print(f"{len(self.items)} reports read into the model and written back unchanged")
+
+
+def same_document(a, b, where):
+    """Where two documents (objects as lists of pairs) first differ, or None."""
+    if isinstance(a, float) or isinstance(b, float):
+        ok = isinstance(a, (int, float)) and isinstance(b, (int, float)) and abs(a - b) <= 1e-12 * max(1, abs(a))
+        return None if ok else f"{where}: {a!r} then {b!r}"
+    if type(a) is not type(b):
+        return f"{where}: {a!r:.60} then {b!r:.60}"
+    if isinstance(a, tuple):
+        if a[0] != b[0]:
+            return f"{where}: field {a[0]!r} then {b[0]!r}"
+        return same_document(a[1], b[1], f"{where}.{a[0]}")
+    if isinstance(a, list):
+        if a and all(isinstance(x, tuple) for x in a) and b and all(isinstance(x, tuple) for x in b):
+            # The CLI demangles a C++ name the program left mangled (no C++
+            # runtime loaded there): the mangled name becomes "symbol".
+            fa, fb = dict(a), dict(b)
+            if "symbol" in fb and "symbol" not in fa and fb["symbol"] == fa.get("function", "").strip() and \
+                    str(fa.get("function")).startswith("_Z"):
+                b = [(k, fa["function"] if k == "function" else v) for k, v in b if k != "symbol"]
+        if len(a) != len(b):
+            keys = lambda x: [k for k, _ in x] if all(isinstance(e, tuple) for e in x) else len(x)
+            return f"{where}: {keys(a)} then {keys(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            w = same_document(x, y, where if isinstance(x, tuple) else f"{where}[{i}]")
+            if w:
+                return w
+        return None
+    return None if a == b else f"{where}: {a!r:.60} then {b!r:.60}"
 
 
 def clean_env(extra=None):
@@ -222,6 +273,97 @@ def the_summary_field_table_is_the_schemas_summary():
             check(ref.startswith(("bytes", "count")) or spec.get("type") == "integer", f"{name}: an integer in both")
         check(merge in ("SUM", "MAX", "NONE", "OWN"), f"{name}: merge rule {merge}")
     print(f"{len(table)} summary fields, one table, as the schema declares them")
+
+
+def every_table_of_the_model_is_the_schemas_object():
+    """src/report_fields.c's tables, which the reader and the writer walk,
+    declare exactly the fields of the schema's objects, each with the
+    schema's type, nullability and (for required fields) requiredness."""
+    p = subprocess.run([os.path.join(BUILD, "tests", "schema", "dump_tables")], capture_output=True, text=True,
+                       timeout=30)
+    check(p.returncode == 0, f"dump_tables: {p.stderr}")
+    tables = json.loads(p.stdout)
+    schema = load_schema()
+    defs = schema["$defs"]
+
+    def deref(node):
+        while "$ref" in node:
+            node = dict(defs[node["$ref"].rsplit("/", 1)[-1]], **{k: v for k, v in node.items() if k != "$ref"})
+        return node
+
+    def variants(node):
+        node = deref(node)
+        if "anyOf" in node:
+            return [v for a in node["anyOf"] for v in variants(a)]
+        return [node]
+
+    def kinds(node):
+        out = set()
+        for v in variants(node):
+            t = v.get("type")
+            if isinstance(t, list):
+                out.update(t)
+            elif t:
+                out.add(t)
+            elif "enum" in v or "const" in v:
+                vals = v.get("enum", [v.get("const")])
+                out.update("null" if x is None else "boolean" if isinstance(x, bool) else
+                           "string" if isinstance(x, str) else "integer" for x in vals)
+        return out
+
+    def object_of(node):
+        for v in variants(node):
+            if v.get("type") == "object" or "properties" in v:
+                return v
+            if v.get("type") == "array" or (isinstance(v.get("type"), list) and "array" in v["type"]):
+                return object_of(v["items"])
+        return None
+
+    def schema_object(name):
+        if name == "report":
+            return schema
+        if name in defs:
+            return object_of(defs[name])
+        head, *rest = name.split(".")
+        node = defs[head] if head in defs else schema["properties"][head]
+        node = object_of(node) if head in defs else node
+        for part in rest:
+            node = object_of(node)["properties"][part]
+        return object_of(node)
+
+    want = {"u64": {"integer"}, "int": {"integer"}, "real": {"number"}, "bool": {"boolean"}, "string": {"string"},
+            "strings": {"array"}, "object": {"object"}, "list": {"array"}}
+    fields, wrong = 0, []
+
+    def agree(ok, what):
+        if not ok:
+            wrong.append(what)
+
+    for name, table in tables.items():
+        obj = schema_object(name)
+        check(obj is not None, f"table {name}: no such object in the schema")
+        props = obj["properties"]
+        names = [f["name"] for f in table]
+        agree(set(names) == set(props),
+              f"table {name}: only in the table {sorted(set(names) - set(props))}, "
+              f"only in the schema {sorted(set(props) - set(names))}")
+        for f in table:
+            k = kinds(props[f["name"]])
+            where = f"{name}.{f['name']}"
+            agree(f["nullable"] == ("null" in k), f"{where}: nullable in the table iff null in the schema ({k})")
+            agree(k - {"null"} <= want[f["type"]] | ({"integer"} if f["type"] == "real" else set()),
+                  f"{where}: {f['type']} in the table, {sorted(k)} in the schema")
+            if f["required"]:
+                agree(f["name"] in obj.get("required", []), f"{where}: required in the table, not in the schema")
+            if (f["type"] == "u64" or f["nonneg"]) and not f["gap"]:
+                minimum = [deref(v).get("minimum") for v in variants(props[f["name"]]) if deref(v).get("type") != "null"]
+                agree(all(m is not None and m >= 0 for m in minimum), f"{where}: non-negative in the table, "
+                      f"minimum {minimum} in the schema")
+            fields += 1
+    for w in wrong:
+        print(w)
+    check(not wrong, f"{len(wrong)} difference(s) between the tables and the schema")
+    print(f"{len(tables)} tables, {fields} fields, each the schema's")
 
 
 def reports_of_the_samples_and_test_programs_match_the_schema():
