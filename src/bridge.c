@@ -507,8 +507,9 @@ void tl_bridge_apply(struct tl_gather *m)
         long long largest = int_or(p, "largest_free_block", -1);
         row->largest_free = largest > 0 ? (uint64_t)largest : 0;
         row->layout_unknown = largest < 0; /* CuPy, cudaMallocAsync: the framework does not say */
-        json_t *frag = json_object_get(p, "fragmentation");
-        row->fragmentation = json_is_number(frag) ? json_number_value(frag) : 0.0;
+        /* The framework's own figure is the same formula; computed here as
+         * every other pool's is. */
+        row->fragmentation = largest < 0 ? 0.0 : tl_fragmentation(row->largest_free, row->free);
         row->peak_allocated = (uint64_t)int_or(p, "peak_allocated_bytes", 0);
         row->peak_reserved = (uint64_t)int_or(p, "peak_reserved_bytes", 0);
         row->utilization = row->peak_reserved ? (double)row->peak_allocated / (double)row->peak_reserved : 0.0;
@@ -520,10 +521,10 @@ void tl_bridge_apply(struct tl_gather *m)
         json_object_set_new(extra, "stale", json_boolean(!last_fresh));
         json_object_set_new(extra, "state", json_string(last_fresh ? "fresh" : closed ? "final" : "stale"));
         /* Unknown stays unknown: null, never an invented 0. */
-        if (largest < 0)
+        if (largest < 0) {
             json_object_set_new(extra, "largest_free_block", json_null());
-        if (!json_is_number(frag))
             json_object_set_new(extra, "fragmentation", json_null());
+        }
         json_t *fw = json_object_get(p, "framework");
         if (json_is_object(fw))
             json_object_set_new(extra, "framework", json_deep_copy(fw));
@@ -551,12 +552,11 @@ void tl_bridge_apply(struct tl_gather *m)
     }
     pthread_mutex_unlock(&br_lock);
 
-    /* Device summary: reserved stays the driver's; allocated becomes what
-     * the allocators hand out, so the gap is the caches'.  The largest free
-     * block and fragmentation come from every pool that knows its layout. */
-    m->reserved = m->allocated = 0;
-    m->largest_free = 0;
-    uint64_t all_free = 0;
+    /* Each device's allocated becomes what the allocators hand out, so its
+     * gap is the caches'; reserved stays the driver's.  Its largest free
+     * block and fragmentation come later from every pool that knows its
+     * layout (report.c's figures pass), these framework pools included when
+     * they fit. */
     for (int d = 0; d < TL_MAX_DEVICES; d++) {
         struct tl_device_row *r = &m->devices[d];
         /* A state that holds more than the driver now gave this process
@@ -571,27 +571,9 @@ void tl_bridge_apply(struct tl_gather *m)
         }
         uint64_t gap = !fits ? 0 : gap_by_dev[d] < r->allocated ? gap_by_dev[d] : r->allocated;
         r->allocated -= gap;
-        uint64_t dev_free = 0, largest = 0;
-        for (size_t k = 0; k < m->npools; k++) {
-            const struct tl_pool_row *pr = &m->pools[k];
-            bool knows = !strcmp(pr->kind, "annotated") || (fits && pr->extra && !pr->layout_unknown);
-            if (pr->device != d || !knows)
-                continue;
-            dev_free += pr->free;
-            if (pr->largest_free > largest)
-                largest = pr->largest_free;
-        }
-        r->largest_free = largest;
-        r->fragmentation = dev_free ? 1.0 - (double)largest / (double)dev_free : 0.0;
+        r->frameworks_unfit = !fits;
         r->layout_unknown |= fits && unknown_by_dev[d];
-        m->layout_unknown |= r->layout_unknown;
-        all_free += dev_free;
-        if (largest > m->largest_free)
-            m->largest_free = largest;
-        m->reserved += r->reserved;
-        m->allocated += r->allocated;
     }
-    m->fragmentation = all_free ? 1.0 - (double)m->largest_free / (double)all_free : 0.0;
 }
 
 void tl_bridge_foreach_series(void (*pool)(const char *, const char *, long long, void *),

@@ -592,7 +592,7 @@ static void layout(struct pool *p, struct block *blocks, size_t n, struct tl_poo
     row->allocated = allocated;
     row->free = free_total;
     row->largest_free = largest;
-    row->fragmentation = free_total ? 1.0 - (double)largest / (double)free_total : 0.0;
+    row->fragmentation = tl_fragmentation(largest, free_total);
     row->segments = p->nsegs;
 }
 
@@ -624,7 +624,16 @@ static void collect_graph_locked(struct pool *p, const struct collect *c, int i,
     row->graph_node_bytes = (uint64_t)c->async_bytes[i];
 }
 
-/* Called by report.c with every live-table shard locked. */
+double tl_fragmentation(uint64_t largest_free, uint64_t free)
+{
+    return free ? 1.0 - (double)largest_free / (double)free : 0.0;
+}
+
+/* Called by report.c with every live-table shard locked: the pool rows, and
+ * each device's reserved and allocated bytes (direct allocations and pool
+ * reserves) and whether some of its free space has no layout.  Its largest
+ * free block, fragmentation and the summary come later, from every pool
+ * (report.c's figures pass). */
 void tl_pools_collect(struct tl_gather *m)
 {
     struct collect *c = calloc(1, sizeof *c);
@@ -635,8 +644,6 @@ void tl_pools_collect(struct tl_gather *m)
     pthread_mutex_lock(&pools_lock);
     m->pools = calloc((size_t)npools + 1, sizeof *m->pools);
     uint64_t dev_reserved[TL_MAX_DEVICES] = {0}, dev_allocated[TL_MAX_DEVICES] = {0};
-    uint64_t dev_free[TL_MAX_DEVICES] = {0}, dev_largest[TL_MAX_DEVICES] = {0};
-    uint64_t all_free = 0;
     bool dev_unknown[TL_MAX_DEVICES] = {false};
     struct block *scratch = c->n ? malloc(c->n * sizeof *scratch) : NULL;
     for (int i = 1; m->pools && i <= npools; i++) {
@@ -690,14 +697,6 @@ void tl_pools_collect(struct tl_gather *m)
         dev_allocated[d] += row->allocated;
         if (row->layout_unknown)
             dev_unknown[d] = true;
-        if (p->annotated) {
-            dev_free[d] += row->free;
-            all_free += row->free;
-            if (row->largest_free > dev_largest[d])
-                dev_largest[d] = row->largest_free;
-            if (row->largest_free > m->largest_free)
-                m->largest_free = row->largest_free;
-        }
         if (row->reserved || row->allocated || p->annotated || p->graph)
             m->npools++;
     }
@@ -708,16 +707,10 @@ void tl_pools_collect(struct tl_gather *m)
         struct tl_device_row *r = &m->devices[d];
         r->reserved = dev_reserved[d] + (uint64_t)c->direct_reserved[d] + (uint64_t)c->async_unpooled[d];
         r->allocated = dev_allocated[d] + (uint64_t)c->direct_reserved[d] + (uint64_t)c->async_unpooled[d];
-        r->largest_free = dev_largest[d];
-        r->fragmentation = dev_free[d] ? 1.0 - (double)dev_largest[d] / (double)dev_free[d] : 0.0;
         r->layout_unknown = dev_unknown[d];
-        m->layout_unknown |= dev_unknown[d];
         if (r->reserved || atomic_load(&tl_device_used[d]))
             r->present = true;
-        m->reserved += r->reserved;
-        m->allocated += r->allocated;
     }
-    m->fragmentation = all_free ? 1.0 - (double)m->largest_free / (double)all_free : 0.0;
     free(c->blocks);
     free(c->block_pool);
     free(c);

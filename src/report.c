@@ -880,6 +880,7 @@ static void free_model(struct tl_gather *m)
     free(m->growth);
     free(m->marks);
     free(m->invalid);
+    free(m->invalid_suppressed);
     free(m->shares);
     free(m->ipc_mapped);
     free(m->ipc_exported);
@@ -939,6 +940,41 @@ static void print_snapshot_line(const struct tl_gather *m, const char *shown)
             m->label ? m->label : "", m->label ? "\"" : "", m->live_count, live, shown);
 }
 
+/* The figures pass, once every contributor has written its share (pools.c
+ * each device's reserve and allocations, bridge.c the caches' gap, owners
+ * the caches whose free space no layout shows): each device's largest free
+ * block and fragmentation over the pools that know their layout (annotated
+ * ones, and framework pools whose state fits the device), then the
+ * summary's.  Unknown stays unknown: a device with free space no layout
+ * shows makes the summary's layout figures unknown too. */
+static void figures(struct tl_gather *m)
+{
+    m->reserved = m->allocated = m->largest_free = 0;
+    uint64_t all_free = 0;
+    for (int d = 0; d < TL_MAX_DEVICES; d++) {
+        struct tl_device_row *r = &m->devices[d];
+        uint64_t dev_free = 0, largest = 0;
+        for (size_t k = 0; k < m->npools; k++) {
+            const struct tl_pool_row *p = &m->pools[k];
+            bool knows = !strcmp(p->kind, "annotated") || (p->extra && !p->layout_unknown && !r->frameworks_unfit);
+            if (p->device != d || !knows)
+                continue;
+            dev_free += p->free;
+            if (p->largest_free > largest)
+                largest = p->largest_free;
+        }
+        r->largest_free = largest;
+        r->fragmentation = tl_fragmentation(largest, dev_free);
+        m->layout_unknown |= r->layout_unknown;
+        all_free += dev_free;
+        if (largest > m->largest_free)
+            m->largest_free = largest;
+        m->reserved += r->reserved;
+        m->allocated += r->allocated;
+    }
+    m->fragmentation = tl_fragmentation(m->largest_free, all_free);
+}
+
 /* The judge pass: at exit every unsuppressed site is a leak; a forgotten
  * VA reservation or mapping is a leak to report but not bytes of memory
  * (the handle behind a mapping holds the memory, and a reservation may be
@@ -962,12 +998,13 @@ static void judge(struct tl_gather *m)
         }
     }
     m->invalid = calloc(TL_MAX_INVALID, sizeof *m->invalid);
-    if (m->invalid)
+    m->invalid_suppressed = calloc(TL_MAX_INVALID, sizeof *m->invalid_suppressed);
+    if (m->invalid && m->invalid_suppressed)
         m->ninvalid = tl_invalid_frees(m->invalid, TL_MAX_INVALID);
     for (size_t i = 0; i < m->ninvalid; i++) {
         struct tl_callsite *cs = tl_callsite_by_id(m->invalid[i].callsite);
-        if (cs && tl_suppressed(m, "invalid-free", cs))
-            m->ninvalid_suppressed++;
+        m->invalid_suppressed[i] = cs && tl_suppressed(m, "invalid-free", cs);
+        m->ninvalid_suppressed += m->invalid_suppressed[i];
     }
 }
 
@@ -985,7 +1022,7 @@ static void judge(struct tl_gather *m)
  *  2. devices      report.c      the driver's free/total and UUID per device
  *                                (or its last good answer).
  *  3. frameworks   bridge.c      framework pool rows and the caches' gap in
- *                                each device's allocated bytes; needs 1.
+ *                                each device's allocated bytes (needs 1).
  *  4. growth       growth.c      growth rows and the marks' timeline; pool
  *                                series need 3's rows.
  *  5. owners       owners.c      sites attributed to owners, the held ones
@@ -993,16 +1030,19 @@ static void judge(struct tl_gather *m)
  *                                rows; unseen caches make their device's
  *                                layout unknown; owner-class growth rows get
  *                                their owner's name (after 4).
- *  6. suppressions suppress.c    each site's rule (symbolizing its stack).
- *  7. judge        report.c      leaked / suppressed / address-space sums,
- *                                invalid frees (after 5 moved held sites out
- *                                and 6 decided suppressions).
- *  8. gate         report.c      which fail-on kinds failed (after 4 and 7).
- *  9. invariants   report.c      figures repaired to the report's invariants,
+ *  6. figures      report.c      each device's largest free block and
+ *                                fragmentation, then the summary's figures,
+ *                                once (after 1, 3 and 5 contributed).
+ *  7. suppressions suppress.c    each site's rule (symbolizing its stack).
+ *  8. judge        report.c      leaked / suppressed / address-space sums,
+ *                                invalid frees and which are suppressed
+ *                                (after 5 moved held sites out, after 7).
+ *  9. gate         report.c      which fail-on kinds failed (after 4 and 8).
+ * 10. invariants   report.c      figures repaired to the report's invariants,
  *                                each repair listed; last, once every figure
- *                                has its contributor's value.
- * Then report_write: 10. resolve (report_build.c: the report model, every
- * frame symbolized) and 11. publish (the file from report_write.c, the
+ *                                has its value.
+ * Then report_write: 11. resolve (report_build.c: the report model, every
+ * frame symbolized) and 12. publish (the file from report_write.c, the
  * stderr text from report_text.c, both of that one model).
  *
  * False when out of memory.
@@ -1020,6 +1060,7 @@ static bool build_model(struct tl_gather *m)
     tl_owners_collect(m);
     mark_unseen_caches(m, nheld_pools);
     tl_growth_name_owners(m);
+    figures(m);
     apply_suppressions(m);
     judge(m);
     decide_gate(m);

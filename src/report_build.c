@@ -448,7 +448,7 @@ static void build_marks_and_invalid(struct build *b)
         struct tl_callsite *cs = tl_callsite_by_id(m->invalid[i].callsite);
         o->address = hex(b, (uintptr_t)m->invalid[i].addr);
         o->kind = tl_kind_name(m->invalid[i].kind);
-        o->suppressed = cs && tl_suppressed(m, "invalid-free", cs);
+        o->suppressed = m->invalid_suppressed[i]; /* decided by the judge pass */
         if (cs)
             build_stack(b, cs->frames, cs->nframes, &o->stack);
         o->seen.present = TL_ALL(INVALID) & ~(TL_BIT(INVALID, rank) | TL_BIT(INVALID, pid));

@@ -81,6 +81,9 @@ struct tl_device_row {
      * last answer, read at total_time (CLOCK_REALTIME seconds). */
     bool total_last_good;
     double total_time;
+    /* bridge.c: the frameworks' pools as read hold more than the driver now
+     * gave this process: their layouts say nothing of this device. */
+    bool frameworks_unfit;
     /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (cuDeviceGetUuid), as
      * nvidia-smi and DCGM print it; "" when the driver did not say. */
     char uuid[48];
@@ -172,6 +175,7 @@ struct tl_gather {
     size_t nmarks;
     struct tl_invalid_free_event *invalid;
     size_t ninvalid;
+    bool *invalid_suppressed; /* report.c's judge: invalid[i] matched a suppression */
     size_t ninvalid_suppressed;
 
     struct tl_owner_row *owners;
@@ -255,8 +259,13 @@ json_t *tl_report_to_json(struct tl_gather *m);
 /* Symbolizes with a per-report cache. */
 const struct tl_frame_info *tl_report_frame(struct tl_gather *m, uintptr_t address);
 
-/* pools.c: adds pool rows, marks held segments, fills reserved/allocated. */
+/* pools.c: adds pool rows, marks held segments, fills each device's
+ * reserved/allocated. */
 void tl_pools_collect(struct tl_gather *m);
+/* The fragmentation of free space whose largest block is `largest_free`:
+ * 1 - largest_free / free (the RMM-arena / TensorFlow-BFC definition), 0
+ * when nothing is free.  Every pool's, device's and the summary's. */
+double tl_fragmentation(uint64_t largest_free, uint64_t free);
 /* Is this live row a segment that a pool holds (not a leak at exit)? */
 bool tl_pools_is_held(const struct tl_live *rec);
 /* growth.c: growth rows and the timeline of marks. */
