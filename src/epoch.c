@@ -6,7 +6,7 @@
  * the shards first): no stack is symbolized and no report is written, so it
  * costs microseconds where a snapshot costs the symbolization of every live
  * stack (tens of milliseconds in a Python process).  The ids are the
- * reports' "site" field (report_json.c), so a caller that sees a site rise
+ * reports' "site" field (report_build.c), so a caller that sees a site rise
  * takes one snapshot and finds the site's stack and owner there.
  */
 #include "tl_internal.h"

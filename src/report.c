@@ -6,13 +6,8 @@
  * is a state the program really was in.  Symbolization and output happen
  * after the locks are released.
  *
- * Files are written to a temporary name (O_EXCL|O_NOFOLLOW, mode 0600) and
- * renamed into place without replacing anything (RENAME_NOREPLACE): a
- * reader never sees half a report, a planted symlink is never followed, and
- * no report replaces another file — the exit report takes the plain name of
- * TENSORLEAK_OUTPUT, every other report a numbered one, and a taken name
- * the next number.  When the file cannot be written the JSON goes to stderr
- * instead, after one clear error line.
+ * The file itself is report_file.c's.  When it cannot be written the JSON
+ * goes to stderr instead, after one clear error line.
  *
  * Before anything is written the figures are checked against the report's
  * invariants (tl_report_check_invariants); what cannot be known (the free
@@ -37,43 +32,6 @@
 
 pthread_mutex_t tl_report_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned report_seq;
-
-int tl_expand_pattern(const char *pattern, unsigned seq, char *out, size_t outlen)
-{
-    size_t o = 0;
-    char tmp[HOST_NAME_MAX + 32];
-    for (const char *p = pattern; *p; p++) {
-        const char *piece = tmp;
-        if (*p != '%') {
-            tmp[0] = *p;
-            tmp[1] = 0;
-        } else {
-            switch (*++p) {
-            case 'p': snprintf(tmp, sizeof tmp, "%d", (int)getpid()); break;
-            case 'h':
-                if (gethostname(tmp, sizeof tmp - 1) != 0)
-                    strcpy(tmp, "unknown");
-                tmp[sizeof tmp - 1] = 0;
-                break;
-            case 'r': {
-                const char *r = tl_options_rank();
-                snprintf(tmp, sizeof tmp, "%s", r ? r : "0");
-                break;
-            }
-            case 'n': snprintf(tmp, sizeof tmp, "%u", seq); break;
-            case '%': strcpy(tmp, "%"); break;
-            default: return -1;
-            }
-        }
-        size_t len = strlen(piece);
-        if (o + len >= outlen)
-            return -1;
-        memcpy(out + o, piece, len);
-        o += len;
-    }
-    out[o] = 0;
-    return 0;
-}
 
 /* ---- frame cache -------------------------------------------------------- */
 struct frame_entry {
@@ -712,153 +670,6 @@ static void decide_gate(struct tl_gather *m)
     m->gate_failed = failed & tl_opt.fail_on;
 }
 
-/* Writes `text` to a temporary file next to `path` (O_EXCL|O_NOFOLLOW, mode
- * 0600) and stores its name in `tmp`.  Returns 0, or an errno value. */
-static int write_temp(const char *path, const char *text, size_t len, char *tmp, size_t tmplen)
-{
-    if (snprintf(tmp, tmplen, "%s.tmp.%d", path, (int)getpid()) >= (int)tmplen)
-        return ENAMETOOLONG;
-    unlink(tmp); /* a stale temp file of ours from an earlier crash */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return errno;
-    size_t off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, text + off, len - off);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return e;
-        }
-        off += (size_t)w;
-    }
-    if (close(fd) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return e;
-    }
-    return 0;
-}
-
-/* Gives the finished temp file the name `path` unless something (another
- * report, a file of the user's, a symlink) already has it: EEXIST then, and
- * the temp file stays for the next name.  Returns 0, EEXIST or an errno. */
-static int publish_no_replace(const char *tmp, const char *path)
-{
-    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
-        return 0;
-    int e = errno;
-    if (e != EINVAL && e != ENOSYS && e != ENOTSUP && e != EOPNOTSUPP)
-        return e;
-    /* The file system has no RENAME_NOREPLACE: a hard link fails the same
-     * way on an existing name. */
-    if (link(tmp, path) == 0) {
-        unlink(tmp);
-        return 0;
-    }
-    e = errno;
-    if (e != EPERM && e != ENOTSUP && e != EOPNOTSUPP && e != ENOSYS)
-        return e;
-    /* Nor hard links (vfat, some FUSE): check, then rename.  A name taken
-     * between the two steps is the only way left to lose a file. */
-    struct stat st;
-    if (lstat(path, &st) == 0)
-        return EEXIST;
-    return rename(tmp, path) == 0 ? 0 : errno;
-}
-
-int tl_report_path(const char *pattern, unsigned seq, bool numbered, char *out, size_t outlen)
-{
-    if (tl_expand_pattern(pattern, seq, out, outlen) != 0)
-        return -1;
-    if (!numbered)
-        return 0;
-    bool has_n = false;
-    for (const char *p = pattern; *p; p++)
-        if (*p == '%' && p[1]) {
-            has_n |= p[1] == 'n';
-            p++;
-        }
-    if (has_n)
-        return 0; /* the pattern numbers its files itself */
-    char num[16];
-    int nl = snprintf(num, sizeof num, ".%u", seq);
-    size_t len = strlen(out);
-    size_t at = len;
-    static const char ext[] = ".json";
-    const char *base = strrchr(out, '/');
-    base = base ? base + 1 : out;
-    if (len - (size_t)(base - out) > sizeof ext - 1 && strcmp(out + len - (sizeof ext - 1), ext) == 0)
-        at = len - (sizeof ext - 1);
-    if (len + (size_t)nl >= outlen)
-        return -1;
-    memmove(out + at + nl, out + at, len - at + 1);
-    memcpy(out + at, num, (size_t)nl);
-    return 0;
-}
-
-/* The number of the last numbered file written: a name taken by someone
- * else pushes every later report past it, so numbers only grow. */
-static unsigned last_numbered;
-
-/* Writes the report text to its own file: the exit report under the plain
- * pattern, every other report (or the exit report, when its plain name is
- * taken) under a numbered name; never over an existing file.  `exact`, when
- * given, is the caller's own path (tensorleak_snapshot_to), replaced if it
- * exists.  Fills `path` with the name written.  Returns 0, or an errno value
- * (ENAMETOOLONG when the pattern expands too long). */
-static int write_report_file(enum tl_reason reason, unsigned seq, const char *exact, const char *text, size_t len,
-                             char *path, size_t pathlen)
-{
-    char tmp[PATH_MAX];
-    int err;
-    if (exact) {
-        if (snprintf(path, pathlen, "%s", exact) >= (int)pathlen)
-            return ENAMETOOLONG;
-        err = write_temp(path, text, len, tmp, sizeof tmp);
-        if (err)
-            return err;
-        /* rename replaces a symlink named `path` itself, never its target. */
-        if (rename(tmp, path) != 0) {
-            err = errno;
-            unlink(tmp);
-        }
-        return err;
-    }
-    bool numbered = reason != TL_REASON_EXIT;
-    unsigned n = seq;
-    if (numbered && n <= last_numbered)
-        n = last_numbered + 1;
-    if (tl_report_path(tl_opt.output, n, numbered, path, pathlen) != 0)
-        return ENAMETOOLONG;
-    err = write_temp(path, text, len, tmp, sizeof tmp);
-    if (err)
-        return err;
-    for (int tries = 0; tries < 1000; tries++) {
-        err = publish_no_replace(tmp, path);
-        if (numbered && err != ENAMETOOLONG)
-            last_numbered = n;
-        if (err != EEXIST)
-            break;
-        if (!numbered) {
-            numbered = true;
-            n = seq > last_numbered ? seq : last_numbered + 1;
-        } else {
-            n++;
-        }
-        if (tl_report_path(tl_opt.output, n, true, path, pathlen) != 0) {
-            err = ENAMETOOLONG;
-            break;
-        }
-    }
-    if (err)
-        unlink(tmp);
-    return err;
-}
-
 static void free_model(struct tl_gather *m)
 {
     free(m->sites);
@@ -886,17 +697,6 @@ static void free_model(struct tl_gather *m)
     free(m->ipc_exported);
     tl_symbolizer_close(m->symbolizer);
     frame_cache_clear();
-}
-
-static void ignore_sigxfsz_once(void)
-{
-    /* A full disk or RLIMIT_FSIZE must give an error, not kill the host
-     * program with SIGXFSZ — but only if the program left it at default. */
-    struct sigaction sa;
-    if (sigaction(SIGXFSZ, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL && !(sa.sa_flags & SA_SIGINFO)) {
-        sa.sa_handler = SIG_IGN;
-        sigaction(SIGXFSZ, &sa, NULL);
-    }
 }
 
 static __thread bool writing_here;
@@ -1098,10 +898,10 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
         tl_warn(NULL, "out of memory while writing a report");
         shown = "(not written)";
     } else {
-        ignore_sigxfsz_once();
+        tl_report_ignore_sigxfsz();
         size_t len = strlen(text);
         text[len] = '\n'; /* json_dumps leaves room for its NUL; we add a newline */
-        int err = write_report_file(reason, m.seq, exact_path, text, len + 1, path, sizeof path);
+        int err = tl_report_write_file(reason, m.seq, exact_path, text, len + 1, path, sizeof path);
         text[len] = 0;
         if (err == 0) {
             rc = 0;

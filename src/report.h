@@ -1,9 +1,10 @@
 /*
  * report.h: the report model, a tensorleak JSON report (schema 1,
  * docs/report-format.md) held in memory, shared by the CLI and the preload
- * library.  The library gathers its state (report_gather.h), writes it as
- * JSON (report_json.c) and reads that back into this model to print it
- * (report_text.c); the CLI reads saved files into it (report_load()).
+ * library.  The library gathers its state (report_gather.h), builds this
+ * model from it (report_build.c), writes it (report_write.c) and prints it
+ * (report_text.c); the CLI reads saved files into it (report_load()) and
+ * renders it in every format.
  *
  * report_from_json() checks a jansson tree thoroughly once, so the
  * formatters and commands can walk plain C arrays without re-checking

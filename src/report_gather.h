@@ -3,8 +3,8 @@
  * live state) under its locks: call sites with their raw frames, pool,
  * device, owner and growth rows.  report.c fills it and runs the passes,
  * the allocator views (pools.c, growth.c, owners.c, bridge.c) contribute
- * rows, and report_json.c writes it as the JSON report, which is then read
- * into the report model (report.h) to be printed.
+ * rows, and report_build.c turns it into the report model (report.h) that
+ * is written and printed.
  */
 #ifndef TL_REPORT_GATHER_H
 #define TL_REPORT_GATHER_H
@@ -247,6 +247,17 @@ void tl_report_check_invariants(struct tl_gather *m);
 /* report.c: asks the driver for each device's memory now and keeps the
  * answer for reports the driver no longer answers for (pools.c at exit). */
 void tl_report_read_devices_now(void);
+
+/* report_file.c: the report's text to its file: to `exact` when given (the
+ * caller's own path, tensorleak_snapshot_to, replaced if it exists), else
+ * under TENSORLEAK_OUTPUT (plain for the exit report, numbered otherwise,
+ * never replacing a file); `path` gets the name written.  0, or an errno
+ * value (ENAMETOOLONG when the pattern expands too long). */
+int tl_report_write_file(enum tl_reason reason, unsigned seq, const char *exact, const char *text, size_t len,
+                         char *path, size_t pathlen);
+/* A full disk or RLIMIT_FSIZE gives an error, not SIGXFSZ killing the host
+ * program: ignored, once, if the program left it at its default. */
+void tl_report_ignore_sigxfsz(void);
 
 /* report_build.c: the report model of what `m` gathered, every frame
  * symbolized (the model borrows from `m`: free it first); false when out of

@@ -566,7 +566,7 @@ void tl_snapshot_after_fork(void);
 /* Reads TENSORLEAK_SUPPRESSIONS' file at start; bad lines warn and are skipped. */
 void tl_suppressions_load(void);
 
-/* ---- bridge.c (activation; its report-model functions are in report.h) --- */
+/* ---- bridge.c (activation; its gathering functions are in report_gather.h) */
 /* Starts the Python bridge when TENSORLEAK_PYTHON is on and an initialized
  * interpreter is in the process (Py_AddPendingCall; cheap after the first). */
 void tl_bridge_kick(void);
@@ -634,17 +634,18 @@ struct tl_oom_event {
 int tl_report_write(enum tl_reason reason, const char *label, const struct tl_oom_event *oom, unsigned *gate_failed);
 /* Fatal-signal path: may a report be written now without deadlocking? */
 bool tl_report_lock_for_fatal(void);
+/* A report (reason "api") to exactly `path`, replacing a file there.  0 on
+ * success. */
+int tl_report_write_to(const char *label, const char *path);
+
+/* ---- report_file.c ------------------------------------------------------ */
 /* Expands TENSORLEAK_OUTPUT's %p %h %r %n %%; returns 0 or -1 if too long. */
 int tl_expand_pattern(const char *pattern, unsigned seq, char *out, size_t outlen);
-
 /* Report files: the exit report is written under the plain
  * pattern, every other report under a numbered name (`.N` before a final
  * ".json", or at the end, when the pattern has no %n); `numbered` picks.
  * Returns 0 or -1 if too long. */
 int tl_report_path(const char *pattern, unsigned seq, bool numbered, char *out, size_t outlen);
-/* A report (reason "api") to exactly `path`, replacing a file there.  0 on
- * success. */
-int tl_report_write_to(const char *label, const char *path);
 
 /* ---- live.c (the live state file, read by tensorleak top / exporter) ---- */
 /* When the next live update is due (CLOCK_MONOTONIC seconds), or a
