@@ -6,19 +6,10 @@ one), and pure translation functions that turn the framework's own answers
 (the shapes recorded on an H200 in tests/fixtures/h200-2026-11-30) into pool
 rows: dicts with name, kind, device, reserved_bytes, allocated_bytes,
 free_bytes, largest_free_block (None when the framework does not say),
-fragmentation (None likewise), segments, peak_*_bytes, framework, and for
-PyTorch a layout and the Python sites of live blocks.
+segments, peak_*_bytes, framework, and for PyTorch a layout and the Python
+sites of live blocks.  Fragmentation is the library's to compute, from the
+largest free block and free_bytes, as for every pool (src/pools.c).
 """
 
 # (sys.modules name, reader module) in the order their pools are listed.
 READERS = ("torch", "jax", "cupy", "rmm")
-
-
-def fragmentation(free_bytes, largest_free_block):
-    """1 - largest free block / free bytes (the RMM-arena / TensorFlow-BFC
-    definition pools.c uses); None when the largest block is unknown."""
-    if largest_free_block is None:
-        return None
-    if free_bytes <= 0:
-        return 0.0
-    return 1.0 - float(largest_free_block) / float(free_bytes)

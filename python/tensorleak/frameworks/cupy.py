@@ -5,7 +5,6 @@ free_bytes(); CuPy does not publish its largest free block, so it is unknown
 (None).  The pinned pool publishes only n_free_blocks() (byte counts when a
 CuPy version has them)."""
 
-from . import fragmentation
 
 
 def device_pool(device, used, total, free_blocks=None, version=None):
@@ -18,7 +17,6 @@ def device_pool(device, used, total, free_blocks=None, version=None):
         "allocated_bytes": used,
         "free_bytes": total - used,
         "largest_free_block": None,
-        "fragmentation": fragmentation(total - used, None),
         "segments": None,
         "free_blocks": free_blocks,
         "framework": {"name": "cupy", "version": version, "mode": "default_pool"},
@@ -35,7 +33,6 @@ def pinned_pool(free_blocks, used=None, total=None, version=None):
         "allocated_bytes": int(used) if used is not None else None,
         "free_bytes": int(total) - int(used) if total is not None and used is not None else None,
         "largest_free_block": None,
-        "fragmentation": None,
         "segments": None,
         "free_blocks": free_blocks,
         "framework": {"name": "cupy", "version": version, "mode": "pinned_pool"},

@@ -14,7 +14,6 @@ import importlib
 import sys
 import zlib
 
-from . import fragmentation
 
 MAX_SITES = 64   # Python sites kept per pool, by bytes (as the torch reader)
 MAX_FRAMES = 32  # frames kept per site, innermost first (pprof's order)
@@ -207,7 +206,6 @@ def pool(device, stats, version=None, platform="cuda"):
         "allocated_bytes": allocated,
         "free_bytes": free,
         "largest_free_block": largest,
-        "fragmentation": fragmentation(free, largest),
         "peak_allocated_bytes": int(stats.get("peak_bytes_in_use", 0)),
         "peak_reserved_bytes": int(stats.get("peak_pool_bytes", reserved)),
         "segments": None,

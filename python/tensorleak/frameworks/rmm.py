@@ -14,7 +14,6 @@ def pool(device, allocated=None, reserved=None, resource="", version=None):
         "allocated_bytes": allocated,
         "free_bytes": reserved - allocated if reserved is not None and allocated is not None else None,
         "largest_free_block": None,
-        "fragmentation": None,
         "segments": None,
         "framework": {"name": "rmm", "version": version, "mode": resource},
     }

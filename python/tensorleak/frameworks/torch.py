@@ -9,7 +9,6 @@ reserved = reserved_bytes.all.current, allocated = allocated_bytes.all.current,
 and from the snapshot the largest inactive block and the live blocks.
 """
 
-from . import fragmentation
 
 MAX_SITES = 64   # Python sites kept per pool, by bytes
 MAX_FRAMES = 32  # frames kept per site (innermost first, as PyTorch records them)
@@ -91,7 +90,6 @@ def pool(device, stats, segments=None, mode="native", version=None):
         row["layout_truncated"] = truncated
         ranked = sorted(sites.values(), key=lambda s: (-s["bytes"], -s["count"]))
         row["sites"] = ranked[:MAX_SITES]
-    row["fragmentation"] = fragmentation(free, row["largest_free_block"])
     return row
 
 
