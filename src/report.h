@@ -153,9 +153,8 @@ struct tl_stack {
 
 /* One entry of a site's optional "allocations" list. */
 struct tl_allocation {
-    const char *address_text;   /* "0x7f0000200000", NULL for a row keyed by a handle */
-    bool has_address;           /* false: a row keyed by a handle (null) */
     uint64_t address;
+    bool has_address;           /* false: a row keyed by a handle (null) */
     uint64_t bytes;             /* 0 when the size is unknown (null) */
     long long device;           /* -1: host memory (null) */
     struct tl_seen seen;
@@ -519,6 +518,7 @@ enum tl_field_type {
     TL_FIELD_STRINGS, /* const char **, with a size_t count: an array of strings */
     TL_FIELD_OBJECT,  /* an embedded struct, described by its table */
     TL_FIELD_LIST,    /* T *, with a size_t count: an array of objects */
+    TL_FIELD_HEX,     /* uint64_t: an address, written "0x..." in lower-case hex */
 };
 /* A reader error when the field is absent, or null unless NULLABLE. */
 #define TL_FIELD_REQUIRED 1u

@@ -79,7 +79,12 @@ static const char *ipc_handle(struct build *b, uint64_t digest)
 static void build_stack(struct build *b, const uintptr_t *frames, int n, struct tl_stack *out)
 {
     out->count = 0;
-    out->frames = alloc(b, (size_t)n * (TL_MAX_INLINE + 1), sizeof *out->frames);
+    size_t shown_count = 0;
+    for (int i = 0; i < n; i++) {
+        struct tl_inline_frame shown[TL_MAX_INLINE + 1];
+        shown_count += (size_t)tl_frame_expand(tl_report_frame(b->m, frames[i]), shown);
+    }
+    out->frames = alloc(b, shown_count, sizeof *out->frames);
     if (!out->frames)
         return;
     for (int i = 0; i < n; i++) {
@@ -192,10 +197,12 @@ static void build_site(struct build *b, const struct tl_site *s, struct tl_leak 
     for (size_t i = 0; o->allocations && i < s->nallocations; i++) {
         const struct tl_site_allocation *a = &s->allocations[i];
         struct tl_allocation *e = &o->allocations[o->allocation_count++];
-        e->address_text = a->address ? hex(b, a->address) : NULL; /* null: a row keyed by a handle */
+        e->address = a->address;
         e->bytes = a->bytes;
         e->device = a->device;
         e->seen.present = TL_ALL(ALLOC);
+        if (!a->address) /* a row keyed by a handle */
+            e->seen.null |= TL_BIT(ALLOC, address);
         if (a->size_unknown)
             e->seen.null |= TL_BIT(ALLOC, bytes);
         if (a->device >= TL_MAX_DEVICES) /* host memory */

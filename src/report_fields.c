@@ -125,22 +125,10 @@ static bool frame_derive(struct tl_report *r, void *e, unsigned flags, char *err
 
 static bool allocation_derive(struct tl_report *r, void *e, unsigned flags, char *error, size_t size)
 {
-    (void)r, (void)flags;
+    (void)r, (void)flags, (void)error, (void)size;
     struct tl_allocation *a = e;
     a->device = is_set(&a->seen, TL_F_ALLOC_device) ? a->device : -1;
-    const char *addr = a->address_text;
-    a->has_address = false;
-    if (!addr)
-        return true;
-    size_t digits = strncmp(addr, "0x", 2) == 0 ? strspn(addr + 2, "0123456789abcdefABCDEF") : 0;
-    errno = 0;
-    unsigned long long v = digits ? strtoull(addr + 2, NULL, 16) : 0;
-    if (!digits || addr[2 + digits] || digits > 16 || errno) {
-        snprintf(error, size, ".address: '%.40s' is not a hex address (0x...)", addr);
-        return false;
-    }
-    a->has_address = true;
-    a->address = v;
+    a->has_address = is_set(&a->seen, TL_F_ALLOC_address);
     return true;
 }
 
@@ -292,7 +280,7 @@ static const struct tl_field frame_fields[] = {
 static const struct tl_table frame_table = TABLE(struct tl_frame, "frame", frame_fields, frame_derive);
 
 static const struct tl_field allocation_fields[] = {
-    NAMED(struct tl_allocation, address_text, "address", STRING, R | N),
+    FIELD(struct tl_allocation, address, HEX, R | N),
     FIELD(struct tl_allocation, bytes, U64, R | N),
     FIELD(struct tl_allocation, device, INT, R | N | NN),
 };

@@ -10,7 +10,6 @@
  */
 #include "report.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -130,7 +129,7 @@ static void read_field(struct loader *ld, struct tl_report *r, json_t *obj, cons
     static const enum want want_of[] = {
         [TL_FIELD_U64] = WANT_U64,       [TL_FIELD_INT] = WANT_INT,     [TL_FIELD_REAL] = WANT_REAL,
         [TL_FIELD_BOOL] = WANT_BOOL,     [TL_FIELD_STRING] = WANT_STRING, [TL_FIELD_STRINGS] = WANT_ARRAY,
-        [TL_FIELD_OBJECT] = WANT_OBJECT, [TL_FIELD_LIST] = WANT_ARRAY,
+        [TL_FIELD_OBJECT] = WANT_OBJECT, [TL_FIELD_LIST] = WANT_ARRAY, [TL_FIELD_HEX] = WANT_STRING,
     };
     const char *dot = *where ? "." : "";
     json_t *raw = json_object_get(obj, f->name);
@@ -163,6 +162,16 @@ static void read_field(struct loader *ld, struct tl_report *r, json_t *obj, cons
     case TL_FIELD_REAL: *(double *)at = json_number_value(v); break;
     case TL_FIELD_BOOL: *(bool *)at = json_is_true(v); break;
     case TL_FIELD_STRING: *(const char **)at = json_string_value(v); break;
+    case TL_FIELD_HEX: {
+        const char *text = json_string_value(v);
+        size_t digits = strncmp(text, "0x", 2) == 0 ? strspn(text + 2, "0123456789abcdefABCDEF") : 0;
+        errno = 0;
+        unsigned long long n = digits ? strtoull(text + 2, NULL, 16) : 0;
+        if (!digits || text[2 + digits] || digits > 16 || errno)
+            fail(ld, "%s: '%.40s' is not a hex address (0x...)", sub, text);
+        *(uint64_t *)at = n;
+        break;
+    }
     case TL_FIELD_OBJECT: read_object(ld, r, v, sub, f->table, at); break;
     case TL_FIELD_STRINGS:
     case TL_FIELD_LIST: {

@@ -9,6 +9,7 @@
 #include "report.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 #define TL_SUMMARY_FLAG_0 0
 #define TL_SUMMARY_INFO(name, type, flags, merge)                                                            \
@@ -44,6 +45,12 @@ json_t *report_object_to_json(const struct tl_table *t, const void *elem)
             case TL_FIELD_REAL: v = json_real(*(const double *)at); break;
             case TL_FIELD_BOOL: v = json_boolean(*(const bool *)at); break;
             case TL_FIELD_STRING: v = *(const char *const *)at ? json_string(*(const char *const *)at) : json_null(); break;
+            case TL_FIELD_HEX: {
+                char hex[24];
+                snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)*(const uint64_t *)at);
+                v = json_string(hex);
+                break;
+            }
             case TL_FIELD_OBJECT: v = report_object_to_json(f->table, at); break;
             case TL_FIELD_STRINGS:
             case TL_FIELD_LIST: {

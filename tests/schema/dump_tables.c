@@ -18,7 +18,7 @@ int main(void)
     static const char *const types[] = {
         [TL_FIELD_U64] = "u64",       [TL_FIELD_INT] = "int",       [TL_FIELD_REAL] = "real",
         [TL_FIELD_BOOL] = "bool",     [TL_FIELD_STRING] = "string", [TL_FIELD_STRINGS] = "strings",
-        [TL_FIELD_OBJECT] = "object", [TL_FIELD_LIST] = "list",
+        [TL_FIELD_OBJECT] = "object", [TL_FIELD_LIST] = "list",     [TL_FIELD_HEX] = "hex",
     };
     const struct tl_table *tables[64];
     size_t n = report_tables(tables, 64);
