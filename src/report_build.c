@@ -287,15 +287,27 @@ static void build_owners(struct build *b)
     }
 }
 
-/* The pool table's fields a framework pool adds, from the bridge's JSON
- * (bridge.c): where the state came from, when, which framework, its layout
- * and Python lines, and which counts it does not publish (null). */
+/* The fields an allocator view gathered as JSON, read into their element
+ * through its table: a framework pool's (bridge.c: where the state came
+ * from, when, which framework, its layout and Python lines, the counts it
+ * does not publish), a scoped growth row's (growth.c), the bridge object.
+ * All or nothing: JSON the table refuses leaves the element as it was, and
+ * the report says so once. */
+static atomic_bool refused;
+
 static void add_json_fields(struct build *b, json_t *extra, const char *table, void *element)
 {
     const struct tl_table *t = report_field_table(&tl_report_table, table);
-    char error[160];
-    if (t && extra && !report_read_into(b->r, extra, t, element, error, sizeof error))
-        tl_warn(NULL, "report: %s row left as gathered: %s", table, error);
+    if (!t || !extra)
+        return;
+    char error[160], *scratch = alloc(b, 1, t->size);
+    if (!scratch)
+        return;
+    memcpy(scratch, element, t->size);
+    if (report_read_into(b->r, extra, t, scratch, error, sizeof error))
+        memcpy(element, scratch, t->size);
+    else
+        tl_warn(&refused, "report: gathered %s fields left out (%s)", t->name, error);
 }
 
 static void build_pools(struct build *b)
