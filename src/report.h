@@ -447,6 +447,8 @@ struct tl_report {
      * built.  `source` is the tree read, which the strings point into. */
     json_t *root;
     json_t *source;
+    /* The reader's demangler (report_from_json's), NULL for none. */
+    char *(*demangler)(const char *mangled);
     struct tl_report_arena *arena; /* strings and lists the model owns */
 
     const char *tool;
@@ -546,7 +548,7 @@ struct tl_table {
     /* Once an element is read or built: its derived members (has_*,
      * *_unknown) and the checks types cannot say; false with a message
      * (appended to the element's path) when the element is wrong. */
-    bool (*derive)(struct tl_report *r, void *element, unsigned flags, char *error, size_t size);
+    bool (*derive)(struct tl_report *r, void *element, char *error, size_t size);
 };
 /* The report itself; its fields' tables hang below it. */
 extern const struct tl_table tl_report_table;
@@ -590,16 +592,18 @@ json_t *report_to_json(const struct tl_report *r);
  */
 bool report_load(const char *path, struct tl_report *out);
 
-/* report_read.c: reads the report tree `root` (kept, with a reference of
- * its own, as out->root) into `out`; `path` is what out->path says.  False
- * on a field of the wrong type or a broken layout, with the first failure in
+/* A demangler: the demangled name (malloc'd), or NULL. */
+typedef char *report_demangler(const char *mangled);
+
+/* report_read.c: reads the report tree `root` (a reference of its own kept
+ * in out->source) into `out`; `path` is what out->path says.  False on a
+ * field of the wrong type or a broken layout, with the first failure in
  * `error` ("leaks[3].stack[0].line: expected an integer") and `out` left
- * empty.  REPORT_DEMANGLE: C++ names still mangled ("_Z...") are demangled
- * with libstdc++'s __cxa_demangle, loaded for it (the CLI; the library has
- * demangled what it could already and loads nothing at exit). */
-#define REPORT_DEMANGLE 1u
-bool report_from_json(json_t *root, const char *path, unsigned flags, struct tl_report *out, char *error,
-                      size_t error_size);
+ * empty.  `demangle`, when given, demangles C++ names still mangled
+ * ("_Z...") (the CLI's; the library has demangled what it could already and
+ * loads nothing at exit). */
+bool report_from_json(json_t *root, const char *path, report_demangler *demangle, struct tl_report *out,
+                      char *error, size_t error_size);
 
 void report_free(struct tl_report *report);
 

@@ -82,26 +82,17 @@ static bool is_null(const struct tl_seen *s, int i)
     return s->null >> i & 1;
 }
 
-/* A C++ name in a report the library wrote before it demangled (or without
- * a C++ runtime loaded) is shown demangled, by libstdc++'s __cxa_demangle
- * when the machine has it; the mangled name becomes the frame's "symbol". */
-#include <dlfcn.h>
-static void demangle(struct tl_report *r, struct tl_frame *f)
+/* A C++ name still mangled ("_Z..."), in a report the library wrote
+ * before it demangled or without a C++ runtime loaded, is shown demangled
+ * when the reader was given a demangler (the CLI's, tools/report_load.c);
+ * the mangled name becomes the frame's "symbol". */
+static void demangle(struct tl_report *r, struct tl_frame *f, report_demangler *fn)
 {
     const char *name = f->function;
-    if (!name || name[0] != '_' || name[1] != 'Z')
+    if (!fn || !name || name[0] != '_' || name[1] != 'Z')
         return;
-    typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
-    static demangle_fn fn;
-    static bool looked;
-    if (!looked) {
-        looked = true;
-        void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
-        fn = h ? (demangle_fn)dlsym(h, "__cxa_demangle") : NULL;
-    }
-    int status = -1;
-    char *d = fn ? fn(name, NULL, NULL, &status) : NULL;
-    const char *kept = status == 0 && d ? report_strdup(r, d) : NULL;
+    char *d = fn(name);
+    const char *kept = d ? report_strdup(r, d) : NULL;
     free(d);
     if (!kept)
         return;
@@ -112,29 +103,28 @@ static void demangle(struct tl_report *r, struct tl_frame *f)
     f->function = kept;
 }
 
-static bool frame_derive(struct tl_report *r, void *e, unsigned flags, char *error, size_t size)
+static bool frame_derive(struct tl_report *r, void *e, char *error, size_t size)
 {
     (void)error, (void)size;
     struct tl_frame *f = e;
     if (f->line < 0)
         f->line = 0;
-    if (flags & REPORT_DEMANGLE)
-        demangle(r, f);
+    demangle(r, f, r->demangler);
     return true;
 }
 
-static bool allocation_derive(struct tl_report *r, void *e, unsigned flags, char *error, size_t size)
+static bool allocation_derive(struct tl_report *r, void *e, char *error, size_t size)
 {
-    (void)r, (void)flags, (void)error, (void)size;
+    (void)r, (void)error, (void)size;
     struct tl_allocation *a = e;
     a->device = is_set(&a->seen, TL_F_ALLOC_device) ? a->device : -1;
     a->has_address = is_set(&a->seen, TL_F_ALLOC_address);
     return true;
 }
 
-static bool site_derive(struct tl_report *r, void *e, unsigned flags, char *error, size_t size)
+static bool site_derive(struct tl_report *r, void *e, char *error, size_t size)
 {
-    (void)r, (void)flags;
+    (void)r;
     struct tl_leak *l = e;
     l->has_allocations = is_set(&l->seen, TL_F_SITE_allocations);
     if (l->allocation_count > l->count) {
@@ -151,18 +141,18 @@ static bool site_derive(struct tl_report *r, void *e, unsigned flags, char *erro
     return true;
 }
 
-static bool owner_device_derive(struct tl_report *r, void *e, unsigned flags, char *error, size_t size)
+static bool owner_device_derive(struct tl_report *r, void *e, char *error, size_t size)
 {
-    (void)r, (void)flags, (void)error, (void)size;
+    (void)r, (void)error, (void)size;
     struct tl_owner_device *o = e;
     if (is_null(&o->seen, TL_F_OWNDEV_device))
         o->device = -1; /* host memory, no device's */
     return true;
 }
 
-static bool growth_derive(struct tl_report *r, void *e, unsigned flags, char *error, size_t size)
+static bool growth_derive(struct tl_report *r, void *e, char *error, size_t size)
 {
-    (void)r, (void)flags, (void)error, (void)size;
+    (void)r, (void)error, (void)size;
     struct tl_growth *g = e;
     g->has_rank = is_set(&g->seen, TL_F_GROWTH_rank);
     return true;
@@ -170,9 +160,9 @@ static bool growth_derive(struct tl_report *r, void *e, unsigned flags, char *er
 
 /* The memory map draws holes between blocks: they must be in order and
  * inside the segment. */
-static bool segment_derive(struct tl_report *r, void *e, unsigned flags, char *error, size_t size)
+static bool segment_derive(struct tl_report *r, void *e, char *error, size_t size)
 {
-    (void)r, (void)flags;
+    (void)r;
     const struct tl_segment *s = e;
     uint64_t end = 0;
     for (size_t i = 0; i < s->block_count; i++) {
@@ -191,9 +181,9 @@ static bool segment_derive(struct tl_report *r, void *e, unsigned flags, char *e
     return true;
 }
 
-static bool pool_derive(struct tl_report *r, void *e, unsigned flags, char *error, size_t size)
+static bool pool_derive(struct tl_report *r, void *e, char *error, size_t size)
 {
-    (void)r, (void)flags, (void)error, (void)size;
+    (void)r, (void)error, (void)size;
     struct tl_pool *p = e;
     p->layout_unknown = is_null(&p->seen, TL_F_POOL_largest_free_block) || is_null(&p->seen, TL_F_POOL_fragmentation);
     p->bytes_unknown = is_null(&p->seen, TL_F_POOL_reserved_bytes);
@@ -208,17 +198,17 @@ static bool pool_derive(struct tl_report *r, void *e, unsigned flags, char *erro
     return true;
 }
 
-static bool mark_derive(struct tl_report *r, void *e, unsigned flags, char *error, size_t size)
+static bool mark_derive(struct tl_report *r, void *e, char *error, size_t size)
 {
-    (void)r, (void)flags, (void)error, (void)size;
+    (void)r, (void)error, (void)size;
     struct tl_mark *m = e;
     m->has_device_free = is_set(&m->seen, TL_F_MARK_device_free);
     return true;
 }
 
-static bool device_derive(struct tl_report *r, void *e, unsigned flags, char *error, size_t size)
+static bool device_derive(struct tl_report *r, void *e, char *error, size_t size)
 {
-    (void)r, (void)flags, (void)error, (void)size;
+    (void)r, (void)error, (void)size;
     struct tl_device *d = e;
     d->has_free = is_set(&d->seen, TL_F_DEVICE_free);
     d->layout_unknown = is_null(&d->seen, TL_F_DEVICE_largest_free_block) || is_null(&d->seen, TL_F_DEVICE_fragmentation);
@@ -228,25 +218,25 @@ static bool device_derive(struct tl_report *r, void *e, unsigned flags, char *er
     return true;
 }
 
-static bool invalid_free_derive(struct tl_report *r, void *e, unsigned flags, char *error, size_t size)
+static bool invalid_free_derive(struct tl_report *r, void *e, char *error, size_t size)
 {
-    (void)r, (void)flags, (void)error, (void)size;
+    (void)r, (void)error, (void)size;
     struct tl_invalid_free *f = e;
     f->has_rank = is_set(&f->seen, TL_F_INVALID_rank);
     return true;
 }
 
-static bool summary_derive(struct tl_report *r, void *e, unsigned flags, char *error, size_t size)
+static bool summary_derive(struct tl_report *r, void *e, char *error, size_t size)
 {
-    (void)r, (void)flags, (void)error, (void)size;
+    (void)r, (void)error, (void)size;
     struct tl_summary *s = e;
     s->layout_unknown = is_null(&s->seen, TL_SUMMARY_largest_free_block) || is_null(&s->seen, TL_SUMMARY_fragmentation);
     return true;
 }
 
-static bool report_derive_root(struct tl_report *r, void *e, unsigned flags, char *error, size_t size)
+static bool report_derive_root(struct tl_report *r, void *e, char *error, size_t size)
 {
-    (void)e, (void)flags, (void)error, (void)size;
+    (void)e, (void)error, (void)size;
     r->has_pid = is_set(&r->seen, TL_F_REPORT_pid);
     r->has_rank = is_set(&r->seen, TL_F_REPORT_rank);
     r->has_leaks_array = r->seen.present >> TL_F_REPORT_leaks & 1;
@@ -610,7 +600,7 @@ static void derive_object(struct tl_report *r, const struct tl_table *t, void *e
         }
     }
     if (t->derive)
-        t->derive(r, e, 0, error, sizeof error);
+        t->derive(r, e, error, sizeof error);
 }
 
 void report_derive(struct tl_report *r)

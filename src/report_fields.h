@@ -3,7 +3,7 @@
  * table order, as enumerations: TL_F_<TABLE>_<field> is the field's bit in
  * its object's tl_seen.  The library's builder (report_build.c) marks the
  * fields it writes with them; report_fields_consistent() holds each list to
- * its table, name by name (tests/unit).
+ * its table, name by name (tests/schema/dump_tables.c).
  */
 #ifndef TL_REPORT_FIELDS_H
 #define TL_REPORT_FIELDS_H

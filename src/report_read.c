@@ -21,7 +21,6 @@
 
 struct loader {
     bool failed;
-    unsigned flags;
     char *error; /* the first failure, for the caller to say */
     size_t error_size;
 };
@@ -211,7 +210,7 @@ static void read_object(struct loader *ld, struct tl_report *r, json_t *obj, con
     for (size_t i = 0; i < t->nfields && !ld->failed; i++)
         read_field(ld, r, obj, where, &t->fields[i], elem, seen, i);
     char why[256];
-    if (!ld->failed && t->derive && !t->derive(r, elem, ld->flags, why, sizeof why))
+    if (!ld->failed && t->derive && !t->derive(r, elem, why, sizeof why))
         fail(ld, "%s%s", where, why);
 }
 
@@ -228,12 +227,13 @@ bool report_read_into(struct tl_report *r, json_t *obj, const struct tl_table *t
     return !ld.failed;
 }
 
-bool report_from_json(json_t *root, const char *path, unsigned flags, struct tl_report *out, char *error,
-                      size_t error_size)
+bool report_from_json(json_t *root, const char *path, report_demangler *demangle, struct tl_report *out,
+                      char *error, size_t error_size)
 {
     memset(out, 0, sizeof(*out));
     out->path = path;
-    struct loader ld = {.flags = flags, .error = error, .error_size = error_size};
+    out->demangler = demangle;
+    struct loader ld = {.error = error, .error_size = error_size};
     if (error_size)
         error[0] = 0;
     out->source = json_incref(root);

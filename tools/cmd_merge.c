@@ -596,7 +596,7 @@ int cmd_merge(int argc, char **argv)
     json_t *tree = merge_inputs(in, n), *merged = NULL;
     struct tl_report model;
     char error[512];
-    if (tree && report_from_json(tree, "merge", 0, &model, error, sizeof error)) {
+    if (tree && report_from_json(tree, "merge", NULL, &model, error, sizeof error)) {
         merged = json_incref(model.root);
         report_free(&model);
     } else if (tree) {

@@ -6,7 +6,9 @@
 #include "cli.h"
 #include "report.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -69,6 +71,26 @@ out:
     return NULL;
 }
 
+/* libstdc++'s __cxa_demangle, when the machine has it. */
+static char *demangle(const char *name)
+{
+    typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+    static demangle_fn fn;
+    static bool looked;
+    if (!looked) {
+        looked = true;
+        void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+        fn = h ? (demangle_fn)dlsym(h, "__cxa_demangle") : NULL;
+    }
+    int status = -1;
+    char *d = fn ? fn(name, NULL, NULL, &status) : NULL;
+    if (status != 0) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
 bool report_load(const char *path, struct tl_report *out)
 {
     memset(out, 0, sizeof(*out));
@@ -78,7 +100,7 @@ bool report_load(const char *path, struct tl_report *out)
     if (!root)
         return false;
     char error[512];
-    bool ok = report_from_json(root, path, REPORT_DEMANGLE, out, error, sizeof error);
+    bool ok = report_from_json(root, path, demangle, out, error, sizeof error);
     json_decref(root);
     if (!ok)
         fail(shown, "%s", error);
