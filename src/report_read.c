@@ -1,7 +1,8 @@
 /*
- * report_read.c: jansson tree -> struct tl_report (report.h), for the CLI
- * (a saved file, tools/report_load.c) and the library (its own report, to
- * print it with the same text renderer).
+ * report_read.c: jansson tree -> struct tl_report (report.h), walking the
+ * tables of report_fields.c: for the CLI (a saved file, tools/report_load.c,
+ * and merge's tree) and the library (the fields its allocator views gather
+ * as JSON, report_build.c).
  *
  * Every field is checked once here, with an error that names the field by
  * its JSON path ("leaks[3].stack[0].line"), so a truncated, foreign or
