@@ -567,10 +567,11 @@ const char *report_strdup(struct tl_report *r, const char *s);
 const char *report_printf(struct tl_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* report_read.c: the fields of `obj` read into `elem`, an element of `t`
- * (as report_from_json reads them, each marked seen); fields obj lacks keep
- * what `elem` has.  The library adds what its allocator views gathered as
- * JSON (a framework pool's fields) this way.  False with the first failure
- * in `error`. */
+ * (as report_from_json reads them, each marked seen); fields obj lacks, and
+ * fields the table refuses, keep what `elem` had, and a list of strings
+ * keeps its strings only.  The library adds what its allocator views
+ * gathered as JSON (a framework pool's fields) this way.  False, with the
+ * first refusal in `error`, when something was left out. */
 bool report_read_into(struct tl_report *r, json_t *obj, const struct tl_table *t, void *elem, char *error,
                       size_t size);
 /* report_fields.c: the table of field `name` of `t` (an object or a list's

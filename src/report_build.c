@@ -91,7 +91,9 @@ static void build_stack(struct build *b, const uintptr_t *frames, int n, struct 
         const struct tl_frame_info *f = tl_report_frame(b->m, frames[i]);
         struct tl_inline_frame shown[TL_MAX_INLINE + 1];
         int k = tl_frame_expand(f, shown);
-        for (int j = 0; j < k; j++) {
+        /* The first count's symbolization and this one can differ only when
+         * memory ran out in between (an uncached fallback): never past it. */
+        for (int j = 0; j < k && out->count < shown_count; j++) {
             struct tl_frame *o = &out->frames[out->count++];
             o->seen.present = TL_BIT(FRAME, module) | TL_BIT(FRAME, function) | TL_BIT(FRAME, file) |
                               TL_BIT(FRAME, line);
@@ -291,22 +293,16 @@ static void build_owners(struct build *b)
  * through its table: a framework pool's (bridge.c: where the state came
  * from, when, which framework, its layout and Python lines, the counts it
  * does not publish), a scoped growth row's (growth.c), the bridge object.
- * All or nothing: JSON the table refuses leaves the element as it was, and
- * the report says so once. */
+ * A field the table refuses (a framework's layout out of order, a count
+ * that is not one) is left out, the others kept, and the report says so
+ * once. */
 static atomic_bool refused;
 
 static void add_json_fields(struct build *b, json_t *extra, const char *table, void *element)
 {
     const struct tl_table *t = report_field_table(&tl_report_table, table);
-    if (!t || !extra)
-        return;
-    char error[160], *scratch = alloc(b, 1, t->size);
-    if (!scratch)
-        return;
-    memcpy(scratch, element, t->size);
-    if (report_read_into(b->r, extra, t, scratch, error, sizeof error))
-        memcpy(element, scratch, t->size);
-    else
+    char error[160];
+    if (t && extra && !report_read_into(b->r, extra, t, element, error, sizeof error))
         tl_warn(&refused, "report: gathered %s fields left out (%s)", t->name, error);
 }
 

@@ -22,7 +22,9 @@
 
 struct loader {
     bool failed;
-    char *error; /* the first failure, for the caller to say */
+    bool said;    /* error holds the first failure, for the caller to say */
+    bool lenient; /* report_read_into: strings lists keep their strings only */
+    char *error;
     size_t error_size;
 };
 
@@ -36,9 +38,9 @@ static void fail(struct loader *ld, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    if (!ld->failed)
+    if (!ld->said)
         snprintf(ld->error, ld->error_size, "%s", msg);
-    ld->failed = true;
+    ld->said = ld->failed = true;
 }
 
 bool report_kind_is_address_space(const char *kind)
@@ -175,7 +177,7 @@ static void read_field(struct loader *ld, struct tl_report *r, json_t *obj, cons
     case TL_FIELD_OBJECT: read_object(ld, r, v, sub, f->table, at); break;
     case TL_FIELD_STRINGS:
     case TL_FIELD_LIST: {
-        size_t n = json_array_size(v);
+        size_t n = json_array_size(v), kept = 0;
         size_t elem_size = f->type == TL_FIELD_LIST ? f->table->size : sizeof(const char *);
         char *items = n ? report_alloc(r, n * elem_size) : NULL;
         if (n && !items) {
@@ -183,22 +185,22 @@ static void read_field(struct loader *ld, struct tl_report *r, json_t *obj, cons
             return;
         }
         *(void **)at = items;
-        *(size_t *)((char *)elem + f->count_offset) = n;
         for (size_t k = 0; k < n && !ld->failed; k++) {
             char ewhere[WHERE_MAX + 96];
             snprintf(ewhere, sizeof ewhere, "%s[%zu]", sub, k);
             json_t *e = json_array_get(v, k);
             if (f->type == TL_FIELD_STRINGS) {
-                if (!json_is_string(e))
+                if (json_is_string(e))
+                    ((const char **)items)[kept++] = json_string_value(e);
+                else if (!ld->lenient)
                     fail(ld, "%s: expected a string", ewhere);
-                else
-                    ((const char **)items)[k] = json_string_value(e);
             } else if (!json_is_object(e)) {
                 fail(ld, "%s: expected an object", ewhere);
             } else {
-                read_object(ld, r, e, ewhere, f->table, items + k * elem_size);
+                read_object(ld, r, e, ewhere, f->table, items + kept++ * elem_size);
             }
         }
+        *(size_t *)((char *)elem + f->count_offset) = kept;
         break;
     }
     }
@@ -218,14 +220,37 @@ static void read_object(struct loader *ld, struct tl_report *r, json_t *obj, con
 bool report_read_into(struct tl_report *r, json_t *obj, const struct tl_table *t, void *elem, char *error,
                       size_t size)
 {
-    struct loader ld = {.error = error, .error_size = size};
+    struct loader ld = {.lenient = true, .error = error, .error_size = size};
     if (size)
         error[0] = 0;
-    if (!json_is_object(obj))
-        fail(&ld, "expected an object");
-    else
-        read_object(&ld, r, obj, t->name, t, elem);
-    return !ld.failed;
+    char *before = malloc(t->size);
+    if (!json_is_object(obj) || !before) {
+        fail(&ld, json_is_object(obj) ? "out of memory" : "expected an object");
+        free(before);
+        return false;
+    }
+    /* Field by field: one the table refuses is left as `elem` had it, the
+     * others are read. */
+    bool all = true;
+    struct tl_seen *seen = (struct tl_seen *)((char *)elem + t->seen_offset);
+    for (size_t i = 0; i < t->nfields; i++) {
+        if (!json_object_get(obj, t->fields[i].name))
+            continue;
+        memcpy(before, elem, t->size);
+        read_field(&ld, r, obj, t->name, &t->fields[i], elem, seen, i);
+        if (ld.failed) {
+            memcpy(elem, before, t->size);
+            ld.failed = false;
+            all = false;
+        }
+    }
+    free(before);
+    char why[256];
+    if (t->derive && !t->derive(r, elem, why, sizeof why)) {
+        fail(&ld, "%s%s", t->name, why);
+        all = false;
+    }
+    return all;
 }
 
 bool report_from_json(json_t *root, const char *path, report_demangler *demangle, struct tl_report *out,

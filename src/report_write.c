@@ -44,7 +44,16 @@ json_t *report_object_to_json(const struct tl_table *t, const void *elem)
             case TL_FIELD_INT: v = json_integer(*(const long long *)at); break;
             case TL_FIELD_REAL: v = json_real(*(const double *)at); break;
             case TL_FIELD_BOOL: v = json_boolean(*(const bool *)at); break;
-            case TL_FIELD_STRING: v = *(const char *const *)at ? json_string(*(const char *const *)at) : json_null(); break;
+            case TL_FIELD_STRING:
+                if (!*(const char *const *)at) {
+                    v = json_null();
+                    break;
+                }
+                /* A string that is not UTF-8 (a name cut inside a character,
+                 * a path of raw bytes) is left out, not the report. */
+                if (!(v = json_string(*(const char *const *)at)))
+                    continue;
+                break;
             case TL_FIELD_HEX: {
                 char hex[24];
                 snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)*(const uint64_t *)at);
@@ -61,6 +70,8 @@ json_t *report_object_to_json(const struct tl_table *t, const void *elem)
                     json_t *e = f->type == TL_FIELD_STRINGS
                                     ? json_string(((const char *const *)items)[k])
                                     : report_object_to_json(f->table, items + k * f->table->size);
+                    if (!e && f->type == TL_FIELD_STRINGS)
+                        e = json_string("?"); /* not UTF-8: the entry is kept, its text not */
                     if (json_array_append_new(v, e) != 0) {
                         json_decref(v);
                         v = NULL;

@@ -367,6 +367,22 @@ def the_library_reports_the_h200_state_exactly():
         ("update", "transformers/cache_utils.py", 147, True, 62271488, 36)], "live Python sites")
 
 
+def fields_a_report_cannot_hold_are_left_out_and_the_rest_kept():
+    r = run([os.path.join(HERE, "progs", "submit_odd.py")], env={"TENSORLEAK_PYTHON": "0"})
+    eq(r.out.split(), ["0", "0"], "submit and snapshot answers")
+    rep = r.by_reason("api")[0]
+    pool = next(p for p in rep["pools"] if p["name"] == "cupy pinned")
+    eq((pool["kind"], pool["device"], pool["reserved_bytes"], pool["host"], pool["state"]),
+       ("cupy_pinned", -1, None, True, "fresh"), "the pool, its unknown counts still null")
+    check("free_blocks" not in pool and "framework" not in pool, f"the refused fields are left out: {pool}")
+    eq(rep["bridge"]["errors"], ["cupy: one line"], "the bridge's error lines, without the one that is not")
+    warned = [l for l in r.err.splitlines() if "fields left out" in l]
+    eq(len(warned), 1, "one warning: " + r.err)
+    for f in r.files:
+        p = subprocess.run([CLI, "report", f], capture_output=True, text=True, timeout=30)
+        eq(p.returncode, 0, f"tensorleak report reads {os.path.basename(f)}: " + p.stderr)
+
+
 JC = os.path.join(HERE, "progs", "jax_cupy_loop.py")
 
 

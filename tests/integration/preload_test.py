@@ -114,6 +114,26 @@ def leaky_inference_reports_each_kv_block_at_its_line():
     check(f"in kv_cache_append " in r.err and f"leaky_inference.c:{line}" in r.err, "text report names the line")
 
 
+def a_name_that_is_not_utf8_leaves_out_its_field_not_the_report():
+    # A mark label cut inside a character (63 bytes of label kept) is not
+    # UTF-8: the report leaves that label out and keeps everything else.
+    code = (
+        "import ctypes\n"
+        "rt = ctypes.CDLL('libcudart.so.13')\n"
+        "p = ctypes.c_void_p()\n"
+        "assert rt.cudaMalloc(ctypes.byref(p), 1 << 20) == 0\n"
+        "ctypes.CDLL(None).tensorleak_mark(b'a' * 62 + 'étape'.encode())\n"
+    )
+    r = run(sys.executable, "-c", code, env={"TENSORLEAK_PYTHON": "0"})
+    eq(r.rc, 0, "exit status: " + r.err)
+    rep = r.report
+    eq(len(rep["marks"]), 1, "the mark is in the report")
+    check("label" not in rep["marks"][0], f"the cut label is left out: {rep['marks'][0]}")
+    eq(rep["marks"][0]["live_bytes"], MiB, "the mark's figures are kept")
+    eq((rep["summary"]["leaked_bytes"], rep["summary"]["leaked_allocations"]), (MiB, 1), "the leak is reported")
+    check("SUMMARY: tensorleak: 1048576 byte(s) leaked in 1 allocation(s). Report: /" in r.err, r.err)
+
+
 def a_report_loads_no_debuginfod_client_into_the_program():
     # elfutils' standard debuginfo search ends in a debuginfod query, which
     # loads libdebuginfod and libcurl (and its TLS library) into the host
