@@ -338,13 +338,12 @@ static int site_owner(struct tl_gather *m, struct tl_callsite *cs, demangle_fn d
     return o;
 }
 
-/* A VA reservation, a mapping or an IPC mapping: held or leaked as what it
- * is, but its bytes are address space, never added to an owner's or the
- * held memory (the handle mapped there, or the exporting process, is what
- * holds memory). */
-static bool is_address_space(const struct tl_callsite *cs)
+/* The owner of a held row: stream-ordered rows held are allocation nodes in
+ * a device's graph memory, the others segments an annotated pool holds
+ * (pools.c: only those are held). */
+static int held_owner(const struct tl_callsite *cs)
 {
-    return tl_is_address_space(cs->kind);
+    return cs->kind == TL_KIND_ASYNC ? graph_owner : pools_owner;
 }
 
 static bool holds(enum owner_class c)
@@ -368,15 +367,13 @@ static void owners_by_device(struct tl_gather *m, demangle_fn demangle)
         struct tl_callsite *cs = tl_callsite_by_id(e->site);
         if (!cs)
             continue;
-        /* Held rows as tl_owners_collect attributes them: stream-ordered
-         * ones are graph allocation nodes, the others annotated segments. */
-        int o = e->held ? (cs->kind == TL_KIND_ASYNC ? graph_owner : pools_owner)
-                        : nrules ? site_owner(m, cs, demangle) : 0;
+        /* Held rows as tl_owners_collect attributes them. */
+        int o = e->held ? held_owner(cs) : nrules ? site_owner(m, cs, demangle) : 0;
         if (o < 0)
             continue;
         size_t k = (size_t)o * SLOTS + (size_t)(e->device < 0 ? TL_MAX_DEVICES : e->device);
         rows += count[k] == 0;
-        if (!is_address_space(cs))
+        if (!tl_is_address_space(cs->kind))
             bytes[k] += e->bytes;
         count[k] += e->count;
     }
@@ -420,7 +417,7 @@ void tl_owners_collect(struct tl_gather *m)
         int o = nrules ? site_owner(m, s.cs, demangle) : 0;
         s.owner = owners[o].name;
         s.owner_class = class_names[owners[o].cls];
-        if (!is_address_space(s.cs))
+        if (!tl_is_address_space(s.cs->kind))
             bytes[o] += s.bytes;
         count[o] += s.count;
         if (holds(owners[o].cls) && moved)
@@ -429,11 +426,8 @@ void tl_owners_collect(struct tl_gather *m)
             m->sites[keep++] = s;
     }
     m->nsites = keep;
-    /* Segments an annotated pool holds are that pool's reserve; held
-     * stream-ordered rows are allocation nodes in a device's graph memory
-     * (pools.c: only those are held). */
     for (size_t i = 0; i < m->nheld; i++) {
-        int o = m->held[i].cs->kind == TL_KIND_ASYNC ? graph_owner : pools_owner;
+        int o = held_owner(m->held[i].cs);
         if (o < 0)
             continue;
         m->held[i].owner = owners[o].name;
@@ -446,7 +440,7 @@ void tl_owners_collect(struct tl_gather *m)
         if (held) {
             memcpy(held + m->nheld, moved, nmoved * sizeof *moved);
             for (size_t i = 0; i < nmoved; i++)
-                if (!is_address_space(moved[i].cs))
+                if (!tl_is_address_space(moved[i].cs->kind))
                     m->held_bytes += moved[i].bytes;
             m->held = held;
             m->nheld += nmoved;

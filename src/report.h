@@ -110,9 +110,17 @@ struct tl_summary {
     bool layout_unknown;
 };
 
+/* Field `bit` of an object had a value (present, not null) / was null. */
+static inline bool tl_seen_has(const struct tl_seen *s, unsigned bit)
+{
+    return (s->present >> bit & 1) && !(s->null >> bit & 1);
+}
+static inline bool tl_seen_null(const struct tl_seen *s, unsigned bit)
+{
+    return s->null >> bit & 1;
+}
 /* The report gave the summary field `name` a value (not absent, not null). */
-#define tl_summary_has(s, name) \
-    (((s)->seen.present >> TL_SUMMARY_##name & 1) && !((s)->seen.null >> TL_SUMMARY_##name & 1))
+#define tl_summary_has(s, name) tl_seen_has(&(s)->seen, TL_SUMMARY_##name)
 
 /* One entry of the table, for code that walks it (report_write.c,
  * report_read.c, cmd_merge.c). */
@@ -340,7 +348,6 @@ struct tl_pool {
     bool has_layout;            /* "layout" present (possibly empty) */
     bool has_rank;
     bool has_framework;
-    const char *framework_name, *framework_version, *framework_mode;
     bool has_read_at;
     bool bytes_unknown;         /* reserved_bytes null: a host pool without byte counts, or
                                  * graph memory the driver never reported */

@@ -73,15 +73,6 @@ void report_arena_free(struct tl_report *r)
 
 /* ---- what each object derives -------------------------------------------- */
 
-static bool is_set(const struct tl_seen *s, int i)
-{
-    return (s->present >> i & 1) && !(s->null >> i & 1);
-}
-static bool is_null(const struct tl_seen *s, int i)
-{
-    return s->null >> i & 1;
-}
-
 /* A C++ name still mangled ("_Z..."), in a report the library wrote
  * before it demangled or without a C++ runtime loaded, is shown demangled
  * when the reader was given a demangler (the CLI's, tools/report_load.c);
@@ -96,9 +87,9 @@ static void demangle(struct tl_report *r, struct tl_frame *f, report_demangler *
     free(d);
     if (!kept)
         return;
-    if (!(f->seen.present >> TL_F_FRAME_symbol & 1)) {
+    if (!(f->seen.present & TL_BIT(FRAME, symbol))) {
         f->symbol = name;
-        f->seen.present |= 1ull << TL_F_FRAME_symbol;
+        f->seen.present |= TL_BIT(FRAME, symbol);
     }
     f->function = kept;
 }
@@ -117,8 +108,8 @@ static bool allocation_derive(struct tl_report *r, void *e, char *error, size_t 
 {
     (void)r, (void)error, (void)size;
     struct tl_allocation *a = e;
-    a->device = is_set(&a->seen, TL_F_ALLOC_device) ? a->device : -1;
-    a->has_address = is_set(&a->seen, TL_F_ALLOC_address);
+    a->device = tl_seen_has(&a->seen, TL_F_ALLOC_device) ? a->device : -1;
+    a->has_address = tl_seen_has(&a->seen, TL_F_ALLOC_address);
     return true;
 }
 
@@ -126,14 +117,14 @@ static bool site_derive(struct tl_report *r, void *e, char *error, size_t size)
 {
     (void)r;
     struct tl_leak *l = e;
-    l->has_allocations = is_set(&l->seen, TL_F_SITE_allocations);
+    l->has_allocations = tl_seen_has(&l->seen, TL_F_SITE_allocations);
     if (l->allocation_count > l->count) {
         snprintf(error, size, ".allocations: %zu listed, more than its count (%" PRIu64 ")", l->allocation_count,
                  l->count);
         return false;
     }
-    l->bytes_unknown = is_null(&l->seen, TL_F_SITE_bytes);
-    l->has_rank = is_set(&l->seen, TL_F_SITE_rank);
+    l->bytes_unknown = tl_seen_null(&l->seen, TL_F_SITE_bytes);
+    l->has_rank = tl_seen_has(&l->seen, TL_F_SITE_rank);
     l->counted_elsewhere = 0;
     for (size_t i = 0; i < l->share_count; i++)
         if (l->shared[i].counted_elsewhere)
@@ -145,7 +136,7 @@ static bool owner_device_derive(struct tl_report *r, void *e, char *error, size_
 {
     (void)r, (void)error, (void)size;
     struct tl_owner_device *o = e;
-    if (is_null(&o->seen, TL_F_OWNDEV_device))
+    if (tl_seen_null(&o->seen, TL_F_OWNDEV_device))
         o->device = -1; /* host memory, no device's */
     return true;
 }
@@ -154,7 +145,7 @@ static bool growth_derive(struct tl_report *r, void *e, char *error, size_t size
 {
     (void)r, (void)error, (void)size;
     struct tl_growth *g = e;
-    g->has_rank = is_set(&g->seen, TL_F_GROWTH_rank);
+    g->has_rank = tl_seen_has(&g->seen, TL_F_GROWTH_rank);
     return true;
 }
 
@@ -185,16 +176,13 @@ static bool pool_derive(struct tl_report *r, void *e, char *error, size_t size)
 {
     (void)r, (void)error, (void)size;
     struct tl_pool *p = e;
-    p->layout_unknown = is_null(&p->seen, TL_F_POOL_largest_free_block) || is_null(&p->seen, TL_F_POOL_fragmentation);
-    p->bytes_unknown = is_null(&p->seen, TL_F_POOL_reserved_bytes);
-    p->has_utilization = is_set(&p->seen, TL_F_POOL_utilization);
-    p->has_layout = is_set(&p->seen, TL_F_POOL_layout);
-    p->has_rank = is_set(&p->seen, TL_F_POOL_rank);
-    p->has_framework = is_set(&p->seen, TL_F_POOL_framework);
-    p->framework_name = p->has_framework ? p->framework.name : NULL;
-    p->framework_version = p->has_framework ? p->framework.version : NULL;
-    p->framework_mode = p->has_framework ? p->framework.mode : NULL;
-    p->has_read_at = is_set(&p->seen, TL_F_POOL_read_at);
+    p->layout_unknown = tl_seen_null(&p->seen, TL_F_POOL_largest_free_block) || tl_seen_null(&p->seen, TL_F_POOL_fragmentation);
+    p->bytes_unknown = tl_seen_null(&p->seen, TL_F_POOL_reserved_bytes);
+    p->has_utilization = tl_seen_has(&p->seen, TL_F_POOL_utilization);
+    p->has_layout = tl_seen_has(&p->seen, TL_F_POOL_layout);
+    p->has_rank = tl_seen_has(&p->seen, TL_F_POOL_rank);
+    p->has_framework = tl_seen_has(&p->seen, TL_F_POOL_framework);
+    p->has_read_at = tl_seen_has(&p->seen, TL_F_POOL_read_at);
     return true;
 }
 
@@ -202,7 +190,7 @@ static bool mark_derive(struct tl_report *r, void *e, char *error, size_t size)
 {
     (void)r, (void)error, (void)size;
     struct tl_mark *m = e;
-    m->has_device_free = is_set(&m->seen, TL_F_MARK_device_free);
+    m->has_device_free = tl_seen_has(&m->seen, TL_F_MARK_device_free);
     return true;
 }
 
@@ -210,11 +198,11 @@ static bool device_derive(struct tl_report *r, void *e, char *error, size_t size
 {
     (void)r, (void)error, (void)size;
     struct tl_device *d = e;
-    d->has_free = is_set(&d->seen, TL_F_DEVICE_free);
-    d->layout_unknown = is_null(&d->seen, TL_F_DEVICE_largest_free_block) || is_null(&d->seen, TL_F_DEVICE_fragmentation);
-    d->has_largest_free_block = is_set(&d->seen, TL_F_DEVICE_largest_free_block);
-    d->has_fragmentation = is_set(&d->seen, TL_F_DEVICE_fragmentation);
-    d->has_rank = is_set(&d->seen, TL_F_DEVICE_rank);
+    d->has_free = tl_seen_has(&d->seen, TL_F_DEVICE_free);
+    d->layout_unknown = tl_seen_null(&d->seen, TL_F_DEVICE_largest_free_block) || tl_seen_null(&d->seen, TL_F_DEVICE_fragmentation);
+    d->has_largest_free_block = tl_seen_has(&d->seen, TL_F_DEVICE_largest_free_block);
+    d->has_fragmentation = tl_seen_has(&d->seen, TL_F_DEVICE_fragmentation);
+    d->has_rank = tl_seen_has(&d->seen, TL_F_DEVICE_rank);
     return true;
 }
 
@@ -222,7 +210,7 @@ static bool invalid_free_derive(struct tl_report *r, void *e, char *error, size_
 {
     (void)r, (void)error, (void)size;
     struct tl_invalid_free *f = e;
-    f->has_rank = is_set(&f->seen, TL_F_INVALID_rank);
+    f->has_rank = tl_seen_has(&f->seen, TL_F_INVALID_rank);
     return true;
 }
 
@@ -230,18 +218,18 @@ static bool summary_derive(struct tl_report *r, void *e, char *error, size_t siz
 {
     (void)r, (void)error, (void)size;
     struct tl_summary *s = e;
-    s->layout_unknown = is_null(&s->seen, TL_SUMMARY_largest_free_block) || is_null(&s->seen, TL_SUMMARY_fragmentation);
+    s->layout_unknown = tl_seen_null(&s->seen, TL_SUMMARY_largest_free_block) || tl_seen_null(&s->seen, TL_SUMMARY_fragmentation);
     return true;
 }
 
 static bool report_derive_root(struct tl_report *r, void *e, char *error, size_t size)
 {
     (void)e, (void)error, (void)size;
-    r->has_pid = is_set(&r->seen, TL_F_REPORT_pid);
-    r->has_rank = is_set(&r->seen, TL_F_REPORT_rank);
-    r->has_leaks_array = r->seen.present >> TL_F_REPORT_leaks & 1;
-    r->has_sites = is_set(&r->seen, TL_F_REPORT_sites);
-    r->has_oom = is_set(&r->seen, TL_F_REPORT_oom);
+    r->has_pid = tl_seen_has(&r->seen, TL_F_REPORT_pid);
+    r->has_rank = tl_seen_has(&r->seen, TL_F_REPORT_rank);
+    r->has_leaks_array = r->seen.present & TL_BIT(REPORT, leaks);
+    r->has_sites = tl_seen_has(&r->seen, TL_F_REPORT_sites);
+    r->has_oom = tl_seen_has(&r->seen, TL_F_REPORT_oom);
     return true;
 }
 

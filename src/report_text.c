@@ -123,13 +123,6 @@ static struct rank_tag rank_tag(bool has_rank, long long rank, const char *befor
     return t;
 }
 
-/* size_human as the headline's formatter (the library's tl_format_size). */
-static void headline_size(uint64_t bytes, char *buf, size_t len)
-{
-    char human[SIZE_HUMAN_MAX];
-    snprintf(buf, len, "%s", size_human(bytes, human));
-}
-
 static void header(FILE *out, const struct tl_report *r)
 {
     const struct prefix pfx = prefix_of(r);
@@ -150,7 +143,7 @@ static void header(FILE *out, const struct tl_report *r)
     }
     fprintf(out, "%s tensorleak: ", pfx.text);
     if (tl_headline_matches(&headline, (long long)s->leaked_allocations, s->leaked_bytes))
-        tl_headline_print(out, &headline, headline_size);
+        tl_headline_print(out, &headline, tl_format_size);
     else /* the leaks listed do not add up to the summary: its totals, kinds unnamed */
         fprintf(out, "%" PRIu64 " leaked allocation%s (%s)", s->leaked_allocations,
                 s->leaked_allocations == 1 ? "" : "s", size_human(s->leaked_bytes, human));
@@ -299,14 +292,14 @@ static void devices(FILE *out, const struct tl_report *r)
  * which framework a bridge's pool row is of and when its state was read. */
 static void framework_note(FILE *out, const struct tl_pool *p)
 {
-    const char *v = p->framework_version, *m = p->framework_mode;
+    const char *v = p->framework.version, *m = p->framework.mode;
     char when[64] = "??";
     if (p->has_read_at && p->read_at >= 0 && p->read_at < 1e11)
         tl_format_realtime(p->read_at, when, sizeof when);
     const char *said = !p->state || strcmp(p->state, "fresh") == 0 ? ""
                        : strcmp(p->state, "final") == 0        ? ", read at exit"
                                                                 : ", stale";
-    fprintf(out, " [%s%s%s%s%s; state of %s%s]", p->framework_name ? p->framework_name : "framework", v ? " " : "",
+    fprintf(out, " [%s%s%s%s%s; state of %s%s]", p->framework.name ? p->framework.name : "framework", v ? " " : "",
             v ? v : "", m ? " " : "", m ? m : "", when, said);
 }
 
@@ -394,7 +387,7 @@ static void totals(FILE *out, const struct tl_report *r)
         bool unknown = false; /* an export of memory tracking never saw: unknown, not 0 */
         for (size_t i = 0; i < r->ipc.exported_count; i++) {
             const struct tl_ipc_entry *e = &r->ipc.exported[i];
-            unknown |= !(e->seen.present & TL_BIT(IPCX, bytes)) || (e->seen.null & TL_BIT(IPCX, bytes));
+            unknown |= !tl_seen_has(&e->seen, TL_F_IPCX_bytes);
             bytes += unknown ? 0 : e->bytes;
         }
         fprintf(out, "%s exported to other processes (CUDA IPC, this process's memory): %s in %zu allocation(s)\n",

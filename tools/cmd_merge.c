@@ -109,7 +109,7 @@ static json_t *merged_summary(const struct input *in, size_t n)
         bool any = false;
         for (size_t i = 0; i < n; i++) {
             const struct tl_summary *s = &in[i].report.summary;
-            if (!(s->seen.present >> k & 1) || (s->seen.null >> k & 1))
+            if (!tl_seen_has(&s->seen, (unsigned)k))
                 continue;
             any = true;
             const char *from = (const char *)s + f->offset;
