@@ -378,6 +378,7 @@ def fields_a_report_cannot_hold_are_left_out_and_the_rest_kept():
     eq(rep["bridge"]["errors"], ["cupy: one line"], "the bridge's error lines, without the one that is not")
     warned = [l for l in r.err.splitlines() if "fields left out" in l]
     eq(len(warned), 1, "one warning: " + r.err)
+    check(warned[0].startswith("tensorleak: report: gathered pool fields left out (pool"), warned[0])
     for f in r.files:
         p = subprocess.run([CLI, "report", f], capture_output=True, text=True, timeout=30)
         eq(p.returncode, 0, f"tensorleak report reads {os.path.basename(f)}: " + p.stderr)

@@ -199,8 +199,10 @@ def a_cuda_array_the_driver_gives_no_size_for_is_unknown_not_zero():
         json.dump(older, f)
     d = subprocess.run([cli, "diff", os.path.join(tmp, "older.json"), paths[0]], capture_output=True, text=True)
     eq(d.returncode, 0, "diff: " + d.stderr)
-    eq([l for l in d.stdout.splitlines() if not l.startswith(" ")][1:],
-       ["+0 byte(s) (+0 B), +1 allocation(s) [array, size unknown]: 0 -> 0 byte(s), 0 -> 1 allocation(s), from:"],
+    eq([l for l in d.stdout.splitlines() if not l.startswith(" ")],
+       ["tensorleak diff: %s -> %s (leaks): +0 byte(s) (+0 B), +1 allocation(s) in 1 changed call site(s)"
+        % (os.path.join(tmp, "older.json"), paths[0]),
+        "+0 byte(s) (+0 B), +1 allocation(s) [array, size unknown]: 0 -> 0 byte(s), 0 -> 1 allocation(s), from:"],
        "diff")
 
 

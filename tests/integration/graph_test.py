@@ -131,8 +131,9 @@ def graph_memory_figures_are_the_drivers_and_unknown_when_it_never_answers():
     eq([g[k] for k in ("reserved_bytes", "allocated_bytes", "free_bytes", "reserved_high_bytes", "used_high_bytes",
                        "peak_reserved_bytes", "peak_allocated_bytes")], [None] * 7, "unknown figures are null")
     eq((g["allocation_nodes"], g["allocation_node_bytes"]), (4, 4 * MiB + 512 * KiB), "allocation nodes still tracked")
-    eq(site_rows(r.report["leaks"])[0][:2], ("device", 512 * KiB), "the uncaptured leak")
-    eq(len(r.report["leaks"]), 1, "no graph allocation is a leak")
+    eq(site_rows(r.report["leaks"]),
+       [("device", 512 * KiB, 1, "leak_uncaptured", marker_line(SRC, "LEAK-SITE uncaptured"), "user")],
+       "the uncaptured leak, and no graph allocation")
     check("pool 'graph memory (device 0)' (graph, device 0): reserved unknown, allocated unknown" in r.err,
           "text report: " + r.err)
 
@@ -157,7 +158,9 @@ def graph_memory_reads_the_same_in_every_cli_format():
         eq(pool_line(t.stdout), pool_line(r.err), "graph pool line of tensorleak report")
         eq(len(pool_line(t.stdout)), 1, "one graph pool line")
     html = subprocess.run([cli, "report", "--format", "html", paths[0]], capture_output=True, text=True)
-    check(html.returncode == 0 and "graph memory (device 0)" in html.stdout, "html names the graph pool")
+    check(html.returncode == 0 and "graph memory (device 0)</b> (graph, device 0): reserved 6.0 MiB, allocated "
+          "4.5 MiB, free 1.5 MiB, largest free block unknown, fragmentation unknown" in html.stdout,
+          "html shows the graph pool's figures")
     sarif = subprocess.run([cli, "report", "--format", "sarif", paths[0]], capture_output=True, text=True)
     check(sarif.returncode == 0 and "graph memory (device 0)" in sarif.stdout, "sarif names the graph pool")
     # The gate counts the one leak; graph memory is held, not leaked.
@@ -173,8 +176,9 @@ def graph_memory_reads_the_same_in_every_cli_format():
        [("graph", 6 * MiB, 4), ("graph", None, 4)], "merged graph pools")
     eq(merged["summary"]["held_bytes"], 9 * MiB, "merged held")
     d = subprocess.run([cli, "diff", paths[0], paths[1]], capture_output=True, text=True)
-    check(d.stdout.splitlines()[0].endswith("): +0 byte(s) (+0 B), +0 allocation(s) in 0 changed call site(s)"),
-          "diff of the two runs: " + d.stdout)
+    eq(d.returncode, 0, "diff: " + d.stderr)
+    eq(d.stdout.splitlines(), ["tensorleak diff: %s -> %s (leaks): +0 byte(s) (+0 B), +0 allocation(s) in 0 changed "
+                               "call site(s)" % (paths[0], paths[1])], "diff of the two runs")
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ BROKEN_FIXTURES = {
 
 # The integration suite's assertions (it reads the same TL_* paths).
 sys.path.insert(0, os.path.join(SOURCE, "tests", "integration"))
-from preload_test import check, fail, prog, sample  # noqa: E402
+from preload_test import check, eq, fail, prog, sample  # noqa: E402
 
 
 def load_schema():
@@ -176,7 +176,7 @@ def run_preload(reports, what, cmd, env=None, expect_reports=1):
     e.update(env or {})
     subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     n = reports.add_dir(what, tmp)
-    check(n >= expect_reports, f"{what}: {n} report(s), {expect_reports} expected")
+    check(n == expect_reports, f"{what}: {n} report(s), {expect_reports} expected")
     return tmp
 
 
@@ -363,6 +363,7 @@ def every_table_of_the_model_is_the_schemas_object():
     for w in wrong:
         print(w)
     check(not wrong, f"{len(wrong)} difference(s) between the tables and the schema")
+    eq(len(tables), 27, "tables dumped (every object of a report has one)")
     print(f"{len(tables)} tables, {fields} fields, each the schema's")
 
 
@@ -385,7 +386,8 @@ def reports_of_the_samples_and_test_programs_match_the_schema():
     run_preload(r, "driver_api", [sample("driver_api")])
     # Pools: annotated, stream-ordered (also with the driver failing at exit
     # and never answering), VMM.
-    run_preload(r, "caching_allocator", [sample("caching_allocator")], {"SIMCUDA_MEMORY": "48M"})
+    run_preload(r, "caching_allocator", [sample("caching_allocator")], {"SIMCUDA_MEMORY": "48M"},
+                expect_reports=2)  # its out-of-memory report and the exit report
     run_preload(r, "buffer_pool", [sample("buffer_pool"), "20"])
     run_preload(r, "buffer_pool misuse", [sample("buffer_pool"), "--misuse", "5"])
     run_preload(r, "async_pool", [sample("async_pool"), "10"])
@@ -403,12 +405,12 @@ def reports_of_the_samples_and_test_programs_match_the_schema():
     run_preload(r, "double_free", [prog("double_free")])
     run_preload(r, "teardown", [prog("teardown")])
     run_preload(r, "plateau", [prog("plateau")])
-    run_preload(r, "budget", [prog("budget_demo")], {"TENSORLEAK_BUDGET": "4M"}, expect_reports=2)
+    run_preload(r, "budget", [prog("budget_demo")], {"TENSORLEAK_BUDGET": "4M"}, expect_reports=3)
     run_preload(r, "budget enforced", [prog("budget_demo"), "enforce"],
                 {"TENSORLEAK_BUDGET": "4M", "TENSORLEAK_BUDGET_ENFORCE": "1"}, expect_reports=2)
     run_preload(r, "owners", [prog("owners_demo")], owners)
     run_preload(r, "owner class budget", [prog("owners_demo")], dict(owners, TENSORLEAK_BUDGET="cache:32M,user:2M"),
-                expect_reports=2)
+                expect_reports=3)
     run_preload(r, "owner_torch expandable", [prog("owner_torch")],
                 dict(owners, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True"))
     run_preload(r, "owner_torch marks", [prog("owner_torch"), "marks"], owners)
@@ -429,6 +431,8 @@ def reports_of_the_samples_and_test_programs_match_the_schema():
     check(any(rep["oom"] for _, _, rep in r.items), "a report with an oom")
     check(any(rep["invalid_frees"] for _, _, rep in r.items), "a report with invalid frees")
     check(any(l["kind"] == "vmm_reservation" for _, _, rep in r.items for l in rep["leaks"]), "an address-space leak")
+    check(any(l["kind"] == "array" and l["bytes"] is None for _, _, rep in r.items for l in rep["leaks"]),
+          "a leak of unknown size")
     check(any(rep["ipc"]["exported"] for _, _, rep in r.items) and any(rep["ipc"]["mapped"] for _, _, rep in r.items),
           "an IPC export and an IPC mapping")
     r.validate(minimum_reports=42)
@@ -514,8 +518,11 @@ def merged_and_reemitted_reports_match_the_schema():
     r.add_dir("merge / report --format json", out)
     merged = [rep for _, _, rep in r.items[before:] if rep["reason"] == "merge"]
     check(len(merged) == 5 and all(rep["ranks"] for rep in merged), f"merged reports: {len(merged)}")
-    check(any(m.get("exported_by") for rep in merged for m in rep.get("ipc", {}).get("mapped", [])),
-          "a merged IPC mapping paired with its export")
+    with_ipc = [rep["ipc"] for rep in merged if rep.get("ipc", {}).get("mapped")]
+    eq([[(m["exported_by"]["rank"], m["exported_by"]["pid"]) for m in ipc["mapped"]] for ipc in with_ipc],
+       [[(x["rank"], x["pid"]) for x in ipc["exported"]] for ipc in with_ipc],
+       "each merged IPC mapping paired with its export (the exporting input's rank and pid)")
+    eq(len(with_ipc), 1, "one merged report with IPC mappings")
     r.validate(minimum_reports=len(inputs) * 2 + len(ipc) + 5)
 
 
@@ -549,7 +556,8 @@ def valid_fixtures_match_and_broken_ones_do_not():
 
 def an_undeclared_field_or_a_wrong_type_fails_validation():
     r = Reports()
-    run_preload(r, "caching_allocator", [sample("caching_allocator")], {"SIMCUDA_MEMORY": "48M"})
+    run_preload(r, "caching_allocator", [sample("caching_allocator")], {"SIMCUDA_MEMORY": "48M"},
+                expect_reports=2)  # its out-of-memory report and the exit report
     run_preload(r, "async_pool", [sample("async_pool"), "10"])
     kv = os.path.join(BRIDGE, "progs", "kv_loop.py")
     run_cli(r, "torch", [kv, "leak", "6", "ctypes"], {"PYTHONPATH": FAKE, "TENSORLEAK_TORCH_HISTORY": "1"})
