@@ -46,12 +46,13 @@ static void after_fork_child(void)
     if (!tl_opt.follow_fork) {
         atomic_store(&tl_active, false);
         atomic_store(&tl_used, false);
+        tl_snapshot_after_fork(false);
         return;
     }
     if (!strstr(tl_opt.output, "%p") && strlen(tl_opt.output) + 4 < sizeof tl_opt.output)
         strcat(tl_opt.output, ".%p");
     atomic_store(&tl_used, false);
-    tl_snapshot_after_fork();
+    tl_snapshot_after_fork(true);
 }
 
 /* ---- fatal signals ------------------------------------------------------

@@ -8,6 +8,17 @@
  * watcher thread, started with every signal blocked so that no signal is ever
  * delivered to it, reads the pipe and takes the snapshot like any other
  * thread would: no unwinding, allocation or locking in signal context.
+ *
+ * The watcher is a thread the program did not make, so it must never be the
+ * reason a forked child hangs.  fork() copies only the forking thread: any
+ * lock the watcher held at that instant stays locked forever in the child,
+ * and glibc re-initialises only some of its own (malloc's, stdio's, the
+ * loader's), not tzset's or the locale's.  A child of a program that was
+ * single-threaded before us must find libc as usable as it would have
+ * without us.  So the watcher works only while it holds work_lock and a
+ * pthread_atfork prepare handler takes work_lock: fork() waits for the unit
+ * of work in progress (a live update is milliseconds, a report of a large
+ * table seconds) and the watcher is asleep in poll() at the fork.
  */
 #include "tl_internal.h"
 
@@ -22,6 +33,10 @@
 static int wake_pipe[2] = {-1, -1};
 static pthread_t watcher;
 static bool watcher_running;
+static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Per forking thread: two threads may fork at once, one after the other
+ * through work_lock. */
+static __thread bool work_held_for_fork;
 
 static void on_signal(int sig)
 {
@@ -57,6 +72,7 @@ static void *watch(void *arg)
             continue;
         if (rc < 0)
             return NULL;
+        pthread_mutex_lock(&work_lock);
         if (rc == 0) {
             now = monotonic_s();
             if (next_report >= 0 && now >= next_report) {
@@ -65,24 +81,49 @@ static void *watch(void *arg)
                 next_report = monotonic_s() + tl_opt.interval;
             }
             tl_live_state_tick(now);
-            continue;
+        } else {
+            char buf[64];
+            ssize_t n = read(wake_pipe[0], buf, sizeof buf);
+            bool snap = false, mark = false;
+            for (ssize_t i = 0; i < n; i++) {
+                snap |= buf[i] == 'S';
+                mark |= buf[i] == 'M';
+            }
+            /* Several signals that arrived together make one snapshot: the
+             * state they would all show is the same. */
+            if (mark)
+                tl_mark("signal");
+            if (snap)
+                tl_report_write(TL_REASON_SIGNAL, NULL, NULL, NULL);
         }
-        char buf[64];
-        ssize_t n = read(wake_pipe[0], buf, sizeof buf);
-        if (n <= 0)
-            continue;
-        bool snap = false, mark = false;
-        for (ssize_t i = 0; i < n; i++) {
-            snap |= buf[i] == 'S';
-            mark |= buf[i] == 'M';
-        }
-        /* Several signals that arrived together make one snapshot: the
-         * state they would all show is the same. */
-        if (mark)
-            tl_mark("signal");
-        if (snap)
-            tl_report_write(TL_REASON_SIGNAL, NULL, NULL, NULL);
+        pthread_mutex_unlock(&work_lock);
     }
+}
+
+/* fork() waits for the watcher's unit of work (see the top of this file).
+ * The wait is bounded: should the watcher ever wait for something the forking
+ * thread holds (a fork from a signal handler that interrupted one of our
+ * hooks), the fork goes ahead after the bound rather than never. */
+#define FORK_WAIT_S 10
+
+static void before_fork(void)
+{
+    work_held_for_fork = false;
+    if (watcher_running && pthread_equal(pthread_self(), watcher))
+        return; /* something the watcher called forks: it holds work_lock */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += FORK_WAIT_S;
+    /* Taken even before the watcher runs: uncontended then, and a fork
+     * just after pthread_create is covered. */
+    work_held_for_fork = pthread_mutex_timedlock(&work_lock, &until) == 0;
+}
+
+static void after_fork_in_parent(void)
+{
+    if (work_held_for_fork)
+        pthread_mutex_unlock(&work_lock);
+    work_held_for_fork = false;
 }
 
 static void install(int sig)
@@ -104,6 +145,17 @@ static void install(int sig)
 }
 
 static atomic_bool watcher_started;
+static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
+
+/* Registered at the first CUDA call, after pyframes.c's handlers (a
+ * constructor): prepare handlers run in reverse order of registration, so
+ * the watcher's work, which may take pyframes' locks, is done before those
+ * locks are taken for the fork. */
+static void register_fork_handlers(void)
+{
+    if (pthread_atfork(before_fork, after_fork_in_parent, NULL) != 0)
+        tl_warn(NULL, "cannot register the fork handlers; a fork during a live update may hang the child");
+}
 
 static void close_pipe(void)
 {
@@ -145,6 +197,7 @@ void tl_snapshot_watch(void)
 {
     if (wake_pipe[0] < 0 || atomic_exchange(&watcher_started, true))
         return;
+    pthread_once(&fork_handlers_once, register_fork_handlers);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -160,18 +213,27 @@ void tl_snapshot_watch(void)
 
 /* The watcher thread does not exist in a forked child, and the inherited
  * pipe is shared with the parent: a new pipe, and a new watcher if the
- * parent had one running. */
-void tl_snapshot_after_fork(void)
+ * parent had one running and the child is followed.  An unfollowed child
+ * keeps no pipe, so a signal it receives never wakes the parent's watcher. */
+void tl_snapshot_after_fork(bool follow)
 {
+    /* Held by this thread since before_fork; the watcher it guarded is not
+     * in this process. */
+    pthread_mutex_init(&work_lock, NULL);
+    work_held_for_fork = false;
+    bool was_running = watcher_running;
+    watcher_running = false;
+    atomic_store(&watcher_started, false);
+    if (!follow) {
+        close_pipe();
+        return;
+    }
     tl_growth_after_fork();
     tl_bridge_after_fork();
     tl_live_state_after_fork();
     if (wake_pipe[0] < 0)
         return;
-    bool was_running = watcher_running;
     close_pipe();
-    watcher_running = false;
-    atomic_store(&watcher_started, false);
     if (open_pipe() && was_running)
         tl_snapshot_watch();
 }

@@ -560,7 +560,7 @@ void tl_growth_after_fork(void);
 void tl_snapshot_start(void);
 /* At the program's first CUDA call: starts the watcher thread. */
 void tl_snapshot_watch(void);
-void tl_snapshot_after_fork(void);
+void tl_snapshot_after_fork(bool follow);
 
 /* ---- suppress.c ----------------------------------------------------------- */
 /* Reads TENSORLEAK_SUPPRESSIONS' file at start; bad lines warn and are skipped. */

@@ -5,6 +5,7 @@
  *
  *   return | exit | _exit | abort | sigterm | sigint | segv
  *   fork | fork-nofollow | fork-exec | vfork-exec | posix-spawn | clone
+ *   fork-storm N (N children at once, each uses libc's locking functions)
  *   dlopen PLUGIN | threads | leak2 (what exec'd children run)
  *
  * Children print "child PID" on stdout so the driver knows which report is
@@ -23,6 +24,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BLOCK (1u << 20)
@@ -59,6 +61,45 @@ static int wait_child(pid_t pid)
     if (waitpid(pid, &st, 0) != pid)
         die("waitpid");
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A child that hangs is killed: exit status 4 says so, instead of a parent
+ * that waits forever. */
+static int wait_child_bounded(pid_t pid, int seconds)
+{
+    for (long waited_ms = 0;; waited_ms++) {
+        int st;
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (w < 0)
+            die("waitpid");
+        if (waited_ms >= seconds * 1000L)
+            break;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+/* What a forked child may do in a program that had no threads: glibc's
+ * time conversion (tzset's lock), stdio and malloc. */
+static void use_libc_locks(void)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    char text[64];
+    gmtime_r(&now, &tm);
+    localtime_r(&now, &tm);
+    strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &tm);
+    FILE *f = fopen("/dev/null", "w");
+    if (f) {
+        fprintf(f, "%s\n", text);
+        fclose(f);
+    }
+    free(malloc(4096));
 }
 
 static void announce(pid_t pid)
@@ -134,6 +175,32 @@ int main(int argc, char **argv)
         }
         announce(pid);
         return wait_child(pid);
+    }
+    if (strcmp(mode, "fork-storm") == 0 && argc > 2) {
+        /* Back to back, waited for afterwards: as many forks as possible
+         * land in the watcher's first update. */
+        int n = atoi(argv[2]);
+        pid_t *pids = calloc((size_t)n, sizeof *pids);
+        if (!pids)
+            die("calloc");
+        for (int i = 0; i < n; i++) {
+            pids[i] = fork();
+            if (pids[i] < 0)
+                die("fork");
+            if (pids[i] == 0) {
+                use_libc_locks();
+                _exit(0);
+            }
+        }
+        int hung = 0, failed = 0;
+        for (int i = 0; i < n; i++) {
+            int st = wait_child_bounded(pids[i], hung ? 0 : 10);
+            hung += st < 0;
+            failed += st > 0;
+        }
+        free(pids);
+        printf("%d children, %d hung, %d failed\n", n, hung, failed);
+        return hung || failed ? 4 : 0;
     }
     if (strcmp(mode, "fork-exec") == 0) {
         pid_t pid = fork();

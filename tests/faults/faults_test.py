@@ -18,6 +18,8 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 MiB = 1 << 20
 MAIN_LEAKS = [("device", 3 * MiB, 3)]  # leak_blocks(LEAKS=3, 1 MiB)
@@ -158,6 +160,45 @@ def forked_child_with_follow_fork_off_writes_nothing(c):
     check_eq(len(names), 1, f"only the parent's report ({names})")
     if names[0] == f"r.{child}.json":
         raise Failure("the child wrote a report")
+    check_eq(leaks_of(c.report(pid_of(c))), MAIN_LEAKS, "parent leaks")
+
+
+def a_fork_while_the_watcher_works_leaves_the_childs_libc_usable(c):
+    # The watcher thread's first live update converts a time, and glibc
+    # loads the time zone then, under its tzset lock, which it never resets
+    # in a child.  TZ names a FIFO that answers only after 300 ms, so the
+    # update holds that lock while the program forks 20 children from its
+    # first CUDA call on, each of which converts a time too.  Before forks
+    # waited for the watcher, every run hung its children; now each fork
+    # waits for the update.  Unfollowed children (no report, no watcher of
+    # their own) isolate what a child inherits.
+    fifo = os.path.join(c.tmp, "tz")
+    os.mkfifo(fifo)
+    stop = threading.Event()
+
+    def answer_time_zone_reads():
+        time.sleep(0.3)
+        while not stop.is_set():
+            fd = os.open(fifo, os.O_WRONLY)
+            try:
+                os.write(fd, b"not a TZif file: glibc falls back to UTC\n")
+            except OSError:
+                pass
+            os.close(fd)
+            time.sleep(0.001)
+
+    writer = threading.Thread(target=answer_time_zone_reads)
+    writer.start()
+    try:
+        n = 20
+        p = c.run(["fork-storm", str(n)], TZ=":" + fifo, TENSORLEAK_LIVE_INTERVAL="0.01", TENSORLEAK_FOLLOW_FORK="0",
+                  TENSORLEAK_LIVE_DIR=os.path.join(c.tmp, "live"))
+    finally:
+        stop.set()
+        unblock = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a writer waiting in open() for a reader
+        writer.join()
+        os.close(unblock)
+    check_eq((p.returncode, p.stdout, p.stderr), (0, f"{n} children, 0 hung, 0 failed\n", ""), "status, stdout, stderr")
     check_eq(leaks_of(c.report(pid_of(c))), MAIN_LEAKS, "parent leaks")
 
 
@@ -357,6 +398,7 @@ CASES = {f.__name__: f for f in (
     forked_child_reports_its_own_leaks_to_its_own_file,
     forked_child_with_follow_fork_off_writes_nothing,
     fork_without_pid_in_the_pattern_appends_the_child_pid,
+    a_fork_while_the_watcher_works_leaves_the_childs_libc_usable,
     exec_children_are_tracked_as_programs_of_their_own,
     raw_clone_child_writes_nothing,
     leaks_of_a_dlclosed_module_are_reported_without_crashing,
