@@ -89,6 +89,10 @@ static __thread bool figures_request TL_TLS_IE;
 static atomic_bool kicked;    /* an interpreter was seen and the switch read */
 static atomic_bool scheduled; /* the bridge's start was scheduled */
 static atomic_bool bad_json_once, boot_once;
+/* A fork is waiting for the watcher's work (snapshot.c).  os.fork() holds
+ * the GIL, so the bridge cannot answer the watcher until the fork is done:
+ * the watcher stops waiting for it and uses the last state instead. */
+static atomic_int forks_waiting;
 
 static void init_cond(void)
 {
@@ -271,6 +275,7 @@ static void refresh(bool may_wait, bool full, int wait_ms, bool live)
     figures_request = !full;
     last_fresh = false;
     snprintf(last_note, sizeof last_note, "the bridge's state was busy: last state used");
+    bool on_watcher = tl_snapshot_on_watcher();
     if (!lock_bounded())
         return;
     if (mine >= (full ? 2 : 1) && !closed) {
@@ -308,12 +313,15 @@ static void refresh(bool may_wait, bool full, int wait_ms, bool live)
             until.tv_sec++;
             until.tv_nsec -= 1000000000L;
         }
-        while (served_seq < mine_seq && !closed)
+        bool cut_by_fork = false;
+        while (served_seq < mine_seq && !closed && !(cut_by_fork = on_watcher && atomic_load(&forks_waiting) > 0))
             if (pthread_cond_timedwait(&br_cond, &br_lock, &until) == ETIMEDOUT)
                 break;
         if (served_seq >= mine_seq) {
             last_fresh = true;
             last_note[0] = 0;
+        } else if (cut_by_fork) {
+            snprintf(last_note, sizeof last_note, "a fork was waiting for this report: last state used");
         } else {
             if (!live)
                 gave_up_seq = want_seq;
@@ -752,6 +760,24 @@ void tl_bridge_kick(void)
         tl_warn(NULL, "the Python bridge could not be scheduled (Py_AddPendingCall failed)");
     else
         atomic_store(&scheduled, true);
+}
+
+void tl_bridge_fork_begins(void)
+{
+    atomic_fetch_add(&forks_waiting, 1);
+    pthread_once(&br_cond_once, init_cond);
+    if (lock_bounded()) { /* under the lock: a waiter sees the flag or the wake-up */
+        pthread_cond_broadcast(&br_cond);
+        pthread_mutex_unlock(&br_lock);
+    }
+}
+
+void tl_bridge_fork_ends(bool in_child)
+{
+    if (in_child)
+        atomic_store(&forks_waiting, 0); /* the only thread here is the one that forked */
+    else
+        atomic_fetch_sub(&forks_waiting, 1);
 }
 
 void tl_bridge_after_fork(void)

@@ -37,6 +37,12 @@ static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Per forking thread: two threads may fork at once, one after the other
  * through work_lock. */
 static __thread bool work_held_for_fork;
+static __thread bool on_watcher;
+
+bool tl_snapshot_on_watcher(void)
+{
+    return on_watcher;
+}
 
 static void on_signal(int sig)
 {
@@ -60,6 +66,7 @@ static double monotonic_s(void)
 static void *watch(void *arg)
 {
     (void)arg;
+    on_watcher = true;
     double next_report = tl_opt.interval > 0 ? monotonic_s() + tl_opt.interval : -1.0;
     for (;;) {
         double now = monotonic_s(), next = tl_live_state_next_due();
@@ -111,6 +118,9 @@ static void before_fork(void)
     work_held_for_fork = false;
     if (watcher_running && pthread_equal(pthread_self(), watcher))
         return; /* something the watcher called forks: it holds work_lock */
+    /* A report waiting for the Python bridge would wait its whole bound:
+     * os.fork() holds the GIL the bridge needs. */
+    tl_bridge_fork_begins();
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += FORK_WAIT_S;
@@ -121,6 +131,9 @@ static void before_fork(void)
 
 static void after_fork_in_parent(void)
 {
+    if (watcher_running && pthread_equal(pthread_self(), watcher))
+        return;
+    tl_bridge_fork_ends(false);
     if (work_held_for_fork)
         pthread_mutex_unlock(&work_lock);
     work_held_for_fork = false;
@@ -221,6 +234,7 @@ void tl_snapshot_after_fork(bool follow)
      * in this process. */
     pthread_mutex_init(&work_lock, NULL);
     work_held_for_fork = false;
+    tl_bridge_fork_ends(true);
     bool was_running = watcher_running;
     watcher_running = false;
     atomic_store(&watcher_started, false);

@@ -561,6 +561,8 @@ void tl_snapshot_start(void);
 /* At the program's first CUDA call: starts the watcher thread. */
 void tl_snapshot_watch(void);
 void tl_snapshot_after_fork(bool follow);
+/* True on the watcher thread. */
+bool tl_snapshot_on_watcher(void);
 
 /* ---- suppress.c ----------------------------------------------------------- */
 /* Reads TENSORLEAK_SUPPRESSIONS' file at start; bad lines warn and are skipped. */
@@ -572,6 +574,10 @@ void tl_suppressions_load(void);
 void tl_bridge_kick(void);
 /* In a forked child: the bridge thread does not exist there. */
 void tl_bridge_after_fork(void);
+/* Around a fork (snapshot.c's handlers): while it waits, the watcher's
+ * requests to the bridge stop waiting for an answer. */
+void tl_bridge_fork_begins(void);
+void tl_bridge_fork_ends(bool in_child);
 
 /* ---- procaddr.c ----------------------------------------------------------- */
 /* Called by dlsym_trampoline.S in place of glibc's dlsym: *result is our hook

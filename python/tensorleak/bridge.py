@@ -168,8 +168,29 @@ def activate():
             _state["hooks"] = True
             atexit.register(_at_exit)
             if hasattr(os, "register_at_fork"):
-                os.register_at_fork(after_in_child=_after_fork_child)
+                os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_parent,
+                                    after_in_child=_after_fork_child)
         return True
+
+
+# A fork waits for a state read in progress on the bridge thread (bounded):
+# the read imports the frameworks' readers on first use, and a module lock
+# held by the bridge thread at the fork would stay held in the child, whose
+# own bridge thread would then hang importing that module.  The wait lets go
+# of the GIL, so the read can finish.
+FORK_WAIT_S = 5.0
+_fork = threading.local()
+
+
+def _before_fork():
+    _fork.held = _submit_lock.acquire(timeout=FORK_WAIT_S)
+    _fork.lock = _submit_lock
+
+
+def _after_fork_parent():
+    if getattr(_fork, "held", False):
+        _fork.lock.release()
+    _fork.held = False
 
 
 def _after_fork_child():

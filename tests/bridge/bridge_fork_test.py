@@ -11,6 +11,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bridge_test import HERE, SOURCE, eq, run  # noqa: E402
 
 FORK_CHAIN = os.path.join(HERE, "progs", "fork_chain.py")
+FORK_DURING_REPORTS = os.path.join(HERE, "progs", "fork_during_reports.py")
 GENERATIONS = 4
 # The source tree's package (the program imports tensorleak before its first
 # CUDA call, when the library has not put it on sys.path yet).
@@ -38,6 +39,25 @@ def a_child_forked_while_the_bridge_lock_is_held_does_not_hang():
     eq((r.rc, r.err.count("Traceback")), (0, 0), "exit status of the chain and no traceback")
     eq([(x["generation"], x["bridge_threads"]) for x in lines(r)], [(0, 1), (1, 1), (2, 1)],
        "bridge threads per generation")
+
+
+def forks_during_reports_never_wait_for_the_bridge_and_every_child_exits():
+    # A fork waits for the watcher's report or live update in progress (so
+    # the child inherits no lock of it), and os.fork() holds the GIL the
+    # bridge needs to answer that report: the report must stop waiting for
+    # the bridge, or the fork waits out the bridge's 2 s bound (2.4 s and
+    # 2.6 s, the two runs before it stopped; about 0.15 s now, the first
+    # report's symbolization).  A child forked while the bridge thread
+    # imports a framework reader must still start its own bridge.
+    forks = 60
+    r = run([FORK_DURING_REPORTS, str(forks)], env=dict(PACKAGE, TENSORLEAK_INTERVAL="0.05",
+                                                         TENSORLEAK_FOLLOW_FORK="0"), timeout=120)
+    eq((r.rc, r.err.count("Traceback")), (0, 0), "exit status and no traceback")
+    got = json.loads(r.out.splitlines()[-1])
+    eq((got["forks"], got["hung"], got["failed"]), (forks, 0, 0), "forks, hung and failed children")
+    if got["longest_fork_s"] >= 2.0:
+        raise AssertionError(f"a fork took {got['longest_fork_s']} s: it waited out the bridge's bound")
+    eq(len(r.by_reason("exit")), 1, "the parent's exit report")
 
 
 if __name__ == "__main__":
