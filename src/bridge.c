@@ -234,9 +234,9 @@ void tensorleak_bridge_close(void)
 static bool lock_bounded(void)
 {
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
+    clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += 1;
-    return pthread_mutex_timedlock(&br_lock, &until) == 0;
+    return pthread_mutex_clocklock(&br_lock, CLOCK_MONOTONIC, &until) == 0;
 }
 
 /* How long a live-state refresh waits at most: it runs in the watcher

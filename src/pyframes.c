@@ -124,9 +124,23 @@ static void after_fork(void)
     pthread_mutex_unlock(&detect_lock);
 }
 
-__attribute__((constructor)) static void register_fork_handlers(void)
+static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
+
+static void register_fork_handlers_once(void)
 {
     pthread_atfork(before_fork, after_fork, after_fork);
+}
+
+/* From our constructor, or earlier from snapshot.c (see there): whichever
+ * comes first registers, once. */
+void tl_pyframes_register_fork_handlers(void)
+{
+    pthread_once(&fork_handlers_once, register_fork_handlers_once);
+}
+
+__attribute__((constructor)) static void register_fork_handlers(void)
+{
+    tl_pyframes_register_fork_handlers();
 }
 
 unsigned long tl_py_chains_unreadable(void)

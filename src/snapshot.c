@@ -122,11 +122,12 @@ static void before_fork(void)
      * os.fork() holds the GIL the bridge needs. */
     tl_bridge_fork_begins();
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
+    clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += FORK_WAIT_S;
     /* Taken even before the watcher runs: uncontended then, and a fork
-     * just after pthread_create is covered. */
-    work_held_for_fork = pthread_mutex_timedlock(&work_lock, &until) == 0;
+     * just after pthread_create is covered.  A monotonic bound: a step of
+     * the wall clock never stretches it. */
+    work_held_for_fork = pthread_mutex_clocklock(&work_lock, CLOCK_MONOTONIC, &until) == 0;
 }
 
 static void after_fork_in_parent(void)
@@ -160,12 +161,14 @@ static void install(int sig)
 static atomic_bool watcher_started;
 static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
 
-/* Registered at the first CUDA call, after pyframes.c's handlers (a
- * constructor): prepare handlers run in reverse order of registration, so
- * the watcher's work, which may take pyframes' locks, is done before those
- * locks are taken for the fork. */
+/* Registered at the first CUDA call, after pyframes.c's handlers, which
+ * are registered first here if another library's constructor reached CUDA
+ * before pyframes' constructor ran: prepare handlers run in reverse order of
+ * registration, so the watcher's work, which may take pyframes' locks, is
+ * done before those locks are taken for the fork. */
 static void register_fork_handlers(void)
 {
+    tl_pyframes_register_fork_handlers();
     if (pthread_atfork(before_fork, after_fork_in_parent, NULL) != 0)
         tl_warn(NULL, "cannot register the fork handlers; a fork during a live update may hang the child");
 }
@@ -238,12 +241,15 @@ void tl_snapshot_after_fork(bool follow)
     bool was_running = watcher_running;
     watcher_running = false;
     atomic_store(&watcher_started, false);
+    /* Unfollowed too: the child's own Python bridge (started by its
+     * after-fork handler) must not find br_lock held by a thread that is
+     * not there. */
+    tl_bridge_after_fork();
     if (!follow) {
         close_pipe();
         return;
     }
     tl_growth_after_fork();
-    tl_bridge_after_fork();
     tl_live_state_after_fork();
     if (wake_pipe[0] < 0)
         return;

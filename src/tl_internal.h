@@ -561,6 +561,8 @@ void tl_snapshot_start(void);
 /* At the program's first CUDA call: starts the watcher thread. */
 void tl_snapshot_watch(void);
 void tl_snapshot_after_fork(bool follow);
+/* pyframes.c's fork handlers, registered once (before snapshot.c's). */
+void tl_pyframes_register_fork_handlers(void);
 /* True on the watcher thread. */
 bool tl_snapshot_on_watcher(void);
 

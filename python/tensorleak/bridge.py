@@ -31,7 +31,7 @@ import time
 WAIT_MS = 1000
 
 _lock = threading.Lock()
-_state = {"lib": None, "thread": None, "closed": False, "history": False, "hooks": False}
+_state = {"lib": None, "thread": None, "closed": False, "history": False, "hooks": False, "submitter": None}
 
 
 def _library():
@@ -104,17 +104,26 @@ def submit_now(full=True):
     """Reads the state in this thread and hands it to the library: `full` for
     a report, figures only for a mark."""
     with _submit_lock:
-        lib = _state["lib"]
-        if lib is None or _state["closed"]:
-            return False
-        reading = getattr(lib, "tensorleak_bridge_reading", None)
-        if reading is not None:
-            reading()
+        _state["submitter"] = threading.get_ident()
         try:
-            text = json.dumps(read_state(full=full), separators=(",", ":"))
-        except Exception as e:
-            text = json.dumps({"time": time.time(), "pools": [], "errors": ["bridge: %s: %s" % (type(e).__name__, e)]})
-        return lib.tensorleak_bridge_submit(text.encode()) == 0
+            return _submit_locked(full)
+        finally:
+            _state["submitter"] = None
+
+
+def _submit_locked(full):
+    """submit_now's work, with _submit_lock held."""
+    lib = _state["lib"]
+    if lib is None or _state["closed"]:
+        return False
+    reading = getattr(lib, "tensorleak_bridge_reading", None)
+    if reading is not None:
+        reading()
+    try:
+        text = json.dumps(read_state(full=full), separators=(",", ":"))
+    except Exception as e:
+        text = json.dumps({"time": time.time(), "pools": [], "errors": ["bridge: %s: %s" % (type(e).__name__, e)]})
+    return lib.tensorleak_bridge_submit(text.encode()) == 0
 
 
 def _serve():
@@ -183,7 +192,9 @@ _fork = threading.local()
 
 
 def _before_fork():
-    _fork.held = _submit_lock.acquire(timeout=FORK_WAIT_S)
+    # A fork from a signal handler that interrupted this thread's own read
+    # would wait for itself: it goes ahead.
+    _fork.held = _state["submitter"] != threading.get_ident() and _submit_lock.acquire(timeout=FORK_WAIT_S)
     _fork.lock = _submit_lock
 
 

@@ -51,7 +51,7 @@ def forks_during_reports_never_wait_for_the_bridge_and_every_child_exits():
     # imports a framework reader must still start its own bridge.
     forks = 60
     r = run([FORK_DURING_REPORTS, str(forks)], env=dict(PACKAGE, TENSORLEAK_INTERVAL="0.05",
-                                                         TENSORLEAK_FOLLOW_FORK="0"), timeout=120)
+                                                         TENSORLEAK_FOLLOW_FORK="0"), timeout=100)
     eq((r.rc, r.err.count("Traceback")), (0, 0), "exit status and no traceback")
     got = json.loads(r.out.splitlines()[-1])
     eq((got["forks"], got["hung"], got["failed"]), (forks, 0, 0), "forks, hung and failed children")

@@ -5,7 +5,8 @@
  *
  *   return | exit | _exit | abort | sigterm | sigint | segv
  *   fork | fork-nofollow | fork-exec | vfork-exec | posix-spawn | clone
- *   fork-storm N (N children at once, each uses libc's locking functions)
+ *   fork-storm N GOFILE (once GOFILE exists, N children at once, each of
+ *     which uses libc's locking functions)
  *   dlopen PLUGIN | threads | leak2 (what exec'd children run)
  *
  * Children print "child PID" on stdout so the driver knows which report is
@@ -176,10 +177,16 @@ int main(int argc, char **argv)
         announce(pid);
         return wait_child(pid);
     }
-    if (strcmp(mode, "fork-storm") == 0 && argc > 2) {
-        /* Back to back, waited for afterwards: as many forks as possible
-         * land in the watcher's first update. */
+    if (strcmp(mode, "fork-storm") == 0 && argc > 3) {
+        /* Forks once GOFILE exists (the driver creates it when the moment
+         * it wants has come), back to back, waited for afterwards. */
         int n = atoi(argv[2]);
+        for (int waited_ms = 0; access(argv[3], F_OK) != 0; waited_ms++) {
+            if (waited_ms > 20000)
+                die("waiting for the go file");
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+        }
         pid_t *pids = calloc((size_t)n, sizeof *pids);
         if (!pids)
             die("calloc");

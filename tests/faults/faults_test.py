@@ -166,22 +166,38 @@ def forked_child_with_follow_fork_off_writes_nothing(c):
 def a_fork_while_the_watcher_works_leaves_the_childs_libc_usable(c):
     # The watcher thread's first live update converts a time, and glibc
     # loads the time zone then, under its tzset lock, which it never resets
-    # in a child.  TZ names a FIFO that answers only after 300 ms, so the
-    # update holds that lock while the program forks 20 children from its
-    # first CUDA call on, each of which converts a time too.  Before forks
-    # waited for the watcher, every run hung its children; now each fork
-    # waits for the update.  Unfollowed children (no report, no watcher of
-    # their own) isolate what a child inherits.
-    fifo = os.path.join(c.tmp, "tz")
+    # in a child.  TZ names a FIFO: once a reader has it open (the watcher,
+    # holding that lock) the program is told to fork 20 children, each of
+    # which converts a time too, and the FIFO answers 300 ms later.  Before
+    # forks waited for the watcher, every run hung its children; now each
+    # fork waits for the update.  Unfollowed children (no report, no watcher
+    # of their own) isolate what a child inherits.
+    fifo, go = os.path.join(c.tmp, "tz"), os.path.join(c.tmp, "go")
     os.mkfifo(fifo)
     stop = threading.Event()
+    answer = b"not a TZif file: glibc falls back to UTC\n"
+    opened = []
 
     def answer_time_zone_reads():
+        deadline = time.monotonic() + 20
+        while not stop.is_set() and time.monotonic() < deadline:
+            try:  # succeeds only once a reader has the FIFO open
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+                opened.append(True)
+                break
+            except OSError:
+                time.sleep(0.001)
+        else:
+            open(go, "w").close()  # nobody read the time zone: the program goes on, the test fails
+            return
+        open(go, "w").close()
         time.sleep(0.3)
-        while not stop.is_set():
+        os.write(fd, answer)
+        os.close(fd)
+        while not stop.is_set():  # later readers, if any
             fd = os.open(fifo, os.O_WRONLY)
             try:
-                os.write(fd, b"not a TZif file: glibc falls back to UTC\n")
+                os.write(fd, answer)
             except OSError:
                 pass
             os.close(fd)
@@ -191,13 +207,14 @@ def a_fork_while_the_watcher_works_leaves_the_childs_libc_usable(c):
     writer.start()
     try:
         n = 20
-        p = c.run(["fork-storm", str(n)], TZ=":" + fifo, TENSORLEAK_LIVE_INTERVAL="0.01", TENSORLEAK_FOLLOW_FORK="0",
-                  TENSORLEAK_LIVE_DIR=os.path.join(c.tmp, "live"))
+        p = c.run(["fork-storm", str(n), go], TZ=":" + fifo, TENSORLEAK_LIVE_INTERVAL="0.01",
+                  TENSORLEAK_FOLLOW_FORK="0", TENSORLEAK_LIVE_DIR=os.path.join(c.tmp, "live"))
     finally:
         stop.set()
         unblock = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a writer waiting in open() for a reader
         writer.join()
         os.close(unblock)
+    check_eq(opened, [True], "the time zone read from the FIFO while the program waited to fork")
     check_eq((p.returncode, p.stdout, p.stderr), (0, f"{n} children, 0 hung, 0 failed\n", ""), "status, stdout, stderr")
     check_eq(leaks_of(c.report(pid_of(c))), MAIN_LEAKS, "parent leaks")
 
