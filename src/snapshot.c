@@ -116,7 +116,7 @@ static void *watch(void *arg)
 static void before_fork(void)
 {
     work_held_for_fork = false;
-    if (watcher_running && pthread_equal(pthread_self(), watcher))
+    if (on_watcher)
         return; /* something the watcher called forks: it holds work_lock */
     /* A report waiting for the Python bridge would wait its whole bound:
      * os.fork() holds the GIL the bridge needs. */
@@ -132,7 +132,7 @@ static void before_fork(void)
 
 static void after_fork_in_parent(void)
 {
-    if (watcher_running && pthread_equal(pthread_self(), watcher))
+    if (on_watcher)
         return;
     tl_bridge_fork_ends(false);
     if (work_held_for_fork)

@@ -195,12 +195,11 @@ def _before_fork():
     # A fork from a signal handler that interrupted this thread's own read
     # would wait for itself: it goes ahead.
     _fork.held = _state["submitter"] != threading.get_ident() and _submit_lock.acquire(timeout=FORK_WAIT_S)
-    _fork.lock = _submit_lock
 
 
 def _after_fork_parent():
     if getattr(_fork, "held", False):
-        _fork.lock.release()
+        _submit_lock.release()  # the parent's; only a child makes a new one
     _fork.held = False
 
 

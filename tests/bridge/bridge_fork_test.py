@@ -47,8 +47,10 @@ def forks_during_reports_never_wait_for_the_bridge_and_every_child_exits():
     # bridge needs to answer that report: the report must stop waiting for
     # the bridge, or the fork waits out the bridge's 2 s bound (2.4 s and
     # 2.6 s, the two runs before it stopped; about 0.15 s now, the first
-    # report's symbolization).  A child forked while the bridge thread
-    # imports a framework reader must still start its own bridge.
+    # report's symbolization).  Every child gets out of os.fork(), whose
+    # after-in-child handler starts its own bridge, and exits.  (Python's
+    # before-fork wait for the bridge's state read is not exercised: the
+    # program imports no framework, and its children read no state.)
     forks = 60
     r = run([FORK_DURING_REPORTS, str(forks)], env=dict(PACKAGE, TENSORLEAK_INTERVAL="0.05",
                                                          TENSORLEAK_FOLLOW_FORK="0"), timeout=100)

@@ -64,6 +64,12 @@ static int wait_child(pid_t pid)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+static void sleep_1ms(void)
+{
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+}
+
 /* A child that hangs is killed: exit status 4 says so, instead of a parent
  * that waits forever. */
 static int wait_child_bounded(pid_t pid, int seconds)
@@ -77,8 +83,7 @@ static int wait_child_bounded(pid_t pid, int seconds)
             die("waitpid");
         if (waited_ms >= seconds * 1000L)
             break;
-        struct timespec ms = {0, 1000000};
-        nanosleep(&ms, NULL);
+        sleep_1ms();
     }
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
@@ -184,8 +189,7 @@ int main(int argc, char **argv)
         for (int waited_ms = 0; access(argv[3], F_OK) != 0; waited_ms++) {
             if (waited_ms > 20000)
                 die("waiting for the go file");
-            struct timespec ms = {0, 1000000};
-            nanosleep(&ms, NULL);
+            sleep_1ms();
         }
         pid_t *pids = calloc((size_t)n, sizeof *pids);
         if (!pids)
