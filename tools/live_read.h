@@ -3,9 +3,10 @@
  * publisher in libtensorleak.so and the readers), and the reader that
  * `tensorleak top` and `tensorleak exporter` use (live_read.c).
  *
- * One file per tracked process, DIR/PID.json, rewritten whole (temp file +
- * rename) by the process's watcher thread at most every
- * TENSORLEAK_LIVE_INTERVAL seconds.  DIR is TENSORLEAK_LIVE_DIR when set,
+ * One file per tracked process, DIR/PID-NS.json (NS: its pid namespace,
+ * live_entry_stem), rewritten whole (temp file DIR/.PID-NS.tmp + rename) by
+ * the process's watcher thread at most every TENSORLEAK_LIVE_INTERVAL
+ * seconds.  DIR is TENSORLEAK_LIVE_DIR when set,
  * else $XDG_RUNTIME_DIR/tensorleak, else /tmp/tensorleak-UID; it is created
  * 0700, the files 0600, and both sides refuse a directory or file owned by
  * someone else or open to group or others (a file planted in a shared
@@ -33,6 +34,26 @@ static inline int live_dir_path(char *out, size_t len, const char *override, con
         n = snprintf(out, len, "%s/tensorleak", xdg);
     else
         n = snprintf(out, len, "/tmp/tensorleak-%u", uid);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/* The inode number of a pid namespace from its /proc/PID/ns/pid link text
+ * ("pid:[4026531836]"); 0 when the text is not one. */
+static inline unsigned long long live_ns_inode(const char *link)
+{
+    unsigned long long ino = 0;
+    char end = 0;
+    return link && sscanf(link, "pid:[%llu%c", &ino, &end) == 2 && end == ']' ? ino : 0;
+}
+
+/* What names a process's entry: "PID-NS", with NS its pid namespace's inode
+ * number, or "PID" when the namespace is unknown (ns 0: no /proc).  A pid is
+ * unique only within its pid namespace: two containers that share the
+ * directory each have a process 1, and each must have a file of its own that
+ * the other never writes, replaces or removes.  0, or -1 when it does not fit. */
+static inline int live_entry_stem(char *out, size_t len, int pid, unsigned long long ns)
+{
+    int n = ns ? snprintf(out, len, "%d-%llu", pid, ns) : snprintf(out, len, "%d", pid);
     return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 

@@ -31,14 +31,14 @@ def wait_for(what, pred, timeout=30.0):
 class Server:
     """live_server MODE N (or `program` N) under tensorleak run --sim."""
 
-    def __init__(self, tmp, mode, n, name="s", env=None, program=None):
+    def __init__(self, tmp, mode, n, name="s", env=None, program=None, wrapper=()):
         self.snapshot = os.path.join(tmp, f"{name}.snapshot.json")
         self.ready = os.path.join(tmp, f"{name}.ready")
         e = dict(os.environ)
         e.update({"TENSORLEAK_OUTPUT": os.path.join(tmp, f"{name}.%p.json"), "TENSORLEAK_QUIET": "1"})
         e.update(env or {})
         argv = (program or [SERVER, mode]) + [str(n), self.snapshot, self.ready]
-        self.proc = subprocess.Popen([CLI, "run", "--sim", "--"] + argv,
+        self.proc = subprocess.Popen(list(wrapper) + [CLI, "run", "--sim", "--"] + argv,
                                      stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=e, cwd=tmp)
         self.pid = self.proc.pid
 
@@ -59,9 +59,19 @@ def live_env(live_dir, interval="0.2"):
     return {"TENSORLEAK_LIVE_DIR": live_dir, "TENSORLEAK_LIVE_INTERVAL": interval}
 
 
-def entry(live_dir, pid):
+def own_pid_namespace():
+    """The inode number of this test's pid namespace: a process it starts
+    names its live file PID-NS.json with it."""
+    return os.stat("/proc/self/ns/pid").st_ino
+
+
+def entry_path(live_dir, pid, ns=None):
+    return os.path.join(live_dir, f"{pid}-{ns or own_pid_namespace()}.json")
+
+
+def entry(live_dir, pid, ns=None):
     try:
-        with open(os.path.join(live_dir, f"{pid}.json")) as f:
+        with open(entry_path(live_dir, pid, ns)) as f:
             return json.load(f)
     except FileNotFoundError:
         return None
@@ -88,7 +98,7 @@ def the_live_file_is_private_current_and_gone_at_exit(tmp):
     marked = time.time()
     e = fresh_entry(live, s.pid, marked)
     assert stat.S_IMODE(os.stat(live).st_mode) == 0o700
-    assert stat.S_IMODE(os.stat(os.path.join(live, f"{s.pid}.json")).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(entry_path(live, s.pid)).st_mode) == 0o600
     assert e["kind"] == "live" and e["pid"] == s.pid and e["live"]["process"] == "live_server"
     assert "command" not in e and "leaks" not in e
     assert e["live"]["interval"] == 0.2
@@ -270,6 +280,111 @@ def a_live_directory_open_to_others_is_one_warning_and_no_entry(tmp):
     assert s.proc.returncode == 0
 
 
+def pid_namespace_wrapper():
+    """The command line that runs a program as pid 1 of a new pid namespace
+    with its own /proc, or None where this user may not (no root and no
+    unprivileged user namespaces)."""
+    for wrapper in (["unshare", "--pid", "--fork", "--mount-proc"],
+                    ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc"]):
+        try:
+            if subprocess.run(wrapper + ["true"], capture_output=True, timeout=30).returncode == 0:
+                return wrapper
+        except FileNotFoundError:
+            return None
+    return None
+
+
+def one_pid_in_two_pid_namespaces_has_two_entries_and_exits_alone(tmp):
+    """Two containers sharing the live directory each have a process 1: each
+    has its own entry, top shows both with their own figures, and the first to
+    exit removes its own entry only."""
+    wrapper = pid_namespace_wrapper()
+    if not wrapper:
+        print("SKIP: cannot make pid namespaces here (needs root or unprivileged user namespaces, and unshare)")
+        sys.exit(77)
+    live = os.path.join(tmp, "live")
+    a = Server(tmp, "leaky", 3, "a", env=live_env(live), wrapper=wrapper)
+    b = Server(tmp, "leaky", 5, "b", env=live_env(live), wrapper=wrapper)
+    try:
+        for s in (a, b):
+            s.wait_ready()
+        marked = time.time()
+
+        def entries():
+            """Both entries, once each was written after the servers' marks."""
+            names = sorted(n for n in os.listdir(live) if n.endswith(".json")) if os.path.isdir(live) else []
+            docs = {}
+            for n in names:
+                try:
+                    with open(os.path.join(live, n)) as f:
+                        docs[n] = json.load(f)
+                except FileNotFoundError:
+                    return None
+            return docs if len(docs) == 2 and all(d["live"]["update_time"] > marked for d in docs.values()) else None
+        docs = {}
+        for n, doc in wait_for("two entries", entries).items():
+            assert doc["pid"] == 1 and n == f"1-{doc['live']['pid_namespace'][5:-1]}.json", (n, doc["live"])
+            docs[doc["summary"]["live_bytes"]] = n
+        assert sorted(docs) == [3 * MIB, 5 * MIB], docs
+        # Several updates of each: neither replaces the other's entry.
+        for _ in range(5):
+            procs, err = top_json(live)
+            assert sorted((p["pid"], p["reserved_bytes"]) for p in procs) == [(1, 3 * MIB), (1, 5 * MIB)], (procs, err)
+            time.sleep(0.2)
+        a.stop()
+        assert a.proc.returncode == 0
+        assert not os.path.exists(os.path.join(live, docs[3 * MIB])), "the exited process's entry stayed"
+        survivor = os.path.join(live, docs[5 * MIB])
+        stopped = time.time()
+
+        def fresh():
+            try:
+                with open(survivor) as f:
+                    doc = json.load(f)
+            except FileNotFoundError:
+                raise AssertionError("the other namespace's entry was removed")
+            return doc if doc["live"]["update_time"] > stopped else None
+        assert wait_for("the survivor's next update", fresh)["summary"]["live_bytes"] == 5 * MIB
+        procs, _ = top_json(live)
+        assert [(p["pid"], p["reserved_bytes"]) for p in procs] == [(1, 5 * MIB)], procs
+        b.stop()
+        assert b.proc.returncode == 0
+        assert sorted(os.listdir(live)) == [], os.listdir(live)
+    finally:
+        a.stop()
+        b.stop()
+
+
+def an_exit_during_a_live_update_leaves_no_file(tmp):
+    """The watcher is inside the rename of an update (held there 1.5 s by
+    slow_rename.so) when the program returns from main, and the program's own
+    exit handler lets that rename finish before the process is gone: the exit
+    leaves neither the file nor its temporary file."""
+    live, marks = os.path.join(tmp, "live"), os.path.join(tmp, "marks")
+    os.mkdir(marks)
+    env = dict(os.environ, **live_env(live, "0.05"), TENSORLEAK_QUIET="1", SLOW_RENAME_DIR=marks,
+               TENSORLEAK_OUTPUT=os.path.join(tmp, "r.%p.json"), LD_PRELOAD=os.environ["TL_SLOW_RENAME"])
+    r = subprocess.run([CLI, "run", "--sim", "--", os.environ["TL_LIVE_EXIT"], "in-rename", marks],
+                       capture_output=True, text=True, timeout=60, env=env, cwd=tmp)
+    assert (r.returncode, r.stderr) == (0, ""), r
+    assert sorted(os.listdir(marks)) == ["in-rename", "renamed"], os.listdir(marks)
+    assert os.listdir(live) == [], os.listdir(live)
+
+
+def many_processes_exiting_at_once_leave_no_live_file(tmp):
+    """Sixty programs updating their live files every 10 ms, all exiting
+    within a second on a loaded machine: none leaves its file."""
+    live = os.path.join(tmp, "live")
+    env = dict(os.environ, **live_env(live, "0.01"), TENSORLEAK_QUIET="1",
+               TENSORLEAK_OUTPUT=os.path.join(tmp, "r.%p.json"))
+    procs = [subprocess.Popen([CLI, "run", "--sim", "--", os.environ["TL_LIVE_EXIT"], "quick", "500"],
+                              stderr=subprocess.PIPE, env=env, cwd=tmp) for _ in range(60)]
+    for p in procs:
+        err = p.communicate(timeout=120)[1]
+        assert (p.returncode, err) == (0, b""), (p.returncode, err)
+    assert os.listdir(live) == [], os.listdir(live)
+
+
 def hostile_entries_are_refused_and_never_mislead_the_reader(tmp):
     live = os.path.join(tmp, "live")
     s = Server(tmp, "leaky", 2, env=live_env(live))
@@ -290,7 +405,7 @@ def hostile_entries_are_refused_and_never_mislead_the_reader(tmp):
     plant("3.json", json.dumps({"kind": "live", "pid": 3}))             # no live object
     plant("4.json", "[" * 100000)                                       # deep nesting
     plant("5.json", " " * (5 << 20))                                    # over the size cap
-    os.symlink(os.path.join(live, f"{s.pid}.json"), os.path.join(live, "6.json"))
+    os.symlink(entry_path(live, s.pid), os.path.join(live, "6.json"))
     hostile = json.loads(json.dumps(good))
     hostile["pid"] = 7
     hostile["live"]["process"] = "\x1b[2J\x1b]0;owned\x07evil"
@@ -380,20 +495,20 @@ def root_sees_every_users_processes_and_refuses_what_a_user_could_forge(tmp):
     try:
         wait_for("the other user's server", lambda: os.path.exists(ready) or p.poll() is not None)
         assert p.poll() is None, p.stderr.read().decode()
-        wait_for("its live entry", lambda: os.path.exists(os.path.join(own, f"{p.pid}.json")))
+        wait_for("its live entry", lambda: os.path.exists(entry_path(own, p.pid)))
         st = os.stat(own)
         assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (uid, 0o700), st
         # Forged: a directory named for another user, and, in the user's own
         # directory, an entry for a process of root's (this test's).
         os.mkdir(forged, 0o700)
-        shutil.copy(os.path.join(own, f"{p.pid}.json"), os.path.join(forged, f"{p.pid}.json"))
+        shutil.copy(entry_path(own, p.pid), entry_path(forged, p.pid))
         os.chown(forged, uid, uid)
-        os.chown(os.path.join(forged, f"{p.pid}.json"), uid, uid)
-        with open(os.path.join(own, f"{p.pid}.json")) as f:
+        os.chown(entry_path(forged, p.pid), uid, uid)
+        with open(entry_path(own, p.pid)) as f:
             doc = json.load(f)
         doc["pid"] = os.getpid()
         doc["live"]["start_ticks"] = 0
-        planted = os.path.join(own, f"{os.getpid()}.json")
+        planted = entry_path(own, os.getpid())
         with open(planted, "w") as f:
             json.dump(doc, f)
         os.chmod(planted, 0o600)
