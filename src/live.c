@@ -30,6 +30,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,15 +122,61 @@ static void turn_off(const char *dir, const char *what, int err)
     atomic_store(&live_off, true);
 }
 
+/* Opens `dir` if it is a directory of ours that no one else may use: the
+ * descriptor, or -1 with why not (`*err` the errno, or 0). */
+static int open_own_dir(const char *dir, const char **why, int *err)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        *why = "open";
+        *err = errno;
+        return -1;
+    }
+    struct stat st;
+    *err = 0;
+    *why = fstat(fd, &st) != 0 ? "fstat failed" : live_refusal(&st, geteuid(), true);
+    if (*why) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* /tmp is everyone's: another local user may create /tmp/tensorleak-UID
+ * first.  A directory of our own beside it then: one a process of ours made
+ * already (/tmp/tensorleak-UID.XXXXXX, ours, 0700: the readers look there
+ * too), else a new one, whose random name nobody can take first (mkdtemp,
+ * 0700).  Its descriptor and path, or -1. */
+static int open_tmp_fallback(char *out, size_t len)
+{
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, LIVE_TMP_FALLBACK_GLOB, (unsigned)geteuid());
+    glob_t g;
+    const char *why;
+    int err, fd = -1;
+    if (glob(pattern, GLOB_NOSORT, NULL, &g) == 0) {
+        for (size_t i = 0; fd < 0 && i < g.gl_pathc; i++)
+            if ((fd = open_own_dir(g.gl_pathv[i], &why, &err)) >= 0)
+                snprintf(out, len, "%s", g.gl_pathv[i]);
+        globfree(&g);
+    }
+    if (fd >= 0)
+        return fd;
+    snprintf(out, len, LIVE_TMP_FALLBACK_TEMPLATE, (unsigned)geteuid());
+    return mkdtemp(out) ? open_own_dir(out, &why, &err) : -1;
+}
+
 /* Opens the live directory, creating it 0700; refuses one that is not ours
- * or is open to others.  Its path is chosen at the first update and kept
- * (the exit handler removes the files from there).  The descriptor, or -1
- * (warned). */
+ * or is open to others, except the default in /tmp, which falls back to a
+ * directory of our own (open_tmp_fallback).  Its path is chosen at the
+ * first update and kept (the exit handler removes the files from there).
+ * The descriptor, or -1 (warned). */
 static int open_dir(char *dir, size_t len)
 {
     static char chosen[PATH_MAX];
-    if (!chosen[0] &&
-        live_dir_path(chosen, sizeof chosen, tl_opt.live_dir, getenv("XDG_RUNTIME_DIR"), (unsigned)geteuid()) != 0) {
+    static bool settled; /* a file may be there: never another directory */
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (!chosen[0] && live_dir_path(chosen, sizeof chosen, tl_opt.live_dir, xdg, (unsigned)geteuid()) != 0) {
         chosen[0] = 0;
         turn_off("the live directory", "path too long", 0);
         return -1;
@@ -139,18 +186,24 @@ static int open_dir(char *dir, size_t len)
         turn_off(dir, "mkdir", errno);
         return -1;
     }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    const char *why;
+    int err, fd = open_own_dir(dir, &why, &err);
+    if (fd < 0 && !settled && live_dir_is_tmp_default(tl_opt.live_dir, xdg)) {
+        char fallback[PATH_MAX];
+        if ((fd = open_tmp_fallback(fallback, sizeof fallback)) >= 0) {
+            static atomic_bool once;
+            tl_warn(&once, "%s is not this user's to use (%s%s%s): the live state goes to %s, where tensorleak top and "
+                           "exporter look too; remove %s, or set XDG_RUNTIME_DIR or TENSORLEAK_LIVE_DIR",
+                    dir, why, err ? ": " : "", err ? strerror(err) : "", fallback, dir);
+            snprintf(chosen, sizeof chosen, "%s", fallback);
+            snprintf(dir, len, "%s", fallback);
+        }
+    }
     if (fd < 0) {
-        turn_off(dir, "open", errno);
+        turn_off(dir, why, err);
         return -1;
     }
-    struct stat st;
-    const char *why = fstat(fd, &st) != 0 ? "fstat failed" : live_refusal(&st, geteuid(), true);
-    if (why) {
-        close(fd);
-        turn_off(dir, why, 0);
-        return -1;
-    }
+    settled = true;
     return fd;
 }
 

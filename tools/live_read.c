@@ -591,20 +591,26 @@ bool live_all_users(const char *override)
 }
 
 /* The uid a per-user live directory's path names: /run/user/UID/tensorleak
- * (XDG_RUNTIME_DIR) or /tmp/tensorleak-UID; -1 for any other path. */
-static long uid_of_path(const char *path)
+ * (XDG_RUNTIME_DIR), /tmp/tensorleak-UID or its fallback
+ * /tmp/tensorleak-UID.XXXXXX (live_read.h); -1 for any other path.  *tmp
+ * tells the /tmp ones. */
+static long uid_of_path(const char *path, bool *tmp)
 {
     const char *digits = NULL, *end_text = "";
+    *tmp = false;
     if (strncmp(path, "/run/user/", 10) == 0)
         digits = path + 10, end_text = "/tensorleak";
     else if (strncmp(path, "/tmp/tensorleak-", 16) == 0)
-        digits = path + 16;
+        digits = path + 16, *tmp = true;
     if (!digits || !isdigit((unsigned char)*digits))
         return -1;
     char *end;
     errno = 0;
     long uid = strtol(digits, &end, 10);
-    return errno || uid < 0 || strcmp(end, end_text) != 0 ? -1 : uid;
+    bool fallback = *tmp && end[0] == '.' && strlen(end + 1) == 6 && strspn(end + 1, "abcdefghijklmnopqrstuvwxyz"
+                                                                                "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                                                "0123456789") == 6;
+    return errno || uid < 0 || (strcmp(end, end_text) != 0 && !fallback) ? -1 : uid;
 }
 
 static int add_set(struct live_set *all, struct live_set *one)
@@ -636,7 +642,8 @@ int live_read_all(bool remove_dead, struct live_set *out, char *why, size_t whyl
         if (glob(patterns[k], GLOB_NOSORT, NULL, &g) != 0)
             continue;
         for (size_t i = 0; i < g.gl_pathc; i++) {
-            long uid = uid_of_path(g.gl_pathv[i]);
+            bool tmp;
+            long uid = uid_of_path(g.gl_pathv[i], &tmp);
             struct live_set one;
             char err[256];
             if (uid < 0) /* not a per-user directory's name */
@@ -658,7 +665,51 @@ int live_read_all(bool remove_dead, struct live_set *out, char *why, size_t whyl
     return 0;
 }
 
+/* The reader's own /tmp default and its fallbacks (live_read.h): the
+ * entries of each usable one; -1 (the default's `why`) only when none is. */
+static int read_tmp_default(const char *dir, bool remove_dead, struct live_set *out, char *why, size_t whylen)
+{
+    int rc = live_read_dir(dir, remove_dead, out, why, whylen);
+    if (rc != 0) {
+        /* Another user's directory of that name counts as refused. */
+        struct stat st;
+        memset(out, 0, sizeof *out);
+        if (lstat(dir, &st) == 0) {
+            out->refused = 1;
+            snprintf(out->first_refusal, sizeof out->first_refusal, "%.250s", why);
+        }
+    }
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, LIVE_TMP_FALLBACK_GLOB, (unsigned)geteuid());
+    glob_t g;
+    if (glob(pattern, 0, NULL, &g) != 0)
+        return rc;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        struct live_set one;
+        char err[256];
+        if (live_read_dir(g.gl_pathv[i], remove_dead, &one, err, sizeof err) != 0) {
+            if (!out->refused++)
+                snprintf(out->first_refusal, sizeof out->first_refusal, "%.250s", err);
+            continue;
+        }
+        if (add_set(out, &one) != 0) {
+            globfree(&g);
+            snprintf(why, whylen, "out of memory");
+            return -1;
+        }
+        rc = 0;
+    }
+    globfree(&g);
+    return rc;
+}
+
 int live_read_source(const char *dir, bool remove_dead, struct live_set *out, char *why, size_t whylen)
 {
-    return dir ? live_read_dir(dir, remove_dead, out, why, whylen) : live_read_all(remove_dead, out, why, whylen);
+    if (!dir)
+        return live_read_all(remove_dead, out, why, whylen);
+    bool tmp;
+    /* The default itself, not a fallback named with --dir. */
+    if (uid_of_path(dir, &tmp) == (long)geteuid() && tmp && !strchr(dir + 16, '.'))
+        return read_tmp_default(dir, remove_dead, out, why, whylen);
+    return live_read_dir(dir, remove_dead, out, why, whylen);
 }

@@ -37,6 +37,18 @@ static inline int live_dir_path(char *out, size_t len, const char *override, con
     return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
+/* Whether the live directory is the per-user default in the shared /tmp
+ * (neither TENSORLEAK_LIVE_DIR nor XDG_RUNTIME_DIR says otherwise).  Any
+ * local user can create /tmp/tensorleak-UID before its user does; the
+ * publisher then uses a directory of its own, mkdtemp's
+ * /tmp/tensorleak-UID.XXXXXX, and the readers look in those too. */
+static inline bool live_dir_is_tmp_default(const char *override, const char *xdg)
+{
+    return !(override && *override) && !(xdg && xdg[0] == '/');
+}
+#define LIVE_TMP_FALLBACK_TEMPLATE "/tmp/tensorleak-%u.XXXXXX"
+#define LIVE_TMP_FALLBACK_GLOB "/tmp/tensorleak-%u.??????"
+
 /* The inode number of a pid namespace from its /proc/PID/ns/pid link text
  * ("pid:[4026531836]"); 0 when the text is not one. */
 static inline unsigned long long live_ns_inode(const char *link)
@@ -172,12 +184,14 @@ int live_default_dir(char *out, size_t len, const char *override);
 /* Whether to read every user's live directory: for root, unless --dir or
  * TENSORLEAK_LIVE_DIR names one. */
 bool live_all_users(const char *override);
-/* Every user's per-user directory (/run/user/UID/tensorleak and
- * /tmp/tensorleak-UID), each owned by the user its name says, each entry of
- * that user's own process; a directory of the wrong owner or mode counts as
- * refused. */
+/* Every user's per-user directory (/run/user/UID/tensorleak,
+ * /tmp/tensorleak-UID and its fallbacks /tmp/tensorleak-UID.XXXXXX), each
+ * owned by the user its name says, each entry of that user's own process; a
+ * directory of the wrong owner or mode counts as refused. */
 int live_read_all(bool remove_dead, struct live_set *out, char *why, size_t whylen);
-/* live_read_dir(dir), or live_read_all when dir is NULL. */
+/* live_read_dir(dir), or live_read_all when dir is NULL; the reader's own
+ * /tmp/tensorleak-UID with its fallbacks (an error only when none can be
+ * read). */
 int live_read_source(const char *dir, bool remove_dead, struct live_set *out, char *why, size_t whylen);
 void live_proc_free(struct live_proc *p);
 void live_set_free(struct live_set *s);

@@ -532,6 +532,61 @@ def root_sees_every_users_processes_and_refuses_what_a_user_could_forge(tmp):
             shutil.rmtree(d, ignore_errors=True)
 
 
+def a_tmp_directory_another_user_made_first_is_bypassed_with_one_warning(tmp):
+    """/tmp/tensorleak-UID made first by another user (root here) no longer
+    turns the user's live state off: the server publishes in a directory of
+    its own beside it (/tmp/tensorleak-UID.XXXXXX), says so once, and the
+    user's top and root's find it there."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        print("SKIP: needs root and setpriv (util-linux) to run a server as another user")
+        sys.exit(77)
+    import glob
+    uid = 65532
+    squatted = f"/tmp/tensorleak-{uid}"
+
+    def cleanup():
+        for d in [squatted] + glob.glob(squatted + ".??????"):
+            shutil.rmtree(d, ignore_errors=True)
+    cleanup()
+    os.mkdir(squatted)
+    os.chmod(squatted, 0o755)  # root's, readable: not the user's
+    os.chmod(tmp, 0o777)  # the user's report goes here
+    env = {k: v for k, v in os.environ.items() if k not in ("TENSORLEAK_LIVE_DIR", "XDG_RUNTIME_DIR")}
+    env.update({"TENSORLEAK_LIVE_INTERVAL": "0.2", "TENSORLEAK_OUTPUT": os.path.join(tmp, "o.%p.json"),
+                "TENSORLEAK_QUIET": "1", "HOME": tmp})
+    as_user = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+    ready = os.path.join(tmp, "ready")
+    p = subprocess.Popen(as_user + [CLI, "run", "--sim", "--", SERVER, "leaky", "2", os.path.join(tmp, "snap.json"),
+                                    ready], stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp)
+    try:
+        wait_for("the user's server", lambda: os.path.exists(ready) or p.poll() is not None)
+        assert p.poll() is None, p.stderr.read().decode()
+        dirs = wait_for("a directory of the user's own", lambda: glob.glob(squatted + ".??????"))
+        assert len(dirs) == 1, dirs
+        st = os.stat(dirs[0])
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (uid, 0o700), st
+        wait_for("its live entry", lambda: os.path.exists(entry_path(dirs[0], p.pid)))
+        for who in (as_user, []):
+            r = subprocess.run(who + [CLI, "top", "--json"], capture_output=True, text=True, timeout=60, env=env)
+            assert r.returncode == 0, (who, r.stderr)
+            rows = json.loads(r.stdout)
+            procs = rows["processes"] if isinstance(rows, dict) else rows
+            assert [q["pid"] for q in procs].count(p.pid) == 1, (who, procs, r.stderr)
+        assert os.listdir(squatted) == [] and os.stat(squatted).st_uid == 0
+    finally:
+        if p.poll() is None:
+            p.stdin.close()
+            p.wait(timeout=60)
+        err = p.stderr.read().decode()
+        dirs = glob.glob(squatted + ".??????")
+        cleanup()
+    assert p.returncode == 0, err
+    assert err.splitlines() == [
+        f"tensorleak: {squatted} is not this user's to use (owned by another user): the live state goes to {dirs[0]}, "
+        f"where tensorleak top and exporter look too; remove {squatted}, or set XDG_RUNTIME_DIR or TENSORLEAK_LIVE_DIR"
+    ], err
+
+
 def run_case(cases):
     """Runs the case named by argv[1] (a function of `cases`) in a fresh directory."""
     case = sys.argv[1]
