@@ -633,35 +633,47 @@ static int add_set(struct live_set *all, struct live_set *one)
     return 0;
 }
 
+/* Adds the entries of every directory `pattern` matches, each owned by
+ * `owner`, or, when `owner` is (uid_t)-1, by the user its name says (a name
+ * that says none is skipped); a directory of the wrong owner or mode counts
+ * as refused.  The number of directories read, or -1 when out of memory. */
+static long read_matching(const char *pattern, uid_t owner, bool remove_dead, struct live_set *out, char *why,
+                          size_t whylen)
+{
+    glob_t g;
+    long nread = 0;
+    if (glob(pattern, GLOB_NOSORT, NULL, &g) != 0)
+        return 0;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        bool tmp;
+        long uid = owner == (uid_t)-1 ? uid_of_path(g.gl_pathv[i], &tmp) : (long)owner;
+        struct live_set one;
+        char err[256];
+        if (uid < 0) /* not a per-user directory's name */
+            continue;
+        if (read_dir_owned(g.gl_pathv[i], (uid_t)uid, remove_dead, &one, err, sizeof err) != 0) {
+            if (!out->refused++)
+                snprintf(out->first_refusal, sizeof out->first_refusal, "%.250s", err);
+            continue;
+        }
+        if (add_set(out, &one) != 0) {
+            globfree(&g);
+            snprintf(why, whylen, "out of memory");
+            return -1;
+        }
+        nread++;
+    }
+    globfree(&g);
+    return nread;
+}
+
 int live_read_all(bool remove_dead, struct live_set *out, char *why, size_t whylen)
 {
     memset(out, 0, sizeof *out);
     static const char *const patterns[] = {"/run/user/*/tensorleak", "/tmp/tensorleak-*"};
-    for (size_t k = 0; k < sizeof patterns / sizeof patterns[0]; k++) {
-        glob_t g;
-        if (glob(patterns[k], GLOB_NOSORT, NULL, &g) != 0)
-            continue;
-        for (size_t i = 0; i < g.gl_pathc; i++) {
-            bool tmp;
-            long uid = uid_of_path(g.gl_pathv[i], &tmp);
-            struct live_set one;
-            char err[256];
-            if (uid < 0) /* not a per-user directory's name */
-                continue;
-            if (read_dir_owned(g.gl_pathv[i], (uid_t)uid, remove_dead, &one, err, sizeof err) != 0) {
-                /* A directory of the wrong owner or mode: its entries are refused. */
-                if (!out->refused++)
-                    snprintf(out->first_refusal, sizeof out->first_refusal, "%.250s", err);
-                continue;
-            }
-            if (add_set(out, &one) != 0) {
-                globfree(&g);
-                snprintf(why, whylen, "out of memory");
-                return -1;
-            }
-        }
-        globfree(&g);
-    }
+    for (size_t k = 0; k < sizeof patterns / sizeof patterns[0]; k++)
+        if (read_matching(patterns[k], (uid_t)-1, remove_dead, out, why, whylen) < 0)
+            return -1;
     return 0;
 }
 
@@ -681,26 +693,11 @@ static int read_tmp_default(const char *dir, bool remove_dead, struct live_set *
     }
     char pattern[64];
     snprintf(pattern, sizeof pattern, LIVE_TMP_FALLBACK_GLOB, (unsigned)geteuid());
-    glob_t g;
-    if (glob(pattern, 0, NULL, &g) != 0)
-        return rc;
-    for (size_t i = 0; i < g.gl_pathc; i++) {
-        struct live_set one;
-        char err[256];
-        if (live_read_dir(g.gl_pathv[i], remove_dead, &one, err, sizeof err) != 0) {
-            if (!out->refused++)
-                snprintf(out->first_refusal, sizeof out->first_refusal, "%.250s", err);
-            continue;
-        }
-        if (add_set(out, &one) != 0) {
-            globfree(&g);
-            snprintf(why, whylen, "out of memory");
-            return -1;
-        }
-        rc = 0;
-    }
-    globfree(&g);
-    return rc;
+    char err[256];
+    long n = read_matching(pattern, geteuid(), remove_dead, out, err, sizeof err);
+    if (n < 0)
+        snprintf(why, whylen, "%s", err);
+    return n < 0 ? -1 : n > 0 ? 0 : rc;
 }
 
 int live_read_source(const char *dir, bool remove_dead, struct live_set *out, char *why, size_t whylen)
