@@ -11,12 +11,17 @@
  *                            it, waits (at most 10 s) until that rename
  *                            returned (DIR/renamed): the watcher's write
  *                            finishes while the process is still exiting
+ *   live_exit forks N        allocates, then forks N children one after the
+ *                            other, each allocating 1 MiB (kept: a leak in
+ *                            its own report) and exiting; prints the wall
+ *                            time of the N fork/wait pairs in seconds
  */
 #include "cudart_compat.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,10 +52,34 @@ static void wait_for_rename(void)
         fprintf(stderr, "live_exit: the watcher's rename did not return\n");
 }
 
+static double monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int fork_children(int n)
+{
+    double start = monotonic_s();
+    for (int i = 0; i < n; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            void *p = NULL;
+            exit(cudaMalloc(&p, 1 << 20) == cudaSuccess ? 0 : 3);
+        }
+        int status;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            return 4;
+    }
+    printf("%.3f\n", monotonic_s() - start);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 3 || (strcmp(argv[1], "quick") && strcmp(argv[1], "in-rename"))) {
-        fprintf(stderr, "usage: live_exit quick MS | in-rename DIR\n");
+    if (argc != 3 || (strcmp(argv[1], "quick") && strcmp(argv[1], "in-rename") && strcmp(argv[1], "forks"))) {
+        fprintf(stderr, "usage: live_exit quick MS | in-rename DIR | forks N\n");
         return 2;
     }
     int in_rename = !strcmp(argv[1], "in-rename");
@@ -61,6 +90,8 @@ int main(int argc, char **argv)
     void *p = NULL;
     if (cudaMalloc(&p, 1 << 20) != cudaSuccess)
         return 3;
+    if (!strcmp(argv[1], "forks"))
+        return fork_children(atoi(argv[2]));
     if (!in_rename) {
         sleep_ms(atol(argv[2]));
         return 0;
