@@ -355,6 +355,68 @@ def one_pid_in_two_pid_namespaces_has_two_entries_and_exits_alone(tmp):
         b.stop()
 
 
+def another_namespaces_silent_entry_is_hidden_then_removed_only_long_after(tmp):
+    """An entry of a pid namespace the reader cannot look into is judged by
+    its age only: shown while fresh, hidden (and kept: its process may only
+    be stalled) once silent for two intervals and a second, removed once
+    silent for ten intervals and a minute; a name that is not its content's
+    namespace is refused."""
+    live = os.path.join(tmp, "live")
+    s = Server(tmp, "leaky", 2, env=live_env(live))
+    s.wait_ready()
+    good = fresh_entry(live, s.pid, time.time())
+
+    def plant(pid, ns, age, named_ns=None):
+        doc = json.loads(json.dumps(good))
+        doc["pid"] = pid
+        doc["live"]["pid_namespace"] = f"pid:[{ns}]"
+        doc["live"]["update_time"] = time.time() - age
+        path = os.path.join(live, f"{pid}-{named_ns or ns}.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        os.chmod(path, 0o600)
+        return path
+    fresh = plant(71, 12345, 0.0)
+    stalled = plant(72, 12345, 5.0)      # past 2 x 0.2 s + 1 s, within a minute
+    gone = plant(73, 12345, 61.0)        # past 10 x 0.2 s and a minute
+    mislabelled = plant(74, 12345, 0.0, named_ns=54321)
+    procs, err = top_json(live)
+    assert sorted(p["pid"] for p in procs) == sorted([s.pid, 71]), (procs, err)
+    assert "1 entries refused" in err or "1 entry refused" in err, err
+    assert os.path.exists(fresh) and os.path.exists(stalled) and os.path.exists(mislabelled)
+    assert not os.path.exists(gone)
+    s.stop()
+
+
+def a_reader_whose_proc_is_another_namespaces_never_removes_a_live_entry(tmp):
+    """A reader and a server in one new pid namespace that kept the parent's
+    /proc: there the server's pid names another process (or none), so the
+    reader must judge it by age, not remove its live file as dead."""
+    if not shutil.which("unshare") or subprocess.run(["unshare", "--pid", "--fork", "true"],
+                                                     capture_output=True, timeout=30).returncode != 0:
+        print("SKIP: cannot make pid namespaces here (needs root and unshare)")
+        sys.exit(77)
+    live = os.path.join(tmp, "live")
+    inner = f"""
+import json, os, subprocess, sys, time
+sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+import live_test as t
+s = t.Server({tmp!r}, "leaky", 2, env=t.live_env({live!r}))
+s.wait_ready()
+t.wait_for("an entry", lambda: t.entry({live!r}, s.pid))
+procs, err = t.top_json({live!r})
+kept = os.path.exists(t.entry_path({live!r}, s.pid))
+s.stop()
+print(json.dumps([os.getpid(), s.pid, [p["pid"] for p in procs], kept, err]))
+"""
+    r = subprocess.run(["unshare", "--pid", "--fork", sys.executable, "-c", inner], capture_output=True, text=True,
+                       timeout=120, env=os.environ)
+    assert r.returncode == 0, r.stderr
+    me, pid, listed, kept, err = json.loads(r.stdout)
+    assert me == 1 and listed == [pid] and kept, (me, pid, listed, kept, err)
+    assert os.listdir(live) == [], os.listdir(live)
+
+
 def an_exit_during_a_live_update_leaves_no_file(tmp):
     """The watcher is inside the rename of an update (held there 1.5 s by
     slow_rename.so) when the program returns from main, and the program's own
