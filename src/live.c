@@ -462,8 +462,8 @@ static void remove_entry(void)
  * outlive it). */
 static bool exit_handler_ready(void)
 {
-    if (!exit_handler_set)
-        exit_handler_set = atexit(remove_entry) == 0;
+    if (!exit_handler_set && !(exit_handler_set = atexit(remove_entry) == 0))
+        turn_off("the live directory", "cannot register the exit handler that removes the file", 0);
     return exit_handler_set;
 }
 
