@@ -9,12 +9,16 @@
  * layouts; growth rows keep one frame, the user's or the Python line.  The
  * allocation path never sees any of this.
  *
- * The file DIR/PID.json is written to DIR/.PID.tmp (O_EXCL|O_NOFOLLOW, 0600)
- * and renamed over the previous one, so a reader sees a whole document or
- * the one before; DIR is checked on every write (owned by us, 0700).  It is
- * removed from an exit handler; a process that dies without one (SIGKILL)
- * leaves it for the readers, who tell a dead pid from a live one
- * (live_read.c).  Any failure is one warning and the feature stays off.
+ * The file DIR/PID-NS.json (NS: the pid namespace, live_read.h) is written to
+ * DIR/.PID-NS.tmp (O_EXCL|O_NOFOLLOW, 0600) and renamed over the previous
+ * one, so a reader sees a whole document or the one before; DIR is checked
+ * on every write (owned by us, 0700).  It is removed from an exit handler
+ * registered before the first file exists, which never waits for the
+ * watcher: it removes the temporary file, so a write in flight renames
+ * nothing, then the file (see remove_entry).  A process that dies without
+ * exit handlers (SIGKILL, _exit) leaves it for the readers, who tell a dead
+ * process from a live one (live_read.c).  Any failure is one warning and the
+ * feature stays off.
  *
  * Interval reports (TENSORLEAK_INTERVAL) are bounded here too: this process
  * removes its oldest beyond TENSORLEAK_KEEP (default 100), never another
@@ -26,6 +30,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,16 +46,21 @@
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool live_off;     /* after a failure, under secure execution */
 static atomic_bool stopped;      /* the process is exiting */
-static int published_pid;        /* whose file DIR/PID.json we wrote */
-static char published_dir[PATH_MAX];
 static double next_due;          /* CLOCK_MONOTONIC; 0 = now */
 static bool exit_handler_set;
+
+/* What the exit handler removes: written by the watcher before it creates
+ * the first file of process `exit_pid` (and never again for that pid), read
+ * by the exit handler only when exit_pid is its own pid. */
+static atomic_int exit_pid;
+static char exit_file[PATH_MAX + 80], exit_tmp[PATH_MAX + 80];
 
 /* Identity, read once per process. */
 static struct {
     int pid;
     char process[64];
     char pid_ns[64];
+    char stem[48]; /* the entry's name without ".json" (live_entry_stem) */
     unsigned long long start_ticks;
     double start_time;
 } self;
@@ -91,6 +101,7 @@ static void read_identity(void)
     snprintf(self.process, sizeof self.process, "%s", base ? base + 1 : n > 0 ? exe : "unknown");
     n = readlink("/proc/self/ns/pid", self.pid_ns, sizeof self.pid_ns - 1);
     self.pid_ns[n > 0 ? n : 0] = 0;
+    live_entry_stem(self.stem, sizeof self.stem, self.pid, live_ns_inode(self.pid_ns));
     self.start_ticks = start_ticks_of("/proc/self/stat");
     double uptime = 0;
     FILE *f = fopen("/proc/uptime", "re");
@@ -111,31 +122,88 @@ static void turn_off(const char *dir, const char *what, int err)
     atomic_store(&live_off, true);
 }
 
+/* Opens `dir` if it is a directory of ours that no one else may use: the
+ * descriptor, or -1 with why not (`*err` the errno, or 0). */
+static int open_own_dir(const char *dir, const char **why, int *err)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        *why = "open";
+        *err = errno;
+        return -1;
+    }
+    struct stat st;
+    *err = 0;
+    *why = fstat(fd, &st) != 0 ? "fstat failed" : live_refusal(&st, geteuid(), true);
+    if (*why) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* /tmp is everyone's: another local user may create /tmp/tensorleak-UID
+ * first.  A directory of our own beside it then: one a process of ours made
+ * already (/tmp/tensorleak-UID.XXXXXX, ours, 0700: the readers look there
+ * too), else a new one, whose random name nobody can take first (mkdtemp,
+ * 0700).  Its descriptor and path, or -1. */
+static int open_tmp_fallback(char *out, size_t len)
+{
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, LIVE_TMP_FALLBACK_GLOB, (unsigned)geteuid());
+    glob_t g;
+    const char *why;
+    int err, fd = -1;
+    if (glob(pattern, GLOB_NOSORT, NULL, &g) == 0) {
+        for (size_t i = 0; fd < 0 && i < g.gl_pathc; i++)
+            if ((fd = open_own_dir(g.gl_pathv[i], &why, &err)) >= 0)
+                snprintf(out, len, "%s", g.gl_pathv[i]);
+        globfree(&g);
+    }
+    if (fd >= 0)
+        return fd;
+    snprintf(out, len, LIVE_TMP_FALLBACK_TEMPLATE, (unsigned)geteuid());
+    return mkdtemp(out) ? open_own_dir(out, &why, &err) : -1;
+}
+
 /* Opens the live directory, creating it 0700; refuses one that is not ours
- * or is open to others.  The descriptor, or -1 (warned). */
+ * or is open to others, except the default in /tmp, which falls back to a
+ * directory of our own (open_tmp_fallback).  Its path is chosen at the
+ * first update and kept (the exit handler removes the files from there).
+ * The descriptor, or -1 (warned). */
 static int open_dir(char *dir, size_t len)
 {
+    static char chosen[PATH_MAX];
+    static bool settled; /* a file may be there: never another directory */
     const char *xdg = getenv("XDG_RUNTIME_DIR");
-    if (live_dir_path(dir, len, tl_opt.live_dir, xdg, (unsigned)geteuid()) != 0) {
+    if (!chosen[0] && live_dir_path(chosen, sizeof chosen, tl_opt.live_dir, xdg, (unsigned)geteuid()) != 0) {
+        chosen[0] = 0;
         turn_off("the live directory", "path too long", 0);
         return -1;
     }
+    snprintf(dir, len, "%s", chosen);
     if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
         turn_off(dir, "mkdir", errno);
         return -1;
     }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    const char *why;
+    int err, fd = open_own_dir(dir, &why, &err);
+    if (fd < 0 && !settled && live_dir_is_tmp_default(tl_opt.live_dir, xdg)) {
+        char fallback[PATH_MAX];
+        if ((fd = open_tmp_fallback(fallback, sizeof fallback)) >= 0) {
+            static atomic_bool once;
+            tl_warn(&once, "%s is not this user's to use (%s%s%s): the live state goes to %s, where tensorleak top and "
+                           "exporter look too; remove %s, or set XDG_RUNTIME_DIR or TENSORLEAK_LIVE_DIR",
+                    dir, why, err ? ": " : "", err ? strerror(err) : "", fallback, dir);
+            snprintf(chosen, sizeof chosen, "%s", fallback);
+            snprintf(dir, len, "%s", fallback);
+        }
+    }
     if (fd < 0) {
-        turn_off(dir, "open", errno);
+        turn_off(dir, why, err);
         return -1;
     }
-    struct stat st;
-    const char *why = fstat(fd, &st) != 0 ? "fstat failed" : live_refusal(&st, geteuid(), true);
-    if (why) {
-        close(fd);
-        turn_off(dir, why, 0);
-        return -1;
-    }
+    settled = true;
     return fd;
 }
 
@@ -373,23 +441,41 @@ static void build_document(struct tl_gather *m, void *arg)
     json_decref(root);
 }
 
-/* Runs from exit(): the entry goes with the process.  Waits at most a
- * second for a write in progress (the watcher may be inside one). */
+/* Runs from exit(): the entry goes with the process, without waiting for
+ * the watcher (it may be descheduled for seconds under load, or inside a
+ * write that takes as long).  Removing the temporary file first makes a
+ * write in flight harmless: the watcher checks `stopped` after it created
+ * the temporary file, so either it saw it and publishes nothing, or the
+ * temporary file existed before this removal, which leaves its rename
+ * nothing to rename (ENOENT) or removes what it renamed. */
 static void remove_entry(void)
 {
     atomic_store(&stopped, true);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 1;
-    bool locked = pthread_mutex_timedlock(&live_lock, &until) == 0;
-    if (published_pid == getpid()) {
-        char path[PATH_MAX + 32];
-        snprintf(path, sizeof path, "%s/%d.json", published_dir, published_pid);
-        unlink(path);
-        published_pid = 0;
-    }
-    if (locked)
-        pthread_mutex_unlock(&live_lock);
+    if (atomic_load(&exit_pid) != getpid())
+        return; /* nothing published by this process (a forked child's parent's) */
+    unlink(exit_tmp);
+    unlink(exit_file);
+}
+
+/* The exit handler is registered before the first file exists (a process
+ * whose handler cannot be registered publishes nothing: its file would
+ * outlive it). */
+static bool exit_handler_ready(void)
+{
+    if (!exit_handler_set && !(exit_handler_set = atexit(remove_entry) == 0))
+        turn_off("the live directory", "cannot register the exit handler that removes the file", 0);
+    return exit_handler_set;
+}
+
+/* This process's paths for the exit handler, set before its first file is
+ * created, once per process (the directory never changes, open_dir). */
+static void names_ready(const char *dir)
+{
+    if (atomic_load(&exit_pid) == self.pid)
+        return;
+    snprintf(exit_file, sizeof exit_file, "%s/%s.json", dir, self.stem);
+    snprintf(exit_tmp, sizeof exit_tmp, "%s/.%s.tmp", dir, self.stem);
+    atomic_store(&exit_pid, self.pid);
 }
 
 static int write_all(int fd, const char *text, size_t len)
@@ -427,27 +513,27 @@ static void publish(void)
     }
     char dir[PATH_MAX];
     pthread_mutex_lock(&live_lock);
-    int dfd = atomic_load(&stopped) ? -1 : open_dir(dir, sizeof dir);
+    int dfd = atomic_load(&stopped) || !exit_handler_ready() ? -1 : open_dir(dir, sizeof dir);
     if (dfd >= 0) {
+        names_ready(dir);
         char tmp[64], name[64];
-        snprintf(tmp, sizeof tmp, ".%d.tmp", self.pid);
-        snprintf(name, sizeof name, "%d.json", self.pid);
+        snprintf(tmp, sizeof tmp, ".%s.tmp", self.stem);
+        snprintf(name, sizeof name, "%s.json", self.stem);
         unlinkat(dfd, tmp, 0); /* ours, left by a write that was cut short */
         int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        int err = fd < 0 ? errno : write_all(fd, b.text, strlen(b.text));
+        int err = fd < 0 ? errno : 0;
+        bool exiting = fd >= 0 && atomic_load(&stopped); /* see remove_entry */
+        if (fd >= 0 && !exiting)
+            err = write_all(fd, b.text, strlen(b.text));
         if (fd >= 0 && close(fd) != 0 && !err)
             err = errno;
-        if (!err && renameat(dfd, tmp, dfd, name) != 0)
+        if (!err && !exiting && renameat(dfd, tmp, dfd, name) != 0)
             err = errno;
-        if (err) {
+        if (err || exiting)
             unlinkat(dfd, tmp, 0);
+        /* Exiting, a failure is the exit handler's removal: nothing to say. */
+        if (err && !atomic_load(&stopped))
             turn_off(dir, "write", err);
-        } else {
-            published_pid = self.pid;
-            snprintf(published_dir, sizeof published_dir, "%s", dir);
-            if (!exit_handler_set)
-                exit_handler_set = atexit(remove_entry) == 0;
-        }
         close(dfd);
     }
     pthread_mutex_unlock(&live_lock);
@@ -492,8 +578,8 @@ void tl_interval_reports_retain(const char *path)
         return;
     size_t cap = (size_t)tl_opt.keep;
     struct stat st;
-    if (lstat(path, &st) != 0)
-        return;
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return; /* nothing was written there (TENSORLEAK_OUTPUT=/dev/null) */
     if (!kept && !(kept = calloc(cap, sizeof *kept)))
         return;
     if (nkept == cap) {
@@ -521,5 +607,6 @@ void tl_live_state_after_fork(void)
     forget_kept();
     forget_site_lines();
     self.pid = 0;
+    atomic_store(&exit_pid, 0);
     next_due = 0;
 }

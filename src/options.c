@@ -154,6 +154,9 @@ static void apply_output(const char *name, const char *v)
     char probe[4096];
     if (tl_expand_pattern(v, 1, probe, sizeof probe) != 0) { bad(name, v, "bad % sequence or too long"); return; }
     strcpy(tl_opt.output, v);
+    /* Decided once, here: a forked child's pattern gets ".%p" appended,
+     * which must not turn "no reports" into files named /dev/null.PID. */
+    tl_opt.output_null = tl_is_null_device(probe);
 }
 
 static void apply_depth(const char *name, const char *v)

@@ -6,7 +6,9 @@
  * reader never sees half a report, a planted symlink is never followed, and
  * no report replaces another file — the exit report takes the plain name of
  * TENSORLEAK_OUTPUT, every other report a numbered one, and a taken name
- * the next number.
+ * the next number.  TENSORLEAK_OUTPUT=/dev/null (the null device under any
+ * name) asks for no reports: nothing is written, neither there nor beside
+ * it, nor on stderr.
  */
 #include "report_gather.h"
 
@@ -17,9 +19,40 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
-int tl_expand_pattern(const char *pattern, unsigned seq, char *out, size_t outlen)
+bool tl_is_null_device(const char *path)
+{
+    struct stat st;
+    /* Linux's null device is character device 1:3 under any name. */
+    return stat(path, &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 && minor(st.st_rdev) == 3;
+}
+
+/* The rank as it goes into a file name: a character other than a letter, a
+ * digit, '-' or '_' becomes '_' (a '/' or ".." would put the report in
+ * another directory, a newline into the name), with one warning when
+ * `warn`.  Rank variables hold small integers; a launcher that sets more is
+ * told once. */
+static void rank_for_path(const char *rank, char *out, size_t len, bool warn)
+{
+    static atomic_bool once;
+    bool changed = false;
+    size_t i = 0;
+    for (; rank[i] && i + 1 < len; i++) {
+        unsigned char c = (unsigned char)rank[i];
+        bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_';
+        out[i] = ok ? (char)c : '_';
+        changed |= !ok;
+    }
+    out[i] = 0;
+    changed |= rank[i] != 0;
+    if (changed && warn)
+        tl_warn(&once, "the rank (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID) holds characters other than "
+                       "letters, digits, '-' and '_', or is too long for a file name; %%r in report names is '%s'", out);
+}
+
+static int expand(const char *pattern, unsigned seq, char *out, size_t outlen, bool warn)
 {
     size_t o = 0;
     char tmp[HOST_NAME_MAX + 32];
@@ -38,7 +71,7 @@ int tl_expand_pattern(const char *pattern, unsigned seq, char *out, size_t outle
                 break;
             case 'r': {
                 const char *r = tl_options_rank();
-                snprintf(tmp, sizeof tmp, "%s", r ? r : "0");
+                rank_for_path(r ? r : "0", tmp, sizeof tmp, warn);
                 break;
             }
             case 'n': snprintf(tmp, sizeof tmp, "%u", seq); break;
@@ -54,6 +87,11 @@ int tl_expand_pattern(const char *pattern, unsigned seq, char *out, size_t outle
     }
     out[o] = 0;
     return 0;
+}
+
+int tl_expand_pattern(const char *pattern, unsigned seq, char *out, size_t outlen)
+{
+    return expand(pattern, seq, out, outlen, false);
 }
 
 /* Writes `text` to a temporary file next to `path` (O_EXCL|O_NOFOLLOW, mode
@@ -116,7 +154,7 @@ static int publish_no_replace(const char *tmp, const char *path)
 
 int tl_report_path(const char *pattern, unsigned seq, bool numbered, char *out, size_t outlen)
 {
-    if (tl_expand_pattern(pattern, seq, out, outlen) != 0)
+    if (expand(pattern, seq, out, outlen, true) != 0)
         return -1;
     if (!numbered)
         return 0;
@@ -152,8 +190,10 @@ static unsigned last_numbered;
  * pattern, every other report (or the exit report, when its plain name is
  * taken) under a numbered name; never over an existing file.  `exact`, when
  * given, is the caller's own path (tensorleak_snapshot_to), replaced if it
- * exists.  Fills `path` with the name written.  Returns 0, or an errno value
- * (ENAMETOOLONG when the pattern expands too long). */
+ * exists.  Fills `path` with the name written.  The null device, as
+ * TENSORLEAK_OUTPUT or `exact`, takes the report and nothing is written (a
+ * rename would replace the device node, as root).  Returns 0, or an errno
+ * value (ENAMETOOLONG when the pattern expands too long). */
 int tl_report_write_file(enum tl_reason reason, unsigned seq, const char *exact, const char *text, size_t len,
                          char *path, size_t pathlen)
 {
@@ -162,6 +202,8 @@ int tl_report_write_file(enum tl_reason reason, unsigned seq, const char *exact,
     if (exact) {
         if (snprintf(path, pathlen, "%s", exact) >= (int)pathlen)
             return ENAMETOOLONG;
+        if (tl_is_null_device(path))
+            return 0;
         err = write_temp(path, text, len, tmp, sizeof tmp);
         if (err)
             return err;
@@ -172,6 +214,8 @@ int tl_report_write_file(enum tl_reason reason, unsigned seq, const char *exact,
         }
         return err;
     }
+    if (tl_opt.output_null)
+        return snprintf(path, pathlen, "/dev/null") >= (int)pathlen ? ENAMETOOLONG : 0;
     bool numbered = reason != TL_REASON_EXIT;
     unsigned n = seq;
     if (numbered && n <= last_numbered)

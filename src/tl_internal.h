@@ -72,6 +72,7 @@ struct tl_budget_spec {
 
 struct tl_options {
     char output[1024];       /* TENSORLEAK_OUTPUT pattern */
+    bool output_null;        /* TENSORLEAK_OUTPUT is the null device: no report files (report_file.c) */
     int depth;               /* TENSORLEAK_DEPTH, 0..TL_MAX_DEPTH: native frames */
     int python_depth;        /* TENSORLEAK_PYTHON_DEPTH, 0..TL_MAX_DEPTH: Python frames besides */
     bool frames_all;         /* TENSORLEAK_FRAMES=all: text stacks show every frame, not Python first */
@@ -649,6 +650,9 @@ int tl_report_write_to(const char *label, const char *path);
 /* ---- report_file.c ------------------------------------------------------ */
 /* Expands TENSORLEAK_OUTPUT's %p %h %r %n %%; returns 0 or -1 if too long. */
 int tl_expand_pattern(const char *pattern, unsigned seq, char *out, size_t outlen);
+/* Whether `path` is the null device (/dev/null, or a link to it): a report
+ * "written" there is no report at all, and nothing is created beside it. */
+bool tl_is_null_device(const char *path);
 /* Report files: the exit report is written under the plain
  * pattern, every other report under a numbered name (`.N` before a final
  * ".json", or at the end, when the pattern has no %n); `numbered` picks.

@@ -12,8 +12,14 @@
  *
  * A process that died without removing its entry (SIGKILL) is dropped:
  * when it ran in our pid namespace, its pid is gone, a zombie, or another
- * process (start time differs); otherwise its entry is older than two of
- * its intervals.
+ * process (start time differs), and its file is removed; otherwise its entry
+ * is older than two of its intervals and a second.  A process of another pid
+ * namespace cannot be looked up from here (its pid is not ours, /proc shows
+ * another process or none), so its age is all we know: a live process whose
+ * watcher stalls (a long report, a stopped process) looks the same.  Its
+ * file is hidden then, and removed only once silent for ten intervals and at
+ * least a minute, and only if it is still the file read; a live process
+ * whose file went writes it again at its next update.
  */
 #include "live_read.h"
 
@@ -383,42 +389,86 @@ static bool proc_alive(int pid, unsigned long long *ticks)
     return true;
 }
 
+/* Whether the process that wrote `ns` (its "pid:[N]") can be looked up by
+ * its pid here: it ran in our pid namespace, and /proc shows that
+ * namespace's pids (a process that unshared its pid namespace but kept the
+ * parent's /proc sees other processes under its own pids there: /proc/self
+ * then names another pid than getpid()). */
 static bool same_pid_namespace(const char *ns)
 {
-    char mine[64];
+    char mine[64], self_pid[32];
     ssize_t n = readlink("/proc/self/ns/pid", mine, sizeof mine - 1);
     if (n <= 0 || !ns || !*ns)
         return false;
     mine[n] = 0;
-    return strcmp(mine, ns) == 0;
+    ssize_t k = readlink("/proc/self", self_pid, sizeof self_pid - 1);
+    if (k <= 0)
+        return false;
+    self_pid[k] = 0;
+    char mypid[32];
+    snprintf(mypid, sizeof mypid, "%d", (int)getpid());
+    return strcmp(self_pid, mypid) == 0 && strcmp(mine, ns) == 0;
 }
+
+enum verdict {
+    ENTRY_LIVE,   /* shown (stale when not updated for two intervals) */
+    ENTRY_SILENT, /* another namespace's, not updated for two intervals: hidden, kept */
+    ENTRY_DEAD,   /* its process is gone: hidden, its file removed */
+};
 
 /* Dead: gone, a zombie or another process with its pid (our namespace), or
- * silent for two intervals and a second (elsewhere).  Stale: alive but not
- * updated for that long (stopped, or its watcher is stuck). */
-static bool entry_dead(struct live_proc *p, double now)
+ * silent for ten intervals and a minute (elsewhere; two intervals and a
+ * second hide it).  Stale: alive but not updated for two intervals and a
+ * second (stopped, or its watcher is stuck). */
+static enum verdict judge_entry(struct live_proc *p, double now)
 {
-    bool silent = now - p->update_time > 2.0 * p->interval + 1.0;
-    if (!same_pid_namespace(p->pid_ns))
-        return silent;
+    double age = now - p->update_time;
+    bool silent = age > 2.0 * p->interval + 1.0;
+    if (!same_pid_namespace(p->pid_ns)) {
+        if (age > 10.0 * p->interval && age > 60.0)
+            return ENTRY_DEAD;
+        return silent ? ENTRY_SILENT : ENTRY_LIVE;
+    }
     unsigned long long now_ticks = 0;
     if (!proc_alive(p->pid, &now_ticks))
-        return true;
+        return ENTRY_DEAD;
     if (p->start_ticks && now_ticks && p->start_ticks != now_ticks)
-        return true;
+        return ENTRY_DEAD;
     p->stale = silent;
-    return false;
+    return ENTRY_LIVE;
 }
 
-static bool entry_name(const char *name, int *pid)
+/* An entry's name: "PID-NS.json" (live_entry_stem) or, from a process that
+ * did not know its pid namespace or a library before namespaces were in
+ * the name, "PID.json"; *ns is 0 then. */
+static bool entry_name(const char *name, int *pid, unsigned long long *ns)
 {
     char *end;
     errno = 0;
     long v = strtol(name, &end, 10);
-    if (name[0] < '1' || name[0] > '9' || errno || v <= 0 || v > INT_MAX || strcmp(end, ".json") != 0)
+    if (name[0] < '1' || name[0] > '9' || errno || v <= 0 || v > INT_MAX)
         return false;
     *pid = (int)v;
-    return true;
+    *ns = 0;
+    if (*end == '-') {
+        const char *digits = end + 1;
+        if (*digits < '1' || *digits > '9')
+            return false;
+        unsigned long long n = strtoull(digits, &end, 10);
+        if (errno || !n)
+            return false;
+        *ns = n;
+    }
+    return strcmp(end, ".json") == 0;
+}
+
+/* Removes the entry `name` of a dead process if it is still the file that
+ * was read (`st`): a live process that wrote it anew in between keeps it. */
+static void remove_entry_read(int dfd, const char *name, const struct stat *st)
+{
+    struct stat now;
+    if (fstatat(dfd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_dev == st->st_dev && now.st_ino == st->st_ino)
+        unlinkat(dfd, name, 0);
 }
 
 /* Whether process `pid` (of this pid namespace) runs as `uid`: root reads
@@ -464,7 +514,8 @@ static int read_dir_owned(const char *dir, uid_t owner, bool remove_dead, struct
     /* Bounded: a directory flooded with entries is read up to this many. */
     for (size_t seen = 0; (e = readdir(d)) && seen < 100000; seen++) {
         int pid;
-        if (!entry_name(e->d_name, &pid))
+        unsigned long long ns;
+        if (!entry_name(e->d_name, &pid, &ns))
             continue;
         int fd = openat(dfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0) {
@@ -487,6 +538,9 @@ static int read_dir_owned(const char *dir, uid_t owner, bool remove_dead, struct
         if (rc == 0 && p.pid != pid) {
             live_proc_free(&p);
             snprintf(err, sizeof err, "its pid is not its name's");
+        } else if (rc == 0 && ns && live_ns_inode(p.pid_ns) != ns) {
+            live_proc_free(&p);
+            snprintf(err, sizeof err, "its pid namespace is not its name's");
         }
         if (rc != 0 || err[0]) {
             refuse(out, e->d_name, err);
@@ -499,12 +553,13 @@ static int read_dir_owned(const char *dir, uid_t owner, bool remove_dead, struct
             refuse(out, e->d_name, "its process belongs to another user");
             continue;
         }
-        if (entry_dead(&p, now)) {
+        enum verdict v = judge_entry(&p, now);
+        if (v != ENTRY_LIVE) {
             out->dead++;
             live_proc_free(&p);
             /* The dead process cannot remove it; the directory is ours. */
-            if (remove_dead && st.st_uid == me)
-                unlinkat(dfd, e->d_name, 0);
+            if (v == ENTRY_DEAD && remove_dead && st.st_uid == me)
+                remove_entry_read(dfd, e->d_name, &st);
             continue;
         }
         snprintf(p.file, sizeof p.file, "%.200s/%.80s", dir, e->d_name);
@@ -536,20 +591,26 @@ bool live_all_users(const char *override)
 }
 
 /* The uid a per-user live directory's path names: /run/user/UID/tensorleak
- * (XDG_RUNTIME_DIR) or /tmp/tensorleak-UID; -1 for any other path. */
-static long uid_of_path(const char *path)
+ * (XDG_RUNTIME_DIR), /tmp/tensorleak-UID or its fallback
+ * /tmp/tensorleak-UID.XXXXXX (live_read.h); -1 for any other path.  *tmp
+ * tells the /tmp ones. */
+static long uid_of_path(const char *path, bool *tmp)
 {
     const char *digits = NULL, *end_text = "";
+    *tmp = false;
     if (strncmp(path, "/run/user/", 10) == 0)
         digits = path + 10, end_text = "/tensorleak";
     else if (strncmp(path, "/tmp/tensorleak-", 16) == 0)
-        digits = path + 16;
+        digits = path + 16, *tmp = true;
     if (!digits || !isdigit((unsigned char)*digits))
         return -1;
     char *end;
     errno = 0;
     long uid = strtol(digits, &end, 10);
-    return errno || uid < 0 || strcmp(end, end_text) != 0 ? -1 : uid;
+    bool fallback = *tmp && end[0] == '.' && strlen(end + 1) == 6 && strspn(end + 1, "abcdefghijklmnopqrstuvwxyz"
+                                                                                "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                                                "0123456789") == 6;
+    return errno || uid < 0 || (strcmp(end, end_text) != 0 && !fallback) ? -1 : uid;
 }
 
 static int add_set(struct live_set *all, struct live_set *one)
@@ -572,38 +633,80 @@ static int add_set(struct live_set *all, struct live_set *one)
     return 0;
 }
 
+/* Adds the entries of every directory `pattern` matches, each owned by
+ * `owner`, or, when `owner` is (uid_t)-1, by the user its name says (a name
+ * that says none is skipped); a directory of the wrong owner or mode counts
+ * as refused.  The number of directories read, or -1 when out of memory. */
+static long read_matching(const char *pattern, uid_t owner, bool remove_dead, struct live_set *out, char *why,
+                          size_t whylen)
+{
+    glob_t g;
+    long nread = 0;
+    if (glob(pattern, GLOB_NOSORT, NULL, &g) != 0)
+        return 0;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        bool tmp;
+        long uid = owner == (uid_t)-1 ? uid_of_path(g.gl_pathv[i], &tmp) : (long)owner;
+        struct live_set one;
+        char err[256];
+        if (uid < 0) /* not a per-user directory's name */
+            continue;
+        if (read_dir_owned(g.gl_pathv[i], (uid_t)uid, remove_dead, &one, err, sizeof err) != 0) {
+            if (!out->refused++)
+                snprintf(out->first_refusal, sizeof out->first_refusal, "%.250s", err);
+            continue;
+        }
+        if (add_set(out, &one) != 0) {
+            globfree(&g);
+            snprintf(why, whylen, "out of memory");
+            return -1;
+        }
+        nread++;
+    }
+    globfree(&g);
+    return nread;
+}
+
 int live_read_all(bool remove_dead, struct live_set *out, char *why, size_t whylen)
 {
     memset(out, 0, sizeof *out);
     static const char *const patterns[] = {"/run/user/*/tensorleak", "/tmp/tensorleak-*"};
-    for (size_t k = 0; k < sizeof patterns / sizeof patterns[0]; k++) {
-        glob_t g;
-        if (glob(patterns[k], GLOB_NOSORT, NULL, &g) != 0)
-            continue;
-        for (size_t i = 0; i < g.gl_pathc; i++) {
-            long uid = uid_of_path(g.gl_pathv[i]);
-            struct live_set one;
-            char err[256];
-            if (uid < 0) /* not a per-user directory's name */
-                continue;
-            if (read_dir_owned(g.gl_pathv[i], (uid_t)uid, remove_dead, &one, err, sizeof err) != 0) {
-                /* A directory of the wrong owner or mode: its entries are refused. */
-                if (!out->refused++)
-                    snprintf(out->first_refusal, sizeof out->first_refusal, "%.250s", err);
-                continue;
-            }
-            if (add_set(out, &one) != 0) {
-                globfree(&g);
-                snprintf(why, whylen, "out of memory");
-                return -1;
-            }
-        }
-        globfree(&g);
-    }
+    for (size_t k = 0; k < sizeof patterns / sizeof patterns[0]; k++)
+        if (read_matching(patterns[k], (uid_t)-1, remove_dead, out, why, whylen) < 0)
+            return -1;
     return 0;
+}
+
+/* The reader's own /tmp default and its fallbacks (live_read.h): the
+ * entries of each usable one; -1 (the default's `why`) only when none is. */
+static int read_tmp_default(const char *dir, bool remove_dead, struct live_set *out, char *why, size_t whylen)
+{
+    int rc = live_read_dir(dir, remove_dead, out, why, whylen);
+    if (rc != 0) {
+        /* Another user's directory of that name counts as refused. */
+        struct stat st;
+        memset(out, 0, sizeof *out);
+        if (lstat(dir, &st) == 0) {
+            out->refused = 1;
+            snprintf(out->first_refusal, sizeof out->first_refusal, "%.250s", why);
+        }
+    }
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, LIVE_TMP_FALLBACK_GLOB, (unsigned)geteuid());
+    char err[256];
+    long n = read_matching(pattern, geteuid(), remove_dead, out, err, sizeof err);
+    if (n < 0)
+        snprintf(why, whylen, "%s", err);
+    return n < 0 ? -1 : n > 0 ? 0 : rc;
 }
 
 int live_read_source(const char *dir, bool remove_dead, struct live_set *out, char *why, size_t whylen)
 {
-    return dir ? live_read_dir(dir, remove_dead, out, why, whylen) : live_read_all(remove_dead, out, why, whylen);
+    if (!dir)
+        return live_read_all(remove_dead, out, why, whylen);
+    bool tmp;
+    /* The default itself, not a fallback named with --dir. */
+    if (uid_of_path(dir, &tmp) == (long)geteuid() && tmp && !strchr(dir + 16, '.'))
+        return read_tmp_default(dir, remove_dead, out, why, whylen);
+    return live_read_dir(dir, remove_dead, out, why, whylen);
 }

@@ -3,9 +3,10 @@
  * publisher in libtensorleak.so and the readers), and the reader that
  * `tensorleak top` and `tensorleak exporter` use (live_read.c).
  *
- * One file per tracked process, DIR/PID.json, rewritten whole (temp file +
- * rename) by the process's watcher thread at most every
- * TENSORLEAK_LIVE_INTERVAL seconds.  DIR is TENSORLEAK_LIVE_DIR when set,
+ * One file per tracked process, DIR/PID-NS.json (NS: its pid namespace,
+ * live_entry_stem), rewritten whole (temp file DIR/.PID-NS.tmp + rename) by
+ * the process's watcher thread at most every TENSORLEAK_LIVE_INTERVAL
+ * seconds.  DIR is TENSORLEAK_LIVE_DIR when set,
  * else $XDG_RUNTIME_DIR/tensorleak, else /tmp/tensorleak-UID; it is created
  * 0700, the files 0600, and both sides refuse a directory or file owned by
  * someone else or open to group or others (a file planted in a shared
@@ -33,6 +34,38 @@ static inline int live_dir_path(char *out, size_t len, const char *override, con
         n = snprintf(out, len, "%s/tensorleak", xdg);
     else
         n = snprintf(out, len, "/tmp/tensorleak-%u", uid);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/* Whether the live directory is the per-user default in the shared /tmp
+ * (neither TENSORLEAK_LIVE_DIR nor XDG_RUNTIME_DIR says otherwise).  Any
+ * local user can create /tmp/tensorleak-UID before its user does; the
+ * publisher then uses a directory of its own, mkdtemp's
+ * /tmp/tensorleak-UID.XXXXXX, and the readers look in those too. */
+static inline bool live_dir_is_tmp_default(const char *override, const char *xdg)
+{
+    return !(override && *override) && !(xdg && xdg[0] == '/');
+}
+#define LIVE_TMP_FALLBACK_TEMPLATE "/tmp/tensorleak-%u.XXXXXX"
+#define LIVE_TMP_FALLBACK_GLOB "/tmp/tensorleak-%u.??????"
+
+/* The inode number of a pid namespace from its /proc/PID/ns/pid link text
+ * ("pid:[4026531836]"); 0 when the text is not one. */
+static inline unsigned long long live_ns_inode(const char *link)
+{
+    unsigned long long ino = 0;
+    char end = 0;
+    return link && sscanf(link, "pid:[%llu%c", &ino, &end) == 2 && end == ']' ? ino : 0;
+}
+
+/* What names a process's entry: "PID-NS", with NS its pid namespace's inode
+ * number, or "PID" when the namespace is unknown (ns 0: no /proc).  A pid is
+ * unique only within its pid namespace: two containers that share the
+ * directory each have a process 1, and each must have a file of its own that
+ * the other never writes, replaces or removes.  0, or -1 when it does not fit. */
+static inline int live_entry_stem(char *out, size_t len, int pid, unsigned long long ns)
+{
+    int n = ns ? snprintf(out, len, "%d-%llu", pid, ns) : snprintf(out, len, "%d", pid);
     return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
@@ -151,12 +184,14 @@ int live_default_dir(char *out, size_t len, const char *override);
 /* Whether to read every user's live directory: for root, unless --dir or
  * TENSORLEAK_LIVE_DIR names one. */
 bool live_all_users(const char *override);
-/* Every user's per-user directory (/run/user/UID/tensorleak and
- * /tmp/tensorleak-UID), each owned by the user its name says, each entry of
- * that user's own process; a directory of the wrong owner or mode counts as
- * refused. */
+/* Every user's per-user directory (/run/user/UID/tensorleak,
+ * /tmp/tensorleak-UID and its fallbacks /tmp/tensorleak-UID.XXXXXX), each
+ * owned by the user its name says, each entry of that user's own process; a
+ * directory of the wrong owner or mode counts as refused. */
 int live_read_all(bool remove_dead, struct live_set *out, char *why, size_t whylen);
-/* live_read_dir(dir), or live_read_all when dir is NULL. */
+/* live_read_dir(dir), or live_read_all when dir is NULL; the reader's own
+ * /tmp/tensorleak-UID with its fallbacks (an error only when none can be
+ * read). */
 int live_read_source(const char *dir, bool remove_dead, struct live_set *out, char *why, size_t whylen);
 void live_proc_free(struct live_proc *p);
 void live_set_free(struct live_set *s);

@@ -42,6 +42,7 @@ class Ctx:
         self.alloc_three = os.path.abspath(a.alloc_three)
         self.samples = os.path.abspath(a.samples_dir) if a.samples_dir else ""
         self.owners_demo = os.path.abspath(a.owners_demo) if a.owners_demo else ""
+        self.static_prog = os.path.abspath(a.static_prog) if a.static_prog else ""
         self.regen = os.environ.get("TL_REGEN") == "1"
         self.tmp = tempfile.mkdtemp(prefix="tensorleak-cli-")
 
@@ -493,6 +494,45 @@ def run_reports_a_missing_library_or_command(c):
 
 
 @case
+def run_says_a_static_program_is_not_tracked_and_refuses_its_gate(c):
+    """A statically linked program never reads LD_PRELOAD: `run` says so and
+    runs it untracked, or, asked for a --fail-on gate that could never fail,
+    refuses to run it.  A dynamic program, and the dynamic loader run
+    directly, draw no word."""
+    if not c.static_prog:
+        print("SKIP: no static-pie program (the C library has no static archive here)")
+        return SKIP
+    prog = c.static_prog
+    p = subprocess.run([prog], capture_output=True, text=True, timeout=60)
+    check_eq((p.returncode, p.stdout, p.stderr), (3, "static\n", ""), "the program without tensorleak")
+    untracked = f"tensorleak: run: {prog} is statically linked: LD_PRELOAD cannot load libtensorleak.so into it; " \
+                "running it untracked (no report)\n"
+    c.expect(["run", "--", prog], 3, stdout="static\n", stderr=untracked, env=fake_env(c))
+    c.expect(["run", "--fail-on", "none", "--", prog], 3, stdout="static\n", stderr=untracked, env=fake_env(c))
+    refused = (f"tensorleak: run: {prog} is statically linked: LD_PRELOAD cannot load libtensorleak.so into it, so "
+               "nothing would be tracked and --fail-on {} could never fail; not running it\n")
+    c.expect(["run", "--fail-on", "leak", "--", prog], 2, stdout="", stderr=refused.format("leak"), env=fake_env(c))
+    c.expect(["run", "--", prog], 2, stdout="", stderr=refused.format("growth"),
+             env=fake_env(c, TENSORLEAK_FAIL_ON="growth"))
+    # Found on PATH, and as a script's interpreter.
+    c.expect(["run", "--", os.path.basename(prog)], 3, stdout="static\n",
+             stderr=untracked, env=fake_env(c, PATH=os.path.dirname(prog) + ":/usr/bin:/bin"))
+    script = os.path.join(c.tmp, "static-script")
+    with open(script, "w") as f:
+        f.write(f"#!{prog} -x\n")
+    os.chmod(script, 0o755)
+    c.expect(["run", "--fail-on", "leak", "--", script], 2, stdout="", stderr=refused.format("leak"), env=fake_env(c))
+    # Dynamic programs: the fake preload is loaded, nothing is said.
+    c.expect(["run", "--fail-on", "leak", "--", "/bin/sh", "-c", "exit 5"], 5, stdout="", stderr="", env=fake_env(c))
+    # /bin/sh's own dynamic loader, as ldd names it.
+    ldd = subprocess.run(["ldd", "/bin/sh"], capture_output=True, text=True, timeout=60).stdout
+    loader = re.search(r"^\s*(/\S*/ld-\S+\.so\S*)", ldd, re.M)
+    if loader:
+        c.expect(["run", "--fail-on", "leak", "--", loader.group(1), "/bin/sh", "-c", "exit 6"], 6, stdout="",
+                 stderr="", env=fake_env(c))
+
+
+@case
 def run_finds_the_library_next_to_its_executable(c):
     script = 'printf "%s\\n" "$LD_PRELOAD" "$LD_LIBRARY_PATH"'
     for layout, libpath, simdir in (
@@ -820,6 +860,7 @@ def main():
     p.add_argument("--alloc-three", default="")
     p.add_argument("--samples-dir", default="")
     p.add_argument("--owners-demo", default="")
+    p.add_argument("--static-prog", default="")
     p.add_argument("case", choices=sorted(CASES) + ["list"])
     a = p.parse_args()
     if a.case == "list":

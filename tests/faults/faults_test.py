@@ -407,6 +407,36 @@ def report_files_are_created_0600(c):
     check_eq(stat.S_IMODE(os.stat(path).st_mode), 0o600, "mode with umask 0")
 
 
+def dev_null_output_writes_no_report_anywhere(c):
+    """TENSORLEAK_OUTPUT=/dev/null asks for no reports: none as a file (as
+    root, not beside /dev/null either), none on stderr (as a user who may not
+    write in /dev), a forked child's neither; the --fail-on gate still
+    decides the status."""
+    def as_nobody():
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+    users = [("root", None), ("nobody", as_nobody)] if os.geteuid() == 0 else [("this user", None)]
+    os.chmod(c.tmp, 0o755)
+    before = sorted(os.listdir("/dev"))
+    try:
+        for who, drop in users:
+            p = c.run(["return"], output="/dev/null", preexec=drop, cwd="/", TENSORLEAK_QUIET="0")
+            check_eq((p.returncode, p.stdout), (0, "returning\n"), f"{who}: status, stdout")
+            check_eq("{" in p.stderr or "cannot write" in p.stderr, False, f"{who}: a report on stderr: {p.stderr[:300]!r}")
+            check_eq(p.stderr.rstrip().endswith("Report: /dev/null"), True, f"{who}: the summary line: {p.stderr[-300:]!r}")
+            p = c.run(["fork"], output="/dev/null", preexec=drop, cwd="/")
+            check_eq((p.returncode, p.stderr), (0, ""), f"{who}: fork: status, stderr")
+            p = c.run(["return"], output="/dev/null", preexec=drop, cwd="/", TENSORLEAK_FAIL_ON="leak")
+            check_eq((p.returncode, p.stderr), (23, ""), f"{who}: the gate's status, stderr")
+        check_eq(sorted(os.listdir("/dev")), before, "files in /dev")
+        check_eq(c.files(), [], "files")
+    finally:
+        for name in set(os.listdir("/dev")) - set(before):
+            if name.startswith("null"):
+                os.unlink(os.path.join("/dev", name))
+
+
 CASES = {f.__name__: f for f in (
     return_from_main_writes_the_exit_report,
     exit_writes_the_exit_report_and_keeps_the_status,
@@ -427,6 +457,7 @@ CASES = {f.__name__: f for f in (
     planted_symlink_is_never_followed,
     report_path_that_is_a_directory_is_left_alone_the_report_takes_the_next_number,
     report_files_are_created_0600,
+    dev_null_output_writes_no_report_anywhere,
 )}
 
 

@@ -461,6 +461,30 @@ Test(report_path, pattern_expands_pid_sequence_rank_and_percent)
     unsetenv("RANK");
 }
 
+/* A rank is a file name's part, never a path: '/', '.', newlines and the
+ * like become '_', and a rank too long for one is cut. */
+Test(report_path, a_rank_never_leaves_the_directory_or_breaks_the_name)
+{
+    static const char *const cases[][2] = {
+        {"../../etc/x", "______etc_x"}, {"..", "__"}, {"a/b", "a_b"}, {"1\n2", "1_2"},
+        {"7", "7"}, {"node-3_a", "node-3_a"}, {"\x1b[2J", "__2J"},
+    };
+    char out[256], want[256];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv("RANK", cases[i][0], 1);
+        cr_assert_eq(tl_report_path("r%r.json", 1, false, out, sizeof out), 0);
+        snprintf(want, sizeof want, "r%s.json", cases[i][1]);
+        cr_assert_str_eq(out, want, "rank %zu", i);
+    }
+    char huge[300];
+    memset(huge, '9', sizeof huge - 1);
+    huge[sizeof huge - 1] = 0;
+    setenv("RANK", huge, 1);
+    cr_assert_eq(tl_report_path("r%r", 1, false, out, sizeof out), 0);
+    cr_assert(strlen(out) < 120 && strspn(out + 1, "9") == strlen(out) - 1, "cut, digits only: %s", out);
+    unsetenv("RANK");
+}
+
 /* Numbered names for every report but the exit report. */
 Test(report_path, numbered_reports_get_a_sequence_before_json_or_at_the_end)
 {
