@@ -75,6 +75,8 @@ void tl_private_deps_warn(void)
     static atomic_bool warned;
     if (failure[0])
         tl_warn(&warned, "%s; not tracking", failure);
+    else
+        tl_unwind_fds_warn();
 }
 
 /* The directory of libtensorleak.so, absolute ($ORIGIN): the deps library is
@@ -130,6 +132,8 @@ bool tl_private_deps_load(void)
     for (size_t i = 0; i < COUNT(tl_dep_func_names); i++)
         tl_dep_slots[i] = funcs[i];
     loaded = true; /* the handle is kept: the stubs point into it */
+    /* Before libunwind's first call, which opens its pipe (unwind_fds.c). */
+    tl_unwind_fds_install(tl_real_dlsym(h, "unw_backtrace"));
     return true;
 }
 

@@ -45,6 +45,12 @@ bool tl_private_deps_load(void);
 /* The one warning of a failed load (nothing when it succeeded): at the
  * first CUDA call. */
 void tl_private_deps_warn(void);
+/* unwind_fds.c: libunwind's memory check made to need no descriptor, by
+ * pointing its imports of pipe2, read, close and syscall at ours; any
+ * function of libunwind's identifies its module. */
+void tl_unwind_fds_install(void *libunwind_function);
+/* Says once (first CUDA call) when that could not be done. */
+void tl_unwind_fds_warn(void);
 
 /* ---- log.c ------------------------------------------------------------- */
 /* One line on stderr, prefixed "tensorleak: ".  Rate-limited per call site
@@ -114,6 +120,10 @@ int tl_parse_signal(const char *s, int *out);
  * getenv is safe): a worker process, a forked child included, may set its
  * rank in its environment after the library started. */
 const char *tl_options_rank(void);
+/* Opens the file a TENSORLEAK_* variable names, for reading: never blocks
+ * (a FIFO), refuses anything but a regular file.  NULL after one warning
+ * naming the variable, the path and `otherwise` (what happens instead). */
+FILE *tl_options_open_file(const char *variable, const char *path, const char *otherwise);
 
 /* Hash of a frame array for the per-thread caches (call sites, validated
  * frame-pointer walks).  Four independent multiply lanes, so 32 frames cost
