@@ -22,7 +22,10 @@
  * that byte from our own address space with process_vm_readv (EFAULT when it
  * cannot: the answer write() gave), and a close of a fake end succeeds.
  * Every other call, and every call on a real descriptor (libunwind opens
- * files elsewhere), goes to the function the slot held.
+ * files elsewhere), goes to the function of that name our own references
+ * resolve to: the one libunwind's would (both look in the global scope
+ * first), also where libunwind was loaded lazily before us and its slot
+ * still points into its PLT.
  *
  * Where process_vm_readv is refused (a seccomp policy: ENOSYS or EPERM), a
  * FUTEX_WAIT with a zero timeout reads the word instead: it returns EAGAIN
@@ -63,14 +66,6 @@
 #define FAKE_READ_END (INT_MAX - 1)
 #define FAKE_WRITE_END INT_MAX
 
-typedef int (*pipe2_fn)(int[2], int);
-typedef ssize_t (*read_fn)(int, void *, size_t);
-typedef int (*close_fn)(int);
-typedef long (*syscall_fn)(long, ...);
-
-static read_fn real_read;
-static close_fn real_close;
-static syscall_fn real_syscall;
 static atomic_bool vm_readv_refused;
 static char failure[160]; /* why the slots were left alone; "" when patched */
 
@@ -88,14 +83,14 @@ static ssize_t fake_read(int fd, void *buf, size_t n)
         errno = EAGAIN;
         return -1;
     }
-    return real_read(fd, buf, n);
+    return read(fd, buf, n);
 }
 
 static int fake_close(int fd)
 {
     if (fd == FAKE_READ_END || fd == FAKE_WRITE_END)
         return 0;
-    return real_close(fd);
+    return close(fd);
 }
 
 /* Whether the byte at `addr` is readable, without a descriptor and without
@@ -116,7 +111,7 @@ static bool readable(const void *addr)
      * it lies in the same page. */
     const uint32_t *word = (const uint32_t *)((uintptr_t)addr & ~(uintptr_t)3);
     struct timespec zero = {0, 0};
-    long rc = real_syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 0u, &zero, NULL, 0);
+    long rc = syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 0u, &zero, NULL, 0);
     return rc == 0 || errno != EFAULT;
 }
 
@@ -139,7 +134,7 @@ static long fake_syscall(long nr, ...)
         errno = saved == EINTR ? 0 : saved;
         return 1;
     }
-    return real_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+    return syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 #ifdef SLOT_JUMP
@@ -244,11 +239,6 @@ void tl_unwind_fds_install(void *libunwind_function)
         }
     struct relro relro = {.base = s.base};
     dl_iterate_phdr(find_relro, &relro);
-    real_read = (read_fn)*s.slot[1];
-    real_close = (close_fn)*s.slot[2];
-    real_syscall = (syscall_fn)*s.slot[3];
-    /* A lazily bound slot still points into libunwind's PLT, which resolves
-     * the name on the first call: fine to forward to. */
     void *fakes[4] = {(void *)fake_pipe2, (void *)fake_read, (void *)fake_close, (void *)fake_syscall};
     /* pipe2 last: until it hands out fake numbers, the others forward
      * every call. */
