@@ -108,19 +108,8 @@ static void on_fatal(int sig)
 
 static void install_fatal_handlers(void)
 {
-    for (size_t i = 0; i < sizeof fatal_signals / sizeof fatal_signals[0]; i++) {
-        struct sigaction old;
-        if (sigaction(fatal_signals[i], NULL, &old) != 0)
-            continue;
-        if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
-            continue; /* the program's own handler, or ignored: leave it */
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_fatal;
-        sigemptyset(&sa.sa_mask);
-        sa.sa_flags = SA_ONSTACK;
-        sigaction(fatal_signals[i], &sa, NULL);
-    }
+    for (size_t i = 0; i < sizeof fatal_signals / sizeof fatal_signals[0]; i++)
+        tl_signal_install_if_default(fatal_signals[i], on_fatal, SA_ONSTACK, NULL);
 }
 
 /* The constructor's part: nothing that the process could see. */

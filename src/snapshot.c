@@ -147,27 +147,41 @@ static void after_fork_in_parent(void)
     work_held_for_fork = false;
 }
 
+bool tl_signal_install_if_default(int sig, void (*handler)(int), int flags, struct sigaction *old)
+{
+    struct sigaction now, before;
+    if (sigaction(sig, NULL, &now) != 0 || (now.sa_flags & SA_SIGINFO) || now.sa_handler != SIG_DFL) {
+        if (old)
+            *old = now;
+        return false;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sa.sa_flags = flags;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(sig, &sa, &before) != 0)
+        return false;
+    /* Another thread of the program set a disposition between the two
+     * calls: it goes back. */
+    if ((before.sa_flags & SA_SIGINFO) || before.sa_handler != SIG_DFL) {
+        sigaction(sig, &before, NULL);
+        if (old)
+            *old = before;
+        return false;
+    }
+    return true;
+}
+
 /* Only on a signal at SIG_DFL: a handler of the program's stays, and so
  * does SIG_IGN (an exec'd child inherits SIG_IGN; it would inherit SIG_DFL
  * from our handler). */
 static void install(int sig)
 {
-    if (sig <= 0)
-        return;
     struct sigaction old;
-    if (sigaction(sig, NULL, &old) != 0)
-        return;
-    if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) {
-        if (old.sa_handler != on_signal)
-            tl_warn(NULL, "signal %d already has a handler or is ignored in this program; snapshots on it are off", sig);
-        return;
-    }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(sig, &sa, NULL);
+    if (sig > 0 && !tl_signal_install_if_default(sig, on_signal, SA_RESTART, &old) &&
+        ((old.sa_flags & SA_SIGINFO) || old.sa_handler != on_signal))
+        tl_warn(NULL, "signal %d already has a handler or is ignored in this program; snapshots on it are off", sig);
 }
 
 static atomic_bool watcher_started;

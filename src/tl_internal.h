@@ -566,8 +566,14 @@ void tl_mark(const char *label);
 void tl_growth_after_fork(void);
 
 /* ---- snapshot.c (signals, interval reports, the watcher thread) ----------- */
-/* At start: the pipe and the handlers, no thread. */
+/* At the first CUDA or client API call: the semaphore and the handlers, no
+ * thread. */
 void tl_snapshot_start(void);
+/* Installs `handler` on `sig` if the program left it at SIG_DFL; false
+ * otherwise (*old, when given, gets the program's disposition).  A
+ * disposition the program sets concurrently wins. */
+struct sigaction;
+bool tl_signal_install_if_default(int sig, void (*handler)(int), int flags, struct sigaction *old);
 /* At the program's first CUDA call: starts the watcher thread. */
 void tl_snapshot_watch(void);
 void tl_snapshot_after_fork(bool follow);
