@@ -40,7 +40,7 @@ void *tl_thread_block(void **slot, size_t size);
 /* ---- private_deps.c ------------------------------------------------------ */
 /* Loads libunwind, libdw and jansson privately (RTLD_LOCAL) and fills the
  * stubs our code calls them through; false when they cannot be loaded.
- * Called once, from the start of tl_init. */
+ * Called once, from the constructor (or the first hook, before it). */
 bool tl_private_deps_load(void);
 /* The one warning of a failed load (nothing when it succeeded): at the
  * first CUDA call. */
