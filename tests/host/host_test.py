@@ -6,7 +6,7 @@ preloaded, and compares what the program can see: its exit status or the
 signal it died of, its descriptors and the files behind them, its signal
 dispositions, its threads, Python's signal handling.
 
-    host_test.py --library LIB --sim-dir DIR --program EXE CASE
+    host_test.py --library LIB --sim-dir DIR --program EXE --cli TENSORLEAK CASE
 
 Exit 0 pass, 1 fail, 77 skip.
 """
@@ -221,6 +221,11 @@ def python_keeps_ctrl_c_and_handler_restore_before_and_after_a_cuda_call(c):
         without, with_ = c.both([exe, "-c", PY_SIGNALS])
         check_eq((without.returncode, without.stdout), (0, want), f"{exe} without the preload: {without.stderr}")
         check_eq((with_.returncode, with_.stdout), (0, want), f"{exe} under the preload: {with_.stderr}")
+        # `tensorleak run` also starts the Python bridge (TENSORLEAK_PYTHON=1).
+        run = c.run([c.args.cli, "run", "--", exe, "-c", PY_SIGNALS], preload=False,
+                    TENSORLEAK_LIBRARY=c.args.library, TENSORLEAK_OUTPUT=os.path.join(c.tmp, "run.%p.json"),
+                    TENSORLEAK_QUIET="1")
+        check_eq((run.returncode, run.stdout), (0, want), f"{exe} under tensorleak run: {run.stderr}")
         print(f"ok: {exe} ({v})")
 
 
@@ -253,6 +258,7 @@ def main():
     ap.add_argument("--library", required=True)
     ap.add_argument("--sim-dir", required=True)
     ap.add_argument("--program", required=True)
+    ap.add_argument("--cli", required=True)
     ap.add_argument("case", choices=sorted(CASES))
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="tl-host-") as tmp:
