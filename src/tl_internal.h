@@ -45,12 +45,13 @@ bool tl_private_deps_load(void);
 /* The one warning of a failed load (nothing when it succeeded): at the
  * first CUDA call. */
 void tl_private_deps_warn(void);
-/* unwind_fds.c: libunwind's memory check made to need no descriptor, by
- * pointing its imports of pipe2, read, close and syscall at ours; any
- * function of libunwind's identifies its module. */
-void tl_unwind_fds_install(void *libunwind_function);
-/* Says once (first CUDA call) when that could not be done. */
-void tl_unwind_fds_warn(void);
+/* private_fds.c: libunwind's memory check made to need no descriptor (its
+ * imports of pipe2, read, close and syscall pointed at ours), and the opens
+ * of every private library made close-on-exec; a function of each library
+ * names its module. */
+void tl_private_fds_install(void *libunwind_function, void *const *other_functions, size_t nother);
+/* Says once (first CUDA call) when libunwind keeps its pipe. */
+void tl_private_fds_warn(void);
 
 /* ---- log.c ------------------------------------------------------------- */
 /* One line on stderr, prefixed "tensorleak: ".  Rate-limited per call site

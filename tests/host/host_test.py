@@ -15,6 +15,7 @@ import glob
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -180,6 +181,31 @@ def after_the_first_cuda_call_tensorleak_holds_no_descriptor(c):
     check_eq(with_.stdout, without.stdout, "under the preload: " + with_.stderr)
 
 
+def every_descriptor_tensorleak_opens_is_close_on_exec(c):
+    """A thread of the program that forks and execs while a report is being
+    written must not hand tensorleak's descriptors (the modules libdw reads)
+    to the new program: every open from the first CUDA call on, the
+    program's own three files aside, has O_CLOEXEC."""
+    strace = shutil.which("strace")
+    if not strace:
+        raise Skip("strace is not installed")
+    log = os.path.join(c.tmp, "strace.txt")
+    p = c.run([strace, "-f", "-o", log, "-e", "trace=open,openat,dup,pipe,pipe2,socket",
+               c.args.program, "daemon"], preload=True, TENSORLEAK_LIVE="0")
+    if "PTRACE" in p.stderr or "Operation not permitted" in p.stderr:
+        raise Skip("strace cannot trace here: " + p.stderr[:200])
+    check_eq((p.returncode, p.stdout), (0, "ok\n"), "status, stdout: " + p.stderr)
+    with open(log) as f:
+        calls = f.read().splitlines()
+    # From the program's first own file (after its first cudaMalloc).
+    first = next(i for i, l in enumerate(calls) if '"a.txt"' in l)
+    own = ('"a.txt"', '"b.txt"', '"c.txt"', '"/proc/self/fd"')
+    leaky = [l for l in calls[first:] if "= -1" not in l and "O_CLOEXEC" not in l and not any(o in l for o in own)
+             and any(k in l for k in ("open(", "openat(", "dup(", "pipe", "socket("))]
+    check_eq(leaky, [], "descriptors opened without O_CLOEXEC")
+    check(sum("openat(" in l for l in calls[first:]) > 10, "the report's opens were traced")
+
+
 PY_SIGNALS = r"""
 import ctypes, os, signal, sys
 
@@ -250,6 +276,7 @@ CASES = {f.__name__: f for f in [
     after_the_first_cuda_call_tensorleak_holds_no_descriptor,
     python_keeps_ctrl_c_and_handler_restore_before_and_after_a_cuda_call,
     a_fifo_named_by_a_file_variable_is_refused_without_blocking,
+    every_descriptor_tensorleak_opens_is_close_on_exec,
 ]}
 
 
