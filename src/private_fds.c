@@ -46,9 +46,9 @@
 #include "tl_internal.h"
 
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <link.h>
 #include <linux/futex.h>
