@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -520,11 +521,17 @@ static void publish(void)
         snprintf(tmp, sizeof tmp, ".%s.tmp", self.stem);
         snprintf(name, sizeof name, "%s.json", self.stem);
         unlinkat(dfd, tmp, 0); /* ours, left by a write that was cut short */
-        int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        int err = fd < 0 ? errno : 0;
+        /* Past RLIMIT_FSIZE the write would raise SIGXFSZ, which the
+         * program may leave at its default (it kills): a new file from
+         * offset 0 crosses the limit exactly when it is longer. */
+        struct rlimit fsize;
+        size_t len = strlen(b.text);
+        bool too_large = getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY && len > fsize.rlim_cur;
+        int fd = too_large ? -1 : openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        int err = too_large ? EFBIG : fd < 0 ? errno : 0;
         bool exiting = fd >= 0 && atomic_load(&stopped); /* see remove_entry */
         if (fd >= 0 && !exiting)
-            err = write_all(fd, b.text, strlen(b.text));
+            err = write_all(fd, b.text, len);
         if (fd >= 0 && close(fd) != 0 && !err)
             err = errno;
         if (!err && !exiting && renameat(dfd, tmp, dfd, name) != 0)

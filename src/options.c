@@ -11,12 +11,15 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 extern char **environ;
 
@@ -371,6 +374,29 @@ const char *tl_options_rank(void)
             return v;
     }
     return NULL;
+}
+
+FILE *tl_options_open_file(const char *variable, const char *path, const char *otherwise)
+{
+    /* Non-blocking: opening a FIFO for reading would wait for a writer, in
+     * every process the variable reaches. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        tl_warn(NULL, "%s: cannot read %s: %s; %s", variable, path, strerror(errno), otherwise);
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        tl_warn(NULL, "%s: %s is not a regular file; %s", variable, path, otherwise);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        tl_warn(NULL, "%s: cannot read %s: %s; %s", variable, path, strerror(errno), otherwise);
+        close(fd);
+    }
+    return f;
 }
 
 static const char *find(char **envp, const char *name)

@@ -207,10 +207,8 @@ void tl_owners_load(void)
     find_or_add_owner("user", CLASS_USER);
     const char *user_file = tl_opt.owners;
     if (*user_file) {
-        FILE *fp = fopen(user_file, "re");
-        if (!fp) {
-            tl_warn(NULL, "TENSORLEAK_OWNERS: cannot read %s: %s; no user owner rules", user_file, strerror(errno));
-        } else {
+        FILE *fp = tl_options_open_file("TENSORLEAK_OWNERS", user_file, "no user owner rules");
+        if (fp) {
             char *buf = NULL;
             size_t cap = 0;
             ssize_t n = getdelim(&buf, &cap, '\0', fp); /* the whole file */

@@ -1,16 +1,35 @@
 /*
  * preload.c — life cycle of the preloaded library: start, fork, exit.
  *
- * Initialisation is cheap and deferred: the constructor (or the first hook,
- * whichever runs first — another library's constructor may allocate before
- * ours runs) parses options and warms the unwinder.  The watcher thread for
- * snapshots starts there too.  Nothing heavy happens inside dlsym.
+ * A process that never reaches CUDA must run exactly as it would without
+ * tensorleak (a shell in front of the real program, `ls`, a Python
+ * interpreter that only imports): no descriptor, no signal handler, no
+ * thread, no file read or written.  So the constructor does only what needs
+ * nothing of the process: it loads the private libraries (private_deps.c:
+ * dlopen holds no descriptor afterwards) and reads the options from
+ * `environ`.  Everything else starts at the first CUDA call (tl_ensure_init,
+ * or the first hook before our constructor ran — another library's
+ * constructor may allocate first) or at the first call of the tensorleak_*
+ * client API (tl_init): the owner, suppression and budget files, the fork
+ * handlers, the snapshot signal and the fatal-signal handlers, and, at the
+ * first CUDA call, the watcher thread.  Nothing heavy happens inside dlsym.
+ *
+ * Signal handlers are installed then, and only on a signal whose
+ * disposition is still SIG_DFL.  By the first CUDA call an interpreter has
+ * set up what it sets up at start: CPython reads each disposition once, at
+ * start, and installs its SIGINT handler only on a SIGINT left at default;
+ * so `signal.getsignal` keeps returning what Python set, and Ctrl-C raises
+ * KeyboardInterrupt, as without tensorleak.  A handler the program installs
+ * later replaces ours (we never re-install), and a disposition the program
+ * set (a handler or SIG_IGN) is never touched.  Exec resets our handlers to
+ * SIG_DFL, so an exec'd child inherits exactly the dispositions it would
+ * have without us.
  *
  * The exit report is written from our ELF destructor: glibc runs atexit
  * handlers first, then destructors with the main program's before those of
  * the libraries it was loaded ahead of, so the program's own cleanup has
  * already freed what it frees.  A process that never touched CUDA writes no
- * report (a shell in front of the real program, say).
+ * report.
  *
  * Fork policy (TENSORLEAK_FOLLOW_FORK, default on): a forked child starts
  * with an empty table and writes its own report (its own pid in the file
@@ -27,7 +46,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static pthread_once_t quiet_once = PTHREAD_ONCE_INIT, init_once = PTHREAD_ONCE_INIT;
+static bool quiet_done; /* the private libraries loaded, the options read */
 static pid_t owner_pid;
 atomic_bool tl_used; /* some CUDA entry point was reached */
 
@@ -58,12 +78,12 @@ static void after_fork_child(void)
 /* ---- fatal signals ------------------------------------------------------
  * A program killed by SIGTERM, SIGINT, abort() or a crash never runs its
  * destructors, so the exit report would be lost exactly when it matters.  For
- * each fatal signal the program left at its default action we write the
- * report, then restore the default and re-raise: the process still dies of
- * the same signal, with the same status its parent sees.  Writing a report
- * is not async-signal-safe; it is skipped when the signal interrupted our own
- * tracker on this thread (it may hold a table lock), and it is attempted
- * once. */
+ * each fatal signal still at its default action at the first CUDA call (see
+ * the top of this file) we write the report, then restore the default and
+ * re-raise: the process still dies of the same signal, with the same status
+ * its parent sees.  Writing a report is not async-signal-safe; it is skipped
+ * when the signal interrupted our own tracker on this thread (it may hold a
+ * table lock), and it is attempted once. */
 static const int fatal_signals[] = {SIGABRT, SIGTERM, SIGINT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGQUIT};
 static atomic_bool fatal_entered;
 
@@ -88,22 +108,12 @@ static void on_fatal(int sig)
 
 static void install_fatal_handlers(void)
 {
-    for (size_t i = 0; i < sizeof fatal_signals / sizeof fatal_signals[0]; i++) {
-        struct sigaction old;
-        if (sigaction(fatal_signals[i], NULL, &old) != 0)
-            continue;
-        if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
-            continue; /* the program's own handler, or ignored: leave it */
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_fatal;
-        sigemptyset(&sa.sa_mask);
-        sa.sa_flags = SA_ONSTACK;
-        sigaction(fatal_signals[i], &sa, NULL);
-    }
+    for (size_t i = 0; i < sizeof fatal_signals / sizeof fatal_signals[0]; i++)
+        tl_signal_install_if_default(fatal_signals[i], on_fatal, SA_ONSTACK, NULL);
 }
 
-static void init(void)
+/* The constructor's part: nothing that the process could see. */
+static void init_quiet(void)
 {
     /* Before anything that unwinds, symbolizes or writes JSON; without its
      * libraries tensorleak stays off (tl_active false: every hook passes
@@ -111,6 +121,15 @@ static void init(void)
     if (!tl_private_deps_load())
         return;
     tl_options_load(NULL);
+    quiet_done = true;
+}
+
+/* The rest, at the first CUDA call or client API call. */
+static void init(void)
+{
+    pthread_once(&quiet_once, init_quiet);
+    if (!quiet_done)
+        return;
     tl_live_init();
     tl_stack_init();
     owner_pid = getpid();
@@ -141,7 +160,7 @@ void tl_ensure_init(void)
 
 __attribute__((constructor)) static void tl_constructor(void)
 {
-    tl_init();
+    pthread_once(&quiet_once, init_quiet);
 }
 
 __attribute__((destructor)) static void tl_destructor(void)

@@ -75,6 +75,8 @@ void tl_private_deps_warn(void)
     static atomic_bool warned;
     if (failure[0])
         tl_warn(&warned, "%s; not tracking", failure);
+    else
+        tl_private_fds_warn();
 }
 
 /* The directory of libtensorleak.so, absolute ($ORIGIN): the deps library is
@@ -130,6 +132,10 @@ bool tl_private_deps_load(void)
     for (size_t i = 0; i < COUNT(tl_dep_func_names); i++)
         tl_dep_slots[i] = funcs[i];
     loaded = true; /* the handle is kept: the stubs point into it */
+    /* Before their first call: libunwind's opens its pipe (private_fds.c).
+     * A function of each library names its module. */
+    void *others[] = {tl_real_dlsym(h, "dwfl_begin"), tl_real_dlsym(h, "elf_begin"), tl_real_dlsym(h, "json_dumps")};
+    tl_private_fds_install(tl_real_dlsym(h, "unw_backtrace"), others, sizeof others / sizeof others[0]);
     return true;
 }
 

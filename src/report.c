@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
@@ -894,11 +895,13 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
     if (root)
         text = json_dumps(root, JSON_INDENT(1) | JSON_ENSURE_ASCII);
     json_decref(root);
+    /* Over the file and the stderr text alike. */
+    struct sigaction xfsz_saved;
+    bool xfsz_held = tl_report_sigxfsz_hold(&xfsz_saved);
     if (!text) {
         tl_warn(NULL, "out of memory while writing a report");
         shown = "(not written)";
     } else {
-        tl_report_ignore_sigxfsz();
         size_t len = strlen(text);
         text[len] = '\n'; /* json_dumps leaves room for its NUL; we add a newline */
         int err = tl_report_write_file(reason, m.seq, exact_path, text, len + 1, path, sizeof path);
@@ -945,6 +948,7 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
             print_snapshot_line(&m, shown);
         }
     }
+    tl_report_sigxfsz_release(xfsz_held, &xfsz_saved);
     if (gate_failed)
         *gate_failed = m.gate_failed;
     if (have_model)

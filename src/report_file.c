@@ -247,14 +247,25 @@ int tl_report_write_file(enum tl_reason reason, unsigned seq, const char *exact,
     return err;
 }
 
-void tl_report_ignore_sigxfsz(void)
+bool tl_report_sigxfsz_hold(struct sigaction *saved)
 {
     /* A full disk or RLIMIT_FSIZE must give an error, not kill the host
-     * program with SIGXFSZ — but only if the program left it at default. */
-    struct sigaction sa;
-    if (sigaction(SIGXFSZ, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL && !(sa.sa_flags & SA_SIGINFO)) {
-        sa.sa_handler = SIG_IGN;
-        sigaction(SIGXFSZ, &sa, NULL);
-    }
+     * program with SIGXFSZ — but only if the program left it at default.
+     * The signal is process-directed (a thread mask would not keep it from
+     * another thread), so it is ignored for the length of the write. */
+    if (sigaction(SIGXFSZ, NULL, saved) != 0 || saved->sa_handler != SIG_DFL || (saved->sa_flags & SA_SIGINFO))
+        return false;
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    return sigaction(SIGXFSZ, &ign, NULL) == 0;
 }
 
+void tl_report_sigxfsz_release(bool held, const struct sigaction *saved)
+{
+    struct sigaction now;
+    /* Unless the program set a disposition of its own meanwhile. */
+    if (held && sigaction(SIGXFSZ, NULL, &now) == 0 && now.sa_handler == SIG_IGN && !(now.sa_flags & SA_SIGINFO))
+        sigaction(SIGXFSZ, saved, NULL);
+}

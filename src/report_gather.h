@@ -256,8 +256,15 @@ void tl_report_read_devices_now(void);
 int tl_report_write_file(enum tl_reason reason, unsigned seq, const char *exact, const char *text, size_t len,
                          char *path, size_t pathlen);
 /* A full disk or RLIMIT_FSIZE gives an error, not SIGXFSZ killing the host
- * program: ignored, once, if the program left it at its default. */
-void tl_report_ignore_sigxfsz(void);
+ * program: SIGXFSZ, when the program left it at its default, is ignored
+ * from hold (true: it was) to release, which puts back exactly the
+ * disposition saved, unless the program set one meanwhile.  Called with the
+ * report lock held: the window of one report never overlaps another's.
+ * While it lasts, another thread of the program writing past its limit gets
+ * EFBIG instead of the signal. */
+struct sigaction;
+bool tl_report_sigxfsz_hold(struct sigaction *saved);
+void tl_report_sigxfsz_release(bool held, const struct sigaction *saved);
 
 /* report_build.c: the report model of what `m` gathered, every frame
  * symbolized (the model borrows from `m`: free it first); false when out of

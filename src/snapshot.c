@@ -4,10 +4,17 @@
  * tensorleak_mark).
  *
  * A signal handler may interrupt a hook that holds a table lock, so it does
- * nothing but write one byte into a pipe (async-signal-safe, errno kept).  A
- * watcher thread, started with every signal blocked so that no signal is ever
- * delivered to it, reads the pipe and takes the snapshot like any other
- * thread would: no unwinding, allocation or locking in signal context.
+ * nothing but set a flag and post a semaphore (both async-signal-safe,
+ * errno kept).  A watcher thread, started with every signal blocked so that
+ * no signal is ever delivered to it, waits on the semaphore (with a timeout:
+ * the next interval report or live update) and takes the snapshot like any
+ * other thread would: no unwinding, allocation or locking in signal context.
+ * No descriptor is involved: a pipe would sit in the program's descriptor
+ * table, where a program that closes what it did not open (a daemon) can
+ * close it or have its own file take its number.
+ *
+ * The signals are installed at the first CUDA call (or client API call),
+ * only where the program left them at SIG_DFL (preload.c says why).
  *
  * The watcher is a thread the program did not make, so it must never be the
  * reason a forked child hangs.  fork() copies only the forking thread: any
@@ -18,19 +25,20 @@
  * without us.  So the watcher works only while it holds work_lock and a
  * pthread_atfork prepare handler takes work_lock: fork() waits for the unit
  * of work in progress (a live update is milliseconds, a report of a large
- * table seconds) and the watcher is asleep in poll() at the fork.
+ * table seconds) and the watcher is asleep in sem_clockwait() at the fork.
  */
 #include "tl_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-static int wake_pipe[2] = {-1, -1};
+static sem_t wake;
+static bool wake_ready; /* sem_init succeeded */
+static atomic_bool want_snapshot, want_mark;
 static pthread_t watcher;
 static bool watcher_running;
 static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -47,9 +55,8 @@ bool tl_snapshot_on_watcher(void)
 static void on_signal(int sig)
 {
     int saved = errno;
-    char byte = sig == tl_opt.mark_signal ? 'M' : 'S';
-    ssize_t w = write(wake_pipe[1], &byte, 1);
-    (void)w; /* a full pipe already holds a pending request */
+    atomic_store(sig == tl_opt.mark_signal ? &want_mark : &want_snapshot, true);
+    sem_post(&wake); /* EOVERFLOW: a wake-up is pending already */
     errno = saved;
 }
 
@@ -60,49 +67,49 @@ static double monotonic_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Sleeps in poll until a signal's byte arrives or the nearer of two
- * deadlines passes: the next interval report, the next live state update
- * (live.c). */
+/* Sleeps until a signal posts the semaphore or the nearer of two deadlines
+ * passes: the next interval report, the next live state update (live.c). */
 static void *watch(void *arg)
 {
     (void)arg;
     on_watcher = true;
     double next_report = tl_opt.interval > 0 ? monotonic_s() + tl_opt.interval : -1.0;
     for (;;) {
-        double now = monotonic_s(), next = tl_live_state_next_due();
+        double next = tl_live_state_next_due();
         if (next_report >= 0 && (next < 0 || next_report < next))
             next = next_report;
-        int timeout_ms = next < 0 ? -1 : next <= now ? 0 : (int)((next - now) * 1000.0) + 1;
-        struct pollfd pfd = {.fd = wake_pipe[0], .events = POLLIN};
-        int rc = poll(&pfd, 1, timeout_ms);
-        if (rc < 0 && errno == EINTR)
-            continue;
-        if (rc < 0)
-            return NULL;
-        pthread_mutex_lock(&work_lock);
-        if (rc == 0) {
-            now = monotonic_s();
-            if (next_report >= 0 && now >= next_report) {
-                tl_mark("interval");
-                tl_report_write(TL_REASON_INTERVAL, NULL, NULL, NULL);
-                next_report = monotonic_s() + tl_opt.interval;
-            }
-            tl_live_state_tick(now);
+        int rc;
+        if (next < 0) {
+            rc = sem_wait(&wake);
         } else {
-            char buf[64];
-            ssize_t n = read(wake_pipe[0], buf, sizeof buf);
-            bool snap = false, mark = false;
-            for (ssize_t i = 0; i < n; i++) {
-                snap |= buf[i] == 'S';
-                mark |= buf[i] == 'M';
-            }
-            /* Several signals that arrived together make one snapshot: the
-             * state they would all show is the same. */
-            if (mark)
-                tl_mark("signal");
-            if (snap)
-                tl_report_write(TL_REASON_SIGNAL, NULL, NULL, NULL);
+            struct timespec until;
+            until.tv_sec = (time_t)next;
+            until.tv_nsec = (long)((next - (double)until.tv_sec) * 1e9);
+            if (until.tv_nsec >= 1000000000L)
+                until.tv_nsec = 999999999L;
+            rc = sem_clockwait(&wake, CLOCK_MONOTONIC, &until);
         }
+        if (rc != 0 && errno == EINTR)
+            continue;
+        if (rc != 0 && errno != ETIMEDOUT)
+            return NULL;
+        /* Several signals that arrived together make one snapshot: the
+         * state they would all show is the same. */
+        while (rc == 0 && sem_trywait(&wake) == 0)
+            ;
+        pthread_mutex_lock(&work_lock);
+        bool mark = atomic_exchange(&want_mark, false), snap = atomic_exchange(&want_snapshot, false);
+        if (mark)
+            tl_mark("signal");
+        if (snap)
+            tl_report_write(TL_REASON_SIGNAL, NULL, NULL, NULL);
+        double now = monotonic_s();
+        if (next_report >= 0 && now >= next_report) {
+            tl_mark("interval");
+            tl_report_write(TL_REASON_INTERVAL, NULL, NULL, NULL);
+            next_report = monotonic_s() + tl_opt.interval;
+        }
+        tl_live_state_tick(now);
         pthread_mutex_unlock(&work_lock);
     }
 }
@@ -140,22 +147,41 @@ static void after_fork_in_parent(void)
     work_held_for_fork = false;
 }
 
-static void install(int sig)
+bool tl_signal_install_if_default(int sig, void (*handler)(int), int flags, struct sigaction *old)
 {
-    if (sig <= 0)
-        return;
+    struct sigaction now, before;
+    if (sigaction(sig, NULL, &now) != 0 || (now.sa_flags & SA_SIGINFO) || now.sa_handler != SIG_DFL) {
+        if (old)
+            *old = now;
+        return false;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
+    sa.sa_handler = handler;
+    sa.sa_flags = flags;
     sigemptyset(&sa.sa_mask);
-    struct sigaction old;
-    if (sigaction(sig, NULL, &old) == 0 && old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN &&
-        old.sa_handler != on_signal) {
-        tl_warn(NULL, "signal %d already has a handler in this program; snapshots on it are off", sig);
-        return;
+    if (sigaction(sig, &sa, &before) != 0)
+        return false;
+    /* Another thread of the program set a disposition between the two
+     * calls: it goes back. */
+    if ((before.sa_flags & SA_SIGINFO) || before.sa_handler != SIG_DFL) {
+        sigaction(sig, &before, NULL);
+        if (old)
+            *old = before;
+        return false;
     }
-    sigaction(sig, &sa, NULL);
+    return true;
+}
+
+/* Only on a signal at SIG_DFL: a handler of the program's stays, and so
+ * does SIG_IGN (an exec'd child inherits SIG_IGN; it would inherit SIG_DFL
+ * from our handler). */
+static void install(int sig)
+{
+    struct sigaction old;
+    if (sig > 0 && !tl_signal_install_if_default(sig, on_signal, SA_RESTART, &old) &&
+        ((old.sa_flags & SA_SIGINFO) || old.sa_handler != on_signal))
+        tl_warn(NULL, "signal %d already has a handler or is ignored in this program; snapshots on it are off", sig);
 }
 
 static atomic_bool watcher_started;
@@ -173,33 +199,18 @@ static void register_fork_handlers(void)
         tl_warn(NULL, "cannot register the fork handlers; a fork during a live update may hang the child");
 }
 
-static void close_pipe(void)
-{
-    if (wake_pipe[0] >= 0) {
-        close(wake_pipe[0]);
-        close(wake_pipe[1]);
-    }
-    wake_pipe[0] = wake_pipe[1] = -1;
-}
-
-static bool open_pipe(void)
-{
-    /* The read end blocks in poll, not in read: keep it non-blocking so a
-     * spurious wake-up never hangs the watcher. */
-    if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
-        tl_warn(NULL, "cannot create the snapshot pipe (%s); signal snapshots are off", strerror(errno));
-        wake_pipe[0] = wake_pipe[1] = -1;
-        return false;
-    }
-    return true;
-}
-
-/* At start: the pipe and the handlers, no thread.  A signal that arrives
- * before the watcher runs waits in the pipe. */
+/* At the first CUDA call or client API call: the semaphore and the
+ * handlers.  A signal that arrives before the watcher runs leaves its flag
+ * and a post for it. */
 void tl_snapshot_start(void)
 {
-    if (!(tl_opt.signal || tl_opt.mark_signal || tl_opt.interval > 0 || tl_opt.live) || !open_pipe())
+    if (!(tl_opt.signal || tl_opt.mark_signal || tl_opt.interval > 0 || tl_opt.live))
         return;
+    if (sem_init(&wake, 0, 0) != 0) {
+        tl_warn(NULL, "cannot create the snapshot semaphore (%s); signal snapshots are off", strerror(errno));
+        return;
+    }
+    wake_ready = true;
     install(tl_opt.signal);
     install(tl_opt.mark_signal);
 }
@@ -211,7 +222,7 @@ void tl_snapshot_start(void)
  * a multi-threaded process, and the warning would change its output). */
 void tl_snapshot_watch(void)
 {
-    if (wake_pipe[0] < 0 || atomic_exchange(&watcher_started, true))
+    if (!wake_ready || atomic_exchange(&watcher_started, true))
         return;
     pthread_once(&fork_handlers_once, register_fork_handlers);
     sigset_t all, old;
@@ -227,10 +238,10 @@ void tl_snapshot_watch(void)
     watcher_running = true;
 }
 
-/* The watcher thread does not exist in a forked child, and the inherited
- * pipe is shared with the parent: a new pipe, and a new watcher if the
- * parent had one running and the child is followed.  An unfollowed child
- * keeps no pipe, so a signal it receives never wakes the parent's watcher. */
+/* The watcher thread does not exist in a forked child: a new one if the
+ * parent had one running and the child is followed.  The semaphore is the
+ * child's own copy (not shared between processes); it starts again at zero,
+ * and a request the parent had pending is the parent's. */
 void tl_snapshot_after_fork(bool follow)
 {
     /* Held by this thread since before_fork; the watcher it guarded is not
@@ -245,16 +256,17 @@ void tl_snapshot_after_fork(bool follow)
      * after-fork handler) must not find br_lock held by a thread that is
      * not there. */
     tl_bridge_after_fork();
-    if (!follow) {
-        close_pipe();
-        return;
+    if (wake_ready) {
+        sem_destroy(&wake);
+        wake_ready = sem_init(&wake, 0, 0) == 0;
     }
+    atomic_store(&want_snapshot, false);
+    atomic_store(&want_mark, false);
+    if (!follow)
+        return;
     tl_growth_after_fork();
     tl_live_state_after_fork();
-    if (wake_pipe[0] < 0)
-        return;
-    close_pipe();
-    if (open_pipe() && was_running)
+    if (was_running)
         tl_snapshot_watch();
 }
 

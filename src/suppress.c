@@ -33,11 +33,9 @@ void tl_suppressions_load(void)
     if (!tl_opt.suppressions[0])
         return;
     const char *path = tl_opt.suppressions;
-    FILE *f = fopen(path, "re");
-    if (!f) {
-        tl_warn(NULL, "TENSORLEAK_SUPPRESSIONS: cannot read %s: %s; no suppressions", path, strerror(errno));
+    FILE *f = tl_options_open_file("TENSORLEAK_SUPPRESSIONS", path, "no suppressions");
+    if (!f)
         return;
-    }
     char *buf = NULL;
     size_t len = 0, cap = 0;
     char chunk[4096];

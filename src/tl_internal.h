@@ -40,11 +40,18 @@ void *tl_thread_block(void **slot, size_t size);
 /* ---- private_deps.c ------------------------------------------------------ */
 /* Loads libunwind, libdw and jansson privately (RTLD_LOCAL) and fills the
  * stubs our code calls them through; false when they cannot be loaded.
- * Called once, from the start of tl_init. */
+ * Called once, from the constructor (or the first hook, before it). */
 bool tl_private_deps_load(void);
 /* The one warning of a failed load (nothing when it succeeded): at the
  * first CUDA call. */
 void tl_private_deps_warn(void);
+/* private_fds.c: libunwind's memory check made to need no descriptor (its
+ * imports of pipe2, read, close and syscall pointed at ours), and the opens
+ * of every private library made close-on-exec; a function of each library
+ * names its module. */
+void tl_private_fds_install(void *libunwind_function, void *const *other_functions, size_t nother);
+/* Says once (first CUDA call) when libunwind keeps its pipe. */
+void tl_private_fds_warn(void);
 
 /* ---- log.c ------------------------------------------------------------- */
 /* One line on stderr, prefixed "tensorleak: ".  Rate-limited per call site
@@ -115,6 +122,10 @@ int tl_parse_signal(const char *s, int *out);
  * getenv is safe): a worker process, a forked child included, may set its
  * rank in its environment after the library started. */
 const char *tl_options_rank(void);
+/* Opens the file a TENSORLEAK_* variable names, for reading: never blocks
+ * (a FIFO), refuses anything but a regular file.  NULL after one warning
+ * naming the variable, the path and `otherwise` (what happens instead). */
+FILE *tl_options_open_file(const char *variable, const char *path, const char *otherwise);
 
 /* Hash of a frame array for the per-thread caches (call sites, validated
  * frame-pointer walks).  Four independent multiply lanes, so 32 frames cost
@@ -557,8 +568,14 @@ void tl_mark(const char *label);
 void tl_growth_after_fork(void);
 
 /* ---- snapshot.c (signals, interval reports, the watcher thread) ----------- */
-/* At start: the pipe and the handlers, no thread. */
+/* At the first CUDA or client API call: the semaphore and the handlers, no
+ * thread. */
 void tl_snapshot_start(void);
+/* Installs `handler` on `sig` if the program left it at SIG_DFL; false
+ * otherwise (*old, when given, gets the program's disposition).  A
+ * disposition the program sets concurrently wins. */
+struct sigaction;
+bool tl_signal_install_if_default(int sig, void (*handler)(int), int flags, struct sigaction *old);
 /* At the program's first CUDA call: starts the watcher thread. */
 void tl_snapshot_watch(void);
 void tl_snapshot_after_fork(bool follow);
