@@ -369,6 +369,99 @@ def hostile_json_shapes_never_crash(c):
                 raise Failure(f"{cmd[0]} {name}: exit {rc}, stdout {out!r}, stderr {err!r}")
 
 
+def real_library_built(c):
+    """Whether the preload library and the simulated driver are built (says which is not)."""
+    for need in (c.library, os.path.join(c.sim_dir, "libcuda.so.1")):
+        if not os.path.exists(need):
+            print(f"skip: {need} not built yet")
+            return False
+    return True
+
+
+# ESC [ (CSI), ESC ] ... BEL (OSC: retitles the window), DEL and U+009B (C1
+# CSI, which xterm obeys in UTF-8): each control character shows as '?'.
+HOSTILE = "\x1b[31m\x1b]0;t\x07\u009b2J\x7f"
+HOSTILE_SHOWN = "?[31m?]0;t??2J?"
+# Fields that choose how a report is read, not text a person reads.
+STRUCTURAL = ("tool", "version", "reason", "time", "scope", "state", "reading", "mode")
+
+
+def with_every_text_field(value, suffix):
+    """The report `value` with `suffix` after every string a person reads."""
+    def walk(o, key):
+        if isinstance(o, dict):
+            return {k: walk(v, k) for k, v in o.items()}
+        if isinstance(o, list):
+            return [walk(v, key) for v in o]
+        return o + suffix if isinstance(o, str) and key not in STRUCTURAL else o
+    return walk(value, None)
+
+
+def control_characters(text):
+    return [ch for ch in text if (ord(ch) < 0x20 and ch != "\n") or 0x7f <= ord(ch) <= 0x9f]
+
+
+@case
+def report_text_and_diff_show_control_characters_of_fields_as_question_marks(c):
+    made = {}
+    for name in ("leaky.json", "owners0.json", "server.json", "rank0.json", "rank1.json"):
+        with open(os.path.join(c.src, name)) as f:
+            r = json.load(f)
+        for suffix, tag in ((HOSTILE, "hostile"), (HOSTILE_SHOWN, "shown")):
+            path = os.path.join(c.tmp, f"{tag}-{name}")
+            with open(path, "w") as f:
+                json.dump(with_every_text_field(r, suffix), f)
+            made[tag, name] = path
+    for tag in ("hostile", "shown"):
+        merged = os.path.join(c.tmp, f"{tag}-merged.json")
+        out, _ = c.expect(["merge", made[tag, "rank0.json"], made[tag, "rank1.json"]], 0, stderr="")
+        with open(merged, "w") as f:
+            f.write(out)
+        made[tag, "merged"] = merged
+    runs = [["report", made[tag, name]] for name in ("leaky.json", "owners0.json", "server.json", "merged")
+            for tag in ("hostile",)]
+    runs += [["diff", "clean.json", made["hostile", name]] for name in ("leaky.json", "owners0.json", "rank0.json")]
+    runs += [["diff", made["hostile", "leaky.json"], made["hostile", "server.json"]]]
+    for args in runs:
+        rc, out, err = c.run(args)
+        check_eq((rc, err), (0, ""), " ".join(args))
+        check_eq(control_characters(out), [], f"control characters in {' '.join(args)}")
+        # Exactly what the same report says with '?' already in its fields.
+        shown = [a.replace("hostile-", "shown-") for a in args]
+        c.expect(shown, 0, stderr="", stdout=out.replace("hostile-", "shown-"))
+        if HOSTILE_SHOWN not in out:
+            raise Failure(f"{' '.join(args)} shows no field:\n{out}")
+    # Each kind of field is among them: function, file, module, kind, owner, pool, host.
+    _, text, _ = c.run(["report", made["hostile", "leaky.json"]])
+    for want in (f" in kv_cache_append{HOSTILE_SHOWN} /abs/samples/leaky_inference.c{HOSTILE_SHOWN}:42 "
+                 f"(leaky_inference{HOSTILE_SHOWN}+0x13c4{HOSTILE_SHOWN})",
+                 f"allocation(s) [device{HOSTILE_SHOWN}] allocated from:",
+                 f"pool 'kv_pool{HOSTILE_SHOWN}' (annotated{HOSTILE_SHOWN}, device 0)"):
+        if want not in text:
+            raise Failure(f"{want!r} not in:\n{text}")
+    _, text, _ = c.run(["report", made["hostile", "owners0.json"]])
+    if f"{HOSTILE_SHOWN} 3.0 MiB (user{HOSTILE_SHOWN})" not in text:
+        raise Failure(f"owner not shown escaped:\n{text}")
+    _, text, _ = c.run(["report", made["hostile", "merged"]])
+    if f" on node1{HOSTILE_SHOWN}: " not in text:
+        raise Failure(f"host not shown escaped:\n{text}")
+
+
+@case
+def a_warning_shows_control_characters_of_an_environment_value_as_question_marks(c):
+    if not real_library_built(c):
+        return SKIP
+    work = os.path.join(c.tmp, "warn")
+    os.makedirs(work)
+    rc, out, err = c.run(["run", "--sim", "--quiet", "-o", os.path.join(work, "r.%p.json"), "--", c.alloc_three],
+                         cwd=work, env={"TENSORLEAK_DEPTH": "4" + HOSTILE})
+    check_eq((rc, out), (0, ""), f"alloc_three (stderr: {err!r})")
+    want = f"tensorleak: ignoring TENSORLEAK_DEPTH='4{HOSTILE_SHOWN}' (expected 0..128); using the default\n"
+    if want not in err:
+        raise Failure(f"{want!r} not in stderr {err!r}")
+    check_eq(control_characters(err), [], "control characters in stderr")
+
+
 @case
 def a_huge_report_is_read_whole(c):
     sites = 20000
@@ -537,10 +630,8 @@ def run_with_the_real_library_keeps_the_exit_status(c):
 
 @case
 def report_text_of_a_real_report_equals_the_preload_text(c):
-    for need in (c.library, os.path.join(c.sim_dir, "libcuda.so.1")):
-        if not os.path.exists(need):
-            print(f"skip: {need} not built yet")
-            return SKIP
+    if not real_library_built(c):
+        return SKIP
     work = os.path.join(c.tmp, "e2e")
     os.makedirs(work)
     pattern = os.path.join(work, "r.%p.json")
