@@ -450,8 +450,9 @@ struct tl_gate {
 struct tl_report {
     const char *path;           /* as given on the command line */
     /* The report as the model writes it (report_to_json), for code that
-     * carries entries over as JSON (merge); NULL for a model the library
-     * built.  `source` is the tree read, which the strings point into. */
+     * carries entries over as JSON (merge): built by report_tree() at its
+     * first call, NULL until then.  `source` is the tree read, which the
+     * strings point into. */
     json_t *root;
     json_t *source;
     /* The reader's demangler (report_from_json's), NULL for none. */
@@ -614,6 +615,12 @@ bool report_from_json(json_t *root, const char *path, report_demangler *demangle
                       char *error, size_t error_size);
 
 void report_free(struct tl_report *report);
+
+/* The report as the model writes it (report_to_json), built at the first
+ * call and kept in report->root until report_free; NULL when out of memory.
+ * Only what re-emits entries as JSON needs it: the tree costs about what
+ * the tree read costs. */
+json_t *report_tree(struct tl_report *report);
 
 /* Last path component of a module path ("leaky_inference"). */
 const char *report_basename(const char *path);

@@ -101,6 +101,10 @@ int cmd_report(int argc, char **argv)
         if (!report_load(argv[optind + (int)loaded], &reports[loaded]))
             goto out;
     }
+    if (format == FORMAT_JSON && !report_tree(&reports[0])) {
+        cli_error("report: out of memory");
+        goto out;
+    }
     FILE *out = cli_open_output(output);
     if (!out)
         goto out;

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -489,6 +490,42 @@ def a_huge_report_is_read_whole(c):
     check_eq((rc, err, len(out.splitlines())), (0, "", sites), "folded huge")
     c.expect(["check", path, "--max-leaked-bytes", "80M"], 0, stderr="",
              stdout=verdict("PASS", sites * 4096, 80 * 1024 * 1024, 0, 0))
+
+
+def cpu_seconds(c, args):
+    """CPU time (user + system) of one run of the CLI, which must succeed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rc, _, err = c.run(args)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    check_eq((rc, err), (0, ""), " ".join(args))
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+@case
+def merge_and_sarif_cost_grows_linearly_with_the_report(c):
+    # Reports of 2,500 and 20,000 leaks, each site a VMM handle shared with
+    # the other rank and as many CUDA IPC handles, which merge pairs across
+    # the inputs: 8 times the input costs about 8 times the CPU; a pairwise
+    # comparison (64 times) measured 26 times at these sizes.  The best of
+    # two runs, against noise.
+    sys.path.insert(0, os.path.join(c.src, "..", "..", "bench"))
+    import big_report
+    paths = {}
+    for n in (2500, 20000):
+        for rank, pid in ((0, 4242), (1, 4343)):
+            paths[n, rank] = os.path.join(c.tmp, f"big{n}.{rank}.json")
+            sys.argv = ["big_report", str(n), paths[n, rank], "--shared", "--rank", str(rank), "--pid", str(pid)]
+            big_report.main()
+    for args in (lambda n: ["merge", "-o", os.path.join(c.tmp, f"merged{n}.json"), paths[n, 0], paths[n, 1]],
+                 lambda n: ["report", "--format", "sarif", "-o", os.path.join(c.tmp, f"big{n}.sarif"), paths[n, 0]]):
+        small, big = (min(cpu_seconds(c, args(n)) for _ in range(2)) for n in (2500, 20000))
+        print(f"{' '.join(args(20000)[:3])}: {small:.2f} s of CPU for 2,500 leaks, {big:.2f} s for 20,000")
+        if big > 16 * max(small, 0.05):
+            raise Failure(f"{' '.join(args(20000))}: {big:.2f} s of CPU, {big / small:.1f} times that of 2,500 leaks")
+    with open(os.path.join(c.tmp, "merged20000.json")) as f:
+        summary = json.load(f)["summary"]
+    check_eq((summary["shared_bytes_counted_once"], summary["ipc_paired_bytes"], summary["ipc_unpaired_mapped_bytes"]),
+             (20000 * 4096, 20000 * 4096, 0), "what merge paired")
 
 
 # --- run ------------------------------------------------------------------
