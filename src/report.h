@@ -592,6 +592,11 @@ void report_derive(struct tl_report *r);
 /* report_write.c: the model as its JSON report: exactly the present fields
  * of every object, in the tables' order.  NULL when out of memory. */
 json_t *report_to_json(const struct tl_report *r);
+/* Writes report_to_json(r) as json_dumpf(..., JSON_INDENT(2) |
+ * JSON_REAL_PRECISION(15)) would, byte for byte, making the entries of its
+ * lists one at a time: a large report's tree costs as much as the tree it
+ * was read from.  False when out of memory (the text written is then cut). */
+bool report_write_json(FILE *out, const struct tl_report *r);
 
 /*
  * Loads and checks the report at `path` ("-" reads stdin). On failure prints

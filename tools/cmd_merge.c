@@ -621,33 +621,34 @@ int cmd_merge(int argc, char **argv)
     }
     /* The merged tree, read into the report model and written from it: the
      * report in the tables' order, and checked as any report is read. */
-    json_t *tree = merge_inputs(in, n), *merged = NULL;
+    json_t *tree = merge_inputs(in, n);
     /* The merged tree holds what it needs of the inputs: free them before
      * the merged report is read, so the two never take memory together. */
     for (size_t i = 0; i < loaded; i++)
         report_free(&in[i].report);
     loaded = 0;
-    struct tl_report model;
-    char error[512];
-    if (tree && report_from_json(tree, "merge", NULL, &model, error, sizeof error)) {
-        merged = json_incref(report_tree(&model));
-        report_free(&model);
-    } else if (tree) {
-        cli_error("merge: the merged report does not read back: %s", error);
-        json_decref(tree);
+    if (!tree) {
+        cli_error("merge: out of memory");
         goto out;
     }
-    json_decref(tree);
-    FILE *fp = merged ? cli_open_output(output) : NULL;
-    if (fp) {
-        json_dumpf(merged, fp, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
-        fputc('\n', fp);
-        if (cli_close_output(fp, output))
-            rc = CLI_EXIT_OK;
-    } else if (!merged) {
-        cli_error("merge: out of memory");
+    struct tl_report model;
+    char error[512];
+    bool read = report_from_json(tree, "merge", NULL, &model, error, sizeof error);
+    json_decref(tree); /* the model keeps its own reference */
+    if (!read) {
+        cli_error("merge: the merged report does not read back: %s", error);
+        goto out;
     }
-    json_decref(merged);
+    FILE *fp = cli_open_output(output);
+    if (fp) {
+        bool written = report_write_json(fp, &model);
+        fputc('\n', fp);
+        if (!written)
+            cli_error("merge: out of memory");
+        if (cli_close_output(fp, output) && written)
+            rc = CLI_EXIT_OK;
+    }
+    report_free(&model);
 out:
     for (size_t i = 0; i < loaded; i++)
         report_free(&in[i].report);
