@@ -446,6 +446,15 @@ def report_text_and_diff_show_control_characters_of_fields_as_question_marks(c):
     _, text, _ = c.run(["report", made["hostile", "merged"]])
     if f" on node1{HOSTILE_SHOWN}: " not in text:
         raise Failure(f"host not shown escaped:\n{text}")
+    # An error that quotes the report's text.
+    with open(os.path.join(c.src, "leaky.json")) as f:
+        r = json.load(f)
+    r["leaks"][0]["allocations"] = [{"address": HOSTILE, "bytes": 1, "device": 0}]
+    bad = os.path.join(c.tmp, "hostile-address.json")
+    with open(bad, "w") as f:
+        json.dump(r, f)
+    c.expect(["report", bad], 2, stdout="", stderr=f"tensorleak: {bad}: leaks[0].allocations[0].address: "
+             f"'{HOSTILE_SHOWN}' is not a hex address (0x...)\n")
 
 
 @case
