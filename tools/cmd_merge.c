@@ -601,13 +601,21 @@ int cmd_merge(int argc, char **argv)
     size_t loaded = 0;
     for (; loaded < n; loaded++) {
         struct input *i = &in[loaded];
-        if (!report_load(argv[optind + (int)loaded], &i->report))
+        const char *path = argv[optind + (int)loaded];
+        if (!report_load(path, &i->report))
             goto out;
-        if (!report_tree(&i->report)) {
-            report_free(&i->report);
-            cli_error("merge: out of memory");
+        /* Merge copies entries from the report as its model writes it.  The
+         * model is read again from that tree, and the tree read from the
+         * file dropped: one tree per input, not two. */
+        json_t *tree = json_incref(report_tree(&i->report));
+        report_free(&i->report);
+        char error[512] = "out of memory";
+        if (!tree || !report_from_json(tree, path, NULL, &i->report, error, sizeof error)) {
+            cli_error("merge: %s: %s", path, error);
+            json_decref(tree);
             goto out;
         }
+        i->report.root = tree; /* what report_tree would build again */
         i->position = loaded;
         i->rank = i->report.has_rank ? i->report.rank : (long long)loaded;
     }
