@@ -4,6 +4,7 @@
  * per call site by a caller-owned flag.
  */
 #include "tl_internal.h"
+#include "terminal_safe.h"
 
 #include <stdarg.h>
 #include <string.h>
@@ -23,9 +24,8 @@ void tl_warn(atomic_bool *once, const char *fmt, ...)
     va_end(ap);
     if (m < 0)
         return;
-    size_t len = (size_t)n + (size_t)m;
-    if (len > sizeof line - 2)
-        len = sizeof line - 2;
+    /* Messages quote environment values and file contents. */
+    size_t len = (size_t)n + tl_copy_terminal_safe(line + n, sizeof line - (size_t)n - 1, line + n);
     line[len++] = '\n';
     ssize_t w = write(STDERR_FILENO, line, len);
     (void)w;

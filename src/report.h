@@ -450,8 +450,9 @@ struct tl_gate {
 struct tl_report {
     const char *path;           /* as given on the command line */
     /* The report as the model writes it (report_to_json), for code that
-     * carries entries over as JSON (merge); NULL for a model the library
-     * built.  `source` is the tree read, which the strings point into. */
+     * carries entries over as JSON (merge): built by report_tree() at its
+     * first call, NULL until then.  `source` is the tree read, which the
+     * strings point into. */
     json_t *root;
     json_t *source;
     /* The reader's demangler (report_from_json's), NULL for none. */
@@ -591,6 +592,11 @@ void report_derive(struct tl_report *r);
 /* report_write.c: the model as its JSON report: exactly the present fields
  * of every object, in the tables' order.  NULL when out of memory. */
 json_t *report_to_json(const struct tl_report *r);
+/* Writes report_to_json(r) as json_dumpf(..., JSON_INDENT(2) |
+ * JSON_REAL_PRECISION(15)) would, byte for byte, making the entries of its
+ * lists one at a time: a large report's tree costs as much as the tree it
+ * was read from.  False when out of memory (the text written is then cut). */
+bool report_write_json(FILE *out, const struct tl_report *r);
 
 /*
  * Loads and checks the report at `path` ("-" reads stdin). On failure prints
@@ -614,6 +620,12 @@ bool report_from_json(json_t *root, const char *path, report_demangler *demangle
                       char *error, size_t error_size);
 
 void report_free(struct tl_report *report);
+
+/* The report as the model writes it (report_to_json), built at the first
+ * call and kept in report->root until report_free; NULL when out of memory.
+ * Only what re-emits entries as JSON needs it: the tree costs about what
+ * the tree read costs. */
+json_t *report_tree(struct tl_report *report);
 
 /* Last path component of a module path ("leaky_inference"). */
 const char *report_basename(const char *path);

@@ -284,13 +284,18 @@ bool report_from_json(json_t *root, const char *path, report_demangler *demangle
     }
 
     read_object(&ld, out, root, "", &tl_report_table, out);
-    if (!ld.failed && !(out->root = report_to_json(out)))
-        fail(&ld, "out of memory");
     if (!ld.failed)
         return true;
 bad:
     report_free(out);
     return false;
+}
+
+json_t *report_tree(struct tl_report *r)
+{
+    if (!r->root)
+        r->root = report_to_json(r);
+    return r->root;
 }
 
 void report_free(struct tl_report *r)

@@ -7,6 +7,7 @@
 #include "sizes.h"
 #include "headline.h"
 #include "stack_view.h"
+#include "terminal_safe.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -17,24 +18,42 @@ static const char *or_unknown(const char *s)
     return s && *s ? s : "??";
 }
 
+/* A field of the report as a terminal may show it ("??" when unknown):
+ * reports are read from files anyone may write, and the library's own
+ * names come from the program's paths and symbols. */
+static void put_field(FILE *out, const char *s)
+{
+    tl_put_terminal_safe(out, or_unknown(s));
+}
+
 void format_frame(FILE *out, size_t index, const struct tl_frame *f)
 {
     if (f->python) { /* no address: the .py file and line */
-        fprintf(out, "    #%zu in %s %s:%lld [python]\n", index, or_unknown(f->function), or_unknown(f->file), f->line);
+        fprintf(out, "    #%zu in ", index);
+        put_field(out, f->function);
+        fputc(' ', out);
+        put_field(out, f->file);
+        fprintf(out, ":%lld [python]\n", f->line);
         return;
     }
-    fprintf(out, "    #%zu %s in %s", index, or_unknown(f->address), or_unknown(f->function));
+    fprintf(out, "    #%zu ", index);
+    put_field(out, f->address);
+    fputs(" in ", out);
+    put_field(out, f->function);
     if (f->file && *f->file) {
+        fputc(' ', out);
+        put_field(out, f->file);
         if (f->line > 0)
-            fprintf(out, " %s:%lld", f->file, f->line);
-        else
-            fprintf(out, " %s", f->file);
+            fprintf(out, ":%lld", f->line);
     }
     if (f->module && *f->module) {
-        if (f->offset && *f->offset)
-            fprintf(out, " (%s+%s)", report_basename(f->module), f->offset);
-        else
-            fprintf(out, " (%s)", report_basename(f->module));
+        fputs(" (", out);
+        put_field(out, report_basename(f->module));
+        if (f->offset && *f->offset) {
+            fputc('+', out);
+            put_field(out, f->offset);
+        }
+        fputc(')', out);
     }
     fputc('\n', out);
 }
@@ -90,7 +109,9 @@ void format_stack(FILE *out, const struct tl_stack *stack)
         }
         char words[256];
         format_fold_words(stack, &rows[r], words, sizeof words);
-        fprintf(out, "    ... %s\n", words);
+        fputs("    ... ", out);
+        tl_put_terminal_safe(out, words);
+        fputc('\n', out);
     }
     free(rows);
 }
@@ -162,9 +183,10 @@ static void ranks(FILE *out, const struct tl_report *r)
     char leaked[SIZE_HUMAN_MAX], live[SIZE_HUMAN_MAX], reserved[SIZE_HUMAN_MAX];
     for (size_t i = 0; i < r->rank_count; i++) {
         const struct tl_rank *k = &r->ranks[i];
-        fprintf(out, "%s rank %lld: pid %lld on %s: %s leaked in %" PRIu64
-                     " allocation(s); live %s, reserved %s\n",
-                pfx.text, k->rank, k->pid, or_unknown(k->host), size_human(k->leaked_bytes, leaked),
+        fprintf(out, "%s rank %lld: pid %lld on ", pfx.text, k->rank, k->pid);
+        put_field(out, k->host);
+        fprintf(out, ": %s leaked in %" PRIu64 " allocation(s); live %s, reserved %s\n",
+                size_human(k->leaked_bytes, leaked),
                 k->leaked_allocations, size_human(k->live_bytes, live),
                 size_human(k->reserved_bytes, reserved));
     }
@@ -179,10 +201,10 @@ static void leaks(FILE *out, const struct tl_report *r)
             continue;
         /* As the library prints it: address space is not memory. */
         const char *what = report_kind_apart_words(l->kind);
-        fprintf(out, "Leak of %s%s in %" PRIu64 " allocation(s) [%s%s] allocated from:\n",
-                l->bytes_unknown ? "unknown size" : size_human(l->bytes, human), what, l->count,
-                l->kind ? report_leak_kind(l) : or_unknown(l->kind),
-                rank_tag(l->has_rank, l->rank, ", ").text);
+        fprintf(out, "Leak of %s%s in %" PRIu64 " allocation(s) [",
+                l->bytes_unknown ? "unknown size" : size_human(l->bytes, human), what, l->count);
+        put_field(out, l->kind ? report_leak_kind(l) : NULL);
+        fprintf(out, "%s] allocated from:\n", rank_tag(l->has_rank, l->rank, ", ").text);
         format_stack(out, &l->stack);
         fputc('\n', out);
     }
@@ -199,16 +221,26 @@ static bool scoped_growth(FILE *out, const struct tl_growth *g)
     if (!g->scope || strcmp(g->scope, "call_site") == 0)
         return false;
     if (strcmp(g->scope, "owner") == 0) {
-        fprintf(out, "Growth of %s per mark over %" PRIu64 " marks in the reserve of owner %s (%s%s)\n\n", human,
-                g->marks, or_unknown(g->owner), or_unknown(g->owner_class), rank);
+        fprintf(out, "Growth of %s per mark over %" PRIu64 " marks in the reserve of owner ", human, g->marks);
+        put_field(out, g->owner);
+        fputs(" (", out);
+        put_field(out, g->owner_class);
+        fprintf(out, "%s)\n\n", rank);
         return true;
     }
-    if (strcmp(g->scope, "pool") == 0)
-        fprintf(out, "Growth of %s per mark over %" PRIu64 " marks in pool '%s' (%s, allocated bytes%s)%s\n", human,
-                g->marks, or_unknown(g->pool), or_unknown(g->kind), rank, g->stack.count ? ", growing at:" : "");
-    else
-        fprintf(out, "Growth of %s per mark over %" PRIu64 " marks [%s, pool '%s'%s] allocated from:\n", human, g->marks,
-                or_unknown(g->kind), or_unknown(g->pool), rank);
+    if (strcmp(g->scope, "pool") == 0) {
+        fprintf(out, "Growth of %s per mark over %" PRIu64 " marks in pool '", human, g->marks);
+        put_field(out, g->pool);
+        fputs("' (", out);
+        put_field(out, g->kind);
+        fprintf(out, ", allocated bytes%s)%s\n", rank, g->stack.count ? ", growing at:" : "");
+    } else {
+        fprintf(out, "Growth of %s per mark over %" PRIu64 " marks [", human, g->marks);
+        put_field(out, g->kind);
+        fputs(", pool '", out);
+        put_field(out, g->pool);
+        fprintf(out, "'%s] allocated from:\n", rank);
+    }
     for (size_t i = 0; i < g->stack.count; i++)
         format_frame(out, i, &g->stack.frames[i]);
     fputc('\n', out);
@@ -222,9 +254,9 @@ static void growth(FILE *out, const struct tl_report *r)
         const struct tl_growth *g = &r->growth[i];
         if (g->suppressed || scoped_growth(out, g))
             continue;
-        fprintf(out, "Growth of %s per mark over %" PRIu64 " marks [%s%s] allocated from:\n",
-                size_human(g->bytes_per_mark, human), g->marks, or_unknown(g->kind),
-                rank_tag(g->has_rank, g->rank, ", ").text);
+        fprintf(out, "Growth of %s per mark over %" PRIu64 " marks [", size_human(g->bytes_per_mark, human), g->marks);
+        put_field(out, g->kind);
+        fprintf(out, "%s] allocated from:\n", rank_tag(g->has_rank, g->rank, ", ").text);
         format_stack(out, &g->stack);
         fputc('\n', out);
     }
@@ -236,8 +268,11 @@ static void invalid_frees(FILE *out, const struct tl_report *r)
         const struct tl_invalid_free *f = &r->invalid_frees[i];
         if (f->suppressed)
             continue;
-        fprintf(out, "Invalid free of %s [%s%s] from:\n", or_unknown(f->address),
-                or_unknown(f->kind), rank_tag(f->has_rank, f->rank, ", ").text);
+        fputs("Invalid free of ", out);
+        put_field(out, f->address);
+        fputs(" [", out);
+        put_field(out, f->kind);
+        fprintf(out, "%s] from:\n", rank_tag(f->has_rank, f->rank, ", ").text);
         format_stack(out, &f->stack);
         fputc('\n', out);
     }
@@ -248,8 +283,9 @@ static void oom(FILE *out, const struct tl_report *r)
     char human[SIZE_HUMAN_MAX];
     if (!r->has_oom)
         return;
-    fprintf(out, "Out of memory allocating %s [%s] on device %lld from:\n",
-            size_human(r->oom.bytes, human), or_unknown(r->oom.kind), r->oom.device);
+    fprintf(out, "Out of memory allocating %s [", size_human(r->oom.bytes, human));
+    put_field(out, r->oom.kind);
+    fprintf(out, "] on device %lld from:\n", r->oom.device);
     format_stack(out, &r->oom.stack);
     fputc('\n', out);
 }
@@ -299,8 +335,17 @@ static void framework_note(FILE *out, const struct tl_pool *p)
     const char *said = !p->state || strcmp(p->state, "fresh") == 0 ? ""
                        : strcmp(p->state, "final") == 0        ? ", read at exit"
                                                                 : ", stale";
-    fprintf(out, " [%s%s%s%s%s; state of %s%s]", p->framework.name ? p->framework.name : "framework", v ? " " : "",
-            v ? v : "", m ? " " : "", m ? m : "", when, said);
+    fputs(" [", out);
+    tl_put_terminal_safe(out, p->framework.name ? p->framework.name : "framework");
+    if (v) {
+        fputc(' ', out);
+        tl_put_terminal_safe(out, v);
+    }
+    if (m) {
+        fputc(' ', out);
+        tl_put_terminal_safe(out, m);
+    }
+    fprintf(out, "; state of %s%s]", when, said);
 }
 
 static void pools(FILE *out, const struct tl_report *r)
@@ -309,8 +354,11 @@ static void pools(FILE *out, const struct tl_report *r)
     for (size_t i = 0; i < r->pool_count; i++) {
         const struct tl_pool *p = &r->pools[i];
         if (p->has_framework && p->device < 0) { /* a framework's host pool (CuPy pinned) */
-            fprintf(out, "%s%s pool '%s' (%s, host): ", prefix_of(r).text, rank_tag(p->has_rank, p->rank, " ").text,
-                    or_unknown(p->name), or_unknown(p->kind));
+            fprintf(out, "%s%s pool '", prefix_of(r).text, rank_tag(p->has_rank, p->rank, " ").text);
+            put_field(out, p->name);
+            fputs("' (", out);
+            put_field(out, p->kind);
+            fputs(", host): ", out);
             if (p->bytes_unknown)
                 fprintf(out, "%" PRIu64 " free block(s); no byte counts published", p->free_blocks);
             else
@@ -322,9 +370,12 @@ static void pools(FILE *out, const struct tl_report *r)
         }
         bool graph = p->kind && strcmp(p->kind, "graph") == 0;
         bool unknown = graph && p->bytes_unknown; /* the driver never reported graph memory */
-        fprintf(out, "%s%s pool '%s' (%s, device %lld): reserved %s, allocated %s; %s",
-                prefix_of(r).text, rank_tag(p->has_rank, p->rank, " ").text, or_unknown(p->name),
-                or_unknown(p->kind), p->device, unknown ? "unknown" : size_human(p->reserved_bytes, reserved),
+        fprintf(out, "%s%s pool '", prefix_of(r).text, rank_tag(p->has_rank, p->rank, " ").text);
+        put_field(out, p->name);
+        fputs("' (", out);
+        put_field(out, p->kind);
+        fprintf(out, ", device %lld): reserved %s, allocated %s; %s", p->device,
+                unknown ? "unknown" : size_human(p->reserved_bytes, reserved),
                 unknown ? "unknown" : size_human(p->allocated_bytes, allocated),
                 free_space_words(p->layout_unknown, p->largest_free_block, p->fragmentation,
                                  free_space, sizeof free_space));
@@ -333,8 +384,11 @@ static void pools(FILE *out, const struct tl_report *r)
                     size_human(p->allocation_node_bytes, allocated));
         /* The driver stopped answering (at exit): the figures are its last
          * answer, from the time given. */
-        if (p->reading && strcmp(p->reading, "last_good") == 0)
-            fprintf(out, " [driver reading of %s]", or_unknown(p->reading_time));
+        if (p->reading && strcmp(p->reading, "last_good") == 0) {
+            fputs(" [driver reading of ", out);
+            put_field(out, p->reading_time);
+            fputc(']', out);
+        }
         else if (p->reading && strcmp(p->reading, "none") == 0)
             fprintf(out, " [the driver never answered]");
         if (p->has_framework)
@@ -358,8 +412,11 @@ static void owners(FILE *out, const struct tl_report *r)
     fprintf(out, "%s owners:", prefix_of(r).text);
     for (size_t i = 0; i < r->owner_count; i++) {
         const struct tl_owner *o = &r->owners[i];
-        fprintf(out, "%s %s %s (%s)", i ? "," : "", or_unknown(o->name),
-                size_human(o->live_bytes, human), or_unknown(o->cls));
+        fprintf(out, "%s ", i ? "," : "");
+        put_field(out, o->name);
+        fprintf(out, " %s (", size_human(o->live_bytes, human));
+        put_field(out, o->cls);
+        fputc(')', out);
     }
     fputc('\n', out);
 }
@@ -438,7 +495,8 @@ void format_text(FILE *out, const struct tl_report *r, const char *report_name)
     impossible_figures(out, r);
     owners(out, r);
     totals(out, r);
-    fprintf(out, "SUMMARY: tensorleak: %" PRIu64 " byte(s) leaked in %" PRIu64
-                 " allocation(s). Report: %s\n",
-            r->summary.leaked_bytes, r->summary.leaked_allocations, report_name);
+    fprintf(out, "SUMMARY: tensorleak: %" PRIu64 " byte(s) leaked in %" PRIu64 " allocation(s). Report: ",
+            r->summary.leaked_bytes, r->summary.leaked_allocations);
+    tl_put_terminal_safe(out, report_name);
+    fputc('\n', out);
 }

@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "report.h"
 #include "sizes.h"
+#include "terminal_safe.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -197,16 +198,19 @@ static int diff_reports(const struct tl_report *old, const struct tl_report *new
     qsort(sites, changed, sizeof(*sites), by_growth);
 
     char human[SIZE_HUMAN_MAX];
-    printf("tensorleak diff: %s -> %s (%s): %+" PRId64 " byte(s) (%s), %+" PRId64
-           " allocation(s) in %zu changed call site(s)\n",
-           old->path, new->path, use_sites ? "live sites" : "leaks", total_bytes,
+    fputs("tensorleak diff: ", stdout);
+    tl_put_terminal_safe(stdout, old->path);
+    fputs(" -> ", stdout);
+    tl_put_terminal_safe(stdout, new->path);
+    printf(" (%s): %+" PRId64 " byte(s) (%s), %+" PRId64 " allocation(s) in %zu changed call site(s)\n",
+           use_sites ? "live sites" : "leaks", total_bytes,
            size_human_signed(total_bytes, human), total_count, changed);
     for (size_t i = 0; i < changed; i++) {
         const struct diff_site *s = &sites[i];
-        printf("%+" PRId64 " byte(s) (%s), %+" PRId64 " allocation(s) [%s%s]: %" PRId64
-               " -> %" PRId64 " byte(s), %" PRId64 " -> %" PRId64 " allocation(s), from:\n",
-               s->new_bytes - s->old_bytes, size_human_signed(s->new_bytes - s->old_bytes, human),
-               s->new_count - s->old_count, s->shown->kind ? report_leak_kind(s->shown) : "??",
+        printf("%+" PRId64 " byte(s) (%s), %+" PRId64 " allocation(s) [", s->new_bytes - s->old_bytes,
+               size_human_signed(s->new_bytes - s->old_bytes, human), s->new_count - s->old_count);
+        tl_put_terminal_safe(stdout, s->shown->kind ? report_leak_kind(s->shown) : "??");
+        printf("%s]: %" PRId64 " -> %" PRId64 " byte(s), %" PRId64 " -> %" PRId64 " allocation(s), from:\n",
                s->size_unknown ? ", size unknown" : "",
                s->old_bytes, s->new_bytes, s->old_count, s->new_count);
         format_stack(stdout, &s->shown->stack);

@@ -9,6 +9,9 @@
  * Labels: pid, process (the executable's name, never its arguments),
  * device, rank where set.  A figure tensorleak does not know is absent,
  * never 0.  Each scrape reads the live directory afresh.
+ *
+ * The HTTP server must keep answering scrapes while clients that never
+ * finish a request hold connections (slowloris): see "Admission" below.
  */
 #include "cli.h"
 #include "live_read.h"
@@ -22,8 +25,10 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -288,14 +293,234 @@ static char *metrics_now(const char *dir, size_t *len, char *why, size_t whylen)
     return text;
 }
 
+/*
+ * Admission.  A connection may hold a slot only while it sends requests
+ * promptly: it gets HEADER_DEADLINE_S to send a request's complete header,
+ * counted from its accept or from the end of its previous answer
+ * (keep-alive), however it trickles the bytes.  A peer (IP address) holds at
+ * most PEER_LIMIT connections and all peers together `total_limit`; a
+ * connection beyond either limit displaces the connection (of that peer,
+ * or of any peer for the total) that has waited longest for a header, so a
+ * scraper that sends its request at once is answered even while one peer
+ * holds every slot with idle or trickling connections.  A connection whose
+ * request is being answered is never displaced.
+ *
+ * A connection is closed by shutdown(2) of its socket, which libmicrohttpd
+ * sees as the peer's end and closes itself.  libmicrohttpd tells us a
+ * connection is closed (MHD_CONNECTION_NOTIFY_CLOSED) before it closes the
+ * socket, and that callback takes `admission.lock`, so a socket shut down
+ * under the lock is never a later connection's that reused the number.
+ */
+#define HEADER_DEADLINE_S 5.0
+#define PEER_LIMIT 32
+#define TOTAL_LIMIT 256
+/* libmicrohttpd's own limit is higher: a displaced connection still counts
+ * there until its worker thread has closed it. */
+#define CLOSING_SLACK 64
+/* Descriptors kept for the listening socket, the worker threads' epoll
+ * and wake-up descriptors, stdio and the live files a scrape reads. */
+#define RESERVED_FDS 48
+
+struct admitted {
+    int fd;
+    unsigned char peer[16]; /* IPv4 as ::ffff:a.b.c.d */
+    double waiting_since;   /* CLOCK_MONOTONIC; while !answering */
+    bool answering;         /* from the complete header to the end of the answer */
+    bool closing;           /* shut down by admission: holds no slot */
+};
+
+static struct {
+    pthread_mutex_t lock;
+    struct admitted **conns;
+    size_t n, total_limit;
+} admission = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static double monotonic_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void peer_key(const struct sockaddr *sa, unsigned char key[16])
+{
+    memset(key, 0, 16);
+    if (sa && sa->sa_family == AF_INET6) {
+        memcpy(key, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+    } else if (sa && sa->sa_family == AF_INET) {
+        key[10] = key[11] = 0xff;
+        memcpy(key + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    }
+}
+
+/* Closes `a` (the caller holds the lock). */
+static void close_admitted(struct admitted *a)
+{
+    a->closing = true;
+    shutdown(a->fd, SHUT_RDWR);
+}
+
+/* The connection that has waited longest for a header, of `peer` (NULL:
+ * any peer), other than `except`; NULL when every one is being answered. */
+static struct admitted *longest_waiting(const unsigned char *peer, const struct admitted *except)
+{
+    struct admitted *best = NULL;
+    for (size_t i = 0; i < admission.n; i++) {
+        struct admitted *a = admission.conns[i];
+        if (a == except || a->closing || a->answering || (peer && memcmp(a->peer, peer, 16) != 0))
+            continue;
+        if (!best || a->waiting_since < best->waiting_since)
+            best = a;
+    }
+    return best;
+}
+
+/* Makes room for `fresh` (just added) within the limits. */
+static void admit(struct admitted *fresh)
+{
+    size_t peer = 0, total = 0;
+    for (size_t i = 0; i < admission.n; i++) {
+        const struct admitted *a = admission.conns[i];
+        if (a->closing)
+            continue;
+        total++;
+        peer += memcmp(a->peer, fresh->peer, 16) == 0;
+    }
+    if (peer > PEER_LIMIT || total > admission.total_limit) {
+        struct admitted *old = longest_waiting(peer > PEER_LIMIT ? fresh->peer : NULL, fresh);
+        close_admitted(old ? old : fresh);
+    }
+}
+
+static void connection_event(void *cls, struct MHD_Connection *conn, void **socket_context,
+                             enum MHD_ConnectionNotificationCode code)
+{
+    (void)cls;
+    struct admitted *a = *socket_context;
+    pthread_mutex_lock(&admission.lock);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *addr = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        a = calloc(1, sizeof *a);
+        struct admitted **grown = a && fd ? realloc(admission.conns, (admission.n + 1) * sizeof *grown) : NULL;
+        if (grown) {
+            admission.conns = grown;
+            a->fd = fd->connect_fd;
+            peer_key(addr ? addr->client_addr : NULL, a->peer);
+            a->waiting_since = monotonic_now();
+            admission.conns[admission.n++] = a;
+            *socket_context = a;
+            admit(a);
+        } else { /* out of memory: not served */
+            free(a);
+            if (fd)
+                shutdown(fd->connect_fd, SHUT_RDWR);
+        }
+    } else if (a) {
+        for (size_t i = 0; i < admission.n; i++) {
+            if (admission.conns[i] == a) {
+                admission.conns[i] = admission.conns[--admission.n];
+                break;
+            }
+        }
+        free(a);
+        *socket_context = NULL;
+    }
+    pthread_mutex_unlock(&admission.lock);
+}
+
+static struct admitted *admitted_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info ? info->socket_context : NULL;
+}
+
+/* The end of an answer: the connection waits for its next request. */
+static void request_completed(void *cls, struct MHD_Connection *conn, void **state,
+                              enum MHD_RequestTerminationCode code)
+{
+    (void)cls, (void)state, (void)code;
+    pthread_mutex_lock(&admission.lock);
+    struct admitted *a = admitted_of(conn);
+    if (a) {
+        a->answering = false;
+        a->waiting_since = monotonic_now();
+    }
+    pthread_mutex_unlock(&admission.lock);
+}
+
+/* Closes every connection that has waited HEADER_DEADLINE_S for a header. */
+static void close_overdue(void)
+{
+    double now = monotonic_now();
+    pthread_mutex_lock(&admission.lock);
+    for (size_t i = 0; i < admission.n; i++) {
+        struct admitted *a = admission.conns[i];
+        if (!a->closing && !a->answering && now - a->waiting_since >= HEADER_DEADLINE_S)
+            close_admitted(a);
+    }
+    pthread_mutex_unlock(&admission.lock);
+}
+
+/* libmicrohttpd's messages, at most one a second: a hostile client can make
+ * one per connection. */
+static void server_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static double last = -1;
+    pthread_mutex_lock(&lock);
+    double now = monotonic_now();
+    if (last < 0 || now - last >= 1.0) {
+        last = now;
+        fputs("tensorleak exporter: ", stderr);
+        vfprintf(stderr, fmt, ap);
+        fflush(stderr);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* libmicrohttpd's connection limit: TOTAL_LIMIT plus CLOSING_SLACK, less
+ * where the descriptor limit (RLIMIT_NOFILE) does not allow as many. */
+static unsigned server_connection_limit(void)
+{
+    struct rlimit rl;
+    rlim_t want = TOTAL_LIMIT + CLOSING_SLACK + RESERVED_FDS;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want && rl.rlim_max != rl.rlim_cur) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
+        return TOTAL_LIMIT + CLOSING_SLACK;
+    return rl.rlim_cur > RESERVED_FDS + 8 ? (unsigned)(rl.rlim_cur - RESERVED_FDS) : 8;
+}
+
 static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_len, void **state)
 {
-    (void)version, (void)upload, (void)upload_len, (void)state;
+    (void)version, (void)upload;
     const char *dir = cls;
+    static char request_seen;
+    bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    if (!*state) { /* the first call: the header is complete */
+        *state = &request_seen;
+        pthread_mutex_lock(&admission.lock);
+        struct admitted *a = admitted_of(conn);
+        if (a)
+            a->answering = true;
+        pthread_mutex_unlock(&admission.lock);
+        /* libmicrohttpd closes the connection after an answer queued
+         * before the request's end (its body) was read: a GET is answered
+         * at the next call, so the connection stays open for the next
+         * request (keep-alive, pipelining). */
+        if (get)
+            return MHD_YES;
+    } else if (*upload_len) { /* a GET with a body: not served */
+        return MHD_NO;
+    }
     struct MHD_Response *r;
     unsigned status;
-    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
+    if (!get) {
         static const char msg[] = "only GET\n";
         r = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
         status = MHD_HTTP_METHOD_NOT_ALLOWED;
@@ -465,10 +690,17 @@ int cmd_exporter(int argc, char **argv)
         cli_error("exporter: --listen wants HOST:PORT (an IP address and a port), not '%s'", listen);
         return CLI_EXIT_USAGE;
     }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, answer, (void *)source, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                                            MHD_OPTION_THREAD_POOL_SIZE, 4U, MHD_OPTION_CONNECTION_LIMIT, 512U,
-                                            MHD_OPTION_CONNECTION_TIMEOUT, 10U, MHD_OPTION_END);
+    /* epoll: no FD_SETSIZE bound on descriptor numbers. */
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG | (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    unsigned limit = server_connection_limit();
+    admission.total_limit = limit > CLOSING_SLACK + 8 ? limit - CLOSING_SLACK : limit / 2;
+    struct MHD_Daemon *d = MHD_start_daemon(
+        flags, 0, NULL, NULL, answer, (void *)source, MHD_OPTION_EXTERNAL_LOGGER, server_log, NULL,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_THREAD_POOL_SIZE, 4U, MHD_OPTION_CONNECTION_LIMIT, limit,
+        /* Also bounds a client that stops reading its answer. */
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HEADER_DEADLINE_S, MHD_OPTION_NOTIFY_CONNECTION, connection_event,
+        NULL, MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL, MHD_OPTION_END);
     if (!d) {
         cli_error("exporter: cannot listen on %s: %s", listen, strerror(errno));
         return CLI_EXIT_FAIL;
@@ -477,9 +709,9 @@ int cmd_exporter(int argc, char **argv)
     fprintf(stderr, "tensorleak exporter: serving %s on port %u, reading %s\n", listen, info ? info->port : 0,
             source ? source : "every user's live directory");
     fflush(stderr);
-    int sig;
-    while (sigwait(&stop, &sig) != 0)
-        ;
+    const struct timespec tick = {0, 250 * 1000 * 1000};
+    while (sigtimedwait(&stop, NULL, &tick) < 0)
+        close_overdue();
     MHD_stop_daemon(d);
     return CLI_EXIT_OK;
 }

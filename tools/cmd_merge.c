@@ -136,9 +136,15 @@ struct shared_key {
     const char *host, *identity;
 };
 
-static bool same_key(struct shared_key a, struct shared_key b)
+/* The key as one string (its host's length first, so that no two keys
+ * read alike), for the sets below: jansson objects, hash tables, so that a
+ * job with many shared allocations is not compared pairwise.  NULL when out
+ * of memory. */
+static char *key_text(struct shared_key k)
 {
-    return strcmp(a.identity, b.identity) == 0 && strcmp(a.host ? a.host : "", b.host ? b.host : "") == 0;
+    const char *host = k.host ? k.host : "";
+    char *text = NULL;
+    return asprintf(&text, "%zu:%s%s", strlen(host), host, k.identity) < 0 ? NULL : text;
 }
 
 /* Calls fn for each "shared" entry with an identity in the sites of `key`
@@ -161,25 +167,28 @@ static void foreach_shared(const struct input *in, size_t n, const char *key,
 }
 
 struct shared_pass {
-    struct shared_key *created, *imported;
-    size_t ncreated, nimported;
+    json_t *created, *imported; /* sets of key_text */
     uint64_t dup_live, dup_leaked, dup_held;
 };
 
-static bool key_among(const struct shared_key *keys, size_t n, struct shared_key k)
+static bool key_among(json_t *set, const char *text)
 {
-    for (size_t i = 0; i < n; i++)
-        if (same_key(keys[i], k))
-            return true;
-    return false;
+    return json_object_get(set, text) != NULL;
+}
+
+static void key_add(json_t *set, const char *text)
+{
+    json_object_set_new_nocheck(set, text, json_true());
 }
 
 static void note_creator(struct shared_key k, json_t *site, json_t *entry, const char *key, void *arg)
 {
     struct shared_pass *p = arg;
     (void)site, (void)key;
-    if (!json_is_true(json_object_get(entry, "imported")) && !key_among(p->created, p->ncreated, k))
-        p->created[p->ncreated++] = k;
+    char *text = json_is_true(json_object_get(entry, "imported")) ? NULL : key_text(k);
+    if (text)
+        key_add(p->created, text);
+    free(text);
 }
 
 static void note_import(struct shared_key k, json_t *site, json_t *entry, const char *key, void *arg)
@@ -187,10 +196,13 @@ static void note_import(struct shared_key k, json_t *site, json_t *entry, const 
     struct shared_pass *p = arg;
     if (!json_is_true(json_object_get(entry, "imported")))
         return;
-    if (!key_among(p->created, p->ncreated, k) && !key_among(p->imported, p->nimported, k)) {
-        p->imported[p->nimported++] = k; /* the first holder in the job: counted */
+    char *text = key_text(k);
+    bool first = text && !key_among(p->created, text) && !key_among(p->imported, text);
+    if (first)
+        key_add(p->imported, text); /* the first holder in the job: counted */
+    free(text);
+    if (first)
         return;
-    }
     json_t *b = json_object_get(entry, "bytes");
     uint64_t bytes = json_is_integer(b) && json_integer_value(b) > 0 ? (uint64_t)json_integer_value(b) : 0;
     /* Marked on the input, before "leaks" and "held" are copied: readers of
@@ -229,8 +241,7 @@ static void count_shared_once(const struct input *in, size_t n, json_t *summary)
     foreach_shared(in, n, "held", count_shared, &total);
     if (total == 0)
         return; /* no input shares an allocation it can name */
-    struct shared_pass p = {.created = calloc(total + 1, sizeof *p.created),
-                            .imported = calloc(total + 1, sizeof *p.imported)};
+    struct shared_pass p = {.created = json_object(), .imported = json_object()};
     if (p.created && p.imported) {
         foreach_shared(in, n, "leaks", note_creator, &p);
         foreach_shared(in, n, "held", note_creator, &p);
@@ -241,8 +252,8 @@ static void count_shared_once(const struct input *in, size_t n, json_t *summary)
         set_reduced(summary, "held_bytes", p.dup_held);
     }
     json_object_set_new(summary, "shared_bytes_counted_once", json_u64(p.dup_live));
-    free(p.created);
-    free(p.imported);
+    json_decref(p.created);
+    json_decref(p.imported);
 }
 
 static uint64_t entry_weight(json_t *entry, const char *key, const char *times)
@@ -304,9 +315,8 @@ static json_t *merged_array(const struct input *in, size_t n, const char *key,
         size_t j;
         json_t *e;
         json_array_foreach(array, j, e) {
-            json_t *copy = json_deep_copy(e);
-            if (!copy)
-                continue;
+            /* Moved, not copied: the inputs' trees are dropped once merged. */
+            json_t *copy = json_incref(e);
             json_object_set_new(copy, "rank", json_integer(in[i].rank));
             json_object_set_new(copy, "pid", json_integer(in[i].report.pid));
             if (strcmp(key, "devices") == 0)
@@ -411,17 +421,29 @@ static json_t *merged_ipc(const struct input *in, size_t n, json_t *summary)
     uint64_t paired = 0, unpaired = 0;
     size_t nexp = json_array_size(exported);
     bool *counted = calloc(nexp + 1, sizeof *counted);
+    /* handle -> the exports of it, in order: each mapping looks up its own
+     * handle's, not every export. */
+    json_t *by_handle = json_object();
     size_t j;
     json_t *m;
+    json_array_foreach(exported, j, m) {
+        const char *h = json_string_value(json_object_get(m, "handle"));
+        if (!h || !by_handle)
+            continue;
+        json_t *list = json_object_get(by_handle, h);
+        if (!list)
+            json_object_set_new_nocheck(by_handle, h, list = json_array());
+        json_array_append_new(list, json_integer((json_int_t)j));
+    }
     json_array_foreach(mapped, j, m) {
         const char *handle = json_string_value(json_object_get(m, "handle"));
         json_t *bytes = json_object_get(m, "bytes");
         long long pid = json_integer_value(json_object_get(m, "pid"));
+        json_t *candidates = handle ? json_object_get(by_handle, handle) : NULL;
         size_t k = nexp;
-        for (size_t e = 0; handle && e < nexp && k == nexp; e++) {
-            json_t *x = json_array_get(exported, e);
-            const char *h = json_string_value(json_object_get(x, "handle"));
-            if (h && strcmp(h, handle) == 0 && json_integer_value(json_object_get(x, "pid")) != pid)
+        for (size_t c = 0; c < json_array_size(candidates) && k == nexp; c++) {
+            size_t e = (size_t)json_integer_value(json_array_get(candidates, c));
+            if (json_integer_value(json_object_get(json_array_get(exported, e), "pid")) != pid)
                 k = e;
         }
         if (k == nexp) {
@@ -440,6 +462,7 @@ static json_t *merged_ipc(const struct input *in, size_t n, json_t *summary)
         }
     }
     free(counted);
+    json_decref(by_handle);
     json_object_set_new(summary, "ipc_paired_bytes", json_u64(paired));
     json_object_set_new(summary, "ipc_unpaired_mapped_bytes", json_u64(unpaired));
     json_object_set_new(ipc, "exported", exported);
@@ -578,8 +601,21 @@ int cmd_merge(int argc, char **argv)
     size_t loaded = 0;
     for (; loaded < n; loaded++) {
         struct input *i = &in[loaded];
-        if (!report_load(argv[optind + (int)loaded], &i->report))
+        const char *path = argv[optind + (int)loaded];
+        if (!report_load(path, &i->report))
             goto out;
+        /* Merge copies entries from the report as its model writes it.  The
+         * model is read again from that tree, and the tree read from the
+         * file dropped: one tree per input, not two. */
+        json_t *tree = json_incref(report_tree(&i->report));
+        report_free(&i->report);
+        char error[512] = "out of memory";
+        if (!tree || !report_from_json(tree, path, NULL, &i->report, error, sizeof error)) {
+            cli_error("merge: %s: %s", path, error);
+            json_decref(tree);
+            goto out;
+        }
+        i->report.root = tree; /* what report_tree would build again */
         i->position = loaded;
         i->rank = i->report.has_rank ? i->report.rank : (long long)loaded;
     }
@@ -593,28 +629,34 @@ int cmd_merge(int argc, char **argv)
     }
     /* The merged tree, read into the report model and written from it: the
      * report in the tables' order, and checked as any report is read. */
-    json_t *tree = merge_inputs(in, n), *merged = NULL;
-    struct tl_report model;
-    char error[512];
-    if (tree && report_from_json(tree, "merge", NULL, &model, error, sizeof error)) {
-        merged = json_incref(model.root);
-        report_free(&model);
-    } else if (tree) {
-        cli_error("merge: the merged report does not read back: %s", error);
-        json_decref(tree);
+    json_t *tree = merge_inputs(in, n);
+    /* The merged tree holds what it needs of the inputs: free them before
+     * the merged report is read, so the two never take memory together. */
+    for (size_t i = 0; i < loaded; i++)
+        report_free(&in[i].report);
+    loaded = 0;
+    if (!tree) {
+        cli_error("merge: out of memory");
         goto out;
     }
-    json_decref(tree);
-    FILE *fp = merged ? cli_open_output(output) : NULL;
-    if (fp) {
-        json_dumpf(merged, fp, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
-        fputc('\n', fp);
-        if (cli_close_output(fp, output))
-            rc = CLI_EXIT_OK;
-    } else if (!merged) {
-        cli_error("merge: out of memory");
+    struct tl_report model;
+    char error[512];
+    bool read = report_from_json(tree, "merge", NULL, &model, error, sizeof error);
+    json_decref(tree); /* the model keeps its own reference */
+    if (!read) {
+        cli_error("merge: the merged report does not read back: %s", error);
+        goto out;
     }
-    json_decref(merged);
+    FILE *fp = cli_open_output(output);
+    if (fp) {
+        bool written = report_write_json(fp, &model);
+        fputc('\n', fp);
+        if (!written)
+            cli_error("merge: out of memory");
+        if (cli_close_output(fp, output) && written)
+            rc = CLI_EXIT_OK;
+    }
+    report_free(&model);
 out:
     for (size_t i = 0; i < loaded; i++)
         report_free(&in[i].report);

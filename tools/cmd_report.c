@@ -110,7 +110,11 @@ int cmd_report(int argc, char **argv)
         format_text(out, report, report->path);
         break;
     case FORMAT_JSON:
-        json_dumpf(report->root, out, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
+        if (!report_write_json(out, report)) {
+            cli_error("report: out of memory");
+            cli_close_output(out, output);
+            goto out;
+        }
         fputc('\n', out);
         break;
     case FORMAT_FOLDED:

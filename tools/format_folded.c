@@ -9,14 +9,16 @@
  */
 #include "cli.h"
 #include "report.h"
+#include "terminal_safe.h"
 
 #include <inttypes.h>
 
 static void put_clean(FILE *out, const char *s)
 {
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        fputc(c == ';' ? ':' : (c < 0x20 || c == 0x7f) ? '?' : c, out);
+    while (*s) {
+        size_t n = tl_control_len(s);
+        fputc(n ? '?' : *s == ';' ? ':' : *s, out);
+        s += n ? n : 1;
     }
 }
 

@@ -197,7 +197,48 @@ static const char *where_text(const struct tl_stack *stack)
     return f && f->function && *f->function ? f->function : "an unknown function";
 }
 
-static void add_result(json_t *results, enum rule rule, const char *text, const char *kind,
+/*
+ * The run's "results", written one result at a time as each is made: a
+ * report's sites become results several times their size, and a tree of all
+ * of them cost 3.5 GB on a 200 MB report.  The layout is jansson's
+ * (JSON_INDENT(2)) at the results' depth in the log, so the document reads
+ * as if the log had been dumped whole.
+ */
+struct result_stream {
+    FILE *out;
+    size_t count;
+    bool failed;
+};
+
+/* "runs": [ { "results": [ RESULT: four levels deep. */
+#define RESULT_INDENT "        "
+
+/* Writes `text` with RESULT_INDENT before each of its lines. */
+static void put_indented(FILE *out, const char *text)
+{
+    fputs(RESULT_INDENT, out);
+    for (const char *nl; (nl = strchr(text, '\n')); text = nl + 1) {
+        fwrite(text, 1, (size_t)(nl - text + 1), out);
+        fputs(RESULT_INDENT, out);
+    }
+    fputs(text, out);
+}
+
+/* Writes result `r` and drops it. */
+static void result_put(struct result_stream *rs, json_t *r)
+{
+    char *text = r ? json_dumps(r, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(r);
+    if (!text) {
+        rs->failed = true;
+        return;
+    }
+    fputs(rs->count++ ? ",\n" : "\n", rs->out);
+    put_indented(rs->out, text);
+    free(text);
+}
+
+static void add_result(struct result_stream *results, enum rule rule, const char *text, const char *kind,
                        const struct tl_stack *stack, json_t *properties, const char *suppression,
                        bool suppressed)
 {
@@ -221,10 +262,10 @@ static void add_result(json_t *results, enum rule rule, const char *text, const 
         json_object_set_new(r, "suppressions", json_pack("[o]", s));
     }
     json_object_set_new(r, "properties", properties);
-    json_array_append_new(results, r);
+    result_put(results, r);
 }
 
-static void add_report(json_t *results, const struct tl_report *rep, bool tag_report)
+static void add_report(struct result_stream *results, const struct tl_report *rep, bool tag_report)
 {
     char text[512], a[SIZE_HUMAN_MAX];
     bool snapshot = rep->reason && strcmp(rep->reason, "exit") != 0;
@@ -414,9 +455,9 @@ bool format_sarif(FILE *out, const struct tl_report *reports, size_t count)
                       "shortDescription", "text", rules[i].text, "defaultConfiguration",
                       "level", rules[i].level));
     }
-    json_t *results = json_array();
-    for (size_t i = 0; i < count; i++)
-        add_report(results, &reports[i], count > 1);
+    /* The log with a placeholder for the results, written around them. */
+    static const char placeholder[] = "\"\\u0001results\\u0001\"";
+    json_t *results = json_string("\001results\001");
     json_t *driver = json_pack("{ss,ss,ss,so}", "name", "tensorleak", "version", TL_VERSION,
                                "semanticVersion", TL_VERSION, "rules", rule_list);
     json_t *log = json_pack("{ss,ss,s[{s{so},so,s{so}}]}",
@@ -424,10 +465,23 @@ bool format_sarif(FILE *out, const struct tl_report *reports, size_t count)
                             "version", "2.1.0", "runs", "tool", "driver", driver,
                             "results", results, "properties", "memory",
                             memory_properties(reports, count));
-    if (!log)
-        return false;
-    json_dumpf(log, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    fputc('\n', out);
+    char *text = log ? json_dumps(log, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(log);
-    return true;
+    char *at = text ? strstr(text, placeholder) : NULL;
+    if (!at) {
+        free(text);
+        return false;
+    }
+    fwrite(text, 1, (size_t)(at - text), out);
+    fputc('[', out);
+    struct result_stream rs = {out, 0, false};
+    for (size_t i = 0; i < count; i++)
+        add_report(&rs, &reports[i], count > 1);
+    if (rs.count)
+        fputs("\n      ", out);
+    fputc(']', out);
+    fputs(at + strlen(placeholder), out);
+    fputc('\n', out);
+    free(text);
+    return !rs.failed;
 }

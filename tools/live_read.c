@@ -22,6 +22,7 @@
  * whose file went writes it again at its next update.
  */
 #include "live_read.h"
+#include "terminal_safe.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -39,18 +40,10 @@
 
 const char *const live_class_names[4] = {"user", "cache", "library", "workspace"};
 
-static void copy_clean(char *out, size_t len, const char *s)
-{
-    size_t i = 0;
-    for (; s && s[i] && i + 1 < len; i++)
-        out[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
-    out[i] = 0;
-}
-
 static void get_str(json_t *o, const char *key, char *out, size_t len, const char *dflt)
 {
     json_t *v = json_object_get(o, key);
-    copy_clean(out, len, json_is_string(v) ? json_string_value(v) : dflt);
+    tl_copy_terminal_safe(out, len, json_is_string(v) ? json_string_value(v) : dflt);
 }
 
 /* An integer field that is a byte count: absent, negative or not an

@@ -5,6 +5,7 @@
  */
 #include "cli.h"
 #include "report.h"
+#include "terminal_safe.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -102,7 +103,9 @@ bool report_load(const char *path, struct tl_report *out)
     char error[512];
     bool ok = report_from_json(root, path, demangle, out, error, sizeof error);
     json_decref(root);
-    if (!ok)
+    if (!ok) { /* it may quote the report's text */
+        tl_copy_terminal_safe(error, sizeof error, error);
         fail(shown, "%s", error);
+    }
     return ok;
 }

@@ -3,6 +3,7 @@
  * stacks. Format and semantics: suppressions.h. libc only (see there).
  */
 #include "suppressions.h"
+#include "terminal_safe.h"
 
 #include <fnmatch.h>
 #include <stdio.h>
@@ -34,12 +35,7 @@ static void report(tl_supp_error_fn on_error, void *ctx, unsigned line, const ch
     if (!on_error)
         return;
     char clean[160];
-    size_t i = 0;
-    for (; reason[i] && i < sizeof clean - 1; i++) {
-        unsigned char c = (unsigned char)reason[i];
-        clean[i] = c < 0x20 || c == 0x7f ? '?' : (char)c;
-    }
-    clean[i] = 0;
+    tl_copy_terminal_safe(clean, sizeof clean, reason);
     on_error(ctx, line, clean);
 }
 

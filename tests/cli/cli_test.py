@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -370,6 +371,108 @@ def hostile_json_shapes_never_crash(c):
                 raise Failure(f"{cmd[0]} {name}: exit {rc}, stdout {out!r}, stderr {err!r}")
 
 
+def real_library_built(c):
+    """Whether the preload library and the simulated driver are built (says which is not)."""
+    for need in (c.library, os.path.join(c.sim_dir, "libcuda.so.1")):
+        if not os.path.exists(need):
+            print(f"skip: {need} not built yet")
+            return False
+    return True
+
+
+# ESC [ (CSI), ESC ] ... BEL (OSC: retitles the window), DEL and U+009B (C1
+# CSI, which xterm obeys in UTF-8): each control character shows as '?'.
+HOSTILE = "\x1b[31m\x1b]0;t\x07\u009b2J\x7f"
+HOSTILE_SHOWN = "?[31m?]0;t??2J?"
+# Fields that choose how a report is read, not text a person reads.
+STRUCTURAL = ("tool", "version", "reason", "time", "scope", "state", "reading", "mode")
+
+
+def with_every_text_field(value, suffix):
+    """The report `value` with `suffix` after every string a person reads."""
+    def walk(o, key):
+        if isinstance(o, dict):
+            return {k: walk(v, k) for k, v in o.items()}
+        if isinstance(o, list):
+            return [walk(v, key) for v in o]
+        return o + suffix if isinstance(o, str) and key not in STRUCTURAL else o
+    return walk(value, None)
+
+
+def control_characters(text):
+    return [ch for ch in text if (ord(ch) < 0x20 and ch != "\n") or 0x7f <= ord(ch) <= 0x9f]
+
+
+@case
+def report_text_and_diff_show_control_characters_of_fields_as_question_marks(c):
+    made = {}
+    for name in ("leaky.json", "owners0.json", "server.json", "rank0.json", "rank1.json"):
+        with open(os.path.join(c.src, name)) as f:
+            r = json.load(f)
+        for suffix, tag in ((HOSTILE, "hostile"), (HOSTILE_SHOWN, "shown")):
+            path = os.path.join(c.tmp, f"{tag}-{name}")
+            with open(path, "w") as f:
+                json.dump(with_every_text_field(r, suffix), f)
+            made[tag, name] = path
+    for tag in ("hostile", "shown"):
+        merged = os.path.join(c.tmp, f"{tag}-merged.json")
+        out, _ = c.expect(["merge", made[tag, "rank0.json"], made[tag, "rank1.json"]], 0, stderr="")
+        with open(merged, "w") as f:
+            f.write(out)
+        made[tag, "merged"] = merged
+    runs = [["report", made[tag, name]] for name in ("leaky.json", "owners0.json", "server.json", "merged")
+            for tag in ("hostile",)]
+    runs += [["diff", "clean.json", made["hostile", name]] for name in ("leaky.json", "owners0.json", "rank0.json")]
+    runs += [["diff", made["hostile", "leaky.json"], made["hostile", "server.json"]]]
+    for args in runs:
+        rc, out, err = c.run(args)
+        check_eq((rc, err), (0, ""), " ".join(args))
+        check_eq(control_characters(out), [], f"control characters in {' '.join(args)}")
+        # Exactly what the same report says with '?' already in its fields.
+        shown = [a.replace("hostile-", "shown-") for a in args]
+        c.expect(shown, 0, stderr="", stdout=out.replace("hostile-", "shown-"))
+        if HOSTILE_SHOWN not in out:
+            raise Failure(f"{' '.join(args)} shows no field:\n{out}")
+    # Each kind of field is among them: function, file, module, kind, owner, pool, host.
+    _, text, _ = c.run(["report", made["hostile", "leaky.json"]])
+    for want in (f" in kv_cache_append{HOSTILE_SHOWN} /abs/samples/leaky_inference.c{HOSTILE_SHOWN}:42 "
+                 f"(leaky_inference{HOSTILE_SHOWN}+0x13c4{HOSTILE_SHOWN})",
+                 f"allocation(s) [device{HOSTILE_SHOWN}] allocated from:",
+                 f"pool 'kv_pool{HOSTILE_SHOWN}' (annotated{HOSTILE_SHOWN}, device 0)"):
+        if want not in text:
+            raise Failure(f"{want!r} not in:\n{text}")
+    _, text, _ = c.run(["report", made["hostile", "owners0.json"]])
+    if f"{HOSTILE_SHOWN} 3.0 MiB (user{HOSTILE_SHOWN})" not in text:
+        raise Failure(f"owner not shown escaped:\n{text}")
+    _, text, _ = c.run(["report", made["hostile", "merged"]])
+    if f" on node1{HOSTILE_SHOWN}: " not in text:
+        raise Failure(f"host not shown escaped:\n{text}")
+    # An error that quotes the report's text.
+    with open(os.path.join(c.src, "leaky.json")) as f:
+        r = json.load(f)
+    r["leaks"][0]["allocations"] = [{"address": HOSTILE, "bytes": 1, "device": 0}]
+    bad = os.path.join(c.tmp, "hostile-address.json")
+    with open(bad, "w") as f:
+        json.dump(r, f)
+    c.expect(["report", bad], 2, stdout="", stderr=f"tensorleak: {bad}: leaks[0].allocations[0].address: "
+             f"'{HOSTILE_SHOWN}' is not a hex address (0x...)\n")
+
+
+@case
+def a_warning_shows_control_characters_of_an_environment_value_as_question_marks(c):
+    if not real_library_built(c):
+        return SKIP
+    work = os.path.join(c.tmp, "warn")
+    os.makedirs(work)
+    rc, out, err = c.run(["run", "--sim", "--quiet", "-o", os.path.join(work, "r.%p.json"), "--", c.alloc_three],
+                         cwd=work, env={"TENSORLEAK_DEPTH": "4" + HOSTILE})
+    check_eq((rc, out), (0, ""), f"alloc_three (stderr: {err!r})")
+    want = f"tensorleak: ignoring TENSORLEAK_DEPTH='4{HOSTILE_SHOWN}' (expected 0..128); using the default\n"
+    if want not in err:
+        raise Failure(f"{want!r} not in stderr {err!r}")
+    check_eq(control_characters(err), [], "control characters in stderr")
+
+
 @case
 def a_huge_report_is_read_whole(c):
     sites = 20000
@@ -397,6 +500,42 @@ def a_huge_report_is_read_whole(c):
     check_eq((rc, err, len(out.splitlines())), (0, "", sites), "folded huge")
     c.expect(["check", path, "--max-leaked-bytes", "80M"], 0, stderr="",
              stdout=verdict("PASS", sites * 4096, 80 * 1024 * 1024, 0, 0))
+
+
+def cpu_seconds(c, args):
+    """CPU time (user + system) of one run of the CLI, which must succeed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rc, _, err = c.run(args)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    check_eq((rc, err), (0, ""), " ".join(args))
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+@case
+def merge_and_sarif_cost_grows_linearly_with_the_report(c):
+    # Reports of 2,500 and 20,000 leaks, each site a VMM handle shared with
+    # the other rank and as many CUDA IPC handles, which merge pairs across
+    # the inputs: 8 times the input costs about 8 times the CPU; a pairwise
+    # comparison (64 times) measured 26 times at these sizes.  The best of
+    # two runs, against noise.
+    sys.path.insert(0, os.path.join(c.src, "..", "..", "bench"))
+    import big_report
+    paths = {}
+    for n in (2500, 20000):
+        for rank, pid in ((0, 4242), (1, 4343)):
+            paths[n, rank] = os.path.join(c.tmp, f"big{n}.{rank}.json")
+            sys.argv = ["big_report", str(n), paths[n, rank], "--shared", "--rank", str(rank), "--pid", str(pid)]
+            big_report.main()
+    for args in (lambda n: ["merge", "-o", os.path.join(c.tmp, f"merged{n}.json"), paths[n, 0], paths[n, 1]],
+                 lambda n: ["report", "--format", "sarif", "-o", os.path.join(c.tmp, f"big{n}.sarif"), paths[n, 0]]):
+        small, big = (min(cpu_seconds(c, args(n)) for _ in range(2)) for n in (2500, 20000))
+        print(f"{' '.join(args(20000)[:3])}: {small:.2f} s of CPU for 2,500 leaks, {big:.2f} s for 20,000")
+        if big > 16 * max(small, 0.05):
+            raise Failure(f"{' '.join(args(20000))}: {big:.2f} s of CPU, {big / small:.1f} times that of 2,500 leaks")
+    with open(os.path.join(c.tmp, "merged20000.json")) as f:
+        summary = json.load(f)["summary"]
+    check_eq((summary["shared_bytes_counted_once"], summary["ipc_paired_bytes"], summary["ipc_unpaired_mapped_bytes"]),
+             (20000 * 4096, 20000 * 4096, 0), "what merge paired")
 
 
 # --- run ------------------------------------------------------------------
@@ -577,10 +716,8 @@ def run_with_the_real_library_keeps_the_exit_status(c):
 
 @case
 def report_text_of_a_real_report_equals_the_preload_text(c):
-    for need in (c.library, os.path.join(c.sim_dir, "libcuda.so.1")):
-        if not os.path.exists(need):
-            print(f"skip: {need} not built yet")
-            return SKIP
+    if not real_library_built(c):
+        return SKIP
     work = os.path.join(c.tmp, "e2e")
     os.makedirs(work)
     pattern = os.path.join(work, "r.%p.json")

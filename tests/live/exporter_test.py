@@ -9,6 +9,7 @@ Debian's prometheus/promtool exit 77 (skipped) without them.
 import json
 import os
 import re
+import selectors
 import shutil
 import signal
 import socket
@@ -224,6 +225,189 @@ def the_http_endpoint_answers_fifty_concurrent_scrapes_and_404_elsewhere(tmp):
     assert all(value(parse(body), "tensorleak_marks_total", pid=s.pid) == 3 for _, body in results)
     e.stop()
     s.stop()
+
+
+def drain(stream):
+    """Reads `stream` to its end in a thread, so a chatty child never blocks on a full pipe."""
+    threading.Thread(target=stream.read, daemon=True).start()
+
+
+REQUEST = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+def read_answers(so, want, timeout):
+    """[(status, body)] of up to `want` HTTP/1.1 answers read from `so`."""
+    so.settimeout(timeout)
+    buf, answers = b"", []
+    while len(answers) < want:
+        try:
+            data = so.recv(1 << 16)
+        except OSError:
+            break
+        if not data:
+            break
+        buf += data
+        while True:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                break
+            head = buf[:end].decode("latin-1").split("\r\n")
+            length = [int(h.split(":", 1)[1]) for h in head if h.lower().startswith("content-length:")]
+            if len(buf) < end + 4 + length[0]:
+                break
+            answers.append((int(head[0].split()[1]), buf[end + 4:end + 4 + length[0]].decode()))
+            buf = buf[end + 4 + length[0]:]
+    return answers
+
+
+def leaky_server_and_exporter(tmp):
+    """A leaky live_server past 3 marks, and an exporter of its live directory."""
+    live = os.path.join(tmp, "live")
+    s = Server(tmp, "leaky", 3, env=live_env(live))
+    s.wait_ready()
+    fresh_entry(live, s.pid, time.time())
+    e = Exporter(live)
+    drain(e.proc.stderr)
+    return s, e
+
+
+def fifty_pipelined_requests_on_one_connection_get_fifty_answers(tmp):
+    s, e = leaky_server_and_exporter(tmp)
+    try:
+        with socket.create_connection(("127.0.0.1", e.port), timeout=30) as so:
+            so.sendall(REQUEST * 50)
+            answers = read_answers(so, 50, 30)
+        assert len(answers) == 50 and all(st == 200 for st, _ in answers), [st for st, _ in answers]
+        assert all(value(parse(body), "tensorleak_marks_total", pid=s.pid) == 3 for _, body in answers)
+    finally:
+        e.stop()
+        s.stop()
+
+
+def a_connection_that_trickles_its_header_is_closed_after_five_seconds(tmp):
+    live = os.path.join(tmp, "live")
+    os.makedirs(live, mode=0o700)
+    e = Exporter(live)
+    drain(e.proc.stderr)
+    try:
+        closed = trickle_until_closed(e.port)
+    finally:
+        e.stop()
+    assert closed is not None and 4.5 <= closed <= 15, closed
+
+
+def trickle_until_closed(port):
+    """Seconds until the server closed a connection that trickles a header; None: not in 30 s."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as so:
+        start = time.monotonic()
+        so.sendall(b"GET /metrics HTTP/1.1\r\n")
+        so.settimeout(0.5)
+        closed = None
+        # A header byte every half second: never idle long enough for an
+        # inactivity timeout, yet the header is never complete.
+        while closed is None and time.monotonic() - start < 30:
+            try:
+                so.sendall(b"X")
+                if so.recv(1024) == b"":
+                    closed = time.monotonic() - start
+            except socket.timeout:
+                pass
+            except OSError:
+                closed = time.monotonic() - start
+    return closed
+
+
+class Slowloris:
+    """`n` connections from 127.0.0.1 that never finish a request: half send
+    nothing, half a request line then one header byte a second.  A
+    connection the server closes is opened again half a second later, at
+    most `max_connects` times in all; everything stops after `seconds`."""
+
+    def __init__(self, port, n, seconds, max_connects=30000):
+        self.port, self.n, self.seconds, self.max_connects = port, n, seconds, max_connects
+        self.connects = self.closed_by_server = 0
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def open(self, sel, trickle):
+        self.connects += 1
+        so = socket.socket()
+        so.setblocking(False)
+        so.connect_ex(("127.0.0.1", self.port))
+        sel.register(so, selectors.EVENT_READ, [trickle, time.monotonic(), True])
+
+    def run(self):
+        sel = selectors.DefaultSelector()
+        end = time.monotonic() + self.seconds
+        reopen = []  # (when, trickle)
+        for i in range(self.n):
+            self.open(sel, i % 2 == 1)
+        while time.monotonic() < end:
+            now = time.monotonic()
+            while reopen and reopen[0][0] <= now and self.connects < self.max_connects:
+                self.open(sel, reopen.pop(0)[1])
+            for key, _ in sel.select(timeout=0.1):
+                try:
+                    gone = key.fileobj.recv(4096) == b""
+                except BlockingIOError:
+                    gone = False
+                except OSError:
+                    gone = True
+                if gone:
+                    self.closed_by_server += 1
+                    sel.unregister(key.fileobj)
+                    key.fileobj.close()
+                    reopen.append((now + 0.5, key.data[0]))
+            for key in list(sel.get_map().values()):
+                trickle, last, first = key.data
+                if trickle and now - last >= 1.0:
+                    try:
+                        key.fileobj.send(b"GET /metrics HTTP/1.1\r\n" if first else b"X")
+                        key.data[1:] = [now, False]
+                    except OSError:
+                        pass
+        for key in list(sel.get_map().values()):
+            key.fileobj.close()
+
+
+def scrapes_are_answered_while_600_connections_never_finish_a_request(tmp):
+    s, e = leaky_server_and_exporter(tmp)
+    try:
+        under_slowloris(e, s.pid)
+    finally:
+        e.stop()
+        s.stop()
+
+
+def under_slowloris(e, pid):
+    normal = []
+    for _ in range(5):
+        t = time.monotonic()
+        assert e.get()[0] == 200
+        normal.append(time.monotonic() - t)
+    # A scrape takes milliseconds here; 5 s is hundreds of times that.
+    bound = 5.0
+    attack = Slowloris(e.port, 600, 16)
+    time.sleep(2)  # every connection open, the first ones already past their deadline
+    took, fds = [], []
+    for _ in range(12):
+        t = time.monotonic()
+        with urllib.request.urlopen(f"http://127.0.0.1:{e.port}/metrics", timeout=bound) as r:
+            assert r.status == 200
+            assert value(parse(r.read().decode()), "tensorleak_marks_total", pid=pid) == 3
+        took.append(time.monotonic() - t)
+        fds.append(len(os.listdir(f"/proc/{e.proc.pid}/fd")))
+        time.sleep(max(0.0, 1.0 - took[-1]))
+    attack.thread.join(60)
+    print(f"normal scrape {max(normal) * 1000:.1f} ms; under attack: slowest {max(took) * 1000:.1f} ms, "
+          f"{attack.connects} connects, {attack.closed_by_server} closed by the exporter, "
+          f"at most {max(fds)} descriptors")
+    assert max(took) < bound, took
+    # The server closed the attackers' connections (limits and the header
+    # deadline), and never held more than its connection limit (256 + 64
+    # closing, with its own few descriptors).
+    assert attack.closed_by_server >= 600, attack.closed_by_server
+    assert max(fds) <= 256 + 64 + 48, fds
 
 
 def a_sigkilled_process_leaves_metrics_within_two_intervals(tmp):
