@@ -105,6 +105,7 @@ struct command {
 
 static const struct command commands[] = {
     { "run", cmd_run },
+    { "sim", cmd_sim },
     { "report", cmd_report },
     { "check", cmd_check },
     { "diff", cmd_diff },
