@@ -3,7 +3,11 @@
  * libcudart_static.a).
  *
  *   runtime_driver.c  finding the driver exactly as NVIDIA's runtime does
- *   runtime.c         the cuda* API, each call forwarded through the table
+ *   runtime.c         the allocation API, each call forwarded through the table
+ *   runtime_device.c  device properties, attributes, peer access
+ *   runtime_stream.c  streams, events, host functions, capture, graphs
+ *   runtime_memcpy.c  copies, memsets, pointer attributes
+ *   runtime_exec.c    device code (registration, launches), the last error
  *   runtime_errors.c  CUresult -> cudaError_t, cudaGetErrorString/Name
  *
  * The runtime never references a driver symbol: it dlopens libcuda.so.1,
