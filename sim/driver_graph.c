@@ -643,6 +643,29 @@ SIM_EXPORT CUresult cuGraphDestroy(CUgraph hGraph)
     return rc;
 }
 
+/* cuda.h: with nodes NULL, *numNodes is set to the count; otherwise up to
+ * *numNodes nodes are written, the rest of the array is set to NULL and
+ * *numNodes to the number written. */
+SIM_EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!numNodes)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    CUresult rc = graph_known(hGraph) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS && !nodes) {
+        *numNodes = hGraph->n;
+    } else if (rc == CUDA_SUCCESS) {
+        size_t written = hGraph->n < *numNodes ? hGraph->n : *numNodes;
+        for (size_t i = 0; i < *numNodes; i++)
+            nodes[i] = i < written ? hGraph->nodes[i] : NULL;
+        *numNodes = written;
+    }
+    sim_unlock();
+    return rc;
+}
+
 SIM_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
                                            size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
 {

@@ -122,6 +122,7 @@ static const struct proc_entry table[] = {
 
     V(cuGraphCreate, cuGraphCreate, 10000),
     V(cuGraphDestroy, cuGraphDestroy, 10000),
+    V(cuGraphGetNodes, cuGraphGetNodes, 10000),
     V(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, 11040),
     V(cuGraphAddMemFreeNode, cuGraphAddMemFreeNode, 11040),
     V(cuGraphInstantiate, cuGraphInstantiateWithFlags, 12000),

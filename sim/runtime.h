@@ -323,6 +323,7 @@ cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 bloc
     X(cuGraphLaunch_ptsz, "cuGraphLaunch", 10000, 2)              \
     X(cuGraphExecDestroy, "cuGraphExecDestroy", 10000, 0)         \
     X(cuGraphDestroy, "cuGraphDestroy", 10000, 0)                 \
+    X(cuGraphGetNodes, "cuGraphGetNodes", 10000, 0)               \
     X(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", 11040, 0)     \
     X(cuDeviceGetGraphMemAttribute, "cuDeviceGetGraphMemAttribute", 11040, 0) \
     X(cuDeviceSetGraphMemAttribute, "cuDeviceSetGraphMemAttribute", 11040, 0)

@@ -267,10 +267,8 @@ SIMRT_EXPORT cudaError_t cudaGraphAddNode(cudaGraphNode_t *pGraphNode, cudaGraph
 
 SIMRT_EXPORT cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes)
 {
-    (void)graph;
-    (void)nodes;
-    (void)numNodes;
-    return graph_unsupported();
+    cudaError_t e = simrt_enter();
+    return simrt_status(e != cudaSuccess ? e : DRV(cuGraphGetNodes, graph, (CUgraphNode *)nodes, numNodes));
 }
 
 SIMRT_EXPORT cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t *pDependencies,

@@ -291,3 +291,29 @@ Test(runtime_torch, nvml_reports_the_simulated_drivers_memory_and_this_process)
     cr_assert_eq(shutdown(), 0);
     cr_assert_eq(shutdown(), 1, "a second shutdown: NVML_ERROR_UNINITIALIZED");
 }
+
+Test(runtime_torch, a_captured_graph_lists_its_memory_nodes)
+{
+    cudaStream_t s;
+    cudaGraph_t graph;
+    void *p;
+    rt_ok(cudaStreamCreateWithFlags(&s, 1));
+    rt_ok(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    rt_ok(cudaStreamGetCaptureInfo(s, &status, &id, NULL, NULL, NULL, NULL));
+    cr_assert(status == cudaStreamCaptureStatusActive && id != 0);
+    rt_ok(cudaMallocAsync(&p, 1 * MiB, s));
+    rt_ok(cudaFreeAsync(p, s));
+    rt_ok(cudaStreamEndCapture(s, &graph));
+    size_t n = 0;
+    rt_ok(cudaGraphGetNodes(graph, NULL, &n));
+    cr_assert_eq(n, 2);
+    cudaGraphNode_t nodes[3] = { NULL, NULL, (cudaGraphNode_t)0x1 };
+    n = 3;
+    rt_ok(cudaGraphGetNodes(graph, nodes, &n));
+    cr_assert(n == 2 && nodes[0] && nodes[1] && nodes[2] == NULL);
+    rt_err(cudaGraphAddNode(NULL, graph, NULL, NULL, 0, NULL), cudaErrorNotSupported);
+    rt_ok(cudaGraphDestroy(graph));
+    rt_err(cudaGraphGetNodes(graph, NULL, &n), cudaErrorInvalidValue);
+}
