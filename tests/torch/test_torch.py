@@ -97,6 +97,9 @@ def check_pool_equals_torch(report, figures, backend):
     eq(pool["largest_free_block"], figures["largest_free"], "pool largest free block vs torch _snapshot()")
     if figures["segments"] is not None:
         eq(pool["segments"], figures["segments"], "pool segments vs torch _snapshot()")
+    # What tensorleak saw taken from the device at the CUDA API is what
+    # torch says it reserved (segments, VMM handles or pool chunks).
+    eq(report["devices"][0]["reserved_bytes"], figures["reserved"], "device 0 reserved vs torch's reserved")
 
 
 # The pool scenario keeps 1, 5, 3, 1, 5, 3 MiB and two 4 KiB tensors.
@@ -136,6 +139,9 @@ def uncached_allocations_run_alike_with_and_without_tensorleak_and_no_pool_is_in
     eq(lines[0], {"bytes_ok": True, "available": True}, "bytes through copies and memsets, cuda available")
     eq(lines[-1], {"reserved": 0, "allocated": 0, "largest_free": 0, "segments": 0}, "torch's own figures")
     eq(torch_pool(report), None, "pool 'torch cuda:0' of an uncached torch")
+    # Every tensor went back with cudaFree as Python tore down (what stays
+    # live is torch's pinned host cache, not device memory).
+    eq(report["devices"][0]["reserved_bytes"], 0, "device 0 reserved at exit")
 
 
 def oom_shape_and_kernel_errors_are_raised_and_caught_under_the_preload():
