@@ -304,6 +304,7 @@ static const struct { int attr, value; } attributes[] = {
     { 106, 32 },            /* MAX_BLOCKS_PER_MULTIPROCESSOR */
     { 111, 1024 },          /* RESERVED_SHARED_MEMORY_PER_BLOCK */
     { 113, 1 },             /* READ_ONLY_HOST_REGISTER_SUPPORTED */
+    { 125, 1 },             /* IPC_EVENT_SUPPORTED (driver_event.c) */
     { CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1 },
     { CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1 },
 };

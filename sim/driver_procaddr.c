@@ -164,6 +164,8 @@ static const struct proc_entry table[] = {
     V(cuIpcOpenMemHandle, cuIpcOpenMemHandle, 4010),
     V(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2, 11000),
     V(cuIpcCloseMemHandle, cuIpcCloseMemHandle, 4010),
+    V(cuIpcGetEventHandle, cuIpcGetEventHandle, 4010),
+    V(cuIpcOpenEventHandle, cuIpcOpenEventHandle, 4010),
     V(cuMemHostUnregister, cuMemHostUnregister, 4000),
     V(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2, 3020),
     V(cuArrayCreate, cuArrayCreate_v2, 3020),

@@ -286,6 +286,8 @@ cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 bloc
     X(cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010, 0)            \
     X(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle", 11000, 0)      \
     X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010, 0)        \
+    X(cuIpcGetEventHandle, "cuIpcGetEventHandle", 4010, 0)        \
+    X(cuIpcOpenEventHandle, "cuIpcOpenEventHandle", 4010, 0)      \
     X(cuMemAllocManaged, "cuMemAllocManaged", 6000, 0)            \
     X(cuArray3DCreate_v2, "cuArray3DCreate", 3020, 0)             \
     X(cuArrayDestroy, "cuArrayDestroy", 2000, 0)                  \

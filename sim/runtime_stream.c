@@ -13,12 +13,13 @@
  * so a caller holding a lock the function takes does not deadlock;
  * synchronising the stream does not wait for them (a deviation).
  *
- * Graph calls that would need nodes other than memory nodes, IPC events
- * and user objects answer the runtime's own codes (cudaErrorNotSupported)
- * rather than pretending.
+ * Graph calls that would need nodes other than memory nodes and user
+ * objects answer the runtime's own codes (cudaErrorNotSupported) rather
+ * than pretending.
  */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "runtime.h"
 
@@ -100,24 +101,21 @@ SIMRT_EXPORT cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cuda
     return simrt_status(e != cudaSuccess ? e : DRV(cuEventElapsedTime_v2, ms, start, end));
 }
 
-/* The simulated devices report IPC_EVENT_SUPPORTED 0: a real driver on such
- * a device refuses with CUDA_ERROR_NOT_SUPPORTED. */
+/* cudaIpcEventHandle_t is the driver's CUipcEventHandle. */
 SIMRT_EXPORT cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t *handle, cudaEvent_t event)
 {
-    (void)event;
     cudaError_t e = simrt_enter();
-    if (e == cudaSuccess)
-        e = handle ? cudaErrorNotSupported : cudaErrorInvalidValue;
-    return simrt_status(e);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuIpcGetEventHandle, (CUipcEventHandle *)handle, event));
 }
 
 SIMRT_EXPORT cudaError_t cudaIpcOpenEventHandle(cudaEvent_t *event, cudaIpcEventHandle_t handle)
 {
-    (void)handle;
     cudaError_t e = simrt_enter();
-    if (e == cudaSuccess)
-        e = event ? cudaErrorNotSupported : cudaErrorInvalidValue;
-    return simrt_status(e);
+    if (e != cudaSuccess)
+        return simrt_status(e);
+    CUipcEventHandle h;
+    memcpy(&h, &handle, sizeof h);
+    return simrt_status(DRV(cuIpcOpenEventHandle, event, h));
 }
 
 /* ---- host functions ---- */

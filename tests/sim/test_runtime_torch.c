@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "sim/runtime.h"
@@ -316,4 +317,36 @@ Test(runtime_torch, a_captured_graph_lists_its_memory_nodes)
     rt_err(cudaGraphAddNode(NULL, graph, NULL, NULL, 0, NULL), cudaErrorNotSupported);
     rt_ok(cudaGraphDestroy(graph));
     rt_err(cudaGraphGetNodes(graph, NULL, &n), cudaErrorInvalidValue);
+}
+
+Test(runtime_torch, an_interprocess_event_handle_opens_as_a_completed_event)
+{
+    cudaEvent_t ev, plain, opened;
+    cudaIpcEventHandle_t h;
+    rt_ok(cudaEventCreateWithFlags(&ev, 2 | 4)); /* DisableTiming | Interprocess */
+    rt_ok(cudaEventCreateWithFlags(&plain, 0));
+    rt_ok(cudaEventRecord(ev, NULL));
+    rt_ok(cudaIpcGetEventHandle(&h, ev));
+    rt_err(cudaIpcGetEventHandle(&h, plain), cudaErrorInvalidValue);
+    rt_ok(cudaIpcGetEventHandle(&h, ev));
+    rt_ok(cudaIpcOpenEventHandle(&opened, h));
+    rt_ok(cudaEventQuery(opened));
+    rt_ok(cudaStreamWaitEvent(NULL, opened, 0));
+    float ms;
+    rt_err(cudaEventElapsedTime(&ms, opened, opened), cudaErrorInvalidResourceHandle); /* timing disabled */
+    rt_ok(cudaEventDestroy(opened));
+
+    cudaIpcEventHandle_t junk;
+    memset(&junk, 0x5a, sizeof junk);
+    rt_err(cudaIpcOpenEventHandle(&opened, junk), cudaErrorInvalidValue);
+    /* The exporter gone: a handle naming a child that has exited. */
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    cr_assert_gt(child, 0);
+    waitpid(child, NULL, 0);
+    cudaIpcEventHandle_t gone = h;
+    int32_t dead = (int32_t)child;
+    memcpy(gone.reserved + 16, &dead, sizeof dead);
+    rt_err(cudaIpcOpenEventHandle(&opened, gone), SIMRT_ERROR_MAP_BUFFER_OBJECT_FAILED);
 }

@@ -75,8 +75,10 @@ def run_both(scenario, mode):
     for name in sorted(os.listdir(tmp)):
         with open(os.path.join(tmp, name)) as f:
             reports.append(json.load(f))
-    exits = [r for r in reports if r["reason"] == "exit"]
-    eq(len(exits), 1, f"exit reports in {tmp}")
+    # The program's own (a spawned child writes one too).
+    exits = [r for r in reports if r["reason"] == "exit" and APP in str(r.get("command"))]
+    eq(len(exits), 1, f"exit reports of {APP} in {tmp}")
+    run_both.children = [r for r in reports if r["reason"] == "exit" and r is not exits[0]]
     return [json.loads(line) for line in plain.stdout.splitlines()], exits[0], [r for r in reports if r["reason"] == "oom"]
 
 
@@ -171,6 +173,18 @@ def nvml_reports_the_simulated_drivers_memory_and_this_process():
     eq(nvml["oom_names_this_process"], True, "torch's out-of-memory message quotes NVML's figure for this process")
 
 
+def a_cuda_tensor_sent_to_a_spawned_process_arrives_with_its_bytes():
+    need_torch()
+    lines, report, _ = run_both("ipc", {})
+    eq(lines[0], {"child_got": ["cuda:0", [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]], "child_exit": 0},
+       "what the child read from the shared tensor")
+    # The export is the 2 MiB segment holding the tensor (CUDA IPC shares
+    # whole allocations).
+    eq([e["bytes"] for e in report["ipc"]["exported"]], [2 * MIB], "memory exported over CUDA IPC")
+    eq(len(run_both.children), 1, "exit reports of the spawned child")
+    check_pool_equals_torch(report, lines[-1], "native")
+
+
 CASES = {f.__name__: f for f in (
     native_pool_equals_torch_and_runs_alike_with_and_without_tensorleak,
     expandable_segments_pool_equals_torch_and_runs_alike_with_and_without_tensorleak,
@@ -178,6 +192,7 @@ CASES = {f.__name__: f for f in (
     uncached_allocations_run_alike_with_and_without_tensorleak_and_no_pool_is_invented,
     oom_shape_and_kernel_errors_are_raised_and_caught_under_the_preload,
     nvml_reports_the_simulated_drivers_memory_and_this_process,
+    a_cuda_tensor_sent_to_a_spawned_process_arrives_with_its_bytes,
 )}
 
 if __name__ == "__main__":

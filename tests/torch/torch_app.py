@@ -129,5 +129,30 @@ def scenario_nvml():
     return kept
 
 
+def ipc_child(tensors, results):
+    t = tensors.get()
+    results.put([str(t.device), t.cpu().tolist()])
+    del t
+
+
+def scenario_ipc():
+    """A CUDA tensor sent to a spawned process (torch.multiprocessing: CUDA
+    IPC for the memory, an interprocess event for the producer's stream)."""
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    tensors, results = ctx.Queue(), ctx.Queue()
+    child = ctx.Process(target=ipc_child, args=(tensors, results))
+    child.start()
+    shared = torch.arange(6, dtype=torch.float32).cuda()
+    tensors.put(shared)
+    got = results.get(timeout=300)
+    child.join(300)
+    print(json.dumps({"child_got": got, "child_exit": child.exitcode}))
+    print(json.dumps(pool_figures()), flush=True)
+    return shared
+
+
 if __name__ == "__main__":
-    held = {"pool": scenario_pool, "errors": scenario_errors, "nvml": scenario_nvml}[sys.argv[1]]()
+    scenarios = {"pool": scenario_pool, "errors": scenario_errors, "nvml": scenario_nvml, "ipc": scenario_ipc}
+    held = scenarios[sys.argv[1]]()
