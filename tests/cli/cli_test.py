@@ -522,7 +522,9 @@ def run_finds_the_library_next_to_its_executable(c):
 
 
 @case
-def sim_runs_the_command_untracked_with_its_exit_status(c):
+def sim_gives_the_run_sim_environment_without_the_library_and_keeps_the_status(c):
+    # Named *_run_*: .ci/run leaves it out of the ASan build, whose
+    # instrumented libcudart.so.13 cannot be preloaded into /bin/sh.
     if not os.path.exists(os.path.join(c.sim_dir, "libcuda.so.1")):
         print(f"skip: {c.sim_dir}/libcuda.so.1 not built yet")
         return SKIP
