@@ -115,6 +115,9 @@ CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_o
 CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
 CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode);
 CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes);
+typedef struct CUipcEventHandle_st {
+    char reserved[64];
+} CUipcEventHandle;
 CUresult cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event);
 CUresult cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle);
 #endif

@@ -57,7 +57,7 @@ typedef struct cudaLaunchConfig_st cudaLaunchConfig_t;
 struct cudaFuncAttributes;
 struct cudaGraphNodeParams;
 struct cudaMemAccessDesc;
-typedef struct CUipcEventHandle_st { char reserved[64]; } cudaIpcEventHandle_t;
+typedef CUipcEventHandle cudaIpcEventHandle_t;
 typedef void (*cudaHostFn_t)(void *userData);
 typedef void (*cudaStreamCallback_t)(cudaStream_t stream, cudaError_t status, void *userData);
 /* Enums whose values the runtime only passes on: their first members. */
