@@ -173,6 +173,19 @@ def nvml_reports_the_simulated_drivers_memory_and_this_process():
     eq(nvml["oom_names_this_process"], True, "torch's out-of-memory message quotes NVML's figure for this process")
 
 
+def empty_cache_gives_the_whole_device_back_in_every_allocator_mode():
+    need_torch()
+    # torch's reserve for 80 MiB of tensors of 1 to 7 MiB, by mode.
+    for mode, held in (({}, 88080384), ({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, 88080384),
+                       ({"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}, 100663296),
+                       ({"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}, 0)):
+        lines, report, _ = run_both("empty_cache", mode)
+        eq(lines[0], {"used_before": 0, "held": held, "used_after": 0}, f"device use around empty_cache(), {mode}")
+        eq(report["devices"][0]["reserved_bytes"], 0, f"device 0 reserved at exit, {mode}")
+        # An empty pool may be left out of the report; one listed holds nothing.
+        eq((torch_pool(report) or {}).get("reserved_bytes", 0), 0, f"pool 'torch cuda:0' reserved at exit, {mode}")
+
+
 def a_cuda_tensor_sent_to_a_spawned_process_arrives_with_its_bytes():
     need_torch()
     lines, report, _ = run_both("ipc", {})
@@ -193,6 +206,7 @@ CASES = {f.__name__: f for f in (
     oom_shape_and_kernel_errors_are_raised_and_caught_under_the_preload,
     nvml_reports_the_simulated_drivers_memory_and_this_process,
     a_cuda_tensor_sent_to_a_spawned_process_arrives_with_its_bytes,
+    empty_cache_gives_the_whole_device_back_in_every_allocator_mode,
 )}
 
 if __name__ == "__main__":

@@ -129,6 +129,20 @@ def scenario_nvml():
     return kept
 
 
+def scenario_empty_cache():
+    """Twenty tensors of 1 to 7 MiB, all dropped, then empty_cache(): the
+    device is all free again (cudaFree, VMM unmap and release, or a pool
+    trimmed to 0, by allocator mode)."""
+    free0, total = torch.cuda.mem_get_info()
+    kept = [torch.empty(((1 + i % 7) * MIB,), dtype=torch.uint8, device="cuda") for i in range(20)]
+    held = torch.cuda.memory_reserved()
+    del kept
+    torch.cuda.empty_cache()
+    free1, _ = torch.cuda.mem_get_info()
+    print(json.dumps({"used_before": total - free0, "held": held, "used_after": total - free1}))
+    print(json.dumps(pool_figures()), flush=True)
+
+
 def ipc_child(tensors, results):
     t = tensors.get()
     results.put([str(t.device), t.cpu().tolist()])
@@ -154,5 +168,6 @@ def scenario_ipc():
 
 
 if __name__ == "__main__":
-    scenarios = {"pool": scenario_pool, "errors": scenario_errors, "nvml": scenario_nvml, "ipc": scenario_ipc}
+    scenarios = {"pool": scenario_pool, "errors": scenario_errors, "nvml": scenario_nvml, "ipc": scenario_ipc,
+                 "empty_cache": scenario_empty_cache}
     held = scenarios[sys.argv[1]]()
