@@ -39,8 +39,8 @@ enum {
 };
 enum { NVML_P2P_STATUS_NOT_SUPPORTED = 5 };
 
-#define SIM_MAX_DEVICES 8
-#define SIM_DRIVER_VERSION 13000
+#define SIM_MAX_DEVICES 8            /* the driver's (simcuda.h) */
+#define SIM_DRIVER_VERSION 13000     /* the driver's cuDriverGetVersion */
 
 typedef struct nvmlDevice_st {
     int index;
@@ -91,6 +91,8 @@ static nvmlReturn_t init(void)
          * cannot describe its devices. */
         if (!drv_count || !drv_capacity || !drv_used) {
             drv_count = NULL;
+            if (h)
+                dlclose(h);
             r = NVML_ERROR_DRIVER_NOT_LOADED;
         }
     }
