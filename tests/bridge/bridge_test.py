@@ -214,6 +214,29 @@ def marks_through_the_python_api_use_the_callers_state():
     eq(len(growth(r.exit, "pool")), 1, "pool growth with tensorleak.mark()")
 
 
+def growth_is_never_lost_while_a_state_read_is_slow():
+    # PyTorch 2.15's first snapshot of blocks with Python frames imports
+    # torch._inductor inside the mark's state read (about 1 s unloaded, over
+    # the bridge's 2 s bound on a loaded machine).  The stand-in's import
+    # takes 2.5 s.  A mark waits for a read that has begun; giving up after
+    # the bound left that mark and every later one with a stale state, and
+    # no growth row.  Repeated (the runs race the watcher's live requests),
+    # with both kinds of marks, history on and off.
+    line = line_of(KV, "SMALL_ALLOC")
+    env = {"FAKE_TORCH_INDUCTOR_IMPORT_S": "2.5", "PYTHONPATH": FAKE + os.pathsep + os.path.join(SOURCE, "python")}
+    cases = [("ctypes", True)] * 3 + [("tensorleak", True)] * 2 + [("ctypes", False), ("tensorleak", False)]
+    for how, history in cases:
+        what = "%s marks, history %s: " % (how, "on" if history else "off")
+        r = run([KV, "leak2", "6", how], env=dict(env, TENSORLEAK_TORCH_HISTORY="1" if history else "0"))
+        eq(r.rc, 3, what + "exit status")
+        rows = growth(r.exit, "pool")
+        eq([(g["pool"], g["bytes_per_mark"], g["marks"], g["from_bytes"], g["to_bytes"]) for g in rows],
+           [("torch cuda:0", 2 * MiB, 5, 2 * MiB, 12 * MiB)], what + "pool growth")
+        top = (rows[0].get("stack") or [{}])[0]
+        eq((top.get("function"), top.get("file"), top.get("line")), ("serve", KV, line) if history else (None, None, None),
+           what + "the growth row's Python line")
+
+
 def sigusr1_snapshot_has_fresh_framework_state():
     r = run([KV, "leak", "3", "ctypes"], env={"KV_SIGNAL_SELF": "1"})
     snaps = r.by_reason("signal")

@@ -105,6 +105,10 @@ def empty(nbytes, device="cuda"):
 class _Memory:
     @staticmethod
     def _snapshot():
+        if any(b[3] for s in _alloc.segments for b in s["blocks"]):
+            # PyTorch 2.15 imports torch._inductor at the first snapshot
+            # whose blocks carry Python frames (to symbolize them).
+            from . import _inductor  # noqa: F401
         segs = []
         for s in _alloc.segments:
             active = sum(b[1] for b in s["blocks"] if b[2] == "active_allocated")
