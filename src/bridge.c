@@ -255,6 +255,40 @@ int tensorleak_bridge_submit(const char *text)
     return 0;
 }
 
+/* The bridge registered a framework's out-of-memory observer for the
+ * allocator in the modules matching `module_glob` (PyTorch's
+ * "libc10_cuda.so*"); NULL or "" when it is gone.  A failed allocation from
+ * that allocator then waits for the observer's report (oom.c). */
+static pthread_mutex_t oom_module_lock = PTHREAD_MUTEX_INITIALIZER;
+static char oom_module[64];
+
+TL_EXPORT void tensorleak_bridge_oom_observer(const char *module_glob);
+void tensorleak_bridge_oom_observer(const char *module_glob)
+{
+    pthread_mutex_lock(&oom_module_lock);
+    snprintf(oom_module, sizeof oom_module, "%s", module_glob && strlen(module_glob) < sizeof oom_module ? module_glob : "");
+    pthread_mutex_unlock(&oom_module_lock);
+}
+
+bool tl_bridge_oom_module(char *out, size_t len)
+{
+    pthread_mutex_lock(&oom_module_lock);
+    snprintf(out, len, "%s", oom_module);
+    pthread_mutex_unlock(&oom_module_lock);
+    return out[0] != 0;
+}
+
+/* Called by the framework's out-of-memory observer in the failing thread,
+ * just after it submitted the state it read there: writes the
+ * out-of-memory report of the `bytes` request on `device`.  0 when written. */
+TL_EXPORT int tensorleak_bridge_oom(int device, unsigned long long bytes);
+int tensorleak_bridge_oom(int device, unsigned long long bytes)
+{
+    if (!atomic_load(&tl_active) || device < 0 || device >= TL_MAX_DEVICES)
+        return -1;
+    return tl_oom_observed(device, (uint64_t)bytes);
+}
+
 /* The interpreter is finalizing: the last state stays, no more requests. */
 TL_EXPORT void tensorleak_bridge_close(void);
 void tensorleak_bridge_close(void)
@@ -264,6 +298,7 @@ void tensorleak_bridge_close(void)
     closed = true;
     pthread_cond_broadcast(&br_cond);
     pthread_mutex_unlock(&br_lock);
+    tensorleak_bridge_oom_observer(NULL); /* no observer runs after finalization */
 }
 
 /* ---- requests from reports and marks ------------------------------------ */
@@ -504,6 +539,26 @@ static json_t *sites_from(json_t *src)
     return out;
 }
 
+/* What the out-of-memory post-mortem reads of a pool besides its figures
+ * (oom.c): the bytes of segments without a live block, and the live
+ * blocks' Python sites in segments with free space.  NULL when neither. */
+static json_t *oom_fields_from(json_t *src)
+{
+    json_t *empty = json_object_get(src, "empty_cache_bytes"), *pinning = json_object_get(src, "pinning");
+    if (!json_is_integer(empty) && !json_is_array(pinning))
+        return NULL;
+    json_t *o = json_object();
+    if (json_is_integer(empty))
+        json_object_set(o, "empty_cache_bytes", empty);
+    if (json_is_array(pinning)) {
+        json_t *wrapped = json_object();
+        json_object_set(wrapped, "sites", pinning);
+        json_object_set_new(o, "pinning", sites_from(wrapped));
+        json_decref(wrapped);
+    }
+    return o;
+}
+
 /* Does this pool's reserve sit inside device memory we tracked as direct
  * allocations (segments cudaMalloc'ed, cuMemAlloc'ed or cuMemCreate'd)?  Not
  * for PyTorch's cudaMallocAsync backend (the driver's pool row already holds
@@ -621,6 +676,7 @@ void tl_bridge_apply(struct tl_gather *m)
         if (json_object_get(p, "sites"))
             json_object_set_new(extra, "sites", sites_from(p));
         row->extra = extra;
+        row->oom_extra = oom_fields_from(p);
 
         if (row->device >= 0 && row->device < TL_MAX_DEVICES && inside_tracked_device_memory(p)) {
             gap_by_dev[row->device] += row->reserved > row->allocated ? row->reserved - row->allocated : 0;

@@ -31,7 +31,8 @@ import time
 WAIT_MS = 1000
 
 _lock = threading.Lock()
-_state = {"lib": None, "thread": None, "closed": False, "history": False, "hooks": False, "submitter": None}
+_state = {"lib": None, "thread": None, "closed": False, "history": False, "hooks": False, "submitter": None,
+          "oom_observer": False}
 
 
 def _library():
@@ -50,6 +51,12 @@ def _library():
     reading = getattr(proc, "tensorleak_bridge_reading", None)
     if reading is not None:
         reading.argtypes, reading.restype = (), None
+    # The out-of-memory report written with the state of that moment (a
+    # library without them: the report written inside the allocation).
+    observer, oom = getattr(proc, "tensorleak_bridge_oom_observer", None), getattr(proc, "tensorleak_bridge_oom", None)
+    if observer is not None and oom is not None:
+        observer.argtypes, observer.restype = (ctypes.c_char_p,), None
+        oom.argtypes, oom.restype = (ctypes.c_int, ctypes.c_ulonglong), ctypes.c_int
     return proc
 
 
@@ -59,11 +66,42 @@ def _reader(name):
 
 def _maybe_enable_history(modules):
     """TENSORLEAK_TORCH_HISTORY=1: PyTorch records the Python stack of each
-    allocation from now on (live blocks then name their line)."""
+    allocation from now on (live blocks then name their line).  And, once
+    PyTorch's CUDA is up, our out-of-memory observer."""
     mod = modules.get("torch")
-    if mod is None or _state["history"] or os.environ.get("TENSORLEAK_TORCH_HISTORY") != "1":
+    if mod is None:
+        return
+    if not _state["oom_observer"]:
+        _attach_oom_observer(mod)
+    if _state["history"] or os.environ.get("TENSORLEAK_TORCH_HISTORY") != "1":
         return
     _state["history"] = _reader("torch").enable_history(mod)
+
+
+def _attach_oom_observer(torch):
+    lib = _state["lib"]
+    if lib is None or getattr(lib, "tensorleak_bridge_oom", None) is None:
+        return
+    module = _reader("torch").attach_oom_observer(torch, _on_oom)
+    if module is not None:
+        _state["oom_observer"] = True
+        lib.tensorleak_bridge_oom_observer(module.encode())
+
+
+def _on_oom(device, alloc, device_total, device_free):
+    """PyTorch's out-of-memory observer: in the failing thread, after the
+    allocator let go of its lock and before it raises OutOfMemoryError.
+    Reads the state here (without history a snapshot costs about 0.2 ms)
+    and has the library write the out-of-memory report with it.  Never
+    raises: the program gets PyTorch's own OutOfMemoryError."""
+    try:
+        lib = _state["lib"]
+        if lib is None or _state["closed"]:
+            return
+        submit_now(full=True)
+        lib.tensorleak_bridge_oom(int(device), int(alloc))
+    except Exception:
+        pass
 
 
 def read_state(modules=None, full=True):
