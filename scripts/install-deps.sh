@@ -22,6 +22,15 @@ if ! python3 -c 'import pytest, pytest_repeat, cuda.bindings.driver, jsonschema,
   PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check pytest pytest-repeat cuda-bindings==13.5.0 cuda-core==1.2.2 numba-cuda==0.30.4 jsonschema \
     || echo "install-deps: pytest/cuda-bindings/jsonschema not installed for $(command -v python3); the tests that need them will be skipped"
 fi
+# PyTorch from PyPI (pinned: the version tests/torch was verified with; the
+# default wheel is the CUDA 13.2 build) runs on the simulated CUDA stack in
+# tests/torch.  It is 3.0 GB in 21 wheels (torch and NVIDIA's CUDA libraries,
+# all NEEDED by libtorch_cuda.so), 5.2 GB installed, 1.5 to 4 minutes; under
+# CI=true those tests fail rather than skip without it.
+if ! python3 -c 'import sys, torch; sys.exit(torch.__version__.split("+")[0] != "2.15.0")' 2>/dev/null; then
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check torch==2.15.0 \
+    || echo "install-deps: torch not installed for $(command -v python3); tests/torch will be skipped (failed under CI=true)"
+fi
 # Optional: headless Chromium renders the HTML report in a test (skipped
 # without it).  Pass --no-browser to leave it out.
 if [ "${1:-}" != "--no-browser" ]; then

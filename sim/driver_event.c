@@ -8,21 +8,34 @@
  * validated by membership in the list of live events before use.  Events of a
  * torn-down context go with it in CUDA; here they stay valid until destroyed
  * (nothing observable hangs on them).
+ *
+ * Interprocess events (cuIpcGetEventHandle / cuIpcOpenEventHandle): the
+ * handle names the exporting process and its event; opening it makes an
+ * event of the importer's current context that behaves like one created
+ * with CU_EVENT_DISABLE_TIMING (cuda.h).  Every process's work completes at
+ * once, so what the other process recorded is always complete, and waiting
+ * on the imported event never blocks.
  */
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "simcuda.h"
 
 struct CUevent_st {
     struct CUctx_st *ctx;
     unsigned flags;
+    unsigned long long id;          /* unique in the process: IPC handles name it */
     int recorded;
     struct timespec at;
     struct CUevent_st *next;
 };
 
 static struct CUevent_st *events;
+static unsigned long long next_event_id = 1;
 
 static struct CUevent_st *event_find_locked(CUevent e)
 {
@@ -30,6 +43,25 @@ static struct CUevent_st *event_find_locked(CUevent e)
         if (p == e)
             return p;
     return NULL;
+}
+
+/* A new event of the current context, or an error. */
+static CUresult event_new_locked(unsigned flags, struct CUevent_st **out)
+{
+    struct CUctx_st *ctx;
+    CUresult rc = sim_ctx_current_locked(&ctx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct CUevent_st *e = calloc(1, sizeof *e);
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    e->ctx = ctx;
+    e->flags = flags;
+    e->id = next_event_id++;
+    e->next = events;
+    events = e;
+    *out = e;
+    return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
@@ -41,21 +73,63 @@ SIM_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
     if (!phEvent || (Flags & ~valid) ||
         ((Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING)))
         return CUDA_ERROR_INVALID_VALUE;
-    struct CUctx_st *ctx;
+    struct CUevent_st *e = NULL;
     sim_lock();
-    CUresult rc = sim_ctx_current_locked(&ctx);
+    CUresult rc = event_new_locked(Flags, &e);
+    if (rc == CUDA_SUCCESS)
+        *phEvent = e;
+    sim_unlock();
+    return rc;
+}
+
+/* The 64 bytes of an interprocess event handle. */
+struct ipc_event_handle {
+    char magic[16];                 /* "simcuda-ipc-evt" */
+    int32_t pid;                    /* the exporting process */
+    uint64_t id;                    /* its event */
+};
+_Static_assert(sizeof(struct ipc_event_handle) <= sizeof(CUipcEventHandle), "IPC event handle too large");
+static const char ipc_event_magic[16] = "simcuda-ipc-evt";
+
+/* An event not created with CU_EVENT_INTERPROCESS has no handle:
+ * CUDA_ERROR_INVALID_VALUE (the simulator's reading of cuda.h's list). */
+SIM_EXPORT CUresult cuIpcGetEventHandle(CUipcEventHandle *pHandle, CUevent event)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!pHandle)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    struct CUevent_st *e = event_find_locked(event);
+    CUresult rc = !e ? CUDA_ERROR_INVALID_HANDLE
+                     : !(e->flags & CU_EVENT_INTERPROCESS) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
     if (rc == CUDA_SUCCESS) {
-        struct CUevent_st *e = calloc(1, sizeof *e);
-        if (!e) {
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
-        } else {
-            e->ctx = ctx;
-            e->flags = Flags;
-            e->next = events;
-            events = e;
-            *phEvent = e;
-        }
+        struct ipc_event_handle h = { .pid = (int32_t)getpid(), .id = e->id };
+        memcpy(h.magic, ipc_event_magic, sizeof h.magic);
+        memset(pHandle, 0, sizeof *pHandle);
+        memcpy(pHandle, &h, sizeof h);
     }
+    sim_unlock();
+    return rc;
+}
+
+/* A handle that is no handle: CUDA_ERROR_INVALID_VALUE; an exporter that is
+ * gone: CUDA_ERROR_MAP_FAILED (as for IPC memory handles, driver_ipc.c). */
+SIM_EXPORT CUresult cuIpcOpenEventHandle(CUevent *phEvent, CUipcEventHandle handle)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    struct ipc_event_handle h;
+    memcpy(&h, &handle, sizeof h);
+    if (!phEvent || memcmp(h.magic, ipc_event_magic, sizeof h.magic) != 0 || h.pid <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (kill(h.pid, 0) != 0 && errno == ESRCH)
+        return CUDA_ERROR_MAP_FAILED;
+    struct CUevent_st *e = NULL;
+    sim_lock();
+    CUresult rc = event_new_locked(CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS, &e);
+    if (rc == CUDA_SUCCESS)
+        *phEvent = e;
     sim_unlock();
     return rc;
 }

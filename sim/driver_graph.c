@@ -568,16 +568,36 @@ int sim_graph_captures_under_way(void)
     return __atomic_load_n(&ncapturing, __ATOMIC_RELAXED) != 0;
 }
 
+/* The calling thread's capture interaction mode (cuda.h,
+ * cuThreadExchangeStreamCaptureMode): GLOBAL by default. */
+static __thread int thread_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+SIM_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    if (!mode || (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+                  *mode != CU_STREAM_CAPTURE_MODE_RELAXED))
+        return CUDA_ERROR_INVALID_VALUE;
+    int old = thread_capture_mode;
+    thread_capture_mode = (int)*mode;
+    *mode = (CUstreamCaptureMode)old;
+    return CUDA_SUCCESS;
+}
+
+/* cuda.h: a thread in GLOBAL mode may not make unsafe calls while it has a
+ * capture of its own under way (not begun relaxed) or another thread has a
+ * GLOBAL one; in THREAD_LOCAL mode only its own captures count; RELAXED
+ * threads are never prohibited. */
 CUresult sim_graph_unsafe_call_locked(void)
 {
     CUresult rc = CUDA_SUCCESS;
     for (int i = 0; i < MAX_CAPTURES; i++) {
         struct CUstream_st *s = capturing[i];
-        if (!s)
+        if (!s || thread_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
             continue;
-        bool prohibits = s->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
-                         (s->capture_mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
-                          pthread_equal(s->capture_thread, pthread_self()));
+        bool own = pthread_equal(s->capture_thread, pthread_self());
+        bool prohibits = (own && s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
+                         (thread_capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                          s->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL);
         if (prohibits) {
             s->capture_status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
             rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -619,6 +639,29 @@ SIM_EXPORT CUresult cuGraphDestroy(CUgraph hGraph)
     CUresult rc = graph_known(hGraph) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     if (rc == CUDA_SUCCESS)
         graph_free_locked(hGraph);
+    sim_unlock();
+    return rc;
+}
+
+/* cuda.h: with nodes NULL, *numNodes is set to the count; otherwise up to
+ * *numNodes nodes are written, the rest of the array is set to NULL and
+ * *numNodes to the number written. */
+SIM_EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+    if (!sim_is_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!numNodes)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_lock();
+    CUresult rc = graph_known(hGraph) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (rc == CUDA_SUCCESS && !nodes) {
+        *numNodes = hGraph->n;
+    } else if (rc == CUDA_SUCCESS) {
+        size_t written = hGraph->n < *numNodes ? hGraph->n : *numNodes;
+        for (size_t i = 0; i < *numNodes; i++)
+            nodes[i] = i < written ? hGraph->nodes[i] : NULL;
+        *numNodes = written;
+    }
     sim_unlock();
     return rc;
 }

@@ -271,19 +271,40 @@ static const struct { int attr, value; } attributes[] = {
     { 2, 1024 }, { 3, 1024 }, { 4, 64 },                  /* MAX_BLOCK_DIM_X/Y/Z */
     { 5, 2147483647 }, { 6, 65535 }, { 7, 65535 },        /* MAX_GRID_DIM_X/Y/Z */
     { 8, 49152 },           /* MAX_SHARED_MEMORY_PER_BLOCK */
+    { 9, 65536 },           /* TOTAL_CONSTANT_MEMORY */
     { 10, 32 },             /* WARP_SIZE */
+    { 11, 2147483647 },     /* MAX_PITCH */
+    { 12, 65536 },          /* MAX_REGISTERS_PER_BLOCK */
     { 13, 1980000 },        /* CLOCK_RATE (kHz) */
     { CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, 512 },
     { CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 132 },
     { 19, 1 },              /* CAN_MAP_HOST_MEMORY */
+    { 30, 512 },            /* SURFACE_ALIGNMENT */
+    { 31, 1 },              /* CONCURRENT_KERNELS */
+    { 36, 2619000 },        /* MEMORY_CLOCK_RATE (kHz) */
     { 37, 5120 },           /* GLOBAL_MEMORY_BUS_WIDTH */
+    { 38, 52428800 },       /* L2_CACHE_SIZE */
     { 39, 2048 },           /* MAX_THREADS_PER_MULTIPROCESSOR */
+    { 40, 3 },              /* ASYNC_ENGINE_COUNT */
     { CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1 },
     { 51, 32 },             /* TEXTURE_PITCH_ALIGNMENT */
     { CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9 },
     { CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0 },
+    { 78, 1 },              /* STREAM_PRIORITIES_SUPPORTED */
+    { 79, 1 }, { 80, 1 },   /* GLOBAL/LOCAL_L1_CACHE_SUPPORTED */
+    { 81, 233472 },         /* MAX_SHARED_MEMORY_PER_MULTIPROCESSOR */
+    { 82, 65536 },          /* MAX_REGISTERS_PER_MULTIPROCESSOR */
     { 83, 1 },              /* MANAGED_MEMORY */
     { 89, 1 },              /* CONCURRENT_MANAGED_ACCESS */
+    { 90, 1 },              /* COMPUTE_PREEMPTION_SUPPORTED */
+    { 95, 1 },              /* COOPERATIVE_LAUNCH */
+    { 97, 232448 },         /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+    { 99, 1 },              /* HOST_REGISTER_SUPPORTED */
+    { 103, 1 },             /* HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED (driver_vmm.c) */
+    { 106, 32 },            /* MAX_BLOCKS_PER_MULTIPROCESSOR */
+    { 111, 1024 },          /* RESERVED_SHARED_MEMORY_PER_BLOCK */
+    { 113, 1 },             /* READ_ONLY_HOST_REGISTER_SUPPORTED */
+    { 125, 1 },             /* IPC_EVENT_SUPPORTED (driver_event.c) */
     { CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1 },
     { CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1 },
 };
@@ -324,4 +345,19 @@ SIM_EXPORT size_t simcuda_largest_free_block(int dev)
     size_t largest = sim_ranges_largest(&sim.dev[dev].mem);
     sim_unlock();
     return largest;
+}
+
+/* What the simulated NVML (nvml.c) reads without initialising CUDA in the
+ * process, as NVIDIA's NVML needs no CUDA context: the configured device
+ * count and capacity. */
+SIM_EXPORT int simcuda_device_count(void)
+{
+    sim_config_once();
+    return sim.ndevices;
+}
+
+SIM_EXPORT size_t simcuda_device_capacity(void)
+{
+    sim_config_once();
+    return sim.capacity;
 }

@@ -344,6 +344,26 @@ static CUresult fill(CUdeviceptr dst, size_t pitch, unsigned value, unsigned siz
     return rc;
 }
 
+/* cuStreamWriteValue32: one 4-byte aligned word written in stream order
+ * (at once here); flags DEFAULT (0) or NO_MEMORY_BARRIER (1).  The _v2 form
+ * (11070) takes the same arguments; cuda.h's name maps to it. */
+static CUresult write_value32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+    if (flags & ~1u)
+        return CUDA_ERROR_INVALID_VALUE;
+    return fill(addr, 0, value, 4, 1, 1, stream);
+}
+
+SIM_EXPORT CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+    return write_value32(stream, addr, value, flags);
+}
+
+SIM_EXPORT CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+    return write_value32(stream, addr, value, flags);
+}
+
 SIM_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
     return fill(dstDevice, 0, uc, 1, N, 1, NULL);

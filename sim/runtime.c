@@ -9,9 +9,11 @@
  * direct call — so every runtime call is visible to whatever intercepts the
  * driver, and the runtime's own exports stay interposable.
  *
- * Simplifications: the runtime does not notice a context the program made
- * current itself through the driver API (the real one adopts it); there is no
- * per-thread last error (cudaGetLastError is not provided).
+ * Every exported call returns through simrt_status, so a failure is also the
+ * thread's last error (cudaGetLastError, runtime_exec.c).
+ *
+ * Simplification: the runtime does not notice a context the program made
+ * current itself through the driver API (the real one adopts it).
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -27,15 +29,8 @@ static CUcontext primary[SIMRT_MAX_DEVICES];
 static __thread int tls_device;          /* cudaSetDevice; 0 by default */
 static __thread int tls_bound = -1;      /* device whose primary context is current here */
 
-/* Calls a fetched driver entry point, or fails as the real runtime does when
- * the installed driver lacks it. */
-#define DRV(fn, ...) (simrt_drv.fn ? simrt_result(simrt_drv.fn(__VA_ARGS__)) : SIMRT_ERROR_CALL_REQUIRES_NEWER_DRIVER)
-
-static cudaError_t bind_context(void)
+cudaError_t simrt_primary(int dev, CUcontext *out)
 {
-    int dev = tls_device;
-    if (tls_bound == dev)
-        return cudaSuccess;
     if (dev < 0 || dev >= SIMRT_MAX_DEVICES)
         return cudaErrorInvalidDevice;
     cudaError_t e = cudaSuccess;
@@ -46,8 +41,18 @@ static cudaError_t bind_context(void)
         if (e == cudaSuccess)
             e = DRV(cuDevicePrimaryCtxRetain, &primary[dev], cudev);
     }
-    CUcontext ctx = primary[dev];
+    *out = primary[dev];
     pthread_mutex_unlock(&primary_lock);
+    return e;
+}
+
+static cudaError_t bind_context(void)
+{
+    int dev = tls_device;
+    if (tls_bound == dev)
+        return cudaSuccess;
+    CUcontext ctx = NULL;
+    cudaError_t e = simrt_primary(dev, &ctx);
     if (e == cudaSuccess)
         e = DRV(cuCtxSetCurrent, ctx);
     if (e == cudaSuccess)
@@ -55,22 +60,25 @@ static cudaError_t bind_context(void)
     return e;
 }
 
-/* The prologue of every call that needs a context. */
-static cudaError_t enter(void)
+cudaError_t simrt_enter(void)
 {
     cudaError_t e = simrt_load();
     return e != cudaSuccess ? e : bind_context();
 }
+
+int simrt_current_device(void) { return tls_device; }
+
+#define enter simrt_enter
 
 /* ---- device management ---- */
 
 SIMRT_EXPORT cudaError_t cudaGetDeviceCount(int *count)
 {
     if (!count)
-        return cudaErrorInvalidValue;
+        return simrt_status(cudaErrorInvalidValue);
     *count = 0;
     cudaError_t e = simrt_load();
-    return e != cudaSuccess ? e : DRV(cuDeviceGetCount, count);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuDeviceGetCount, count));
 }
 
 /* Makes the device's primary context current at once, as cudart has since
@@ -80,22 +88,22 @@ SIMRT_EXPORT cudaError_t cudaSetDevice(int device)
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess)
-        return e;
+        return simrt_status(e);
     if (device < 0 || device >= count || device >= SIMRT_MAX_DEVICES)
-        return cudaErrorInvalidDevice;
+        return simrt_status(cudaErrorInvalidDevice);
     tls_device = device;
-    return bind_context();
+    return simrt_status(bind_context());
 }
 
 SIMRT_EXPORT cudaError_t cudaGetDevice(int *device)
 {
     cudaError_t e = simrt_load();
     if (e != cudaSuccess)
-        return e;
+        return simrt_status(e);
     if (!device)
-        return cudaErrorInvalidValue;
+        return simrt_status(cudaErrorInvalidValue);
     *device = tls_device;
-    return cudaSuccess;
+    return simrt_status(cudaSuccess);
 }
 
 /* Frees everything on the current device: the primary context's memory goes
@@ -103,37 +111,37 @@ SIMRT_EXPORT cudaError_t cudaGetDevice(int *device)
 SIMRT_EXPORT cudaError_t cudaDeviceReset(void)
 {
     cudaError_t e = simrt_load();
-    return e != cudaSuccess ? e : DRV(cuDevicePrimaryCtxReset_v2, tls_device);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuDevicePrimaryCtxReset_v2, tls_device));
 }
 
 SIMRT_EXPORT cudaError_t cudaDeviceSynchronize(void)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuCtxSynchronize);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuCtxSynchronize));
 }
 
 SIMRT_EXPORT cudaError_t cudaDriverGetVersion(int *driverVersion)
 {
     if (!driverVersion)
-        return cudaErrorInvalidValue;
+        return simrt_status(cudaErrorInvalidValue);
     *driverVersion = 0; /* no driver: 0, and success, as documented */
     if (simrt_load() == cudaErrorInsufficientDriver || !simrt_drv.cuDriverGetVersion)
-        return cudaSuccess;
-    return DRV(cuDriverGetVersion, driverVersion);
+        return simrt_status(cudaSuccess);
+    return simrt_status(DRV(cuDriverGetVersion, driverVersion));
 }
 
 SIMRT_EXPORT cudaError_t cudaRuntimeGetVersion(int *runtimeVersion)
 {
     if (!runtimeVersion)
-        return cudaErrorInvalidValue;
+        return simrt_status(cudaErrorInvalidValue);
     *runtimeVersion = CUDART_VERSION;
-    return cudaSuccess;
+    return simrt_status(cudaSuccess);
 }
 
 SIMRT_EXPORT cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuMemGetInfo_v2, free, total);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuMemGetInfo_v2, free, total));
 }
 
 /* ---- memory ---- */
@@ -144,17 +152,17 @@ SIMRT_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
     cudaError_t e = enter();
     if (e != cudaSuccess)
-        return e;
+        return simrt_status(e);
     if (!devPtr)
-        return cudaErrorInvalidValue;
+        return simrt_status(cudaErrorInvalidValue);
     *devPtr = NULL;
     if (size == 0)
-        return cudaSuccess;
+        return simrt_status(cudaSuccess);
     CUdeviceptr p = 0;
     e = DRV(cuMemAlloc_v2, &p, size);
     if (e == cudaSuccess)
         *devPtr = (void *)(uintptr_t)p;
-    return e;
+    return simrt_status(e);
 }
 
 /* cudaFree(NULL) succeeds — after initialising the context, which is why
@@ -163,22 +171,22 @@ SIMRT_EXPORT cudaError_t cudaFree(void *devPtr)
 {
     cudaError_t e = enter();
     if (e != cudaSuccess || !devPtr)
-        return e;
-    return DRV(cuMemFree_v2, (CUdeviceptr)(uintptr_t)devPtr);
+        return simrt_status(e);
+    return simrt_status(DRV(cuMemFree_v2, (CUdeviceptr)(uintptr_t)devPtr));
 }
 
 SIMRT_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
 {
     cudaError_t e = enter();
     if (e != cudaSuccess)
-        return e;
+        return simrt_status(e);
     if (!devPtr)
-        return cudaErrorInvalidValue;
+        return simrt_status(cudaErrorInvalidValue);
     CUdeviceptr p = 0;
     e = DRV(cuMemAllocPitch_v2, &p, pitch, width, height, 4);
     if (e == cudaSuccess)
         *devPtr = (void *)(uintptr_t)p;
-    return e;
+    return simrt_status(e);
 }
 
 /* Rows of extent.width bytes, extent.height x extent.depth of them, each
@@ -188,15 +196,15 @@ SIMRT_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, stru
 {
     cudaError_t e = enter();
     if (e != cudaSuccess)
-        return e;
+        return simrt_status(e);
     if (!pitchedDevPtr || (extent.depth && extent.height > SIZE_MAX / extent.depth))
-        return cudaErrorInvalidValue;
+        return simrt_status(cudaErrorInvalidValue);
     CUdeviceptr p = 0;
     size_t pitch = 0;
     e = DRV(cuMemAllocPitch_v2, &p, &pitch, extent.width, extent.height * extent.depth, 4);
     if (e == cudaSuccess)
         *pitchedDevPtr = (struct cudaPitchedPtr){(void *)(uintptr_t)p, pitch, extent.width, extent.height};
-    return e;
+    return simrt_status(e);
 }
 
 /* ---- CUDA arrays: a cudaArray_t is the driver's CUarray ---- */
@@ -243,13 +251,13 @@ SIMRT_EXPORT cudaError_t cudaMalloc3DArray(cudaArray_t *array, const struct cuda
         e = cudaErrorInvalidValue;
     if (e == cudaSuccess)
         e = array_desc(desc, extent, flags, &d);
-    return e != cudaSuccess ? e : DRV(cuArray3DCreate_v2, (CUarray *)array, &d);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuArray3DCreate_v2, (CUarray *)array, &d));
 }
 
 SIMRT_EXPORT cudaError_t cudaMallocArray(cudaArray_t *array, const struct cudaChannelFormatDesc *desc, size_t width,
                                          size_t height, unsigned int flags)
 {
-    return cudaMalloc3DArray(array, desc, (struct cudaExtent){width, height, 0}, flags);
+    return simrt_status(cudaMalloc3DArray(array, desc, (struct cudaExtent){width, height, 0}, flags));
 }
 
 SIMRT_EXPORT cudaError_t cudaMallocMipmappedArray(cudaMipmappedArray_t *mipmappedArray,
@@ -262,58 +270,60 @@ SIMRT_EXPORT cudaError_t cudaMallocMipmappedArray(cudaMipmappedArray_t *mipmappe
         e = cudaErrorInvalidValue;
     if (e == cudaSuccess)
         e = array_desc(desc, extent, flags, &d);
-    return e != cudaSuccess ? e : DRV(cuMipmappedArrayCreate, (CUmipmappedArray *)mipmappedArray, &d, numLevels);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuMipmappedArrayCreate, (CUmipmappedArray *)mipmappedArray, &d, numLevels));
 }
 
 /* Freeing 0 does nothing (cuda_runtime_api.h). */
 SIMRT_EXPORT cudaError_t cudaFreeArray(cudaArray_t array)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess || !array ? e : DRV(cuArrayDestroy, (CUarray)array);
+    return simrt_status(e != cudaSuccess || !array ? e : DRV(cuArrayDestroy, (CUarray)array));
 }
 
 SIMRT_EXPORT cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess || !mipmappedArray ? e : DRV(cuMipmappedArrayDestroy, (CUmipmappedArray)mipmappedArray);
+    return simrt_status(e != cudaSuccess || !mipmappedArray ? e : DRV(cuMipmappedArrayDestroy, (CUmipmappedArray)mipmappedArray));
 }
 
 SIMRT_EXPORT cudaError_t cudaArrayGetMemoryRequirements(struct cudaArrayMemoryRequirements *memoryRequirements,
                                                         cudaArray_t array, int device)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e
-                            : DRV(cuArrayGetMemoryRequirements, (CUDA_ARRAY_MEMORY_REQUIREMENTS *)memoryRequirements,
-                                  (CUarray)array, device);
+    return simrt_status(e != cudaSuccess ? e
+                                         : DRV(cuArrayGetMemoryRequirements,
+                                               (CUDA_ARRAY_MEMORY_REQUIREMENTS *)memoryRequirements, (CUarray)array,
+                                               device));
 }
 
 SIMRT_EXPORT cudaError_t cudaMipmappedArrayGetMemoryRequirements(struct cudaArrayMemoryRequirements *memoryRequirements,
                                                                  cudaMipmappedArray_t mipmap, int device)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e
-                            : DRV(cuMipmappedArrayGetMemoryRequirements,
-                                  (CUDA_ARRAY_MEMORY_REQUIREMENTS *)memoryRequirements, (CUmipmappedArray)mipmap, device);
+    return simrt_status(e != cudaSuccess ? e
+                                         : DRV(cuMipmappedArrayGetMemoryRequirements,
+                                               (CUDA_ARRAY_MEMORY_REQUIREMENTS *)memoryRequirements,
+                                               (CUmipmappedArray)mipmap, device));
 }
 
 SIMRT_EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 {
     cudaError_t e = enter();
     if (e != cudaSuccess)
-        return e;
+        return simrt_status(e);
     if (!devPtr)
-        return cudaErrorInvalidValue;
+        return simrt_status(cudaErrorInvalidValue);
     CUdeviceptr p = 0;
     e = DRV(cuMemAllocManaged, &p, size, flags);
     if (e == cudaSuccess)
         *devPtr = (void *)(uintptr_t)p;
-    return e;
+    return simrt_status(e);
 }
 
 SIMRT_EXPORT cudaError_t cudaMallocHost(void **ptr, size_t size)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuMemAllocHost_v2, ptr, size);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuMemAllocHost_v2, ptr, size));
 }
 
 /* cudaHostAlloc flags have the driver's values (Portable 1, Mapped 2,
@@ -321,13 +331,13 @@ SIMRT_EXPORT cudaError_t cudaMallocHost(void **ptr, size_t size)
 SIMRT_EXPORT cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuMemHostAlloc, pHost, size, flags);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuMemHostAlloc, pHost, size, flags));
 }
 
 SIMRT_EXPORT cudaError_t cudaFreeHost(void *ptr)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuMemFreeHost, ptr);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuMemFreeHost, ptr));
 }
 
 /* cudaHostRegister flags have the driver's values (Portable 1, Mapped 2,
@@ -335,13 +345,13 @@ SIMRT_EXPORT cudaError_t cudaFreeHost(void *ptr)
 SIMRT_EXPORT cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuMemHostRegister_v2, ptr, size, flags);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuMemHostRegister_v2, ptr, size, flags));
 }
 
 SIMRT_EXPORT cudaError_t cudaHostUnregister(void *ptr)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuMemHostUnregister, ptr);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuMemHostUnregister, ptr));
 }
 
 /* ---- CUDA IPC ---- */
@@ -351,27 +361,27 @@ SIMRT_EXPORT cudaError_t cudaHostUnregister(void *ptr)
 SIMRT_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *handle, void *devPtr)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuIpcGetMemHandle, (CUipcMemHandle *)handle, (CUdeviceptr)(uintptr_t)devPtr);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuIpcGetMemHandle, (CUipcMemHandle *)handle, (CUdeviceptr)(uintptr_t)devPtr));
 }
 
 SIMRT_EXPORT cudaError_t cudaIpcOpenMemHandle(void **devPtr, cudaIpcMemHandle_t handle, unsigned int flags)
 {
     cudaError_t e = enter();
     if (e != cudaSuccess)
-        return e;
+        return simrt_status(e);
     CUipcMemHandle h;
     memcpy(&h, &handle, sizeof h);
     CUdeviceptr p = 0;
     e = DRV(cuIpcOpenMemHandle_v2, devPtr ? &p : NULL, h, flags);
     if (e == cudaSuccess)
         *devPtr = (void *)(uintptr_t)p;
-    return e;
+    return simrt_status(e);
 }
 
 SIMRT_EXPORT cudaError_t cudaIpcCloseMemHandle(void *devPtr)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuIpcCloseMemHandle, (CUdeviceptr)(uintptr_t)devPtr);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuIpcCloseMemHandle, (CUdeviceptr)(uintptr_t)devPtr));
 }
 
 /* ---- streams ---- */
@@ -379,19 +389,19 @@ SIMRT_EXPORT cudaError_t cudaIpcCloseMemHandle(void *devPtr)
 SIMRT_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuStreamCreate, pStream, CU_STREAM_DEFAULT);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuStreamCreate, pStream, CU_STREAM_DEFAULT));
 }
 
 SIMRT_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuStreamDestroy_v2, stream);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuStreamDestroy_v2, stream));
 }
 
 SIMRT_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuStreamSynchronize, stream);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuStreamSynchronize, stream));
 }
 
 /* ---- stream-ordered allocation ---- */
@@ -442,33 +452,33 @@ static cudaError_t free_async(__typeof__(simrt_drv.cuMemFreeAsync) fn, void *dev
 
 SIMRT_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
-    return malloc_async(simrt_drv.cuMemAllocAsync, devPtr, size, hStream);
+    return simrt_status(malloc_async(simrt_drv.cuMemAllocAsync, devPtr, size, hStream));
 }
 
 SIMRT_EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
 {
-    return malloc_async(simrt_drv.cuMemAllocAsync_ptsz, devPtr, size, hStream);
+    return simrt_status(malloc_async(simrt_drv.cuMemAllocAsync_ptsz, devPtr, size, hStream));
 }
 
 SIMRT_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 {
-    return free_async(simrt_drv.cuMemFreeAsync, devPtr, hStream);
+    return simrt_status(free_async(simrt_drv.cuMemFreeAsync, devPtr, hStream));
 }
 
 SIMRT_EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 {
-    return free_async(simrt_drv.cuMemFreeAsync_ptsz, devPtr, hStream);
+    return simrt_status(free_async(simrt_drv.cuMemFreeAsync_ptsz, devPtr, hStream));
 }
 
 SIMRT_EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
 {
-    return malloc_from_pool(simrt_drv.cuMemAllocFromPoolAsync, ptr, size, memPool, stream);
+    return simrt_status(malloc_from_pool(simrt_drv.cuMemAllocFromPoolAsync, ptr, size, memPool, stream));
 }
 
 SIMRT_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
                                                       cudaStream_t stream)
 {
-    return malloc_from_pool(simrt_drv.cuMemAllocFromPoolAsync_ptsz, ptr, size, memPool, stream);
+    return simrt_status(malloc_from_pool(simrt_drv.cuMemAllocFromPoolAsync_ptsz, ptr, size, memPool, stream));
 }
 
 /* ---- stream capture and graphs ---- */
@@ -479,7 +489,7 @@ SIMRT_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, c
 #define GRAPH_CALL(fn, ...)                                      \
     do {                                                         \
         cudaError_t e_ = enter();                                \
-        return e_ != cudaSuccess ? e_ : DRV(fn, __VA_ARGS__);    \
+        return simrt_status(e_ != cudaSuccess ? e_ : DRV(fn, __VA_ARGS__)); \
     } while (0)
 
 SIMRT_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
@@ -546,49 +556,49 @@ SIMRT_EXPORT cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGra
 SIMRT_EXPORT cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *poolProps)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuMemPoolCreate, memPool, (const CUmemPoolProps *)(const void *)poolProps);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuMemPoolCreate, memPool, (const CUmemPoolProps *)(const void *)poolProps));
 }
 
 SIMRT_EXPORT cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuMemPoolDestroy, memPool);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuMemPoolDestroy, memPool));
 }
 
 SIMRT_EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuMemPoolTrimTo, memPool, minBytesToKeep);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuMemPoolTrimTo, memPool, minBytesToKeep));
 }
 
 SIMRT_EXPORT cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuMemPoolSetAttribute, memPool, (CUmemPool_attribute)attr, value);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuMemPoolSetAttribute, memPool, (CUmemPool_attribute)attr, value));
 }
 
 SIMRT_EXPORT cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuMemPoolGetAttribute, memPool, (CUmemPool_attribute)attr, value);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuMemPoolGetAttribute, memPool, (CUmemPool_attribute)attr, value));
 }
 
 SIMRT_EXPORT cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuDeviceGetDefaultMemPool, memPool, device);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuDeviceGetDefaultMemPool, memPool, device));
 }
 
 SIMRT_EXPORT cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuDeviceGetMemPool, memPool, device);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuDeviceGetMemPool, memPool, device));
 }
 
 SIMRT_EXPORT cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
 {
     cudaError_t e = enter();
-    return e != cudaSuccess ? e : DRV(cuDeviceSetMemPool, device, memPool);
+    return simrt_status(e != cudaSuccess ? e : DRV(cuDeviceSetMemPool, device, memPool));
 }
 
 /* ---- driver entry points (how PyTorch fetches the VMM functions) ---- */
@@ -611,12 +621,12 @@ static cudaError_t entry_point(const char *symbol, void **funcPtr, int version, 
 SIMRT_EXPORT cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags,
                                                  enum cudaDriverEntryPointQueryResult *driverStatus)
 {
-    return entry_point(symbol, funcPtr, CUDART_VERSION, flags, driverStatus);
+    return simrt_status(entry_point(symbol, funcPtr, CUDART_VERSION, flags, driverStatus));
 }
 
 SIMRT_EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr,
                                                           unsigned int cudaVersion, unsigned long long flags,
                                                           enum cudaDriverEntryPointQueryResult *driverStatus)
 {
-    return entry_point(symbol, funcPtr, (int)cudaVersion, flags, driverStatus);
+    return simrt_status(entry_point(symbol, funcPtr, (int)cudaVersion, flags, driverStatus));
 }

@@ -28,6 +28,7 @@ cudaError_t simrt_result(CUresult r)
     case 400: return cudaErrorInvalidResourceHandle;
     case 401: return SIMRT_ERROR_ILLEGAL_STATE;
     case 500: return cudaErrorSymbolNotFound;
+    case 600: return SIMRT_ERROR_NOT_READY;
     case 709: return cudaErrorContextIsDestroyed;
     case 712: return SIMRT_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     case 713: return SIMRT_ERROR_HOST_MEMORY_NOT_REGISTERED;
@@ -50,19 +51,28 @@ static const struct {
     { 2, "cudaErrorMemoryAllocation", "out of memory" },
     { 3, "cudaErrorInitializationError", "initialization error" },
     { 4, "cudaErrorCudartUnloading", "driver shutting down" },
+    { 13, "cudaErrorInvalidSymbol", "invalid device symbol" },
     { 17, "cudaErrorInvalidDevicePointer", "invalid device pointer" },
+    { 21, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy" },
+    { 52, "cudaErrorMissingConfiguration", "__global__ function call is not configured" },
     { 34, "cudaErrorStubLibrary", "CUDA driver is a stub library" },
     { 35, "cudaErrorInsufficientDriver", "CUDA driver version is insufficient for CUDA runtime version" },
     { 36, "cudaErrorCallRequiresNewerDriver", "API call is not supported in the installed CUDA driver" },
+    { 98, "cudaErrorInvalidDeviceFunction", "invalid device function" },
     { 100, "cudaErrorNoDevice", "no CUDA-capable device is detected" },
     { 101, "cudaErrorInvalidDevice", "invalid device ordinal" },
     { 201, "cudaErrorDeviceUninitialized", "invalid device context" },
     { 205, "cudaErrorMapBufferObjectFailed", "mapping of buffer object failed" },
     { 208, "cudaErrorAlreadyMapped", "resource already mapped" },
+    { 209, "cudaErrorNoKernelImageForDevice", "no kernel image is available for execution on the device" },
     { 211, "cudaErrorNotMapped", "resource not mapped" },
+    { 217, "cudaErrorPeerAccessUnsupported", "peer access is not supported between these two devices" },
     { 400, "cudaErrorInvalidResourceHandle", "invalid resource handle" },
     { 401, "cudaErrorIllegalState", "the operation cannot be performed in the present state" },
     { 500, "cudaErrorSymbolNotFound", "named symbol not found" },
+    { 600, "cudaErrorNotReady", "device not ready" },
+    { 704, "cudaErrorPeerAccessAlreadyEnabled", "peer access is already enabled" },
+    { 705, "cudaErrorPeerAccessNotEnabled", "peer access has not been enabled" },
     { 709, "cudaErrorContextIsDestroyed", "context is destroyed" },
     { 712, "cudaErrorHostMemoryAlreadyRegistered", "part or all of the requested memory range is already mapped" },
     { 713, "cudaErrorHostMemoryNotRegistered", "pointer does not correspond to a registered memory region" },

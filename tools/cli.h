@@ -34,6 +34,23 @@ int cli_option_error(const char *command, int opt, char **argv);
 
 /* cmd_run.c */
 int cmd_run(int argc, char **argv);
+/* cmd_sim.c */
+int cmd_sim(int argc, char **argv);
+
+/* exec_env.c: the environment of the command `run` and `sim` exec */
+/* Directory of this executable, with a trailing '/'; false when unknown. */
+bool cli_exe_dir(char *buf, size_t size);
+/* DIR/../<libdir>/REST (libdir may be absolute) into OUT. */
+void cli_libdir_path(char *out, size_t size, const char *dir, const char *rest);
+/* False (error printed as "COMMAND: ...") when PATH holds ':' or a blank. */
+bool cli_path_list_safe(const char *command, const char *what, const char *path);
+/* Adds ITEM to the ':' list in variable NAME (first or last) unless there;
+ * false when out of memory. */
+bool cli_extend_list(const char *name, const char *item, bool prepend);
+/* Puts the simulated CUDA stack in the environment: its directory first on
+ * LD_LIBRARY_PATH, its libcudart.so.13 preloaded (after what LD_PRELOAD
+ * holds).  False, error printed, when it cannot be found or set. */
+bool cli_sim_environment(const char *command);
 /* cmd_report.c */
 int cmd_report(int argc, char **argv);
 /* cmd_check.c */

@@ -13,9 +13,8 @@
  *   TENSORLEAK_LIBRARY                      when set (a path to the .so)
  *   <exe_dir>/../<libdir>/libtensorleak.so  installed tree (libdir from meson)
  *   <exe_dir>/../src/libtensorleak.so       build tree
- * and, for --sim, the directory holding the simulated libcuda.so.1:
- *   <exe_dir>/../<libdir>/tensorleak/sim/   installed tree
- *   <exe_dir>/../sim/                       build tree
+ * and, for --sim, the simulated CUDA stack (exec_env.c, the environment
+ * `tensorleak sim` sets).
  */
 #include "cli.h"
 
@@ -89,29 +88,6 @@ static bool valid_fail_on(const char *list)
     return true;
 }
 
-/* Directory of this executable, with a trailing '/', or false. */
-static bool exe_dir(char *buf, size_t size)
-{
-    ssize_t n = readlink("/proc/self/exe", buf, size - 1);
-    if (n <= 0 || (size_t)n >= size - 1)
-        return false;
-    buf[n] = '\0';
-    char *slash = strrchr(buf, '/');
-    if (!slash)
-        return false;
-    slash[1] = '\0';
-    return true;
-}
-
-/* Joins exe_dir + "../" + libdir-relative path (libdir may be absolute). */
-static void libdir_path(char *out, size_t size, const char *dir, const char *rest)
-{
-    if (TL_LIBDIR[0] == '/')
-        snprintf(out, size, "%s/%s", TL_LIBDIR, rest);
-    else
-        snprintf(out, size, "%s../%s/%s", dir, TL_LIBDIR, rest);
-}
-
 /* Resolves the preload library to an absolute path in `out`. */
 static bool find_library(char out[PATH_MAX])
 {
@@ -124,12 +100,12 @@ static bool find_library(char out[PATH_MAX])
         return true;
     }
     char dir[PATH_MAX], installed[PATH_MAX + 64], build[PATH_MAX + 64];
-    if (!exe_dir(dir, sizeof(dir))) {
+    if (!cli_exe_dir(dir, sizeof(dir))) {
         cli_error("run: cannot locate the tensorleak executable (/proc/self/exe); "
                   "set TENSORLEAK_LIBRARY");
         return false;
     }
-    libdir_path(installed, sizeof(installed), dir, "libtensorleak.so");
+    cli_libdir_path(installed, sizeof(installed), dir, "libtensorleak.so");
     snprintf(build, sizeof(build), "%s../src/libtensorleak.so", dir);
     const char *candidates[] = { installed, build };
     for (size_t i = 0; i < 2; i++) {
@@ -139,71 +115,6 @@ static bool find_library(char out[PATH_MAX])
     cli_error("run: libtensorleak.so not found (looked for %s and %s); "
               "build it or set TENSORLEAK_LIBRARY", installed, build);
     return false;
-}
-
-/* Resolves the simulated driver's directory to an absolute path in `out`. */
-static bool find_sim_dir(char out[PATH_MAX])
-{
-    char dir[PATH_MAX], installed[PATH_MAX + 64], build[PATH_MAX + 64], probe[PATH_MAX * 2];
-    if (!exe_dir(dir, sizeof(dir))) {
-        cli_error("run: --sim: cannot locate the tensorleak executable (/proc/self/exe)");
-        return false;
-    }
-    libdir_path(installed, sizeof(installed), dir, "tensorleak/sim");
-    snprintf(build, sizeof(build), "%s../sim", dir);
-    const char *candidates[] = { installed, build };
-    for (size_t i = 0; i < 2; i++) {
-        snprintf(probe, sizeof(probe), "%s/libcuda.so.1", candidates[i]);
-        if (access(probe, R_OK) == 0 && realpath(candidates[i], out))
-            return true;
-    }
-    cli_error("run: --sim: simulated driver libcuda.so.1 not found (looked in %s and %s)",
-              installed, build);
-    return false;
-}
-
-/* LD_PRELOAD and LD_LIBRARY_PATH split on ':' (and ' ' for LD_PRELOAD). */
-static bool usable_in_path_list(const char *what, const char *path)
-{
-    if (strpbrk(path, ": \t")) {
-        cli_error("run: %s path '%s' contains ':' or a blank, which LD_PRELOAD "
-                  "and LD_LIBRARY_PATH cannot hold", what, path);
-        return false;
-    }
-    return true;
-}
-
-static bool list_contains(const char *list, const char *item)
-{
-    size_t len = strlen(item);
-    for (const char *p = list; (p = strstr(p, item)) != NULL; p += len) {
-        bool starts = p == list || p[-1] == ':' || p[-1] == ' ';
-        bool ends = p[len] == '\0' || p[len] == ':' || p[len] == ' ';
-        if (starts && ends)
-            return true;
-    }
-    return false;
-}
-
-/* Sets NAME to `first` SEP old or old SEP `last`; false when out of memory. */
-static bool extend_list(const char *name, const char *item, bool prepend)
-{
-    const char *old = getenv(name);
-    if (!old || !*old)
-        return setenv(name, item, 1) == 0;
-    if (list_contains(old, item))
-        return true;
-    size_t len = strlen(old) + strlen(item) + 2;
-    char *value = malloc(len);
-    if (!value)
-        return false;
-    if (prepend)
-        snprintf(value, len, "%s:%s", item, old);
-    else
-        snprintf(value, len, "%s:%s", old, item);
-    bool ok = setenv(name, value, 1) == 0;
-    free(value);
-    return ok;
 }
 
 int cmd_run(int argc, char **argv)
@@ -337,10 +248,8 @@ int cmd_run(int argc, char **argv)
         cli_error("run: --budget-enforce needs --budget (or TENSORLEAK_BUDGET)");
         return CLI_EXIT_USAGE;
     }
-    char library[PATH_MAX], sim_dir[PATH_MAX];
-    if (!find_library(library) || !usable_in_path_list("library", library))
-        return CLI_EXIT_USAGE;
-    if (sim && (!find_sim_dir(sim_dir) || !usable_in_path_list("--sim", sim_dir)))
+    char library[PATH_MAX];
+    if (!find_library(library) || !cli_path_list_safe("run", "library", library))
         return CLI_EXIT_USAGE;
 
     bool ok = true;
@@ -371,13 +280,15 @@ int cmd_run(int argc, char **argv)
     /* The Python bridge is on under `run` unless the caller
      * said otherwise (a bare LD_PRELOAD leaves it off). */
     ok = ok && setenv("TENSORLEAK_PYTHON", "1", 0) == 0;
-    if (sim)
-        ok = ok && extend_list("LD_LIBRARY_PATH", sim_dir, true);
-    ok = ok && extend_list("LD_PRELOAD", library, false);
+    /* The library comes before the simulated runtime in LD_PRELOAD: its
+     * runtime hooks find the real functions as the next definition. */
+    ok = ok && cli_extend_list("LD_PRELOAD", library, false);
     if (!ok) {
         cli_error("run: cannot set the environment: %s", strerror(errno));
         return CLI_EXIT_USAGE;
     }
+    if (sim && !cli_sim_environment("run"))
+        return CLI_EXIT_USAGE;
 
     execvp(argv[optind], &argv[optind]);
     int err = errno;

@@ -1,8 +1,8 @@
 #!/bin/sh
 # install_sim.sh LIBDIR LIB...: meson install step (tools/meson.build) that
-# copies the simulated libcuda.so.1 / libcudart.so.13 into
-# <prefix>/LIBDIR/tensorleak/sim/, where an installed `tensorleak run --sim`
-# looks for them (tools/cmd_run.c). sim/meson.build builds them with
+# copies the simulated libcuda.so.1 / libcudart.so.13 / libnvidia-ml.so.1
+# into <prefix>/LIBDIR/tensorleak/sim/, where an installed `tensorleak run
+# --sim` and `tensorleak sim` look for them (tools/exec_env.c). sim/meson.build builds them with
 # install: false; this step keeps them out of the system library directory.
 set -eu
 libdir=$1

@@ -20,7 +20,7 @@ static const char usage_text[] =
     "\n"
     "Commands:\n"
     "  run [OPTIONS] [--] CMD ARGS...   run CMD under libtensorleak.so\n"
-    "      --sim                 use the simulated CUDA driver and runtime\n"
+    "      --sim                 use the simulated CUDA driver, runtime and NVML\n"
     "      -o, --output PATTERN  report path (%p pid, %h host, %r rank, %n sequence)\n"
     "      --depth N             native frames kept per stack (0 = no stacks)\n"
     "      --python-depth N      Python frames kept per stack besides (0 = none; default 32)\n"
@@ -33,6 +33,8 @@ static const char usage_text[] =
     "      --budget-enforce      refuse allocations that would cross the budget\n"
     "      --interval SECONDS    mark and snapshot every SECONDS\n"
     "      --quiet               no report on stderr\n"
+    "  sim [--] CMD ARGS...      run CMD on the simulated CUDA driver, runtime and NVML,\n"
+    "                            untracked (run --sim's environment without tensorleak)\n"
     "  report FILE... [--format text|json|folded|html|sarif] [-o OUT]\n"
     "                            print a report (folded: for flamegraph.pl/inferno/speedscope;\n"
     "                            html: one page with memory maps, several FILEs in order;\n"
@@ -105,6 +107,7 @@ struct command {
 
 static const struct command commands[] = {
     { "run", cmd_run },
+    { "sim", cmd_sim },
     { "report", cmd_report },
     { "check", cmd_check },
     { "diff", cmd_diff },

@@ -60,6 +60,13 @@ def rerun_under_preload(config, sim):
             raise pytest.UsageError("--tensorleak-sim: the simulated CUDA stack is not installed with this "
                                     "tensorleak package")
         env["LD_LIBRARY_PATH"] = _prepend("LD_LIBRARY_PATH", sim_dir, ":")
+        # As `tensorleak run --sim`: the simulated runtime preloaded after
+        # the library, so a runtime found through a program's own RPATH
+        # (PyTorch's wheels) is the simulated one.
+        runtime = os.path.join(sim_dir, "libcudart.so.13")
+        preload = [p for p in re.split("[: ]", env.get("LD_PRELOAD", "")) if p]
+        if os.path.exists(runtime) and runtime not in preload:
+            env["LD_PRELOAD"] = ":".join(preload + [runtime])
         what += " on the simulated CUDA stack (%s)" % sim_dir
     # The re-run's own reports: per test, not the library's stderr summary of
     # everything still alive when pytest exits (unless asked for).

@@ -505,11 +505,36 @@ def run_finds_the_library_next_to_its_executable(c):
         exe = shutil.copy(c.exe, os.path.join(root, "bin"))
         shutil.copy(c.fake[0], os.path.join(root, libpath))
         shutil.copy(c.fake[1], os.path.join(root, simdir, "libcuda.so.1"))
+        shutil.copy(c.fake[1], os.path.join(root, simdir, "libcudart.so.13"))
+        sim = os.path.realpath(os.path.join(root, simdir))
         rc, out, err = c.run(["run", "--sim", "/bin/sh", "-c", script], exe=exe,
                              env={"LD_LIBRARY_PATH": "/opt/other/lib"})
-        want = (f"{os.path.realpath(os.path.join(root, libpath))}\n"
-                f"{os.path.realpath(os.path.join(root, simdir))}:/opt/other/lib\n")
+        # The library first, then the simulated runtime (its hooks find the
+        # runtime as the next definition).
+        want = (f"{os.path.realpath(os.path.join(root, libpath))}:{sim}/libcudart.so.13\n"
+                f"{sim}:/opt/other/lib\n")
         check_eq((rc, out, err), (0, want, ""), f"{layout} layout")
+        # `sim`: the same without the library, the caller's preload kept.
+        rc, out, err = c.run(["sim", "/bin/sh", "-c", script], exe=exe,
+                             env={"LD_LIBRARY_PATH": "/opt/other/lib", "LD_PRELOAD": c.fake[0]})
+        want = f"{c.fake[0]}:{sim}/libcudart.so.13\n{sim}:/opt/other/lib\n"
+        check_eq((rc, out, err), (0, want, ""), f"sim, {layout} layout")
+
+
+@case
+def sim_gives_the_run_sim_environment_without_the_library_and_keeps_the_status(c):
+    # Named *_run_*: .ci/run leaves it out of the ASan build, whose
+    # instrumented libcudart.so.13 cannot be preloaded into /bin/sh.
+    if not os.path.exists(os.path.join(c.sim_dir, "libcuda.so.1")):
+        print(f"skip: {c.sim_dir}/libcuda.so.1 not built yet")
+        return SKIP
+    sim = os.path.realpath(c.sim_dir)
+    c.expect(["sim", "--", "/bin/sh", "-c", 'printf "%s\\n" "$LD_PRELOAD" "$LD_LIBRARY_PATH" "$TENSORLEAK_PYTHON"; exit 7'],
+             7, stderr="", stdout=f"{sim}/libcudart.so.13\n{sim}\n\n", env=fake_env(c))
+    c.expect(["sim"], 2, stdout="",
+             stderr="tensorleak: sim: expected a command to run\nusage: tensorleak sim [--] CMD ARGS...\n")
+    c.expect(["sim", "--", "./no-such-program"], 127, stdout="",
+             stderr="tensorleak: sim: ./no-such-program: No such file or directory\n")
 
 
 @case

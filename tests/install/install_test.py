@@ -54,7 +54,9 @@ def main():
                 under(dest, a.prefix, os.path.join(a.libdir, "pkgconfig", "tensorleak.pc")),
                 under(dest, a.prefix, os.path.join(a.libdir, "tensorleak", "sim", "libcuda.so.1")),
                 under(dest, a.prefix, os.path.join(a.libdir, "tensorleak", "sim",
-                                                   "libcudart.so.13"))]
+                                                   "libcudart.so.13")),
+                under(dest, a.prefix, os.path.join(a.libdir, "tensorleak", "sim",
+                                                   "libnvidia-ml.so.1"))]
         if a.man == "yes":
             want.append(under(dest, a.prefix, os.path.join(a.mandir, "man1", "tensorleak.1")))
         else:
