@@ -56,6 +56,10 @@
 #define TL_BRIDGE_READ_MS 30000
 
 static pthread_mutex_t br_lock = PTHREAD_MUTEX_INITIALIZER;
+/* See tl_bridge_nudge; oom_module: tensorleak_bridge_oom_observer. */
+static char oom_module[64];
+static atomic_bool nudges_armed;
+#define TL_BRIDGE_NUDGES 200
 static pthread_cond_t br_cond;
 static pthread_once_t br_cond_once = PTHREAD_ONCE_INIT;
 static unsigned long want_seq, served_seq;
@@ -157,6 +161,9 @@ int tensorleak_bridge_wait(int timeout_ms)
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     until = plus_ms(until, timeout_ms < 0 ? 0 : timeout_ms);
+    char module[sizeof oom_module];
+    if (!tl_bridge_oom_module(module, sizeof module) && !atomic_exchange(&nudges_armed, true))
+        atomic_store(&tl_bridge_setup_nudges, TL_BRIDGE_NUDGES); /* a bridge runs: set PyTorch up when ready */
     pthread_mutex_lock(&br_lock);
     waiting_seen = true;
     int rc = 0;
@@ -260,7 +267,6 @@ int tensorleak_bridge_submit(const char *text)
  * "libc10_cuda.so*"); NULL or "" when it is gone.  A failed allocation from
  * that allocator then waits for the observer's report (oom.c). */
 static pthread_mutex_t oom_module_lock = PTHREAD_MUTEX_INITIALIZER;
-static char oom_module[64];
 
 TL_EXPORT void tensorleak_bridge_oom_observer(const char *module_glob);
 void tensorleak_bridge_oom_observer(const char *module_glob)
@@ -268,6 +274,7 @@ void tensorleak_bridge_oom_observer(const char *module_glob)
     pthread_mutex_lock(&oom_module_lock);
     snprintf(oom_module, sizeof oom_module, "%s", module_glob && strlen(module_glob) < sizeof oom_module ? module_glob : "");
     pthread_mutex_unlock(&oom_module_lock);
+    atomic_store(&tl_bridge_setup_nudges, 0); /* set up: no more nudges */
 }
 
 bool tl_bridge_oom_module(char *out, size_t len)
@@ -856,6 +863,29 @@ static int boot(void *arg)
     return 0;
 }
 
+/* PyTorch's CUDA is initialized after the first CUDA call that started the
+ * bridge, and only then take its out-of-memory observer and history: the
+ * next allocations (up to TL_BRIDGE_NUDGES, 10 ms apart) schedule the start
+ * again, which sets PyTorch up once it is ready
+ * (tensorleak.bridge.activate), until the bridge says the observer is
+ * registered.  So the program's first PyTorch allocation is followed, at its
+ * next bytecode, by the setup: an out-of-memory right after it is reported
+ * with the figures of that moment.  Armed once a bridge thread waits. */
+atomic_int tl_bridge_setup_nudges;
+static int (*pending_call)(int (*)(void *), void *);
+
+void tl_bridge_nudge(void)
+{
+    static atomic_llong last_ns;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long ns = (long long)now.tv_sec * 1000000000LL + now.tv_nsec, last = atomic_load(&last_ns);
+    if (ns - last < 10000000LL || !atomic_compare_exchange_strong(&last_ns, &last, ns))
+        return;
+    if (atomic_fetch_sub(&tl_bridge_setup_nudges, 1) > 0 && pending_call)
+        pending_call(boot, NULL); /* a full queue refuses it: the next nudge tries again */
+}
+
 void tl_bridge_kick(void)
 {
     static atomic_bool not_python;
@@ -884,6 +914,7 @@ void tl_bridge_kick(void)
     if (!package_dir(boot_dir, sizeof boot_dir) || strpbrk(boot_dir, "'\\\"\n")) {
         boot_dir[0] = 0; /* `import tensorleak` may still work from sys.path */
     }
+    pending_call = pending;
     if (pending(boot, NULL) != 0)
         tl_warn(NULL, "the Python bridge could not be scheduled (Py_AddPendingCall failed)");
     else

@@ -209,6 +209,18 @@ json_t *tl_oom_analysis(const struct tl_gather *m)
         }
     }
 
+    /* A cache whose pool nobody read (PyTorch's before the bridge had its
+     * state): its segments are on the device, its free bytes unknown. */
+    uint64_t cache_reserved = 0, pooled = 0;
+    for (size_t i = 0; i < m->nowner_devices; i++)
+        if (m->owner_devices[i].device == dev && m->owner_devices[i].cls && !strcmp(m->owner_devices[i].cls, "cache"))
+            cache_reserved += (uint64_t)m->owner_devices[i].live_bytes;
+    for (size_t i = 0; i < m->npools; i++)
+        if (m->pools[i].device == dev && is_framework(&m->pools[i]))
+            pooled += m->pools[i].reserved;
+    if (cache_reserved > pooled)
+        cache_free_unknown = true;
+
     const char *verdict = "unknown", *remedy = NULL, *note = NULL;
     if (ev->kind == TL_KIND_HOST_PINNED || ev->kind == TL_KIND_HOST_REGISTERED)
         note = "host memory: the device's figures do not apply";
@@ -222,7 +234,8 @@ json_t *tl_oom_analysis(const struct tl_gather *m)
     else if (!free_known)
         note = "the driver's free memory at the failure is unknown";
     else if (dfree + cache_free < want && cache_free_unknown)
-        note = "a pool's free bytes are unknown: the request may fit in them";
+        note = "a cache's free bytes are unknown (a pool not read at the failure, or a cache without one): "
+               "the request may fit in them";
     else if (dfree + cache_free < want) {
         verdict = "not_enough_memory";
         remedy = "smaller_request";

@@ -574,6 +574,10 @@ void tl_suppressions_load(void);
 /* Starts the Python bridge when TENSORLEAK_PYTHON is on and an initialized
  * interpreter is in the process (Py_AddPendingCall; cheap after the first). */
 void tl_bridge_kick(void);
+/* bridge.c: allocations left that schedule the bridge's PyTorch setup
+ * again (tl_bridge_nudge), 0 once done or in a program without the bridge. */
+extern atomic_int tl_bridge_setup_nudges;
+void tl_bridge_nudge(void);
 /* In a forked child: the bridge thread does not exist there. */
 void tl_bridge_after_fork(void);
 /* Around a fork (snapshot.c's handlers): while it waits, the watcher's

@@ -141,6 +141,8 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
         tl_budget_after_alloc(cs, &rec);
     if (TL_UNLIKELY(tl_oom_pending))
         tl_oom_allocated_slow(); /* the framework recovered from its failure: report it now */
+    if (TL_UNLIKELY(atomic_load_explicit(&tl_bridge_setup_nudges, memory_order_relaxed) > 0))
+        tl_bridge_nudge();
 }
 
 /* Inside tl_live_foreach (the row's shard lock is held). */

@@ -78,14 +78,22 @@ def _maybe_enable_history(modules):
     _state["history"] = _reader("torch").enable_history(mod)
 
 
+# The bridge thread and a thread reading the state itself may both set
+# PyTorch up: one observer only (each would write a report).
+_setup_lock = threading.Lock()
+
+
 def _attach_oom_observer(torch):
     lib = _state["lib"]
     if lib is None or getattr(lib, "tensorleak_bridge_oom", None) is None:
         return
-    module = _reader("torch").attach_oom_observer(torch, _on_oom)
-    if module is not None:
-        _state["oom_observer"] = True
-        lib.tensorleak_bridge_oom_observer(module.encode())
+    with _setup_lock:
+        if _state["oom_observer"]:
+            return
+        module = _reader("torch").attach_oom_observer(torch, _on_oom)
+        if module is not None:  # "": none taken; failures are then reported inside the allocation
+            _state["oom_observer"] = True
+            lib.tensorleak_bridge_oom_observer(module.encode())
 
 
 def _on_oom(device, alloc, device_total, device_free):
@@ -164,17 +172,40 @@ def _submit_locked(full):
     return lib.tensorleak_bridge_submit(text.encode()) == 0
 
 
+# The bridge starts at the program's first CUDA call, often inside
+# PyTorch's lazy CUDA initialization, before torch.cuda.is_initialized():
+# PyTorch's out-of-memory observer (which PyTorch drops when registered
+# before its allocator is initialized) and history are set up by the
+# bridge thread as soon as it is, polling every SETUP_POLL_MS for at most
+# SETUP_POLL_S.  Later, any state read sets them up.
+SETUP_POLL_MS = 10
+SETUP_POLL_S = 10.0
+
+
+def _setup_pending():
+    torch = sys.modules.get("torch")
+    return (torch is not None and not _state["oom_observer"]
+            and not getattr(getattr(torch, "__spec__", None), "_initializing", False))
+
+
 def _serve():
     lib = _state["lib"]
+    poll_until = time.monotonic() + SETUP_POLL_S
     while True:
+        polling = time.monotonic() < poll_until and _setup_pending()
         try:
-            r = lib.tensorleak_bridge_wait(WAIT_MS)
+            r = lib.tensorleak_bridge_wait(SETUP_POLL_MS if polling else WAIT_MS)
         except Exception:
             return
         if r < 0:
             return
         if r > 0:
             submit_now(full=r == 1)
+        elif polling:
+            try:
+                _maybe_enable_history(sys.modules)
+            except Exception:
+                pass
 
 
 def _at_exit():
@@ -192,6 +223,12 @@ def activate():
     """Starts the bridge once (idempotent).  False when not under tensorleak."""
     with _lock:
         if _state["thread"] is not None:
+            # Started already: the library schedules this again after the
+            # program's next allocations until PyTorch is set up.
+            try:
+                _maybe_enable_history(sys.modules)
+            except Exception:
+                pass
             return True
         lib = _library()
         if lib is None:
@@ -244,9 +281,10 @@ def _after_fork_parent():
 def _after_fork_child():
     # The thread is gone in a forked child; the child reports on its own.
     # A lock another thread held at the fork stays held in the child: a new one.
-    global _lock, _submit_lock
+    global _lock, _submit_lock, _setup_lock
     _lock = threading.Lock()
     _submit_lock = threading.Lock()
+    _setup_lock = threading.Lock()
     _state["thread"] = None
     _state["closed"] = False
     try:

@@ -178,13 +178,20 @@ def attach_oom_observer(torch, observer):
     """Registers `observer(device, alloc, device_total, device_free)` with
     PyTorch's caching allocator, which calls it in the failing thread after
     it let go of its lock and before it raises OutOfMemoryError (so the
-    state can be read there).  The allocator's module glob, or None when
-    this PyTorch has no observers or its CUDA is not initialized."""
+    state can be read there).  The allocator's module glob; "" when this
+    PyTorch takes no observer (none in its API, or its allocator refuses:
+    backend:cudaMallocAsync raises); None while its CUDA is not initialized
+    (an observer registered before would be dropped)."""
     cuda = getattr(torch, "cuda", None)
-    attach = getattr(getattr(torch, "_C", None), "_cuda_attach_out_of_memory_observer", None)
-    if attach is None or cuda is None or not cuda.is_initialized():
+    if cuda is None or not cuda.is_initialized():
         return None
-    attach(observer)
+    attach = getattr(getattr(torch, "_C", None), "_cuda_attach_out_of_memory_observer", None)
+    if attach is None:
+        return ""
+    try:
+        attach(observer)
+    except Exception:  # e.g. "not supported" by the cudaMallocAsync backend
+        return ""
     return ALLOCATOR_MODULE
 
 
