@@ -58,7 +58,7 @@
 static pthread_mutex_t br_lock = PTHREAD_MUTEX_INITIALIZER;
 /* See tl_bridge_nudge; oom_module: tensorleak_bridge_oom_observer. */
 static char oom_module[64];
-static atomic_bool nudges_armed;
+static atomic_bool nudges_armed, nudge_in_flight;
 #define TL_BRIDGE_NUDGES 200
 static pthread_cond_t br_cond;
 static pthread_once_t br_cond_once = PTHREAD_ONCE_INIT;
@@ -806,6 +806,7 @@ static char boot_dir[PATH_MAX];
 static int boot(void *arg)
 {
     (void)arg;
+    atomic_store(&nudge_in_flight, false);
     typedef void *(*add_module_fn)(const char *);
     typedef void *(*dict_fn)(void *);
     typedef void *(*run_fn)(const char *, int, void *, void *, void *);
@@ -865,7 +866,7 @@ static int boot(void *arg)
 
 /* PyTorch's CUDA is initialized after the first CUDA call that started the
  * bridge, and only then take its out-of-memory observer and history: the
- * next allocations (up to TL_BRIDGE_NUDGES, 10 ms apart) schedule the start
+ * next allocations (up to TL_BRIDGE_NUDGES, one at a time) schedule the start
  * again, which sets PyTorch up once it is ready
  * (tensorleak.bridge.activate), until the bridge says the observer is
  * registered.  So the program's first PyTorch allocation is followed, at its
@@ -876,14 +877,10 @@ static int (*pending_call)(int (*)(void *), void *);
 
 void tl_bridge_nudge(void)
 {
-    static atomic_llong last_ns;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    long long ns = (long long)now.tv_sec * 1000000000LL + now.tv_nsec, last = atomic_load(&last_ns);
-    if (ns - last < 10000000LL || !atomic_compare_exchange_strong(&last_ns, &last, ns))
-        return;
-    if (atomic_fetch_sub(&tl_bridge_setup_nudges, 1) > 0 && pending_call)
-        pending_call(boot, NULL); /* a full queue refuses it: the next nudge tries again */
+    if (atomic_exchange(&nudge_in_flight, true))
+        return; /* one at a time: the allocations until it runs add none */
+    if (atomic_fetch_sub(&tl_bridge_setup_nudges, 1) <= 0 || !pending_call || pending_call(boot, NULL) != 0)
+        atomic_store(&nudge_in_flight, false); /* a full queue refuses it: the next allocation tries again */
 }
 
 void tl_bridge_kick(void)
@@ -947,6 +944,7 @@ void tl_bridge_after_fork(void)
     waiting_seen = false;
     want_seq = served_seq = gave_up_seq = taken_seq = 0;
     read_in_progress = false;
+    atomic_store(&nudge_in_flight, false); /* the parent's scheduled start does not run here */
     full_from = full_to = 0;
     reading_for = 0;
 }

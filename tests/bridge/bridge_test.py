@@ -490,6 +490,28 @@ def a_request_beyond_everything_free_is_not_enough_memory():
           "stderr line: " + r.err)
 
 
+def other_frameworks_pools_get_the_verdict_their_figures_allow():
+    # A PyTorch failure beside JAX and CuPy pools: the observer's read has
+    # all three at the failure.  940 MiB - 800 (torch) - 64 (jax) - 38
+    # (cupy) = 38 MiB free on the device.
+    env = {"SIMCUDA_MEMORY": "940M", "FAKE_TORCH_C10": os.environ["TL_FAKE_C10"],
+           "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    r = run([OOM, "50", "mixed"], env=env)
+    eq(r.rc, 0, "exit status")
+    ooms = r.by_reason("oom")
+    eq(len(ooms), 1, "out-of-memory reports")
+    o = ooms[0]["oom"]
+    eq((o["device_free"], o["verdict"], o["remedy"]), (38 * MiB, "fragmentation", "expandable_segments"), "verdict")
+    eq([(p["name"], p["state"], p["free_bytes"], p["largest_free_block"], p["verdict"], p["note"]) for p in o["pools"]],
+       [("torch cuda:0", "fresh", 600 * MiB, 15 * MiB, "fragmentation",
+         "TENSORLEAK_TORCH_HISTORY=1 names the live blocks that pin its segments"),
+        ("jax cuda:0", "fresh", 48 * MiB, 48 * MiB, "fragmentation", None),
+        ("cupy device 0", "fresh", 30 * MiB, None, "unknown", "the pool does not publish its largest free block")],
+       "each pool's verdict, where its figures allow")
+    check("fragmentation: 716.0 MiB free (38.0 MiB on the device, 678.0 MiB in caches), no free block of 50.0 MiB "
+          "(largest 48.0 MiB)" in r.err, "stderr line: " + r.err)
+
+
 def a_failure_pytorch_recovers_from_is_reported_after_it_without_a_verdict():
     # Every segment empty: cudaMalloc(50 MiB) fails, PyTorch frees its cache
     # and its retry succeeds, so no observer runs; the failure is reported
