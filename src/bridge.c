@@ -16,7 +16,13 @@
  * waits a bounded time (TL_BRIDGE_WAIT_MS): a program that never releases
  * the GIL gets its report with the last state, and the report says so.
  * A report reads the last state with the layouts, which the figures-only
- * states of marks and the live state never replace.  Reports written inside an
+ * states of marks and the live state never replace.  The bound is for a
+ * bridge thread that cannot start reading (the GIL held); once a read has
+ * begun, the bridge thread is at work and a mark or report waits for the
+ * read to end (bounded by TL_BRIDGE_READ_MS): a framework's read can take
+ * seconds (PyTorch's first snapshot of blocks that carry Python frames
+ * imports torch._inductor, about 1 s here), and a mark that gave up on it
+ * would lose that request's growth.  Reports written inside an
  * allocation hook (out of memory, budget: PyTorch holds its allocator lock
  * around cudaMalloc, and the bridge would need it) and the exit report
  * (written after the interpreter finalized) never wait: they use the last
@@ -44,8 +50,16 @@
 #include "hooks.h"
 
 #define TL_BRIDGE_WAIT_MS 2000
+/* How long a state read that has begun may take before its waiters use the
+ * last state: it guards against a read that stalls (another thread took the
+ * GIL and keeps it), not against a slow one. */
+#define TL_BRIDGE_READ_MS 30000
 
 static pthread_mutex_t br_lock = PTHREAD_MUTEX_INITIALIZER;
+/* See tl_bridge_nudge; oom_module: tensorleak_bridge_oom_observer. */
+static char oom_module[64];
+static atomic_bool nudges_armed, nudge_in_flight;
+#define TL_BRIDGE_NUDGES 200
 static pthread_cond_t br_cond;
 static pthread_once_t br_cond_once = PTHREAD_ONCE_INIT;
 static unsigned long want_seq, served_seq;
@@ -64,7 +78,10 @@ static bool closed;       /* the interpreter is finalizing: no more answers */
  * their times are CLOCK_REALTIME at submission. */
 static json_t *state, *full_state;
 static double state_time, full_state_time;
-static unsigned long gave_up_seq; /* the request a waiter stopped waiting for */
+/* The request a waiter stopped waiting for, and the bridge's last sign of
+ * life then. */
+static unsigned long gave_up_seq;
+static struct timespec gave_up_life;
 /* The latest request whose state is being read (tensorleak_bridge_reading,
  * called just before the read), and, in the thread reading it, that
  * request.  Its submission answers that request and those before it, never
@@ -74,6 +91,12 @@ static unsigned long gave_up_seq; /* the request a waiter stopped waiting for */
  * request only while nobody has begun to read for it. */
 static unsigned long taken_seq;
 static __thread unsigned long reading_for TL_TLS_IE;
+/* The bridge's signs of life (CLOCK_MONOTONIC, under br_lock): a read in
+ * progress and when it began (tensorleak_bridge_reading to the next
+ * submission), and the last time a read began or a state was submitted.
+ * A waiter's bound counts from the latest of them (see wait_until). */
+static bool read_in_progress;
+static struct timespec read_began, last_life;
 /* The verdict of this thread's last refresh, for the report it writes next
  * (refresh and apply run in the same thread; marks and reports of other
  * threads have their own). */
@@ -103,6 +126,22 @@ static void init_cond(void)
     pthread_condattr_destroy(&a);
 }
 
+static struct timespec plus_ms(struct timespec t, long ms)
+{
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
+static bool later_than(struct timespec a, struct timespec b)
+{
+    return a.tv_sec != b.tv_sec ? a.tv_sec > b.tv_sec : a.tv_nsec > b.tv_nsec;
+}
+
 static double now_realtime(void)
 {
     struct timespec ts;
@@ -121,14 +160,10 @@ int tensorleak_bridge_wait(int timeout_ms)
     pthread_once(&br_cond_once, init_cond);
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
-    if (timeout_ms < 0)
-        timeout_ms = 0;
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    until = plus_ms(until, timeout_ms < 0 ? 0 : timeout_ms);
+    char module[sizeof oom_module];
+    if (!tl_bridge_oom_module(module, sizeof module) && !atomic_exchange(&nudges_armed, true))
+        atomic_store(&tl_bridge_setup_nudges, TL_BRIDGE_NUDGES); /* a bridge runs: set PyTorch up when ready */
     pthread_mutex_lock(&br_lock);
     waiting_seen = true;
     int rc = 0;
@@ -154,8 +189,13 @@ TL_EXPORT void tensorleak_bridge_reading(void);
 void tensorleak_bridge_reading(void)
 {
     pthread_once(&br_cond_once, init_cond);
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
     pthread_mutex_lock(&br_lock);
     taken_seq = reading_for = want_seq;
+    read_in_progress = true;
+    read_began = last_life = now;
+    pthread_cond_broadcast(&br_cond); /* waiters extend their bound */
     pthread_mutex_unlock(&br_lock);
 }
 
@@ -167,9 +207,14 @@ int tensorleak_bridge_submit(const char *text)
     pthread_once(&br_cond_once, init_cond);
     json_error_t err;
     json_t *j = text ? json_loads(text, 0, &err) : NULL;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
     if (!json_is_object(j)) {
         json_decref(j);
         tl_warn(&bad_json_once, "the Python bridge sent state that is not a JSON object; framework pools are left out");
+        pthread_mutex_lock(&br_lock);
+        read_in_progress = false; /* that read is over, with nothing to show */
+        pthread_mutex_unlock(&br_lock);
         return -1;
     }
     json_t *errors = json_object_get(j, "errors");
@@ -186,6 +231,8 @@ int tensorleak_bridge_submit(const char *text)
      * whole object, also in a child forked while one is being freed (the
      * child keeps the pointer, not the freeing thread). */
     json_t *old = state, *old_full = NULL;
+    read_in_progress = false;
+    last_life = now;
     state = j;
     state_time = t;
     if (full) {
@@ -215,6 +262,40 @@ int tensorleak_bridge_submit(const char *text)
     return 0;
 }
 
+/* The bridge registered a framework's out-of-memory observer for the
+ * allocator in the modules matching `module_glob` (PyTorch's
+ * "libc10_cuda.so*"); NULL or "" when it is gone.  A failed allocation from
+ * that allocator then waits for the observer's report (oom.c). */
+static pthread_mutex_t oom_module_lock = PTHREAD_MUTEX_INITIALIZER;
+
+TL_EXPORT void tensorleak_bridge_oom_observer(const char *module_glob);
+void tensorleak_bridge_oom_observer(const char *module_glob)
+{
+    pthread_mutex_lock(&oom_module_lock);
+    snprintf(oom_module, sizeof oom_module, "%s", module_glob && strlen(module_glob) < sizeof oom_module ? module_glob : "");
+    pthread_mutex_unlock(&oom_module_lock);
+    atomic_store(&tl_bridge_setup_nudges, 0); /* set up: no more nudges */
+}
+
+bool tl_bridge_oom_module(char *out, size_t len)
+{
+    pthread_mutex_lock(&oom_module_lock);
+    snprintf(out, len, "%s", oom_module);
+    pthread_mutex_unlock(&oom_module_lock);
+    return out[0] != 0;
+}
+
+/* Called by the framework's out-of-memory observer in the failing thread,
+ * just after it submitted the state it read there: writes the
+ * out-of-memory report of the `bytes` request on `device`.  0 when written. */
+TL_EXPORT int tensorleak_bridge_oom(int device, unsigned long long bytes);
+int tensorleak_bridge_oom(int device, unsigned long long bytes)
+{
+    if (!atomic_load(&tl_active) || device < 0 || device >= TL_MAX_DEVICES)
+        return -1;
+    return tl_oom_observed(device, (uint64_t)bytes);
+}
+
 /* The interpreter is finalizing: the last state stays, no more requests. */
 TL_EXPORT void tensorleak_bridge_close(void);
 void tensorleak_bridge_close(void)
@@ -224,6 +305,7 @@ void tensorleak_bridge_close(void)
     closed = true;
     pthread_cond_broadcast(&br_cond);
     pthread_mutex_unlock(&br_lock);
+    tensorleak_bridge_oom_observer(NULL); /* no observer runs after finalization */
 }
 
 /* ---- requests from reports and marks ------------------------------------ */
@@ -262,8 +344,30 @@ void tl_bridge_refresh_live(double interval)
     refresh(true, false, ms < 1 ? 1 : ms < TL_BRIDGE_LIVE_WAIT_MS ? ms : TL_BRIDGE_LIVE_WAIT_MS, true);
 }
 
+/* Until when a request made at `asked` is waited for (under br_lock):
+ * `wait_ms` after the request or after the bridge's last sign of life,
+ * whichever is later, and while a read is in progress until
+ * TL_BRIDGE_READ_MS after it began; never beyond TL_BRIDGE_READ_MS after
+ * the request.  A bridge thread that keeps answering, slowly, is waited
+ * for; one that cannot start is not.  The live state keeps its short
+ * bound: the watcher has other work, and the next interval asks again. */
+static struct timespec wait_until(struct timespec asked, int wait_ms, bool live)
+{
+    struct timespec until = plus_ms(asked, wait_ms);
+    if (live)
+        return until;
+    struct timespec t = plus_ms(last_life, wait_ms);
+    if (later_than(t, until))
+        until = t;
+    t = plus_ms(read_began, TL_BRIDGE_READ_MS);
+    if (read_in_progress && later_than(t, until))
+        until = t;
+    t = plus_ms(asked, TL_BRIDGE_READ_MS);
+    return later_than(until, t) ? t : until;
+}
+
 /* Asks the bridge thread for a state (`full`: with the layouts) and waits
- * for it at most `wait_ms`.  `live`: the live state's request, whose
+ * for it (see wait_until).  `live`: the live state's request, whose
  * timeout never makes a later mark or report skip its own wait. */
 static void refresh(bool may_wait, bool full, int wait_ms, bool live)
 {
@@ -290,9 +394,10 @@ static void refresh(bool may_wait, bool full, int wait_ms, bool live)
         snprintf(last_note, sizeof last_note, "last state, read at exit before the interpreter finalized");
     } else if (!may_wait) {
         snprintf(last_note, sizeof last_note, "report written inside an allocation or at exit: last state used");
-    } else if (want_seq != served_seq && gave_up_seq == want_seq) {
-        /* Someone already waited the whole bound for this request: the GIL
-         * is still held.  Waiting again would stall every report. */
+    } else if (want_seq != served_seq && gave_up_seq == want_seq && !later_than(last_life, gave_up_life)) {
+        /* Someone already waited the whole bound for this request, and the
+         * bridge has shown no life since: the GIL is still held.  Waiting
+         * again would stall every report. */
         snprintf(last_note, sizeof last_note, "the Python bridge did not answer (GIL held): last state used");
     } else {
         /* Join a request in progress when its answer serves us too: one
@@ -305,28 +410,37 @@ static void refresh(bool may_wait, bool full, int wait_ms, bool live)
             full_to = mine_seq;
         }
         pthread_cond_broadcast(&br_cond);
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += wait_ms / 1000;
-        until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec asked;
+        clock_gettime(CLOCK_MONOTONIC, &asked);
         bool cut_by_fork = false;
-        while (served_seq < mine_seq && !closed && !(cut_by_fork = on_watcher && atomic_load(&forks_waiting) > 0))
-            if (pthread_cond_timedwait(&br_cond, &br_lock, &until) == ETIMEDOUT)
+        while (served_seq < mine_seq && !closed && !(cut_by_fork = on_watcher && atomic_load(&forks_waiting) > 0)) {
+            /* Recomputed at each wake-up: a read that began extends it. */
+            struct timespec until = wait_until(asked, wait_ms, live), now;
+            if (pthread_cond_timedwait(&br_cond, &br_lock, &until) != ETIMEDOUT)
+                continue;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (!later_than(wait_until(asked, wait_ms, live), now))
                 break;
+        }
         if (served_seq >= mine_seq) {
             last_fresh = true;
             last_note[0] = 0;
         } else if (cut_by_fork) {
             snprintf(last_note, sizeof last_note, "a fork was waiting for this report: last state used");
+        } else if (closed) {
+            snprintf(last_note, sizeof last_note, "last state, read at exit before the interpreter finalized");
         } else {
-            if (!live)
+            if (!live) {
                 gave_up_seq = want_seq;
-            snprintf(last_note, sizeof last_note,
-                     "the Python bridge did not answer within %d ms (GIL held?): last state used", wait_ms);
+                gave_up_life = last_life;
+            }
+            if (read_in_progress && !live)
+                snprintf(last_note, sizeof last_note,
+                         "the Python bridge's state read did not finish within %d ms: last state used",
+                         TL_BRIDGE_READ_MS);
+            else
+                snprintf(last_note, sizeof last_note,
+                         "the Python bridge did not answer within %d ms (GIL held?): last state used", wait_ms);
         }
     }
     pthread_mutex_unlock(&br_lock);
@@ -430,6 +544,26 @@ static json_t *sites_from(json_t *src)
         json_array_append_new(out, o);
     }
     return out;
+}
+
+/* What the out-of-memory post-mortem reads of a pool besides its figures
+ * (oom.c): the bytes of segments without a live block, and the live
+ * blocks' Python sites in segments with free space.  NULL when neither. */
+static json_t *oom_fields_from(json_t *src)
+{
+    json_t *empty = json_object_get(src, "empty_cache_bytes"), *pinning = json_object_get(src, "pinning");
+    if (!json_is_integer(empty) && !json_is_array(pinning))
+        return NULL;
+    json_t *o = json_object();
+    if (json_is_integer(empty))
+        json_object_set(o, "empty_cache_bytes", empty);
+    if (json_is_array(pinning)) {
+        json_t *wrapped = json_object();
+        json_object_set(wrapped, "sites", pinning);
+        json_object_set_new(o, "pinning", sites_from(wrapped));
+        json_decref(wrapped);
+    }
+    return o;
 }
 
 /* Does this pool's reserve sit inside device memory we tracked as direct
@@ -549,6 +683,7 @@ void tl_bridge_apply(struct tl_gather *m)
         if (json_object_get(p, "sites"))
             json_object_set_new(extra, "sites", sites_from(p));
         row->extra = extra;
+        row->oom_extra = oom_fields_from(p);
 
         if (row->device >= 0 && row->device < TL_MAX_DEVICES && inside_tracked_device_memory(p)) {
             gap_by_dev[row->device] += row->reserved > row->allocated ? row->reserved - row->allocated : 0;
@@ -671,6 +806,7 @@ static char boot_dir[PATH_MAX];
 static int boot(void *arg)
 {
     (void)arg;
+    atomic_store(&nudge_in_flight, false);
     typedef void *(*add_module_fn)(const char *);
     typedef void *(*dict_fn)(void *);
     typedef void *(*run_fn)(const char *, int, void *, void *, void *);
@@ -728,6 +864,25 @@ static int boot(void *arg)
     return 0;
 }
 
+/* PyTorch's CUDA is initialized after the first CUDA call that started the
+ * bridge, and only then take its out-of-memory observer and history: the
+ * next allocations (up to TL_BRIDGE_NUDGES, one at a time) schedule the start
+ * again, which sets PyTorch up once it is ready
+ * (tensorleak.bridge.activate), until the bridge says the observer is
+ * registered.  So the program's first PyTorch allocation is followed, at its
+ * next bytecode, by the setup: an out-of-memory right after it is reported
+ * with the figures of that moment.  Armed once a bridge thread waits. */
+atomic_int tl_bridge_setup_nudges;
+static int (*pending_call)(int (*)(void *), void *);
+
+void tl_bridge_nudge(void)
+{
+    if (atomic_exchange(&nudge_in_flight, true))
+        return; /* one at a time: the allocations until it runs add none */
+    if (atomic_fetch_sub(&tl_bridge_setup_nudges, 1) <= 0 || !pending_call || pending_call(boot, NULL) != 0)
+        atomic_store(&nudge_in_flight, false); /* a full queue refuses it: the next allocation tries again */
+}
+
 void tl_bridge_kick(void)
 {
     static atomic_bool not_python;
@@ -756,6 +911,7 @@ void tl_bridge_kick(void)
     if (!package_dir(boot_dir, sizeof boot_dir) || strpbrk(boot_dir, "'\\\"\n")) {
         boot_dir[0] = 0; /* `import tensorleak` may still work from sys.path */
     }
+    pending_call = pending;
     if (pending(boot, NULL) != 0)
         tl_warn(NULL, "the Python bridge could not be scheduled (Py_AddPendingCall failed)");
     else
@@ -787,6 +943,8 @@ void tl_bridge_after_fork(void)
     init_cond();
     waiting_seen = false;
     want_seq = served_seq = gave_up_seq = taken_seq = 0;
+    read_in_progress = false;
+    atomic_store(&nudge_in_flight, false); /* the parent's scheduled start does not run here */
     full_from = full_to = 0;
     reading_for = 0;
 }

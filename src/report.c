@@ -684,7 +684,9 @@ static void free_model(struct tl_gather *m)
             free(m->pools[i].layout[k].blocks);
         free(m->pools[i].layout);
         json_decref(m->pools[i].extra);
+        json_decref(m->pools[i].oom_extra);
     }
+    json_decref(m->oom_analysis);
     free(m->pools);
     for (size_t i = 0; m->growth && i < m->ngrowth; i++)
         json_decref(m->growth[i].extra);
@@ -866,6 +868,7 @@ static bool build_model(struct tl_gather *m)
     judge(m);
     decide_gate(m);
     tl_report_check_invariants(m);
+    m->oom_analysis = tl_oom_analysis(m);
     return true;
 }
 
@@ -936,14 +939,13 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
                     m.leaked_bytes, m.leaked_count, shown);
             fflush(stderr);
         } else if (reason == TL_REASON_OOM && oom) {
-            char want[32], largest[32];
+            char want[32], why[512];
             tl_format_size(oom->bytes, want, sizeof want);
-            if (m.layout_unknown)
-                snprintf(largest, sizeof largest, "unknown");
+            if (have_model && model.oom.has_verdict)
+                report_oom_sentence(&model.oom, why, sizeof why);
             else
-                tl_format_size(m.largest_free, largest, sizeof largest);
-            tl_warn(NULL, "out of memory allocating %s on device %d; reserved-but-free largest block %s; report: %s", want,
-                    oom->device, largest, shown);
+                snprintf(why, sizeof why, "verdict unknown");
+            tl_warn(NULL, "out of memory allocating %s on device %d: %s; report: %s", want, oom->device, why, shown);
         } else {
             print_snapshot_line(&m, shown);
         }

@@ -410,13 +410,39 @@ struct tl_invalid_free {
     bool has_rank;
 };
 
+/* One pool of the failing device as the out-of-memory post-mortem read it
+ * ("oom.pools"): its figures at the failure, and whether its free bytes
+ * would have served the request. */
+struct tl_oom_pool {
+    const char *name, *kind;
+    const char *state;          /* the bridge's pools: "fresh" (read at the failure) | "stale" | "final" */
+    uint64_t reserved_bytes, allocated_bytes, free_bytes, largest_free_block;
+    uint64_t empty_cache_bytes; /* segments without a live block: what releasing the cache returns */
+    const char *verdict;        /* "not_enough_memory" | "fragmentation" | "fits" | "unknown" */
+    const char *note;           /* why a figure or the verdict is unknown */
+    struct tl_pool_site *pinning; /* live blocks in segments with free space, by call site */
+    size_t pinning_count;
+    struct tl_seen seen;
+};
+
 struct tl_oom {
     uint64_t bytes;
     const char *kind;
     long long device;
     struct tl_stack stack;
+    /* The post-mortem (reports since the verdict; null or absent before):
+     * the driver's free memory at the failure, the verdict, what would
+     * serve the request, and the failing device's pools. */
+    uint64_t device_free;
+    const char *verdict;        /* "not_enough_memory" | "fragmentation" | "unknown" */
+    const char *remedy;         /* "empty_cache" | "expandable_segments" | "smaller_request" | NULL */
+    uint64_t empty_cache_bytes;
+    const char *note;
+    struct tl_oom_pool *pools;
+    size_t pool_count;
     long long rank, pid;
     struct tl_seen seen;
+    bool has_verdict;           /* "verdict" present */
 };
 
 /* "tracker": what tracking cost (report-format.md says each count). */
@@ -662,5 +688,17 @@ struct tl_view_row;
 size_t format_stack_rows(const struct tl_stack *stack, struct tl_view_row **rows);
 /* A folded row's words: "7 native frames: libffi, _ctypes, libpython3.11". */
 void format_fold_words(const struct tl_stack *stack, const struct tl_view_row *row, char *buf, size_t size);
+/* The out-of-memory verdict in one sentence, as every format says it (the
+ * report has one: oom.has_verdict): "fragmentation: 620.0 MiB free (20.0
+ * MiB on the device, 600.0 MiB in caches), no free block of 50.0 MiB
+ * (largest 15.0 MiB); would serve it: PYTORCH_CUDA_ALLOC_CONF=...". */
+void report_oom_sentence(const struct tl_oom *oom, char *buf, size_t size);
+/* One pool of "oom.pools" in words: "reserved 800.0 MiB, allocated 200.0
+ * MiB, free 600.0 MiB, largest free block 15.0 MiB, empty_cache() returns
+ * 0 B: fragmentation", "unknown" for a figure the report does not have. */
+void report_oom_pool_words(const struct tl_oom_pool *pool, char *buf, size_t size);
+/* "torch.cuda.empty_cache()", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+ * "nothing short of a smaller request"; "unknown" for none. */
+const char *report_oom_remedy_words(const char *remedy);
 
 #endif

@@ -614,8 +614,11 @@ bool tl_report_build(struct tl_gather *m, struct tl_report *r)
     build_marks_and_invalid(&b);
     if (m->oom) {
         r->oom = (struct tl_oom){.bytes = m->oom->bytes, .kind = tl_kind_name(m->oom->kind), .device = m->oom->device,
-                                 .seen.present = TL_ALL(OOM) & ~(TL_BIT(OOM, rank) | TL_BIT(OOM, pid))};
+                                 .seen.present = TL_BIT(OOM, bytes) | TL_BIT(OOM, kind) | TL_BIT(OOM, device) |
+                                                 TL_BIT(OOM, stack)};
         build_stack(&b, m->oom->frames, m->oom->nframes, &r->oom.stack);
+        if (m->oom_analysis) /* the verdict (oom.c) */
+            add_json_fields(&b, m->oom_analysis, "oom", &r->oom);
     } else {
         r->seen.null |= TL_BIT(REPORT, oom);
     }

@@ -477,15 +477,43 @@ static const struct tl_field invalid_free_fields[] = {
 static const struct tl_table invalid_free_table =
     TABLE(struct tl_invalid_free, "invalid_free", invalid_free_fields, invalid_free_derive);
 
+static const struct tl_field oom_pool_fields[] = {
+    FIELD(struct tl_oom_pool, name, STRING, R),
+    FIELD(struct tl_oom_pool, kind, STRING, 0),
+    FIELD(struct tl_oom_pool, state, STRING, N),
+    FIELD(struct tl_oom_pool, reserved_bytes, U64, N),
+    FIELD(struct tl_oom_pool, allocated_bytes, U64, N),
+    FIELD(struct tl_oom_pool, free_bytes, U64, N),
+    FIELD(struct tl_oom_pool, largest_free_block, U64, N),
+    FIELD(struct tl_oom_pool, empty_cache_bytes, U64, N),
+    FIELD(struct tl_oom_pool, verdict, STRING, R),
+    FIELD(struct tl_oom_pool, note, STRING, N),
+    LIST(struct tl_oom_pool, pinning, pinning_count, "pinning", pool_site_table, N),
+};
+static const struct tl_table oom_pool_table = TABLE(struct tl_oom_pool, "oom_pool", oom_pool_fields, NULL);
+
 static const struct tl_field oom_fields[] = {
     FIELD(struct tl_oom, bytes, U64, 0),
     FIELD(struct tl_oom, kind, STRING, 0),
     FIELD(struct tl_oom, device, INT, 0),
     STACK(struct tl_oom),
+    FIELD(struct tl_oom, device_free, U64, N),
+    FIELD(struct tl_oom, verdict, STRING, 0),
+    FIELD(struct tl_oom, remedy, STRING, N),
+    FIELD(struct tl_oom, empty_cache_bytes, U64, N),
+    FIELD(struct tl_oom, note, STRING, N),
+    LIST(struct tl_oom, pools, pool_count, "pools", oom_pool_table, 0),
     FIELD(struct tl_oom, rank, INT, 0),
     FIELD(struct tl_oom, pid, INT, 0),
 };
-static const struct tl_table oom_table = TABLE(struct tl_oom, "oom", oom_fields, NULL);
+static bool oom_derive(struct tl_report *r, void *e, char *error, size_t size)
+{
+    (void)r, (void)error, (void)size;
+    struct tl_oom *o = e;
+    o->has_verdict = tl_seen_has(&o->seen, TL_F_OOM_verdict);
+    return true;
+}
+static const struct tl_table oom_table = TABLE(struct tl_oom, "oom", oom_fields, oom_derive);
 
 static const struct tl_field tracker_fields[] = {
     FIELD(struct tl_tracker, stacks_unwound, U64, 0),
@@ -638,6 +666,7 @@ bool report_fields_consistent(char *error, size_t size)
     TL_F_CHECK(TL_REPAIR_NAMES, repair_table)
     TL_F_CHECK(TL_MARK_NAMES, mark_table)
     TL_F_CHECK(TL_INVALID_NAMES, invalid_free_table)
+    TL_F_CHECK(TL_OOMPOOL_NAMES, oom_pool_table)
     TL_F_CHECK(TL_OOM_NAMES, oom_table)
     TL_F_CHECK(TL_TRACKER_NAMES, tracker_table)
     TL_F_CHECK(TL_BRIDGE_NAMES, bridge_table)

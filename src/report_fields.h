@@ -48,7 +48,11 @@
     X(MARK, device_free) X(MARK, time)
 #define TL_INVALID_NAMES(X) X(INVALID, address) X(INVALID, kind) X(INVALID, suppressed) X(INVALID, stack) \
     X(INVALID, rank) X(INVALID, pid)
-#define TL_OOM_NAMES(X) X(OOM, bytes) X(OOM, kind) X(OOM, device) X(OOM, stack) X(OOM, rank) X(OOM, pid)
+#define TL_OOMPOOL_NAMES(X) X(OOMPOOL, name) X(OOMPOOL, kind) X(OOMPOOL, state) X(OOMPOOL, reserved_bytes)   \
+    X(OOMPOOL, allocated_bytes) X(OOMPOOL, free_bytes) X(OOMPOOL, largest_free_block)                             \
+    X(OOMPOOL, empty_cache_bytes) X(OOMPOOL, verdict) X(OOMPOOL, note) X(OOMPOOL, pinning)
+#define TL_OOM_NAMES(X) X(OOM, bytes) X(OOM, kind) X(OOM, device) X(OOM, stack) X(OOM, device_free)               \
+    X(OOM, verdict) X(OOM, remedy) X(OOM, empty_cache_bytes) X(OOM, note) X(OOM, pools) X(OOM, rank) X(OOM, pid)
 #define TL_TRACKER_NAMES(X) X(TRACKER, stacks_unwound) X(TRACKER, thread_entries_learned) X(TRACKER, python_stacks) \
     X(TRACKER, python_stacks_unreadable) X(TRACKER, python_code_objects_freed) X(TRACKER, cfi_walks_contradicted)  \
     X(TRACKER, table_owner_claims)
@@ -85,6 +89,7 @@ TL_F_ENUMERATE(TL_DEVICE_NAMES, DEVICE)
 TL_F_ENUMERATE(TL_REPAIR_NAMES, REPAIR)
 TL_F_ENUMERATE(TL_MARK_NAMES, MARK)
 TL_F_ENUMERATE(TL_INVALID_NAMES, INVALID)
+TL_F_ENUMERATE(TL_OOMPOOL_NAMES, OOMPOOL)
 TL_F_ENUMERATE(TL_OOM_NAMES, OOM)
 TL_F_ENUMERATE(TL_TRACKER_NAMES, TRACKER)
 TL_F_ENUMERATE(TL_BRIDGE_NAMES, BRIDGE)

@@ -114,6 +114,9 @@ struct tl_pool_row {
     size_t nlayout;
     bool layout_truncated;
     json_t *extra; /* bridge.c: fields merged into this row's JSON (framework pools) */
+    /* bridge.c: what the out-of-memory post-mortem reads besides the
+     * figures (oom.c): "empty_cache_bytes", "pinning"; NULL for none. */
+    json_t *oom_extra;
     /* No layout (stream-ordered pool with free bytes):
      * largest_free and fragmentation are unknown.  Stream-ordered pools:
      * which driver reading the figures are ("current", "last_good" when the
@@ -152,6 +155,7 @@ struct tl_gather {
     const char *label;
     unsigned seq;
     const struct tl_oom_event *oom;
+    json_t *oom_analysis; /* oom.c: the post-mortem's fields of "oom" */
 
     struct tl_site *sites; /* outstanding allocations by call site, bytes desc */
     size_t nsites;
@@ -314,6 +318,11 @@ void tl_bridge_foreach_series(void (*pool)(const char *name, const char *kind, l
                               void *arg);
 /* Python frames from the bridge as a report stack (frames "python": true). */
 json_t *tl_bridge_stack_json(json_t *frames);
+/* The module glob of the framework allocator whose out-of-memory observer
+ * the bridge registered ("libc10_cuda.so*"): false when none is. */
+bool tl_bridge_oom_module(char *out, size_t len);
+/* oom.c: the out-of-memory report's verdict, from the model's figures. */
+json_t *tl_oom_analysis(const struct tl_gather *m);
 /* growth.c: series of a pool's allocated bytes, an owner class's reserved
  * bytes or a Python site's live bytes, one value per mark. */
 #define TL_SERIES_KEEP 64

@@ -278,6 +278,90 @@ static void invalid_frees(FILE *out, const struct tl_report *r)
     }
 }
 
+/* ---- the out-of-memory verdict in words ---------------------------------- */
+
+static const char *verdict_words(const char *verdict)
+{
+    if (!verdict)
+        return "unknown";
+    if (!strcmp(verdict, "not_enough_memory"))
+        return "not enough memory";
+    if (!strcmp(verdict, "fits"))
+        return "a free block of its own would hold it";
+    return verdict; /* "fragmentation", "unknown" */
+}
+
+const char *report_oom_remedy_words(const char *remedy)
+{
+    if (!remedy)
+        return "unknown";
+    if (!strcmp(remedy, "empty_cache"))
+        return "torch.cuda.empty_cache()";
+    if (!strcmp(remedy, "expandable_segments"))
+        return "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True";
+    if (!strcmp(remedy, "smaller_request"))
+        return "nothing short of a smaller request";
+    return remedy;
+}
+
+static const char *size_or_unknown(const struct tl_seen *seen, unsigned bit, uint64_t v, char buf[SIZE_HUMAN_MAX])
+{
+    return tl_seen_has(seen, bit) ? size_human(v, buf) : "unknown";
+}
+
+void report_oom_pool_words(const struct tl_oom_pool *p, char *buf, size_t size)
+{
+    char res[SIZE_HUMAN_MAX], alloc[SIZE_HUMAN_MAX], fr[SIZE_HUMAN_MAX], big[SIZE_HUMAN_MAX], empty[SIZE_HUMAN_MAX];
+    const struct tl_seen *s = &p->seen;
+    int n = snprintf(buf, size, "reserved %s, allocated %s, free %s, largest free block %s",
+                     size_or_unknown(s, TL_F_OOMPOOL_reserved_bytes, p->reserved_bytes, res),
+                     size_or_unknown(s, TL_F_OOMPOOL_allocated_bytes, p->allocated_bytes, alloc),
+                     size_or_unknown(s, TL_F_OOMPOOL_free_bytes, p->free_bytes, fr),
+                     size_or_unknown(s, TL_F_OOMPOOL_largest_free_block, p->largest_free_block, big));
+    if (n >= 0 && (size_t)n < size && tl_seen_has(s, TL_F_OOMPOOL_empty_cache_bytes))
+        n += snprintf(buf + n, size - (size_t)n, ", empty_cache() returns %s", size_human(p->empty_cache_bytes, empty));
+    if (n >= 0 && (size_t)n < size)
+        n += snprintf(buf + n, size - (size_t)n, ": %s", verdict_words(p->verdict));
+    if (n >= 0 && (size_t)n < size && p->note)
+        snprintf(buf + n, size - (size_t)n, " (%s)", p->note);
+}
+
+void report_oom_sentence(const struct tl_oom *o, char *buf, size_t size)
+{
+    char want[SIZE_HUMAN_MAX], all[SIZE_HUMAN_MAX], dev[SIZE_HUMAN_MAX], caches[SIZE_HUMAN_MAX];
+    char big[SIZE_HUMAN_MAX], back[SIZE_HUMAN_MAX];
+    uint64_t cache_free = 0, largest = 0;
+    bool largest_known = false;
+    for (size_t i = 0; i < o->pool_count; i++) {
+        const struct tl_oom_pool *p = &o->pools[i];
+        if (tl_seen_has(&p->seen, TL_F_OOMPOOL_free_bytes))
+            cache_free += p->free_bytes;
+        if (tl_seen_has(&p->seen, TL_F_OOMPOOL_largest_free_block) && p->largest_free_block >= largest) {
+            largest = p->largest_free_block;
+            largest_known = true;
+        }
+    }
+    bool known = o->verdict && strcmp(o->verdict, "unknown") != 0 && tl_seen_has(&o->seen, TL_F_OOM_device_free);
+    if (!known) {
+        snprintf(buf, size, "verdict unknown: %s", o->note ? o->note : "the report does not say why");
+        return;
+    }
+    size_human(o->bytes, want);
+    int n = snprintf(buf, size, "%s: %s free (%s on the device, %s in caches)", verdict_words(o->verdict),
+                     size_human(o->device_free + cache_free, all), size_human(o->device_free, dev),
+                     size_human(cache_free, caches));
+    if (n >= 0 && (size_t)n < size && !strcmp(o->verdict, "fragmentation"))
+        n += snprintf(buf + n, size - (size_t)n, ", no free block of %s (largest %s)", want,
+                      largest_known ? size_human(largest, big) : "unknown");
+    else if (n >= 0 && (size_t)n < size)
+        n += snprintf(buf + n, size - (size_t)n, " for %s", want);
+    if (n >= 0 && (size_t)n < size) {
+        bool empty = o->remedy && !strcmp(o->remedy, "empty_cache") && tl_seen_has(&o->seen, TL_F_OOM_empty_cache_bytes);
+        snprintf(buf + n, size - (size_t)n, "; would serve it: %s%s%s%s", report_oom_remedy_words(o->remedy),
+                 empty ? " (returns " : "", empty ? size_human(o->empty_cache_bytes, back) : "", empty ? ")" : "");
+    }
+}
+
 static void oom(FILE *out, const struct tl_report *r)
 {
     char human[SIZE_HUMAN_MAX];
@@ -288,6 +372,33 @@ static void oom(FILE *out, const struct tl_report *r)
     fprintf(out, "] on device %lld from:\n", r->oom.device);
     format_stack(out, &r->oom.stack);
     fputc('\n', out);
+    if (!r->oom.has_verdict) /* a report from before the verdict */
+        return;
+    char line[512];
+    report_oom_sentence(&r->oom, line, sizeof line);
+    fprintf(out, "Why: %s\n", line);
+    for (size_t i = 0; i < r->oom.pool_count; i++) {
+        const struct tl_oom_pool *p = &r->oom.pools[i];
+        report_oom_pool_words(p, line, sizeof line);
+        const char *when = !p->state                      ? ""
+                           : !strcmp(p->state, "fresh")   ? ", read at the failure"
+                           : !strcmp(p->state, "final")   ? ", read at exit"
+                                                          : ", not read at the failure";
+        fprintf(out, "    pool '%s' (%s%s): %s\n", or_unknown(p->name), or_unknown(p->kind), when, line);
+    }
+    fputc('\n', out);
+    for (size_t i = 0; i < r->oom.pool_count; i++) {
+        const struct tl_oom_pool *p = &r->oom.pools[i];
+        if (!p->pinning_count)
+            continue;
+        fprintf(out, "Live blocks pinning the fragmented segments of pool '%s', largest first:\n", or_unknown(p->name));
+        for (size_t k = 0; k < p->pinning_count; k++) {
+            fprintf(out, "  %s in %" PRIu64 " block(s) allocated at:\n", size_human(p->pinning[k].bytes, human),
+                    p->pinning[k].count);
+            format_stack(out, &p->pinning[k].stack);
+        }
+        fputc('\n', out);
+    }
 }
 
 /* "largest free block 6.0 MiB (fragmentation 0.75)", or "unknown" for

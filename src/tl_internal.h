@@ -592,6 +592,10 @@ void tl_suppressions_load(void);
 /* Starts the Python bridge when TENSORLEAK_PYTHON is on and an initialized
  * interpreter is in the process (Py_AddPendingCall; cheap after the first). */
 void tl_bridge_kick(void);
+/* bridge.c: allocations left that schedule the bridge's PyTorch setup
+ * again (tl_bridge_nudge), 0 once done or in a program without the bridge. */
+extern atomic_int tl_bridge_setup_nudges;
+void tl_bridge_nudge(void);
 /* In a forked child: the bridge thread does not exist there. */
 void tl_bridge_after_fork(void);
 /* Around a fork (snapshot.c's handlers): while it waits, the watcher's
@@ -651,6 +655,8 @@ enum tl_reason { TL_REASON_EXIT, TL_REASON_SIGNAL, TL_REASON_API, TL_REASON_OOM,
 struct tl_oom_event {
     uint64_t bytes;
     uint8_t kind;
+    bool observed; /* reported by the framework's own out-of-memory observer (oom.c) */
+    bool late;     /* reported after the framework recovered from it and went on (oom.c) */
     int device;
     int nframes;
     uintptr_t frames[TL_MAX_FRAMES];
@@ -658,6 +664,17 @@ struct tl_oom_event {
 /* Writes a JSON report (and at exit the stderr text report).  Returns 0 on
  * success.  `gate_failed` receives the gate's verdict (exit reports). */
 int tl_report_write(enum tl_reason reason, const char *label, const struct tl_oom_event *oom, unsigned *gate_failed);
+/* oom.c: a failed allocation for lack of memory, from inside its hook:
+ * reported now, or left for the framework's out-of-memory observer when
+ * the failure is in its allocator (see oom.c). */
+void tl_oom_failed(const struct tl_oom_event *ev);
+/* This thread has a failure waiting for the framework's observer; the
+ * thread's next successful allocation reports it (tl_oom_allocated_slow). */
+extern __thread bool tl_oom_pending TL_TLS_IE;
+void tl_oom_allocated_slow(void);
+/* The framework's observer, in the failing thread after it read the
+ * framework state: writes the out-of-memory report now.  0 when written. */
+int tl_oom_observed(int device, uint64_t bytes);
 /* Fatal-signal path: may a report be written now without deadlocking? */
 bool tl_report_lock_for_fatal(void);
 /* A report (reason "api") to exactly `path`, replacing a file there.  0 on

@@ -139,6 +139,10 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
     }
     if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed)))
         tl_budget_after_alloc(cs, &rec);
+    if (TL_UNLIKELY(tl_oom_pending))
+        tl_oom_allocated_slow(); /* the framework recovered from its failure: report it now */
+    if (TL_UNLIKELY(atomic_load_explicit(&tl_bridge_setup_nudges, memory_order_relaxed) > 0))
+        tl_bridge_nudge();
 }
 
 /* Inside tl_live_foreach (the row's shard lock is held). */
@@ -229,7 +233,7 @@ void tl_track_failure(int is_oom, enum tl_kind kind, uint64_t size, int device)
         tl_current_context_index(&d);
         ev.device = d < 0 ? 0 : d;
     }
-    tl_report_write(TL_REASON_OOM, NULL, &ev, NULL);
+    tl_oom_failed(&ev);
     in_oom_report = false;
 }
 

@@ -1083,6 +1083,34 @@ static void put_oom(FILE *out, const struct tl_report *r)
     fprintf(out, "<p>A request of <b>%s</b> (", human(o->bytes, a));
     put_text(out, o->kind ? o->kind : "device");
     fprintf(out, ") failed on device %lld.", o->device);
+    if (o->has_verdict) { /* the post-mortem's own figures, read at the failure */
+        char why[512];
+        report_oom_sentence(o, why, sizeof why);
+        fputs(" Why: ", out);
+        put_text(out, why);
+        fputs(".</p>\n<ul class=\"oom-pools\">\n", out);
+        for (size_t i = 0; i < o->pool_count; i++) {
+            const struct tl_oom_pool *p = &o->pools[i];
+            report_oom_pool_words(p, why, sizeof why);
+            fputs("<li>pool <b>", out);
+            put_text(out, p->name ? p->name : "?");
+            fputs("</b>: ", out);
+            put_text(out, why);
+            fputs("</li>\n", out);
+        }
+        fputs("</ul>\n<p>The failing request:</p>", out);
+        put_stack(out, &o->stack);
+        for (size_t i = 0; i < o->pool_count; i++)
+            for (size_t k = 0; k < o->pools[i].pinning_count; k++) {
+                const struct tl_pool_site *s = &o->pools[i].pinning[k];
+                fprintf(out, "<p>Pinning a fragmented segment of <b>");
+                put_text(out, o->pools[i].name ? o->pools[i].name : "?");
+                fprintf(out, "</b>: %s in %" PRIu64 " live block(s) from:</p>", human(s->bytes, a), s->count);
+                put_stack(out, &s->stack);
+            }
+        fputs("</div>\n", out);
+        return;
+    }
     for (size_t i = 0; i < r->pool_count; i++) {
         const struct tl_pool *p = &r->pools[i];
         if (p->device != o->device || p->free_bytes == 0)

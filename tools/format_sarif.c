@@ -356,6 +356,15 @@ static void add_report(struct result_stream *results, const struct tl_report *re
                  where_text(&o->stack));
         json_t *props = json_pack("{sIsssI}", "bytes", (json_int_t)o->bytes, "kind",
                                   o->kind ? o->kind : "device", "device", (json_int_t)o->device);
+        if (o->has_verdict) { /* the post-mortem: why, and what would serve it */
+            char why[512];
+            report_oom_sentence(o, why, sizeof why);
+            size_t n = strlen(text);
+            if (n + 8 < sizeof text)
+                snprintf(text + n, sizeof text - n, ". Why: %.*s", (int)(sizeof text - n - 8), why);
+            json_object_set_new(props, "verdict", json_string(o->verdict));
+            json_object_set_new(props, "remedy", o->remedy ? json_string(o->remedy) : json_null());
+        }
         if (tag_report)
             json_object_set_new(props, "report", json_string(rep->path));
         add_result(results, RULE_OOM, text, o->kind, &o->stack, props, NULL, false);

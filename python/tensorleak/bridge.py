@@ -31,7 +31,8 @@ import time
 WAIT_MS = 1000
 
 _lock = threading.Lock()
-_state = {"lib": None, "thread": None, "closed": False, "history": False, "hooks": False, "submitter": None}
+_state = {"lib": None, "thread": None, "closed": False, "history": False, "hooks": False, "submitter": None,
+          "oom_observer": False}
 
 
 def _library():
@@ -50,6 +51,12 @@ def _library():
     reading = getattr(proc, "tensorleak_bridge_reading", None)
     if reading is not None:
         reading.argtypes, reading.restype = (), None
+    # The out-of-memory report written with the state of that moment (a
+    # library without them: the report written inside the allocation).
+    observer, oom = getattr(proc, "tensorleak_bridge_oom_observer", None), getattr(proc, "tensorleak_bridge_oom", None)
+    if observer is not None and oom is not None:
+        observer.argtypes, observer.restype = (ctypes.c_char_p,), None
+        oom.argtypes, oom.restype = (ctypes.c_int, ctypes.c_ulonglong), ctypes.c_int
     return proc
 
 
@@ -59,11 +66,50 @@ def _reader(name):
 
 def _maybe_enable_history(modules):
     """TENSORLEAK_TORCH_HISTORY=1: PyTorch records the Python stack of each
-    allocation from now on (live blocks then name their line)."""
+    allocation from now on (live blocks then name their line).  And, once
+    PyTorch's CUDA is up, our out-of-memory observer."""
     mod = modules.get("torch")
-    if mod is None or _state["history"] or os.environ.get("TENSORLEAK_TORCH_HISTORY") != "1":
+    if mod is None:
+        return
+    if not _state["oom_observer"]:
+        _attach_oom_observer(mod)
+    if _state["history"] or os.environ.get("TENSORLEAK_TORCH_HISTORY") != "1":
         return
     _state["history"] = _reader("torch").enable_history(mod)
+
+
+# The bridge thread and a thread reading the state itself may both set
+# PyTorch up: one observer only (each would write a report).
+_setup_lock = threading.Lock()
+
+
+def _attach_oom_observer(torch):
+    lib = _state["lib"]
+    if lib is None or getattr(lib, "tensorleak_bridge_oom", None) is None:
+        return
+    with _setup_lock:
+        if _state["oom_observer"]:
+            return
+        module = _reader("torch").attach_oom_observer(torch, _on_oom)
+        if module is not None:  # "": none taken; failures are then reported inside the allocation
+            _state["oom_observer"] = True
+            lib.tensorleak_bridge_oom_observer(module.encode())
+
+
+def _on_oom(device, alloc, device_total, device_free):
+    """PyTorch's out-of-memory observer: in the failing thread, after the
+    allocator let go of its lock and before it raises OutOfMemoryError.
+    Reads the state here (without history a snapshot costs about 0.2 ms)
+    and has the library write the out-of-memory report with it.  Never
+    raises: the program gets PyTorch's own OutOfMemoryError."""
+    try:
+        lib = _state["lib"]
+        if lib is None or _state["closed"]:
+            return
+        submit_now(full=True)
+        lib.tensorleak_bridge_oom(int(device), int(alloc))
+    except Exception:
+        pass
 
 
 def read_state(modules=None, full=True):
@@ -126,17 +172,40 @@ def _submit_locked(full):
     return lib.tensorleak_bridge_submit(text.encode()) == 0
 
 
+# The bridge starts at the program's first CUDA call, often inside
+# PyTorch's lazy CUDA initialization, before torch.cuda.is_initialized():
+# PyTorch's out-of-memory observer (which PyTorch drops when registered
+# before its allocator is initialized) and history are set up by the
+# bridge thread as soon as it is, polling every SETUP_POLL_MS for at most
+# SETUP_POLL_S.  Later, any state read sets them up.
+SETUP_POLL_MS = 10
+SETUP_POLL_S = 10.0
+
+
+def _setup_pending():
+    torch = sys.modules.get("torch")
+    return (torch is not None and not _state["oom_observer"]
+            and not getattr(getattr(torch, "__spec__", None), "_initializing", False))
+
+
 def _serve():
     lib = _state["lib"]
+    poll_until = time.monotonic() + SETUP_POLL_S
     while True:
+        polling = time.monotonic() < poll_until and _setup_pending()
         try:
-            r = lib.tensorleak_bridge_wait(WAIT_MS)
+            r = lib.tensorleak_bridge_wait(SETUP_POLL_MS if polling else WAIT_MS)
         except Exception:
             return
         if r < 0:
             return
         if r > 0:
             submit_now(full=r == 1)
+        elif polling:
+            try:
+                _maybe_enable_history(sys.modules)
+            except Exception:
+                pass
 
 
 def _at_exit():
@@ -154,6 +223,12 @@ def activate():
     """Starts the bridge once (idempotent).  False when not under tensorleak."""
     with _lock:
         if _state["thread"] is not None:
+            # Started already: the library schedules this again after the
+            # program's next allocations until PyTorch is set up.
+            try:
+                _maybe_enable_history(sys.modules)
+            except Exception:
+                pass
             return True
         lib = _library()
         if lib is None:
@@ -206,9 +281,10 @@ def _after_fork_parent():
 def _after_fork_child():
     # The thread is gone in a forked child; the child reports on its own.
     # A lock another thread held at the fork stays held in the child: a new one.
-    global _lock, _submit_lock
+    global _lock, _submit_lock, _setup_lock
     _lock = threading.Lock()
     _submit_lock = threading.Lock()
+    _setup_lock = threading.Lock()
     _state["thread"] = None
     _state["closed"] = False
     try:

@@ -214,6 +214,29 @@ def marks_through_the_python_api_use_the_callers_state():
     eq(len(growth(r.exit, "pool")), 1, "pool growth with tensorleak.mark()")
 
 
+def growth_is_never_lost_while_a_state_read_is_slow():
+    # PyTorch 2.15's first snapshot of blocks with Python frames imports
+    # torch._inductor inside the mark's state read (about 1 s unloaded, over
+    # the bridge's 2 s bound on a loaded machine).  The stand-in's import
+    # takes 2.5 s.  A mark waits for a read that has begun; giving up after
+    # the bound left that mark and every later one with a stale state, and
+    # no growth row.  Repeated (the runs race the watcher's live requests),
+    # with both kinds of marks, history on and off.
+    line = line_of(KV, "SMALL_ALLOC")
+    env = {"FAKE_TORCH_INDUCTOR_IMPORT_S": "2.5", "PYTHONPATH": FAKE + os.pathsep + os.path.join(SOURCE, "python")}
+    cases = [("ctypes", True)] * 3 + [("tensorleak", True)] * 2 + [("ctypes", False), ("tensorleak", False)]
+    for how, history in cases:
+        what = "%s marks, history %s: " % (how, "on" if history else "off")
+        r = run([KV, "leak2", "6", how], env=dict(env, TENSORLEAK_TORCH_HISTORY="1" if history else "0"))
+        eq(r.rc, 3, what + "exit status")
+        rows = growth(r.exit, "pool")
+        eq([(g["pool"], g["bytes_per_mark"], g["marks"], g["from_bytes"], g["to_bytes"]) for g in rows],
+           [("torch cuda:0", 2 * MiB, 5, 2 * MiB, 12 * MiB)], what + "pool growth")
+        top = (rows[0].get("stack") or [{}])[0]
+        eq((top.get("function"), top.get("file"), top.get("line")), ("serve", KV, line) if history else (None, None, None),
+           what + "the growth row's Python line")
+
+
 def sigusr1_snapshot_has_fresh_framework_state():
     r = run([KV, "leak", "3", "ctypes"], env={"KV_SIGNAL_SELF": "1"})
     snaps = r.by_reason("signal")
@@ -382,6 +405,127 @@ def fields_a_report_cannot_hold_are_left_out_and_the_rest_kept():
     for f in r.files:
         p = subprocess.run([CLI, "report", f], capture_output=True, text=True, timeout=30)
         eq(p.returncode, 0, f"tensorleak report reads {os.path.basename(f)}: " + p.stderr)
+
+
+OOM = os.path.join(HERE, "progs", "oom_frag.py")
+
+
+def oom_run(request_mib, history):
+    """oom_frag.py on an 820 MiB device, the stand-in's segments taken
+    through its libc10_cuda.so as PyTorch's are: its one out-of-memory
+    report, checked for what every such report holds."""
+    env = {"SIMCUDA_MEMORY": "820M", "FAKE_TORCH_C10": os.environ["TL_FAKE_C10"],
+           "TENSORLEAK_TORCH_HISTORY": "1" if history else "0"}
+    r = run([OOM, str(request_mib)], env=env)
+    eq(r.rc, 0, "exit status")
+    plain = run([OOM, str(request_mib)], env=env, under=False)
+    eq(r.out, plain.out, "the program's output under tensorleak")
+    eq((r.printed["reserved"], r.printed["allocated"]), (800 * MiB, 200 * MiB), "the allocator's own figures")
+    check(r.printed["caught"].startswith("CUDA out of memory"), "the program caught OutOfMemoryError")
+    ooms = r.by_reason("oom")
+    eq(len(ooms), 1, "out-of-memory reports (PyTorch fails cudaMalloc twice for one request)")
+    rep = ooms[0]
+    eq(rep["bridge"]["state"], "fresh", "framework state read at the failure")
+    eq(rep["bridge"]["note"], None, "no note on a fresh state")
+    pool = torch_pool(rep)
+    eq((pool["reserved_bytes"], pool["allocated_bytes"], pool["largest_free_block"], pool["state"]),
+       (800 * MiB, 200 * MiB, 15 * MiB, "fresh"), "the pool row: PyTorch's figures at the failure")
+    o = rep["oom"]
+    line = line_of(OOM, "OOM_REQUEST")
+    eq([(f["function"], f["line"]) for f in o["stack"] if f.get("python") and f["file"] == OOM], [("<module>", line)],
+       "the Python line of the failing request")
+    eq((o["bytes"], o["device"], o["device_free"]), (request_mib * MiB, 0, 20 * MiB), "request and device free")
+    return r, rep, o
+
+
+def fragmentation_at_out_of_memory_is_explained_with_the_pool_at_the_failure():
+    pin_line = line_of(OOM, "PINNING_ALLOC")
+    for history in (False, True):
+        what = "history %s: " % ("on" if history else "off")
+        r, rep, o = oom_run(50, history)
+        eq((o["verdict"], o["remedy"], o["empty_cache_bytes"], o["note"]),
+           ("fragmentation", "expandable_segments", 0, None), what + "verdict")
+        pools = [dict(p) for p in o["pools"]]
+        pinning = pools[0].pop("pinning")
+        eq(pools, [{"name": "torch cuda:0", "kind": "pytorch", "state": "fresh", "reserved_bytes": 800 * MiB,
+                    "allocated_bytes": 200 * MiB, "free_bytes": 600 * MiB, "largest_free_block": 15 * MiB,
+                    "empty_cache_bytes": 0, "verdict": "fragmentation",
+                    "note": None if history else "TENSORLEAK_TORCH_HISTORY=1 names the live blocks that pin its segments"}],
+           what + "the pool at the failure")
+        if history:  # every segment is pinned by one kept 5 MiB tensor
+            eq([(p["bytes"], p["count"], p["stack"][0]["line"], p["stack"][0]["file"]) for p in pinning],
+               [(200 * MiB, 40, pin_line, OOM)], what + "the live blocks pinning the segments")
+        else:
+            eq(pinning, None, what + "pinning unknown without history")
+        sentence = ("fragmentation: 620.0 MiB free (20.0 MiB on the device, 600.0 MiB in caches), no free block of "
+                    "50.0 MiB (largest 15.0 MiB); would serve it: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+        check("out of memory allocating 50.0 MiB on device 0: " + sentence in r.err, what + "stderr line: " + r.err)
+        f = r.files[r.reports.index(rep)]
+        text = subprocess.run([CLI, "report", f], capture_output=True, text=True, check=True).stdout
+        check("Why: " + sentence + "\n" in text, what + "text")
+        check("    pool 'torch cuda:0' (pytorch, read at the failure): reserved 800.0 MiB, allocated 200.0 MiB, "
+              "free 600.0 MiB, largest free block 15.0 MiB, empty_cache() returns 0 B: fragmentation" in text, what + text)
+        if history:
+            check("Live blocks pinning the fragmented segments of pool 'torch cuda:0', largest first:\n"
+                  "  200.0 MiB in 40 block(s) allocated at:\n" in text, what + text)
+        html = subprocess.run([CLI, "report", f, "--format", "html"], capture_output=True, text=True, check=True).stdout
+        check("Why: " + sentence + "." in html, what + "html")
+        sarif = json.loads(subprocess.run([CLI, "report", f, "--format", "sarif"], capture_output=True, text=True,
+                                          check=True).stdout)
+        res = [x for x in sarif["runs"][0]["results"] if x["ruleId"] == "tensorleak/oom"]
+        eq(len(res), 1, what + "sarif results")
+        check(res[0]["message"]["text"].endswith(". Why: " + sentence), what + res[0]["message"]["text"])
+        eq((res[0]["properties"]["verdict"], res[0]["properties"]["remedy"]), ("fragmentation", "expandable_segments"),
+           what + "sarif properties")
+
+
+def a_request_beyond_everything_free_is_not_enough_memory():
+    r, rep, o = oom_run(700, False)
+    eq((o["verdict"], o["remedy"], o["empty_cache_bytes"], o["note"]),
+       ("not_enough_memory", "smaller_request", 0, None), "verdict")
+    eq([(p["name"], p["free_bytes"], p["largest_free_block"], p["verdict"], p["note"]) for p in o["pools"]],
+       [("torch cuda:0", 600 * MiB, 15 * MiB, "not_enough_memory", None)], "the pool's verdict")
+    check("out of memory allocating 700.0 MiB on device 0: not enough memory: 620.0 MiB free (20.0 MiB on the device, "
+          "600.0 MiB in caches) for 700.0 MiB; would serve it: nothing short of a smaller request; report: " in r.err,
+          "stderr line: " + r.err)
+
+
+def other_frameworks_pools_get_the_verdict_their_figures_allow():
+    # A PyTorch failure beside JAX and CuPy pools: the observer's read has
+    # all three at the failure.  940 MiB - 800 (torch) - 64 (jax) - 38
+    # (cupy) = 38 MiB free on the device.
+    env = {"SIMCUDA_MEMORY": "940M", "FAKE_TORCH_C10": os.environ["TL_FAKE_C10"],
+           "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    r = run([OOM, "50", "mixed"], env=env)
+    eq(r.rc, 0, "exit status")
+    ooms = r.by_reason("oom")
+    eq(len(ooms), 1, "out-of-memory reports")
+    o = ooms[0]["oom"]
+    eq((o["device_free"], o["verdict"], o["remedy"]), (38 * MiB, "fragmentation", "expandable_segments"), "verdict")
+    eq([(p["name"], p["state"], p["free_bytes"], p["largest_free_block"], p["verdict"], p["note"]) for p in o["pools"]],
+       [("torch cuda:0", "fresh", 600 * MiB, 15 * MiB, "fragmentation",
+         "TENSORLEAK_TORCH_HISTORY=1 names the live blocks that pin its segments"),
+        ("jax cuda:0", "fresh", 48 * MiB, 48 * MiB, "fragmentation", None),
+        ("cupy device 0", "fresh", 30 * MiB, None, "unknown", "the pool does not publish its largest free block")],
+       "each pool's verdict, where its figures allow")
+    check("fragmentation: 716.0 MiB free (38.0 MiB on the device, 678.0 MiB in caches), no free block of 50.0 MiB "
+          "(largest 48.0 MiB)" in r.err, "stderr line: " + r.err)
+
+
+def a_failure_pytorch_recovers_from_is_reported_after_it_without_a_verdict():
+    # Every segment empty: cudaMalloc(50 MiB) fails, PyTorch frees its cache
+    # and its retry succeeds, so no observer runs; the failure is reported
+    # at the thread's next allocation, saying its figures are of then.
+    env = {"SIMCUDA_MEMORY": "820M", "FAKE_TORCH_C10": os.environ["TL_FAKE_C10"]}
+    r = run([OOM, "50", "recover"], env=env)
+    eq((r.rc, r.printed["caught"], r.printed["reserved"], r.printed["allocated"]), (0, None, 50 * MiB, 50 * MiB),
+       "the request was served")
+    ooms = r.by_reason("oom")
+    eq(len(ooms), 1, "out-of-memory reports")
+    o = ooms[0]["oom"]
+    eq((o["bytes"], o["verdict"], o["remedy"]), (50 * MiB, "unknown", None), "no verdict")
+    check(o["note"].startswith("written after the framework recovered from the failure"), o["note"])
+    eq(ooms[0]["summary"]["oom_failures"], 1, "the failure is counted")
 
 
 JC = os.path.join(HERE, "progs", "jax_cupy_loop.py")

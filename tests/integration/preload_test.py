@@ -325,6 +325,11 @@ def out_of_memory_writes_a_post_mortem_report():
     eq(o["devices"][0]["free"], 32 * MiB, "driver free at the failure")
     eq(o["devices"][0]["total"], 64 * MiB, "driver total")
     eq(o["summary"]["live_bytes"], 32 * MiB, "live at the failure")
+    # No pool: the device's own free memory (32 MiB, in 4 MiB holes) would
+    # hold the request, and the driver does not say its largest piece.
+    eq((o["oom"]["device_free"], o["oom"]["verdict"], o["oom"]["remedy"], o["oom"]["pools"]),
+       (32 * MiB, "unknown", None, []), "verdict")
+    check(o["oom"]["note"].startswith("the driver had that much free memory yet refused it"), o["oom"]["note"])
     eq(r.report["summary"]["oom_failures"], 1, "oom failures counted")
     check("out of memory allocating 8.0 MiB on device 0" in r.err, "stderr line: " + r.err)
 

@@ -13,6 +13,10 @@ and from the snapshot the largest inactive block and the live blocks.
 MAX_SITES = 64   # Python sites kept per pool, by bytes
 MAX_FRAMES = 32  # frames kept per site (innermost first, as PyTorch records them)
 MAX_BLOCKS = 8192
+MAX_PINNING = 5  # sites of live blocks in segments with free space, for the out-of-memory report
+# The module of PyTorch's CUDA caching allocator, whose cudaMalloc failures
+# its out-of-memory observers report (the library waits for ours).
+ALLOCATOR_MODULE = "libc10_cuda.so*"
 
 
 def _frame(f):
@@ -56,19 +60,26 @@ def pool(device, stats, segments=None, mode="native", version=None):
         largest = 0
         layout = []
         sites = {}
+        pinning = {}  # live blocks of segments that also hold free space, by stack
+        framed = False
+        empty_cache = 0  # segments without a live block: what empty_cache() gives back
         kept = 0
         truncated = False
         for seg in sorted(segments, key=lambda s: s["address"]):
             base = int(seg["address"])
             blocks = []
+            live = []
+            has_free = False
             for b in seg.get("blocks", ()):
                 state = b.get("state", "")
                 size = int(b["size"])
                 if state == "inactive":
                     largest = max(largest, size)
+                    has_free = True
                     continue
                 if not state.startswith("active"):
                     continue
+                live.append(b)
                 if kept < MAX_BLOCKS:
                     blocks.append({"offset": int(b["address"]) - base, "bytes": size})
                     kept += 1
@@ -76,13 +87,15 @@ def pool(device, stats, segments=None, mode="native", version=None):
                     truncated = True
                 frames = b.get("frames") or ()
                 if frames and state == "active_allocated":
-                    key = tuple((f.get("name"), f.get("filename"), f.get("line")) for f in frames[:MAX_FRAMES])
-                    s = sites.get(key)
-                    if s is None:
-                        s = sites[key] = {"bytes": 0, "count": 0,
-                                          "frames": [_frame(f) for f in frames[:MAX_FRAMES]]}
-                    s["bytes"] += size
-                    s["count"] += 1
+                    _add_site(sites, frames, size)
+            if not live:
+                empty_cache += int(seg["total_size"])
+            elif has_free:
+                for b in live:
+                    frames = b.get("frames") or ()
+                    if frames and b.get("state") == "active_allocated":
+                        framed = True
+                        _add_site(pinning, frames, int(b["size"]))
             layout.append({"base": base, "bytes": int(seg["total_size"]), "blocks": blocks})
         row["segments"] = len(layout)
         row["largest_free_block"] = largest
@@ -90,7 +103,20 @@ def pool(device, stats, segments=None, mode="native", version=None):
         row["layout_truncated"] = truncated
         ranked = sorted(sites.values(), key=lambda s: (-s["bytes"], -s["count"]))
         row["sites"] = ranked[:MAX_SITES]
+        if mode == "native":  # an expandable segment gives back pages, not segments
+            row["empty_cache_bytes"] = empty_cache
+        if framed:  # without history the live blocks have no lines
+            row["pinning"] = sorted(pinning.values(), key=lambda s: (-s["bytes"], -s["count"]))[:MAX_PINNING]
     return row
+
+
+def _add_site(sites, frames, size):
+    key = tuple((f.get("name"), f.get("filename"), f.get("line")) for f in frames[:MAX_FRAMES])
+    s = sites.get(key)
+    if s is None:
+        s = sites[key] = {"bytes": 0, "count": 0, "frames": [_frame(f) for f in frames[:MAX_FRAMES]]}
+    s["bytes"] += size
+    s["count"] += 1
 
 
 def pools_from(stats_by_device, snapshot_or_error, backend="native", version=None):
@@ -146,6 +172,27 @@ def read(torch, layout=True):
             snapshot = e
     stats = {d: cuda.memory_stats(d) for d in range(cuda.device_count())}
     return pools_from(stats, snapshot, backend, getattr(torch, "__version__", None))
+
+
+def attach_oom_observer(torch, observer):
+    """Registers `observer(device, alloc, device_total, device_free)` with
+    PyTorch's caching allocator, which calls it in the failing thread after
+    it let go of its lock and before it raises OutOfMemoryError (so the
+    state can be read there).  The allocator's module glob; "" when this
+    PyTorch takes no observer (none in its API, or its allocator refuses:
+    backend:cudaMallocAsync raises); None while its CUDA is not initialized
+    (an observer registered before would be dropped)."""
+    cuda = getattr(torch, "cuda", None)
+    if cuda is None or not cuda.is_initialized():
+        return None
+    attach = getattr(getattr(torch, "_C", None), "_cuda_attach_out_of_memory_observer", None)
+    if attach is None:
+        return ""
+    try:
+        attach(observer)
+    except Exception:  # e.g. "not supported" by the cudaMallocAsync backend
+        return ""
+    return ALLOCATOR_MODULE
 
 
 def enable_history(torch):

@@ -1,6 +1,6 @@
 """kv_loop.py MODE REQUESTS HOW -- a serving loop on the fake torch: each request allocates temporaries and a
 KV block; `leak` keeps every request's KV block (the classic KV-cache leak),
-`clean` drops it.  Marks each request the way the README says for Python
+`clean` drops it, `leak2` keeps a 2 MiB tensor per request instead.  Marks each request the way the README says for Python
 (ctypes.CDLL(None).tensorleak_mark), or through tensorleak.mark().  Prints
 the allocator's own final figures as JSON, then exits with status 3."""
 import ctypes
@@ -34,6 +34,10 @@ def serve(i):
         # does (cache_utils.py:146 and :147 in the H200 recording).
         kept.append(torch.empty(11 * MiB))  # KEYS_ALLOC
         kept.append(torch.empty(10 * MiB))  # VALUES_ALLOC
+        del scratch
+        return
+    if mode == "leak2":
+        kept.append(torch.empty(2 * MiB))  # SMALL_ALLOC
         del scratch
         return
     if mode == "rotate":

@@ -14,6 +14,28 @@ __version__ = "0.0.0+tensorleak.fake"
 _rt = ctypes.CDLL(os.environ.get("FAKE_CUDART", "libcudart.so.13"))
 _rt.cudaMalloc.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t)
 _rt.cudaMalloc.restype = ctypes.c_int
+_rt.cudaFree.argtypes = (ctypes.c_void_p,)
+_rt.cudaFree.restype = ctypes.c_int
+_rt.cudaMemGetInfo.argtypes = (ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t))
+_rt.cudaMemGetInfo.restype = ctypes.c_int
+
+# FAKE_TORCH_C10: the path of tests/bridge/fake_c10_cuda.c built as
+# libc10_cuda.so, through which segments are cudaMalloc'ed as PyTorch's
+# allocator does (the library knows PyTorch's failures by that frame).
+_c10 = None
+if os.environ.get("FAKE_TORCH_C10"):
+    _c10 = ctypes.CDLL(os.environ["FAKE_TORCH_C10"])
+    _c10.fake_c10_set_malloc(ctypes.cast(_rt.cudaMalloc, ctypes.c_void_p))
+    _c10.fake_c10_cuda_malloc.argtypes = (ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t)
+    _c10.fake_c10_cuda_malloc.restype = ctypes.c_int
+_oom_observers = []
+
+
+def _cuda_malloc(nbytes):
+    """The segment's address, or None when the runtime refuses."""
+    p = ctypes.c_void_p()
+    rc = (_c10.fake_c10_cuda_malloc if _c10 else _rt.cudaMalloc)(ctypes.byref(p), nbytes)
+    return p.value if rc == 0 else None
 
 SEGMENT = 20 << 20  # PyTorch's large-pool segment for requests under 10 MiB: 20 MiB
 ROUND = 512
@@ -42,10 +64,17 @@ class _Allocator:
                     best = (s["blocks"], i)
         if best is None:
             total = SEGMENT if size <= SEGMENT else (size + (2 << 20) - 1) // (2 << 20) * (2 << 20)
-            p = ctypes.c_void_p()
-            if _rt.cudaMalloc(ctypes.byref(p), total) != 0:
-                raise RuntimeError("CUDA out of memory (fake torch)")
-            seg = {"address": p.value, "total_size": total, "blocks": [[p.value, total, "inactive", []]]}
+            addr = _cuda_malloc(total)
+            if addr is None:  # as PyTorch: free the segments without a live block, retry
+                self.release_cached()
+                addr = _cuda_malloc(total)
+            if addr is None:  # then tell the observers, after the (here absent) lock, and raise
+                free, whole = ctypes.c_size_t(), ctypes.c_size_t()
+                _rt.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(whole))
+                for observer in list(_oom_observers):
+                    observer(0, total, whole.value, free.value)
+                raise cuda.OutOfMemoryError("CUDA out of memory (fake torch). Tried to allocate %d bytes" % total)
+            seg = {"address": addr, "total_size": total, "blocks": [[addr, total, "inactive", []]]}
             self.segments.append(seg)
             best = (seg["blocks"], 0)
         blocks, i = best
@@ -58,6 +87,12 @@ class _Allocator:
         self.peak_reserved = max(self.peak_reserved, self.reserved())
         self.peak_allocated = max(self.peak_allocated, self.allocated())
         return b[0]
+
+    def release_cached(self):
+        """torch.cuda.empty_cache(): the segments without a live block go back."""
+        for s in [s for s in self.segments if all(b[2] == "inactive" for b in s["blocks"])]:
+            _rt.cudaFree(s["address"])
+            self.segments.remove(s)
 
     def free(self, addr):
         for s in self.segments:
@@ -105,6 +140,10 @@ def empty(nbytes, device="cuda"):
 class _Memory:
     @staticmethod
     def _snapshot():
+        if any(b[3] for s in _alloc.segments for b in s["blocks"]):
+            # PyTorch 2.15 imports torch._inductor at the first snapshot
+            # whose blocks carry Python frames (to symbolize them).
+            from . import _inductor  # noqa: F401
         segs = []
         for s in _alloc.segments:
             active = sum(b[1] for b in s["blocks"] if b[2] == "active_allocated")
@@ -126,8 +165,21 @@ class _Memory:
         return _Memory._snapshot()["segments"]
 
 
+class _C:
+    @staticmethod
+    def _cuda_attach_out_of_memory_observer(observer):
+        _oom_observers.append(observer)
+
+
 class cuda:
     memory = _Memory
+
+    class OutOfMemoryError(RuntimeError):
+        pass
+
+    @staticmethod
+    def empty_cache():
+        _alloc.release_cached()
 
     @staticmethod
     def is_initialized():

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Real PyTorch on the simulated stack: the out-of-memory report's figures
+and verdict, and growth with torch's history on (suite 'torch').
+
+Same interpreter rules as test_torch.py ($TL_TORCH_PYTHON, else python3;
+skipped with one line without torch, a failure under CI=true).  meson runs
+one test per process: `test_torch_oom.py NAME`.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from test_torch import CLI, MIB, PYTHON, app_env, eq, fail, need_torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+APP = os.path.join(HERE, "oom_growth_app.py")
+SOURCE = os.path.dirname(os.path.dirname(HERE))
+
+
+def line_of(marker):
+    with open(APP) as f:
+        for n, text in enumerate(f, 1):
+            if "# " + marker in text:
+                return n
+    fail(f"no {marker} in {APP}")
+
+
+def run(args, env):
+    """(torch's figures, the reports, stderr) of APP under run --sim."""
+    tmp = tempfile.mkdtemp(prefix="tl-torch-oom-")
+    e = app_env(env)
+    e["PYTHONPATH"] = os.path.join(SOURCE, "python")  # tensorleak.mark()
+    p = subprocess.run([CLI, "run", "--sim", "-o", os.path.join(tmp, "tl.%n.json"), "--", PYTHON, APP] + args,
+                       env=e, capture_output=True, text=True, timeout=600)
+    eq(p.returncode, 0, f"exit status; stderr: {p.stderr[-3000:]}")
+    reports = []
+    for name in sorted(os.listdir(tmp)):
+        with open(os.path.join(tmp, name)) as f:
+            reports.append(json.load(f))
+    return json.loads(p.stdout.strip().splitlines()[-1]), reports, p.stderr
+
+
+def oom_case(request_mib, history):
+    need_torch()
+    figures, reports, err = run(["frag", str(request_mib)], {"SIMCUDA_MEMORY": "820M",
+                                                             "TENSORLEAK_TORCH_HISTORY": "1" if history else "0"})
+    eq((figures["caught"], figures["reserved"], figures["allocated"]), (True, 800 * MIB, 200 * MIB),
+       "torch's own figures after the caught OutOfMemoryError")
+    ooms = [r for r in reports if r["reason"] == "oom"]
+    eq(len(ooms), 1, "out-of-memory reports (torch refuses twice for one request)")
+    rep = ooms[0]
+    eq(rep["bridge"]["state"], "fresh", "framework state read at the failure")
+    o = rep["oom"]
+    eq([(f["function"], f["line"]) for f in o["stack"] if f.get("python") and f["file"] == APP],
+       [("<module>", line_of("OOM_REQUEST"))], "the Python line of the failing request")
+    eq((o["bytes"], o["device_free"], o["empty_cache_bytes"], o["note"]), (request_mib * MIB, 20 * MIB, 0, None),
+       "request, device free, what empty_cache() returns")
+    eq(len(o["pools"]), 1, "pools of device 0")
+    p = o["pools"][0]
+    eq((p["name"], p["state"], p["reserved_bytes"], p["allocated_bytes"], p["free_bytes"], p["largest_free_block"]),
+       ("torch cuda:0", "fresh", 800 * MIB, 200 * MIB, 600 * MIB, 15 * MIB), "torch's pool at the failure")
+    return o, p, err
+
+
+def fragmented_cache_at_out_of_memory_is_explained_on_real_torch():
+    for history in (False, True):
+        o, p, err = oom_case(50, history)
+        eq((o["verdict"], o["remedy"], p["verdict"]), ("fragmentation", "expandable_segments", "fragmentation"),
+           "verdict and remedy")
+        if history:  # each of the 40 segments pinned by one kept tensor
+            eq([(s["bytes"], s["count"], s["stack"][0]["line"]) for s in p["pinning"]],
+               [(200 * MIB, 40, line_of("PINNING_ALLOC"))], "live blocks pinning the segments")
+        else:
+            eq(p["pinning"], None, "pinning unknown without history")
+        want = ("out of memory allocating 50.0 MiB on device 0: fragmentation: 620.0 MiB free (20.0 MiB on the "
+                "device, 600.0 MiB in caches), no free block of 50.0 MiB (largest 15.0 MiB); would serve it: "
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+        if want not in err:
+            fail("stderr line: " + err[-2000:])
+
+
+def a_request_beyond_everything_free_is_not_enough_memory_on_real_torch():
+    o, p, err = oom_case(700, False)
+    eq((o["verdict"], o["remedy"], p["verdict"]), ("not_enough_memory", "smaller_request", "not_enough_memory"),
+       "verdict and remedy")
+
+
+def growth_with_history_keeps_its_rows_and_line_on_real_torch():
+    # Three runs of each kind of mark: the first snapshot with Python frames
+    # imports torch._inductor inside a mark's state read.
+    need_torch()
+    line = line_of("KEPT_ALLOC")
+    for how in ("ctypes", "ctypes", "ctypes", "tensorleak", "tensorleak", "tensorleak"):
+        figures, reports, err = run(["loop", "8", how], {"TENSORLEAK_TORCH_HISTORY": "1"})
+        eq(figures["allocated"], 8 * 2 * MIB, "torch's allocated bytes")
+        exits = [r for r in reports if r["reason"] == "exit"]
+        eq(len(exits), 1, "exit reports")
+        rows = [g for g in exits[0]["growth"] if g["scope"] == "pool"]
+        eq([(g["pool"], g["bytes_per_mark"], g["marks"], g["from_bytes"], g["to_bytes"]) for g in rows],
+           [("torch cuda:0", 2 * MIB, 7, 2 * MIB, 16 * MIB)], how + " marks: pool growth")
+        top = rows[0]["stack"][0]
+        eq((top["file"], top["line"]), (APP, line), how + " marks: the growth row's Python line")
+
+
+if __name__ == "__main__":
+    globals()[sys.argv[1]]()
+    print("ok")
