@@ -495,6 +495,7 @@ static const struct tl_field tracker_fields[] = {
     FIELD(struct tl_tracker, python_code_objects_freed, U64, N),
     FIELD(struct tl_tracker, cfi_walks_contradicted, U64, 0),
     FIELD(struct tl_tracker, table_owner_claims, U64, 0),
+    FIELD(struct tl_tracker, walk_verdicts_evicted, U64, 0),
 };
 static const struct tl_table tracker_table = TABLE(struct tl_tracker, "tracker", tracker_fields, NULL);
 
