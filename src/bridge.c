@@ -679,6 +679,16 @@ void tl_bridge_apply(struct tl_gather *m)
         for (size_t k = 0; k < 3; k++)
             if (json_is_null(json_object_get(p, counts[k])))
                 json_object_set_new(extra, counts[k], json_null()); /* not published: unknown */
+        /* Peaks and segments only some frameworks publish (CuPy and RMM no
+         * peaks; JAX, CuPy and RMM no segments): unknown where absent, and
+         * utilization with the peaks. */
+        static const char *const published[] = {"peak_allocated_bytes", "peak_reserved_bytes", "segments"};
+        for (size_t k = 0; k < 3; k++)
+            if (!json_is_integer(json_object_get(p, published[k]))) {
+                json_object_set_new(extra, published[k], json_null());
+                if (k < 2)
+                    json_object_set_new(extra, "utilization", json_null());
+            }
         layout_from(p, row, extra);
         if (json_object_get(p, "sites"))
             json_object_set_new(extra, "sites", sites_from(p));

@@ -449,7 +449,7 @@ struct tl_oom {
 struct tl_tracker {
     uint64_t stacks_unwound, thread_entries_learned, python_stacks, python_stacks_unreadable;
     uint64_t python_code_objects_freed; /* 0 where not counted (null) */
-    uint64_t cfi_walks_contradicted, table_owner_claims;
+    uint64_t cfi_walks_contradicted, table_owner_claims, walk_verdicts_evicted;
     struct tl_seen seen;
 };
 

@@ -550,6 +550,7 @@ static void build_tracker(struct tl_tracker *t)
         .python_code_objects_freed = code_frees < 0 ? 0 : (uint64_t)code_frees,
         .cfi_walks_contradicted = tl_stack_cfi_mismatches(),
         .table_owner_claims = tl_live_claims(),
+        .walk_verdicts_evicted = tl_stack_verdicts_evicted(),
         .seen.present = TL_ALL(TRACKER),
     };
     if (code_frees < 0)

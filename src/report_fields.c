@@ -403,10 +403,10 @@ static const struct tl_field pool_fields[] = {
     FIELD(struct tl_pool, free_bytes, U64, N),
     FIELD(struct tl_pool, largest_free_block, U64, N),
     FIELD(struct tl_pool, fragmentation, REAL, N),
-    FIELD(struct tl_pool, utilization, REAL, 0),
+    FIELD(struct tl_pool, utilization, REAL, N),
     FIELD(struct tl_pool, peak_allocated_bytes, U64, N),
     FIELD(struct tl_pool, peak_reserved_bytes, U64, N),
-    FIELD(struct tl_pool, segments, U64, 0),
+    FIELD(struct tl_pool, segments, U64, N),
     LIST(struct tl_pool, layout, layout_count, "layout", segment_table, 0),
     FIELD(struct tl_pool, layout_truncated, BOOL, 0),
     FIELD(struct tl_pool, reserved_high_bytes, U64, N),
@@ -523,6 +523,7 @@ static const struct tl_field tracker_fields[] = {
     FIELD(struct tl_tracker, python_code_objects_freed, U64, N),
     FIELD(struct tl_tracker, cfi_walks_contradicted, U64, 0),
     FIELD(struct tl_tracker, table_owner_claims, U64, 0),
+    FIELD(struct tl_tracker, walk_verdicts_evicted, U64, 0),
 };
 static const struct tl_table tracker_table = TABLE(struct tl_tracker, "tracker", tracker_fields, NULL);
 

@@ -55,7 +55,7 @@
     X(OOM, verdict) X(OOM, remedy) X(OOM, empty_cache_bytes) X(OOM, note) X(OOM, pools) X(OOM, rank) X(OOM, pid)
 #define TL_TRACKER_NAMES(X) X(TRACKER, stacks_unwound) X(TRACKER, thread_entries_learned) X(TRACKER, python_stacks) \
     X(TRACKER, python_stacks_unreadable) X(TRACKER, python_code_objects_freed) X(TRACKER, cfi_walks_contradicted)  \
-    X(TRACKER, table_owner_claims)
+    X(TRACKER, table_owner_claims) X(TRACKER, walk_verdicts_evicted)
 #define TL_BRIDGE_NAMES(X) X(BRIDGE, state) X(BRIDGE, read_at) X(BRIDGE, note) X(BRIDGE, errors)
 #define TL_GATE_NAMES(X) X(GATE, fail_on) X(GATE, failed) X(GATE, failed_kinds)
 #define TL_RANK_NAMES(X) X(RANK, rank) X(RANK, pid) X(RANK, host) X(RANK, file) X(RANK, leaked_bytes) \

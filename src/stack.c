@@ -91,6 +91,12 @@ bool tl_addr_in_self(uintptr_t addr)
 
 static atomic_ulong unwinds, entries_learned; /* for the report's "tracker" */
 static atomic_ulong cfi_mismatches; /* call-frame-table walks libunwind contradicted */
+static atomic_ulong verdicts_evicted; /* walk verdicts pushed out of a thread's cache by others */
+
+unsigned long tl_stack_verdicts_evicted(void)
+{
+    return atomic_load_explicit(&verdicts_evicted, memory_order_relaxed);
+}
 
 unsigned long tl_stack_cfi_mismatches(void)
 {
@@ -132,7 +138,12 @@ static int capture_unwind(uintptr_t *frames, int max)
 
 #if defined(__x86_64__)
 
-#define VERIFIED_SLOTS 256
+/* The verdicts on walks: 128 sets of two, so two walks whose hashes share
+ * a set are both kept.  A stack without frame pointers has two walks (the
+ * refused frame-pointer walk, the confirmed call-frame-table walk): in one
+ * direct-mapped slot, one run in 256 had them share it and evict each other
+ * on every capture, each eviction costing a libunwind run. */
+#define VERIFIED_SETS 128
 struct verified_slot {
     uint64_t hash; /* of (max, frames): 0 = empty */
     bool fp_ok;    /* the walk equalled unw_backtrace's stack */
@@ -144,7 +155,7 @@ struct verified_slot {
 struct stack_tls {
     uintptr_t stack_hi; /* 0 = not looked up yet; 1 = unknown (no fast path) */
     uintptr_t stack_lo;
-    struct verified_slot verified[VERIFIED_SLOTS];
+    struct verified_slot verified[VERIFIED_SETS][2]; /* [0]: the newer */
     /* The thread's entry frame and what lies below it (see the top). */
     uint8_t entry_tries;    /* learn_entry calls so far (a few are allowed) */
     uintptr_t entry_ret;    /* return address in the entry's frame record */
@@ -175,6 +186,32 @@ static void thread_stack_bounds(struct stack_tls *t)
         t->stack_hi = (uintptr_t)addr + size;
     }
     pthread_attr_destroy(&attr);
+}
+
+/* The verdict on the walk of hash h, or NULL when none is kept. */
+static inline const struct verified_slot *verdict(const struct stack_tls *t, uint64_t h)
+{
+    const struct verified_slot *set = t->verified[h % VERIFIED_SETS];
+    if (TL_LIKELY(set[0].hash == h))
+        return &set[0];
+    if (set[1].hash == h)
+        return &set[1];
+    return NULL;
+}
+
+/* Keeps a verdict as its set's newer one; the older of the set goes when
+ * both are taken (counted: each one gone costs a libunwind run when its
+ * stack comes again). */
+static void keep_verdict(struct stack_tls *t, uint64_t h, bool fp_ok)
+{
+    struct verified_slot *set = t->verified[h % VERIFIED_SETS];
+    if (set[0].hash != h) {
+        if (set[1].hash != h && set[1].hash != 0)
+            atomic_fetch_add_explicit(&verdicts_evicted, 1, memory_order_relaxed);
+        set[1] = set[0];
+    }
+    set[0].hash = h;
+    set[0].fp_ok = fp_ok;
 }
 
 /* Walks the %rbp chain from `fp` (the caller's own frame).  Returns the
@@ -329,6 +366,24 @@ __attribute__((noinline)) static int walk_cfi(uintptr_t *frames, int max, uintpt
     return tl_cfi_walk(fp[1], (uintptr_t)fp + 2 * sizeof(uintptr_t), fp[0], hi, frames, max, same);
 }
 
+/* Call-frame-table walks hash apart from frame-pointer walks of the same
+ * frames: their verdicts differ. */
+#define CFI_SEED(max) ((uint64_t)(max) | 1ull << 32)
+
+/* Keeps the verdict on a call-frame-table walk (`walked`, m frames, hash h)
+ * against libunwind's stack of the same capture (u frames), and prefers
+ * that walk from the next capture on when it agreed: the thread's memo in
+ * cfi_walk.c holds it (taken). */
+static void judge_cfi(struct stack_tls *t, uint64_t h, const uintptr_t *walked, int m, const uintptr_t *unwound,
+                      int u)
+{
+    bool ok = u == m && memcmp(walked, unwound, (size_t)m * sizeof *walked) == 0;
+    keep_verdict(t, h, ok);
+    if (!ok)
+        atomic_fetch_add_explicit(&cfi_mismatches, 1, memory_order_relaxed);
+    t->prefer_cfi = t->cfi_taken = ok;
+}
+
 /* A stack whose frame-pointer walk was not confirmed: the call-frame-table
  * walk, trusted under the same rule (confirmed by libunwind once per
  * distinct walk, by its own hash), else libunwind. */
@@ -339,9 +394,9 @@ static int capture_cfi(struct stack_tls *t, uintptr_t *frames, int max)
     t->cfi_taken = false;
     if (m <= 0)
         return capture_unwind(frames, max);
-    uint64_t h = tl_hash_frames((uint64_t)max | 1ull << 32, frames, (size_t)m);
-    struct verified_slot *slot = &t->verified[h % VERIFIED_SLOTS];
-    if (TL_LIKELY(slot->hash == h)) {
+    uint64_t h = tl_hash_frames(CFI_SEED(max), frames, (size_t)m);
+    const struct verified_slot *slot = verdict(t, h);
+    if (TL_LIKELY(slot != NULL)) {
         t->prefer_cfi = slot->fp_ok;
         if (slot->fp_ok) {
             t->cfi_taken = true;
@@ -349,14 +404,10 @@ static int capture_cfi(struct stack_tls *t, uintptr_t *frames, int max)
         }
         return capture_unwind(frames, max);
     }
-    t->prefer_cfi = false;
     uintptr_t walked[TL_MAX_DEPTH];
     memcpy(walked, frames, (size_t)m * sizeof *frames);
     int u = capture_unwind(frames, max);
-    slot->hash = h;
-    slot->fp_ok = u == m && memcmp(walked, frames, (size_t)m * sizeof *frames) == 0;
-    if (!slot->fp_ok)
-        atomic_fetch_add_explicit(&cfi_mismatches, 1, memory_order_relaxed);
+    judge_cfi(t, h, walked, m, frames, u);
     return u;
 }
 
@@ -372,6 +423,47 @@ static inline int append_tail(const struct stack_tls *t, uintptr_t record, uintp
     for (int j = 0; j < t->ntail && n < max; j++)
         frames[n++] = t->tail[j];
     return n;
+}
+
+/* A frame-pointer walk (n frames, hash h) with no verdict kept: libunwind
+ * gives the stack, and that one unwind judges every walk this capture can
+ * make, so the walk the next capture takes is already judged.  Judged one
+ * per capture instead, the next capture's walk could be one without a
+ * verdict again, for good: a frame-pointer walk through a frame that uses
+ * %rbp for data can differ every time, and two verdicts that pushed each
+ * other out of the cache did so on every capture.  In order: the walk as
+ * made; when it is refused (the thread's entry unknown) the walk ending at
+ * the entry learned now; then the call-frame-table walk, preferred from
+ * the next capture on when libunwind agrees. */
+__attribute__((noinline)) static int first_sight(struct stack_tls *t, uint64_t h, uintptr_t *frames, int n, int max)
+{
+    uintptr_t walked[TL_MAX_DEPTH];
+    memcpy(walked, frames, (size_t)n * sizeof *frames);
+    int m = capture_unwind(frames, max);
+    bool ok = m == n && memcmp(walked, frames, (size_t)n * sizeof *frames) == 0;
+    keep_verdict(t, h, ok);
+    if (ok)
+        return m;
+    if (!t->entry_ret && t->entry_tries < 4 && m < max) {
+        learn_entry(t, max);
+        if (t->entry_ret) {
+            uintptr_t record;
+            n = walk_fp_to_entry(walked, max, t->stack_hi, t->entry_ret, &record);
+            if (record)
+                n = append_tail(t, record, walked, n, max);
+            ok = m == n && memcmp(walked, frames, (size_t)n * sizeof *frames) == 0;
+            keep_verdict(t, tl_hash_frames((uint64_t)max, walked, (size_t)n), ok);
+            if (ok)
+                return m;
+        }
+    }
+    bool same;
+    int c = walk_cfi(walked, max, t->stack_hi, &same);
+    if (c > 0)
+        judge_cfi(t, tl_hash_frames(CFI_SEED(max), walked, (size_t)c), walked, c, frames, m);
+    else
+        t->cfi_taken = false;
+    return m;
 }
 
 /* *same: the frames are this thread's last call-frame-table walk's, found
@@ -398,9 +490,9 @@ static inline int capture_native(uintptr_t *frames, int max, bool *same)
             return m;
         }
         if (m > 0) {
-            uint64_t h = tl_hash_frames((uint64_t)max | 1ull << 32, frames, (size_t)m);
-            const struct verified_slot *slot = &t->verified[h % VERIFIED_SLOTS];
-            if (TL_LIKELY(slot->hash == h && slot->fp_ok)) {
+            uint64_t h = tl_hash_frames(CFI_SEED(max), frames, (size_t)m);
+            const struct verified_slot *slot = verdict(t, h);
+            if (TL_LIKELY(slot && slot->fp_ok)) {
                 t->cfi_taken = true;
                 return m;
             }
@@ -418,22 +510,13 @@ static inline int capture_native(uintptr_t *frames, int max, bool *same)
         n = walk_fp(frames, max, t->stack_hi);
     }
     uint64_t h = tl_hash_frames((uint64_t)max, frames, (size_t)n);
-    struct verified_slot *slot = &t->verified[h % VERIFIED_SLOTS];
-    if (TL_LIKELY(slot->hash == h)) {
+    const struct verified_slot *slot = verdict(t, h);
+    if (TL_LIKELY(slot != NULL)) {
         if (slot->fp_ok)
             return n;
         return capture_cfi(t, frames, max);
     }
-    /* First time this walk is seen (or its slot was taken): ask libunwind
-     * and remember whether the walk agreed. */
-    uintptr_t walked[TL_MAX_DEPTH];
-    memcpy(walked, frames, (size_t)n * sizeof *frames);
-    int m = capture_unwind(frames, max);
-    slot->hash = h;
-    slot->fp_ok = m == n && memcmp(walked, frames, (size_t)n * sizeof *frames) == 0;
-    if (!slot->fp_ok && !t->entry_ret && t->entry_tries < 4 && m < max)
-        learn_entry(t, max);
-    return m;
+    return first_sight(t, h, frames, n, max);
 }
 
 #else /* no frame-pointer fast path on this architecture */

@@ -172,6 +172,7 @@ bool tl_addr_in_self(uintptr_t addr);
  * read, from the same registers, so its frames are that walk's.  Walks libunwind contradicted (stack.c confirms each once). */
 int tl_cfi_walk(uintptr_t ret, uintptr_t sp, uintptr_t bp, uintptr_t hi, uintptr_t *frames, int max, bool *same);
 unsigned long tl_stack_cfi_mismatches(void);
+unsigned long tl_stack_verdicts_evicted(void);
 /* Forgets every thread's decoded rules (a library was unloaded: its
  * addresses may come back as another's). */
 void tl_cfi_flush(void);

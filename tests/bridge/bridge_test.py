@@ -96,6 +96,24 @@ def growth(report, scope):
     return [g for g in report["growth"] if g.get("scope") == scope]
 
 
+def peaks_and_utilization(pool, peak_allocated, peak_reserved):
+    """The pool's peaks are the framework's own, and utilization their
+    quotient (bit for bit: both are one IEEE division of the same integers).
+    The two peaks must differ for the test to tell one from the other."""
+    check(peak_allocated != peak_reserved, f"the framework's peaks differ ({peak_allocated})")
+    eq((pool["peak_allocated_bytes"], pool["peak_reserved_bytes"]), (peak_allocated, peak_reserved),
+       "pool peaks (allocated, reserved) = the framework's")
+    eq(pool["utilization"], peak_allocated / peak_reserved, "utilization = peak allocated / peak reserved")
+
+
+def pool_growth(report, name, per_request, requests):
+    """A pool allocating `per_request` more at each of `requests` marks: one
+    row, its rate and the bytes it grew from and to exact."""
+    eq([(g["pool"], g["bytes_per_mark"], g["count_per_mark"], g["marks"], g["from_bytes"], g["to_bytes"],
+         g["suppressed"]) for g in growth(report, "pool")],
+       [(name, per_request, None, requests - 1, per_request, requests * per_request, False)], f"{name} growth")
+
+
 # ---- tests -----------------------------------------------------------------
 
 def leaking_loop_is_flagged_per_pool_within_six_requests():
@@ -110,6 +128,8 @@ def leaking_loop_is_flagged_per_pool_within_six_requests():
     eq(pool["allocated_bytes"], stats["allocated_bytes.all.current"], "pool allocated = the allocator's")
     eq(pool["allocated_bytes"], 6 * 21 * MiB, "six kept KV blocks")
     eq(pool["free_bytes"], stats["reserved_bytes.all.current"] - stats["allocated_bytes.all.current"], "pool free")
+    peaks_and_utilization(pool, stats["allocated_bytes.all.peak"], stats["reserved_bytes.all.peak"])
+    eq(pool["segments"], stats["segment.all.current"], "pool segments = the allocator's")
     eq(pool["source"], "bridge", "pool source")
     eq(pool["framework"], {"name": "torch", "version": "0.0.0+tensorleak.fake", "mode": "native"}, "framework")
     # Layout: every segment, the live blocks inside them; the largest hole.
@@ -153,8 +173,13 @@ def growth_appears_by_the_sixth_request_and_not_before_the_fourth():
     # Snapshot reports after each request (SIGUSR1 from the program itself is
     # not needed: tensorleak.snapshot via ctypes after each mark).
     for n, flagged in ((3, False), (4, True), (6, True)):
-        rep = run([KV, "leak", str(n), "ctypes"]).exit
-        eq(bool(growth(rep, "pool")), flagged, f"pool growth after {n} requests")
+        r = run([KV, "leak", str(n), "ctypes"])
+        if flagged:
+            pool_growth(r.exit, "torch cuda:0", 21 * MiB, n)
+            eq(growth(r.exit, "pool")[0]["to_bytes"], r.printed["stats"]["allocated_bytes.all.current"],
+               "grown to the allocator's own allocated bytes")
+        else:
+            eq(growth(r.exit, "pool"), [], f"pool growth after {n} requests")
 
 
 def history_names_the_python_line_that_leaks():
@@ -546,8 +571,11 @@ def jax_preallocated_pool_is_reserved_not_allocated():
     eq((pool["name"], pool["reserved_bytes"], pool["allocated_bytes"], pool["largest_free_block"]),
        ("jax cuda:0", stats["pool_bytes"], stats["bytes_in_use"], stats["largest_free_block_bytes"]), "jax pool")
     eq(pool["reserved_bytes"], 12 << 30, "75 % of the simulated 16 GiB")
+    eq((pool["free_bytes"], pool["segments"]), (stats["pool_bytes"] - stats["bytes_in_use"], None),
+       "jax free bytes; segments not published")
+    peaks_and_utilization(pool, stats["peak_bytes_in_use"], stats["peak_pool_bytes"])
     eq(pool["framework"]["mode"], "preallocated", "jax mode")
-    eq([(g["pool"], g["bytes_per_mark"]) for g in growth(rep, "pool")], [("jax cuda:0", 16 * MiB)], "jax growth")
+    pool_growth(rep, "jax cuda:0", 16 * MiB, 6)
     # While JAX holds its pool: the device's gap is the cache's.
     end = r.by_reason("api")[0]
     dev = end["devices"][0]
@@ -567,9 +595,12 @@ def jax_without_preallocation_grows_per_pool():
     r = run([JC, "jax", "leak", "6"], env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"})
     stats = json.loads(r.out)
     pool = framework_pool(r.exit, "jax")
-    eq((pool["reserved_bytes"], pool["allocated_bytes"]), (stats["pool_bytes"], stats["bytes_in_use"]), "jax pool")
+    eq((pool["reserved_bytes"], pool["allocated_bytes"], pool["free_bytes"], pool["largest_free_block"]),
+       (stats["pool_bytes"], stats["bytes_in_use"], stats["pool_bytes"] - stats["bytes_in_use"],
+        stats["largest_free_block_bytes"]), "jax pool")
+    peaks_and_utilization(pool, stats["peak_bytes_in_use"], stats["peak_pool_bytes"])
     eq(pool["framework"]["mode"], "growing", "jax mode")
-    eq([g["bytes_per_mark"] for g in growth(r.exit, "pool")], [16 * MiB], "jax growth")
+    pool_growth(r.exit, "jax cuda:0", 16 * MiB, 6)
     clean = run([JC, "jax", "clean", "50"], env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}, timeout=120)
     eq(clean.exit["growth"], [], "clean jax loop")
 
@@ -598,15 +629,38 @@ def cupy_pools_with_unknown_largest_block():
     stats = json.loads(r.out)
     rep = r.exit
     pool = framework_pool(rep, "cupy")
-    eq((pool["reserved_bytes"], pool["allocated_bytes"], pool["free_blocks"]),
-       (stats["total"], stats["used"], stats["free_blocks"]), "cupy pool")
+    eq((pool["reserved_bytes"], pool["allocated_bytes"], pool["free_bytes"], pool["free_blocks"]),
+       (stats["total"], stats["used"], stats["total"] - stats["used"], stats["free_blocks"]), "cupy pool")
     eq((pool["largest_free_block"], pool["fragmentation"]), (None, None), "unknown, not zero")
+    # CuPy publishes no peaks and no segments: unknown, never 0.
+    eq((pool["peak_allocated_bytes"], pool["peak_reserved_bytes"], pool["utilization"], pool["segments"]),
+       (None, None, None, None), "cupy peaks, utilization and segments unknown")
     pinned = framework_pool(rep, "cupy_pinned")
     eq((pinned["device"], pinned["reserved_bytes"], pinned["allocated_bytes"], pinned["host"]), (-1, None, None, True),
        "pinned pool: no byte counts published")
     eq(r.by_reason("api")[0]["devices"][0]["largest_free_block"], None, "device largest free block unknown")
-    eq([(g["pool"], g["bytes_per_mark"]) for g in growth(rep, "pool")], [("cupy device 0", 8 * MiB)], "cupy growth")
+    pool_growth(rep, "cupy device 0", 8 * MiB, 6)
     check("pool 'cupy pinned' (cupy_pinned, host): 0 free block(s); no byte counts published" in r.err, "pinned text")
+
+
+def rmm_pool_figures_are_the_resources_own():
+    # The stand-in rmm (fake/rmm): a statistics adaptor over a pool resource.
+    r = run([JC, "rmm", "leak", "6"])
+    eq(r.rc, 0, "exit status")
+    own = json.loads(r.out)
+    pool = framework_pool(r.exit, "rmm")
+    eq((pool["name"], pool["reserved_bytes"], pool["allocated_bytes"], pool["free_bytes"]),
+       ("rmm device 0", own["pool_size"], own["current_bytes"], own["pool_size"] - own["current_bytes"]),
+       "rmm pool: the pool's size, the adaptor's current bytes")
+    eq(pool["allocated_bytes"], 6 * 8 * MiB, "six kept results")
+    eq(pool["framework"], {"name": "rmm", "version": "0.0.0+tensorleak.fake", "mode": "StatisticsResourceAdaptor"},
+       "framework")
+    # The adaptor's peak is published, the pool's is not: utilization unknown.
+    eq((pool["peak_allocated_bytes"], pool["peak_reserved_bytes"], pool["utilization"]),
+       (own["peak_bytes"], None, None), "rmm peaks")
+    eq((pool["largest_free_block"], pool["fragmentation"], pool["segments"]), (None, None, None),
+       "layout and segments unknown")
+    pool_growth(r.exit, "rmm device 0", 8 * MiB, 6)
 
 
 def bare_preload_leaves_the_bridge_off():

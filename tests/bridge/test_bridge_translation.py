@@ -136,7 +136,7 @@ class Rmm(unittest.TestCase):
             upstream_mr = Pool()
 
             def get_allocation_counts(self):
-                return {"current_bytes": 48 << 20, "current_count": 3}
+                return {"current_bytes": 48 << 20, "current_count": 3, "peak_bytes": 64 << 20}
 
         class rmm:
             __version__ = "test"
@@ -149,6 +149,7 @@ class Rmm(unittest.TestCase):
         row = tl_rmm.read(rmm)[0]
         self.assertEqual((row["kind"], row["reserved_bytes"], row["allocated_bytes"], row["free_bytes"]),
                          ("rmm", 256 << 20, 48 << 20, 208 << 20))
+        self.assertEqual((row["peak_allocated_bytes"], row["peak_reserved_bytes"]), (64 << 20, None))
         self.assertIsNone(row["largest_free_block"])
 
 
