@@ -136,6 +136,12 @@ static int capture_unwind(uintptr_t *frames, int max)
 struct verified_slot {
     uint64_t hash; /* of (max, frames): 0 = empty */
     bool fp_ok;    /* the walk equalled unw_backtrace's stack */
+    /* The call site these frames were interned as, for site_kind (NULL:
+     * not yet): a confirmed walk found again needs no second hash, cache
+     * probe or comparison of its frames (tl_stack_site).  Cleared whenever
+     * the slot takes another hash. */
+    uint8_t site_kind;
+    struct tl_callsite *site;
 };
 
 #define TAIL_MAX 4 /* frames below the entry: _start or clone3 is 1-2 away */
@@ -158,6 +164,9 @@ struct stack_tls {
     bool prefer_cfi;
     /* The thread's last call-frame-table walk was taken as the stack. */
     bool cfi_taken;
+    /* The slot of the last capture_native when it returned a confirmed
+     * frame-pointer walk as is, else NULL. */
+    struct verified_slot *confirmed;
 };
 static __thread TL_TLS_IE struct stack_tls *tls; /* tl_thread_block */
 
@@ -354,6 +363,7 @@ static int capture_cfi(struct stack_tls *t, uintptr_t *frames, int max)
     memcpy(walked, frames, (size_t)m * sizeof *frames);
     int u = capture_unwind(frames, max);
     slot->hash = h;
+    slot->site = NULL;
     slot->fp_ok = u == m && memcmp(walked, frames, (size_t)m * sizeof *frames) == 0;
     if (!slot->fp_ok)
         atomic_fetch_add_explicit(&cfi_mismatches, 1, memory_order_relaxed);
@@ -382,6 +392,7 @@ static inline int capture_native(uintptr_t *frames, int max, bool *same)
     *same = false;
     if (TL_UNLIKELY(!t) && !(t = tl_thread_block((void **)&tls, sizeof *t)))
         return capture_unwind(frames, max);
+    t->confirmed = NULL;
     if (TL_UNLIKELY(t->stack_hi == 0))
         thread_stack_bounds(t);
     /* Walk only on the thread's own stack: on another one (a coroutine's,
@@ -420,8 +431,10 @@ static inline int capture_native(uintptr_t *frames, int max, bool *same)
     uint64_t h = tl_hash_frames((uint64_t)max, frames, (size_t)n);
     struct verified_slot *slot = &t->verified[h % VERIFIED_SLOTS];
     if (TL_LIKELY(slot->hash == h)) {
-        if (slot->fp_ok)
+        if (slot->fp_ok) {
+            t->confirmed = slot;
             return n;
+        }
         return capture_cfi(t, frames, max);
     }
     /* First time this walk is seen (or its slot was taken): ask libunwind
@@ -430,10 +443,28 @@ static inline int capture_native(uintptr_t *frames, int max, bool *same)
     memcpy(walked, frames, (size_t)n * sizeof *frames);
     int m = capture_unwind(frames, max);
     slot->hash = h;
+    slot->site = NULL;
     slot->fp_ok = m == n && memcmp(walked, frames, (size_t)n * sizeof *frames) == 0;
     if (!slot->fp_ok && !t->entry_ret && t->entry_tries < 4 && m < max)
         learn_entry(t, max);
     return m;
+}
+
+/* The call site remembered for the thread's last capture_native, when that
+ * returned a confirmed walk as is and the walk was interned as `kind`. */
+static inline struct tl_callsite *confirmed_site(enum tl_kind kind)
+{
+    const struct verified_slot *slot = tls ? tls->confirmed : NULL;
+    return slot && slot->site && slot->site_kind == kind ? slot->site : NULL;
+}
+
+static inline void remember_confirmed_site(enum tl_kind kind, struct tl_callsite *cs)
+{
+    struct verified_slot *slot = tls ? tls->confirmed : NULL;
+    if (slot && cs) {
+        slot->site_kind = (uint8_t)kind;
+        slot->site = cs;
+    }
 }
 
 #else /* no frame-pointer fast path on this architecture */
@@ -442,6 +473,18 @@ static inline int capture_native(uintptr_t *frames, int max, bool *same)
 {
     *same = false;
     return capture_unwind(frames, max);
+}
+
+static inline struct tl_callsite *confirmed_site(enum tl_kind kind)
+{
+    (void)kind;
+    return NULL;
+}
+
+static inline void remember_confirmed_site(enum tl_kind kind, struct tl_callsite *cs)
+{
+    (void)kind;
+    (void)cs;
 }
 
 #endif
@@ -543,10 +586,19 @@ static struct tl_callsite *site_of_capture(enum tl_kind kind, int max)
             return c->site;
         memcpy(frames, c->frames, (size_t)n * sizeof *frames);
     }
+    /* Native frames only (nothing merged): a confirmed walk seen before
+     * carries its call site. */
+    if (!held && n > 0) {
+        struct tl_callsite *known = confirmed_site(kind);
+        if (TL_LIKELY(known != NULL))
+            return known;
+    }
     struct tl_callsite *cs = tl_callsite_intern(kind, frames, n);
     if (held) {
         c->site = cs;
         c->kind = kind;
+    } else if (n > 0) {
+        remember_confirmed_site(kind, cs);
     }
     return cs;
 }
