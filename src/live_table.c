@@ -300,18 +300,28 @@ static void try_claim(void)
     tab.in_all = false;
 }
 
+static bool enter_locked(struct shard *s);
+
 /* Enters shard s: true as the owner without the lock (leave with the same
- * value). */
-static inline bool enter(struct shard *s)
+ * value).  The owner's path is inline in every table operation; the rest
+ * is enter_locked's. */
+static inline __attribute__((always_inline)) bool enter(struct shard *s)
 {
-    if (TL_LIKELY(tab.token != 0) && atomic_load_explicit(&owner, memory_order_relaxed) == tab.token) {
-        atomic_int *busy = &owner_slot[tab.token - 1].busy;
+    unsigned token = tab.token;
+    if (TL_LIKELY(token != 0) && atomic_load_explicit(&owner, memory_order_relaxed) == token) {
+        atomic_int *busy = &owner_slot[token - 1].busy;
         atomic_store_explicit(busy, 1, memory_order_relaxed);
         atomic_signal_fence(memory_order_seq_cst); /* the revoker's membarrier orders the CPU */
-        if (TL_LIKELY(atomic_load_explicit(&owner, memory_order_relaxed) == tab.token))
+        if (TL_LIKELY(atomic_load_explicit(&owner, memory_order_relaxed) == token))
             return true;
         atomic_store_explicit(busy, 0, memory_order_release);
     }
+    return enter_locked(s);
+}
+
+/* Takes shard s's lock (first ending another thread's ownership). */
+static __attribute__((noinline)) bool enter_locked(struct shard *s)
+{
     if (TL_UNLIKELY(tab.claimed)) {
         /* Another thread took the table from us: claim later next time,
          * unless it only wanted a report. */
@@ -337,12 +347,19 @@ static inline bool enter(struct shard *s)
     return false;
 }
 
-static inline void leave(struct shard *s, bool owned)
+static void leave_locked(struct shard *s);
+
+static inline __attribute__((always_inline)) void leave(struct shard *s, bool owned)
 {
-    if (owned) {
+    if (TL_LIKELY(owned)) {
         atomic_store_explicit(&owner_slot[tab.token - 1].busy, 0, memory_order_release);
         return;
     }
+    leave_locked(s);
+}
+
+static __attribute__((noinline)) void leave_locked(struct shard *s)
+{
     shard_unlock(s);
     atomic_signal_fence(memory_order_seq_cst);
     tab.in_locked_shard = false;
@@ -377,6 +394,17 @@ static inline uint64_t mix(uint8_t space, uint64_t addr)
 static inline struct shard *shard_of(uint64_t h)
 {
     return &shards[h >> (64 - SHARD_BITS)];
+}
+
+/* tl_count_row with `owned` made a constant in each branch, so each copy
+ * carries only its own kind of add. */
+static inline __attribute__((always_inline)) void count_row(struct tl_shard_counts *c, const struct tl_live *rec,
+                                                            int sign, bool fresh, bool owned)
+{
+    if (TL_LIKELY(owned))
+        tl_count_row(c, rec, sign, fresh, true);
+    else
+        tl_count_row(c, rec, sign, fresh, false);
 }
 
 static inline bool same(const struct tl_live *r, uint8_t space, uint64_t addr)
@@ -439,7 +467,7 @@ bool tl_live_add(const struct tl_live *rec, bool fresh)
     }
     s->slots[i] = *rec;
     __atomic_store_n(&s->count, s->count + 1, __ATOMIC_RELAXED);
-    tl_count_row(&s->counts, rec, 1, fresh, owned);
+    count_row(&s->counts, rec, 1, fresh, owned);
     leave(s, owned);
     return true;
 }
@@ -489,7 +517,7 @@ int tl_live_take(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_li
         *out = s->slots[i];
         rc = -1;
         if (kinds_mask & (1u << s->slots[i].kind)) {
-            tl_count_row(&s->counts, out, -1, false, owned);
+            count_row(&s->counts, out, -1, false, owned);
             delete_at(s, (size_t)i);
             rc = 1;
         }

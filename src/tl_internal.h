@@ -397,7 +397,9 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
 /* Removes a tracked allocation before the real free runs (so no other thread
  * can receive the same address in between).  A pointer we never saw is an
  * invalid free; returns false then.  `kinds_mask` restricts which kinds the
- * freeing API may release (cuMemFreeHost frees only host memory, ...). */
+ * freeing API may release (cuMemFreeHost frees only host memory, ...).
+ * *out (when not NULL) gets the removed row; its contents are unspecified
+ * when false is returned. */
 bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out);
 /* Drops a removed row from the totals (call-site, process, device). */
 void tl_track_forget(const struct tl_live *rec);
