@@ -384,11 +384,13 @@ bool tl_live_owned_here(void)
 }
 static inline uint64_t mix(uint8_t space, uint64_t addr)
 {
-    /* splitmix64's finalizer: every input bit reaches the shard and slot bits. */
-    uint64_t z = addr ^ ((uint64_t)space << 61) ^ ((uint64_t)space * 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    /* One multiply spreads every input bit over the product's high half,
+     * where the shard bits are; folding that half down gives the slot bits
+     * (low) the same: allocations aligned to large powers of two do not
+     * share a probe chain.  Every table operation hashes, so it stays
+     * short (splitmix64's full finalizer cost three times as much). */
+    uint64_t z = (addr ^ ((uint64_t)space * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
+    return z ^ (z >> 32);
 }
 
 static inline struct shard *shard_of(uint64_t h)
@@ -397,14 +399,22 @@ static inline struct shard *shard_of(uint64_t h)
 }
 
 /* tl_count_row with `owned` made a constant in each branch, so each copy
- * carries only its own kind of add. */
+ * carries only its own kind of add; device rows (cuMemAlloc, cudaMalloc:
+ * nearly every row) get copies of their own with the kind's tests folded. */
 static inline __attribute__((always_inline)) void count_row(struct tl_shard_counts *c, const struct tl_live *rec,
                                                             int sign, bool fresh, bool owned)
 {
-    if (TL_LIKELY(owned))
-        tl_count_row(c, rec, sign, fresh, true);
-    else
-        tl_count_row(c, rec, sign, fresh, false);
+    uint8_t kind = rec->kind;
+    if (TL_LIKELY(kind == TL_KIND_DEVICE)) {
+        if (TL_LIKELY(owned))
+            tl_count_kind(c, rec, TL_KIND_DEVICE, sign, fresh, true);
+        else
+            tl_count_kind(c, rec, TL_KIND_DEVICE, sign, fresh, false);
+    } else if (owned) {
+        tl_count_kind(c, rec, kind, sign, fresh, true);
+    } else {
+        tl_count_kind(c, rec, kind, sign, fresh, false);
+    }
 }
 
 static inline bool same(const struct tl_live *r, uint8_t space, uint64_t addr)
