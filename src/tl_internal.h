@@ -248,6 +248,16 @@ struct tl_callsite {
 /* Returns the interned call site for (kind, frames), creating it; NULL only
  * when bookkeeping memory ran out (counted as a dropped event). */
 struct tl_callsite *tl_callsite_intern(enum tl_kind kind, const uintptr_t *frames, int n);
+/* The call site of `kind` with no frames (TENSORLEAK_DEPTH=0): once made,
+ * one load, inline on every allocation. */
+extern _Atomic(struct tl_callsite *) tl_empty_site[TL_KIND_COUNT];
+static inline struct tl_callsite *tl_callsite_empty(enum tl_kind kind)
+{
+    struct tl_callsite *cs = (unsigned)kind < TL_KIND_COUNT
+                                 ? atomic_load_explicit(&tl_empty_site[kind], memory_order_acquire)
+                                 : NULL;
+    return TL_LIKELY(cs != NULL) ? cs : tl_callsite_intern(kind, NULL, 0);
+}
 /* The interned call site of the calling thread's stack: tl_stack_capture
  * and tl_callsite_intern, with nothing done again for a stack that is the
  * thread's last one (a Python loop allocating from one line). */

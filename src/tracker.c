@@ -113,7 +113,7 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
     if (!atomic_load_explicit(&tl_active, memory_order_relaxed) || addr == 0)
         return;
     struct tl_callsite *cs =
-        tl_opt.depth > 0 ? tl_stack_site(kind, tl_opt.depth) : tl_callsite_intern(kind, NULL, 0);
+        tl_opt.depth > 0 ? tl_stack_site(kind, tl_opt.depth) : tl_callsite_empty(kind);
     int ctx_device = -1;
     /* An IPC mapping takes its context's device too (the importer's). */
     int ctx = ((space == TL_SPACE_MEM && kind != TL_KIND_POOL_BLOCK) || space == TL_SPACE_ARRAY || space == TL_SPACE_IPC)
