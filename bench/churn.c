@@ -43,8 +43,22 @@
 
 #ifndef CHURN_TRACKER
 static int use_cuda = 1;
+static int use_driver; /* cuMemAlloc/cuMemFree instead of cudaMalloc/cudaFree */
 #endif
 static size_t alloc_size = 256;
+/* sizes K: pair i asks for SIZE_MIN + (i % K) * SIZE_STEP bytes (K <= 64:
+ * 4 KiB to under 20 KiB), so a size-keyed path is not always the same one. */
+#define SIZE_MIN 4096u
+#define SIZE_STEP 256u
+static unsigned size_count;
+static __thread unsigned size_next;
+
+static size_t next_size(void)
+{
+    if (!size_count)
+        return alloc_size;
+    return SIZE_MIN + (size_next++ % size_count) * SIZE_STEP;
+}
 static volatile uintptr_t sink;
 
 static uint64_t now_ns(clockid_t clk)
@@ -64,7 +78,7 @@ static void *do_alloc(void)
     if (!thread_base)
         thread_base = (uint64_t)(atomic_fetch_add(&next_thread, 1) + 1) << 36;
     uint64_t addr = thread_base + (thread_count++ % 16) * 512;
-    tl_track_alloc(TL_KIND_DEVICE, TL_SPACE_MEM, addr, alloc_size, -1, 0);
+    tl_track_alloc(TL_KIND_DEVICE, TL_SPACE_MEM, addr, next_size(), -1, 0);
     return (void *)(uintptr_t)addr;
 }
 
@@ -75,15 +89,23 @@ static void do_free(void *p)
 #else
 static void *do_alloc(void)
 {
+    if (use_driver) {
+        CUdeviceptr d = 0;
+        if (cuMemAlloc_v2(&d, next_size()) != CUDA_SUCCESS) {
+            fprintf(stderr, "churn: cuMemAlloc failed\n");
+            exit(2);
+        }
+        return (void *)(uintptr_t)d;
+    }
     if (use_cuda) {
         void *p = NULL;
-        if (cudaMalloc(&p, alloc_size) != cudaSuccess) {
+        if (cudaMalloc(&p, next_size()) != cudaSuccess) {
             fprintf(stderr, "churn: cudaMalloc failed\n");
             exit(2);
         }
         return p;
     }
-    void *p = malloc(alloc_size);
+    void *p = malloc(next_size());
     if (!p)
         exit(2);
     sink = (uintptr_t)p;
@@ -92,7 +114,9 @@ static void *do_alloc(void)
 
 static void do_free(void *p)
 {
-    if (use_cuda)
+    if (use_driver)
+        cuMemFree_v2((CUdeviceptr)(uintptr_t)p);
+    else if (use_cuda)
         cudaFree(p);
     else
         free(p);
@@ -142,10 +166,20 @@ struct worker {
     uint64_t cpu_ns;
 };
 
+#ifndef CHURN_TRACKER
+static CUcontext driver_ctx; /* the runtime's primary context, for the driver rows */
+#endif
+
 static void *run_worker(void *arg)
 {
     struct worker *w = arg;
     struct leaf lf = {NULL};
+#ifndef CHURN_TRACKER
+    if (use_driver && cuCtxSetCurrent(driver_ctx) != CUDA_SUCCESS) {
+        fprintf(stderr, "churn: cuCtxSetCurrent failed\n");
+        exit(2);
+    }
+#endif
     long warm = w->sites > 1000 ? (long)w->sites : 1000;
     for (long i = 0; i < warm; i++)
         chain(w->depth, (unsigned)(i % w->sites), &lf);
@@ -172,8 +206,8 @@ static long rss_kb(void)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: churn cuda|host|tracker pairs N [depth D] [threads T] [sites S] [size B]\n"
-                    "       churn cuda|host|tracker live L [depth D] [sites C] [size B]\n"
+    fprintf(stderr, "usage: churn cuda|driver|host|tracker pairs N [depth D] [threads T] [sites S] [size B] [sizes K]\n"
+                    "       churn cuda|driver|host|tracker live L [depth D] [sites C] [size B] [sizes K]\n"
                     "       (tracker: only the tracker_churn build)\n");
     exit(2);
 }
@@ -196,7 +230,8 @@ int main(int argc, char **argv)
     atomic_store(&tl_active, true);
     const char *api = "tracker";
 #else
-    use_cuda = strcmp(argv[1], "cuda") == 0;
+    use_driver = strcmp(argv[1], "driver") == 0;
+    use_cuda = use_driver || strcmp(argv[1], "cuda") == 0;
     if (!use_cuda && strcmp(argv[1], "host") != 0)
         usage();
 #endif
@@ -212,9 +247,10 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "threads") == 0) threads = (int)v;
         else if (strcmp(argv[i], "sites") == 0) sites = (unsigned)v;
         else if (strcmp(argv[i], "size") == 0) alloc_size = (size_t)v;
+        else if (strcmp(argv[i], "sizes") == 0) size_count = (unsigned)v;
         else usage();
     }
-    if (n <= 0 || depth < 0 || threads < 1 || threads > 64 || sites < 1 || alloc_size < 1)
+    if (n <= 0 || depth < 0 || threads < 1 || threads > 64 || sites < 1 || alloc_size < 1 || size_count > 64)
         usage();
 #ifndef CHURN_TRACKER
     if (use_cuda) {
@@ -225,8 +261,12 @@ int main(int argc, char **argv)
             return 2;
         }
         cudaFree(p);
+        if (use_driver && cuCtxGetCurrent(&driver_ctx) != CUDA_SUCCESS) {
+            fprintf(stderr, "churn: no current context after the runtime's first call\n");
+            return 2;
+        }
     }
-    const char *api = use_cuda ? "cuda" : "host";
+    const char *api = use_driver ? "driver" : use_cuda ? "cuda" : "host";
 #endif
 
     if (live) {

@@ -88,19 +88,19 @@ struct tl_callsite *tl_callsite_by_id(uint32_t id)
 
 /* The empty stack of each kind (TENSORLEAK_DEPTH=0, or unwinding failed):
  * found without hashing or the per-thread cache. */
-static _Atomic(struct tl_callsite *) empty_site[TL_KIND_COUNT];
+_Atomic(struct tl_callsite *) tl_empty_site[TL_KIND_COUNT];
 
 static struct tl_callsite *intern_slow(enum tl_kind kind, const uintptr_t *frames, int n);
 
 struct tl_callsite *tl_callsite_intern(enum tl_kind kind, const uintptr_t *frames, int n)
 {
     if (n == 0 && (unsigned)kind < TL_KIND_COUNT) {
-        struct tl_callsite *cs = atomic_load_explicit(&empty_site[kind], memory_order_acquire);
+        struct tl_callsite *cs = atomic_load_explicit(&tl_empty_site[kind], memory_order_acquire);
         if (TL_LIKELY(cs != NULL))
             return cs;
         cs = intern_slow(kind, frames, 0);
         if (cs)
-            atomic_store_explicit(&empty_site[kind], cs, memory_order_release);
+            atomic_store_explicit(&tl_empty_site[kind], cs, memory_order_release);
         return cs;
     }
     return intern_slow(kind, frames, n);
@@ -184,7 +184,7 @@ size_t tl_callsite_count(void)
 void tl_callsite_reset_after_fork(void)
 {
     pthread_mutex_init(&table_lock, NULL);
-    /* empty_site stays: the call sites themselves survive the fork. */
+    /* tl_empty_site stays: the call sites themselves survive the fork. */
     uint32_t end = atomic_load(&next_id);
     for (uint32_t id = 1; id < end; id++) {
         struct tl_callsite *cs = tl_callsite_by_id(id);

@@ -57,13 +57,13 @@ static inline bool tl_is_address_space(uint8_t kind)
 /* A row entering (bytes > 0) or leaving the live table, inside its critical
  * section (tl_count_row, live_table.c): its owner's running live bytes and
  * peak (address space counts in none, nor a row of no owner).  Inline: it runs on every allocation and free. */
-static inline __attribute__((always_inline)) void tl_owner_count_row(const struct tl_live *rec, long long bytes,
-                                                                     bool exclusive)
+static inline __attribute__((always_inline)) void tl_owner_count_kind(const struct tl_live *rec, uint8_t kind,
+                                                                      long long bytes, bool exclusive)
 {
-    if (tl_is_address_space(rec->kind))
+    if (tl_is_address_space(kind))
         return;
     /* Only a device row's aux can mark it held by a pool (pools.c). */
-    int o = TL_UNLIKELY(rec->kind == TL_KIND_DEVICE && rec->aux) ? tl_owner_of_held_row(rec) : rec->owner - 1;
+    int o = TL_UNLIKELY(kind == TL_KIND_DEVICE && rec->aux) ? tl_owner_of_held_row(rec) : rec->owner - 1;
     if (TL_UNLIKELY(o < 0))
         return;
     struct tl_owner_running *r = &tl_owner_running[o];
@@ -82,11 +82,19 @@ static inline __attribute__((always_inline)) void tl_owner_count_row(const struc
     }
 }
 
+static inline __attribute__((always_inline)) void tl_owner_count_row(const struct tl_live *rec, long long bytes,
+                                                                     bool exclusive)
+{
+    tl_owner_count_kind(rec, rec->kind, bytes, exclusive);
+}
+
 /* Adds (sign +1) or drops (-1) a row to/from the totals; the caller holds
  * the lock of the shard that owns `c`, or owns the table (`exclusive`: no
- * other thread changes any total, so plain adds do). */
-static inline __attribute__((always_inline)) void tl_count_row(struct tl_shard_counts *c, const struct tl_live *rec, int sign, bool fresh,
-                                bool exclusive)
+ * other thread changes any total, so plain adds do).  `kind` is the row's
+ * (rec->kind), passed apart so that a caller that knows it as a constant
+ * gets a copy with the kind's tests folded away. */
+static inline __attribute__((always_inline)) void tl_count_kind(struct tl_shard_counts *c, const struct tl_live *rec,
+                                                                uint8_t kind, int sign, bool fresh, bool exclusive)
 {
     long long bytes = sign * (long long)rec->size;
     if (fresh)
@@ -100,12 +108,11 @@ static inline __attribute__((always_inline)) void tl_count_row(struct tl_shard_c
         }
         /* A call site's live bytes are what growth compares at each mark
          * (growth.c): address space adds none. */
-        s->bytes += tl_is_address_space(rec->kind) ? 0 : bytes;
+        s->bytes += tl_is_address_space(kind) ? 0 : bytes;
         s->count += sign;
         s->allocs += fresh;
     }
-    tl_owner_count_row(rec, bytes, exclusive); /* the owner's running peak, as the process's below */
-    uint8_t kind = rec->kind;
+    tl_owner_count_kind(rec, kind, bytes, exclusive); /* the owner's running peak, as the process's below */
     if (!tl_holds_memory(kind) || kind == TL_KIND_POOL_BLOCK)
         return; /* pool blocks live inside segments already counted */
     if (kind == TL_KIND_ASYNC)
@@ -141,6 +148,12 @@ static inline __attribute__((always_inline)) void tl_count_row(struct tl_shard_c
                 tl_raise_peak(&ds->peak_bytes, dn);
         }
     }
+}
+
+static inline __attribute__((always_inline)) void tl_count_row(struct tl_shard_counts *c, const struct tl_live *rec,
+                                                               int sign, bool fresh, bool exclusive)
+{
+    tl_count_kind(c, rec, rec->kind, sign, fresh, exclusive);
 }
 
 #endif

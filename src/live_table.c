@@ -300,18 +300,28 @@ static void try_claim(void)
     tab.in_all = false;
 }
 
+static bool enter_locked(struct shard *s);
+
 /* Enters shard s: true as the owner without the lock (leave with the same
- * value). */
-static inline bool enter(struct shard *s)
+ * value).  The owner's path is inline in every table operation; the rest
+ * is enter_locked's. */
+static inline __attribute__((always_inline)) bool enter(struct shard *s)
 {
-    if (TL_LIKELY(tab.token != 0) && atomic_load_explicit(&owner, memory_order_relaxed) == tab.token) {
-        atomic_int *busy = &owner_slot[tab.token - 1].busy;
+    unsigned token = tab.token;
+    if (TL_LIKELY(token != 0) && atomic_load_explicit(&owner, memory_order_relaxed) == token) {
+        atomic_int *busy = &owner_slot[token - 1].busy;
         atomic_store_explicit(busy, 1, memory_order_relaxed);
         atomic_signal_fence(memory_order_seq_cst); /* the revoker's membarrier orders the CPU */
-        if (TL_LIKELY(atomic_load_explicit(&owner, memory_order_relaxed) == tab.token))
+        if (TL_LIKELY(atomic_load_explicit(&owner, memory_order_relaxed) == token))
             return true;
         atomic_store_explicit(busy, 0, memory_order_release);
     }
+    return enter_locked(s);
+}
+
+/* Takes shard s's lock (first ending another thread's ownership). */
+static __attribute__((noinline)) bool enter_locked(struct shard *s)
+{
     if (TL_UNLIKELY(tab.claimed)) {
         /* Another thread took the table from us: claim later next time,
          * unless it only wanted a report. */
@@ -337,12 +347,19 @@ static inline bool enter(struct shard *s)
     return false;
 }
 
-static inline void leave(struct shard *s, bool owned)
+static void leave_locked(struct shard *s);
+
+static inline __attribute__((always_inline)) void leave(struct shard *s, bool owned)
 {
-    if (owned) {
+    if (TL_LIKELY(owned)) {
         atomic_store_explicit(&owner_slot[tab.token - 1].busy, 0, memory_order_release);
         return;
     }
+    leave_locked(s);
+}
+
+static __attribute__((noinline)) void leave_locked(struct shard *s)
+{
     shard_unlock(s);
     atomic_signal_fence(memory_order_seq_cst);
     tab.in_locked_shard = false;
@@ -367,16 +384,37 @@ bool tl_live_owned_here(void)
 }
 static inline uint64_t mix(uint8_t space, uint64_t addr)
 {
-    /* splitmix64's finalizer: every input bit reaches the shard and slot bits. */
-    uint64_t z = addr ^ ((uint64_t)space << 61) ^ ((uint64_t)space * 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    /* One multiply spreads every input bit over the product's high half,
+     * where the shard bits are; folding that half down gives the slot bits
+     * (low) the same: allocations aligned to large powers of two do not
+     * share a probe chain.  Every table operation hashes, so it stays
+     * short (splitmix64's full finalizer cost three times as much). */
+    uint64_t z = (addr ^ ((uint64_t)space * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
+    return z ^ (z >> 32);
 }
 
 static inline struct shard *shard_of(uint64_t h)
 {
     return &shards[h >> (64 - SHARD_BITS)];
+}
+
+/* tl_count_row with `owned` made a constant in each branch, so each copy
+ * carries only its own kind of add; device rows (cuMemAlloc, cudaMalloc:
+ * nearly every row) get copies of their own with the kind's tests folded. */
+static inline __attribute__((always_inline)) void count_row(struct tl_shard_counts *c, const struct tl_live *rec,
+                                                            int sign, bool fresh, bool owned)
+{
+    uint8_t kind = rec->kind;
+    if (TL_LIKELY(kind == TL_KIND_DEVICE)) {
+        if (TL_LIKELY(owned))
+            tl_count_kind(c, rec, TL_KIND_DEVICE, sign, fresh, true);
+        else
+            tl_count_kind(c, rec, TL_KIND_DEVICE, sign, fresh, false);
+    } else if (owned) {
+        tl_count_kind(c, rec, kind, sign, fresh, true);
+    } else {
+        tl_count_kind(c, rec, kind, sign, fresh, false);
+    }
 }
 
 static inline bool same(const struct tl_live *r, uint8_t space, uint64_t addr)
@@ -439,7 +477,7 @@ bool tl_live_add(const struct tl_live *rec, bool fresh)
     }
     s->slots[i] = *rec;
     __atomic_store_n(&s->count, s->count + 1, __ATOMIC_RELAXED);
-    tl_count_row(&s->counts, rec, 1, fresh, owned);
+    count_row(&s->counts, rec, 1, fresh, owned);
     leave(s, owned);
     return true;
 }
@@ -489,7 +527,7 @@ int tl_live_take(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_li
         *out = s->slots[i];
         rc = -1;
         if (kinds_mask & (1u << s->slots[i].kind)) {
-            tl_count_row(&s->counts, out, -1, false, owned);
+            count_row(&s->counts, out, -1, false, owned);
             delete_at(s, (size_t)i);
             rc = 1;
         }

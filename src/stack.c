@@ -147,6 +147,12 @@ static int capture_unwind(uintptr_t *frames, int max)
 struct verified_slot {
     uint64_t hash; /* of (max, frames): 0 = empty */
     bool fp_ok;    /* the walk equalled unw_backtrace's stack */
+    /* The call site these frames were interned as, for site_kind (NULL:
+     * not yet): a confirmed walk found again needs no second hash, cache
+     * probe or comparison of its frames (tl_stack_site).  Cleared whenever
+     * the slot takes another hash. */
+    uint8_t site_kind;
+    struct tl_callsite *site;
 };
 
 #define TAIL_MAX 4 /* frames below the entry: _start or clone3 is 1-2 away */
@@ -169,6 +175,9 @@ struct stack_tls {
     bool prefer_cfi;
     /* The thread's last call-frame-table walk was taken as the stack. */
     bool cfi_taken;
+    /* The slot of the last capture_native when it returned a confirmed
+     * frame-pointer walk as is, else NULL. */
+    struct verified_slot *confirmed;
 };
 static __thread TL_TLS_IE struct stack_tls *tls; /* tl_thread_block */
 
@@ -209,6 +218,7 @@ static void keep_verdict(struct stack_tls *t, uint64_t h, bool fp_ok)
         if (set[1].hash != h && set[1].hash != 0)
             atomic_fetch_add_explicit(&verdicts_evicted, 1, memory_order_relaxed);
         set[1] = set[0];
+        set[0].site = NULL; /* another walk's frames: its site is not ours */
     }
     set[0].hash = h;
     set[0].fp_ok = fp_ok;
@@ -474,6 +484,7 @@ static inline int capture_native(uintptr_t *frames, int max, bool *same)
     *same = false;
     if (TL_UNLIKELY(!t) && !(t = tl_thread_block((void **)&tls, sizeof *t)))
         return capture_unwind(frames, max);
+    t->confirmed = NULL;
     if (TL_UNLIKELY(t->stack_hi == 0))
         thread_stack_bounds(t);
     /* Walk only on the thread's own stack: on another one (a coroutine's,
@@ -512,11 +523,30 @@ static inline int capture_native(uintptr_t *frames, int max, bool *same)
     uint64_t h = tl_hash_frames((uint64_t)max, frames, (size_t)n);
     const struct verified_slot *slot = verdict(t, h);
     if (TL_LIKELY(slot != NULL)) {
-        if (slot->fp_ok)
+        if (slot->fp_ok) {
+            t->confirmed = (struct verified_slot *)slot;
             return n;
+        }
         return capture_cfi(t, frames, max);
     }
     return first_sight(t, h, frames, n, max);
+}
+
+/* The call site remembered for the thread's last capture_native, when that
+ * returned a confirmed walk as is and the walk was interned as `kind`. */
+static inline struct tl_callsite *confirmed_site(enum tl_kind kind)
+{
+    const struct verified_slot *slot = tls ? tls->confirmed : NULL;
+    return slot && slot->site && slot->site_kind == kind ? slot->site : NULL;
+}
+
+static inline void remember_confirmed_site(enum tl_kind kind, struct tl_callsite *cs)
+{
+    struct verified_slot *slot = tls ? tls->confirmed : NULL;
+    if (slot && cs) {
+        slot->site_kind = (uint8_t)kind;
+        slot->site = cs;
+    }
 }
 
 #else /* no frame-pointer fast path on this architecture */
@@ -525,6 +555,18 @@ static inline int capture_native(uintptr_t *frames, int max, bool *same)
 {
     *same = false;
     return capture_unwind(frames, max);
+}
+
+static inline struct tl_callsite *confirmed_site(enum tl_kind kind)
+{
+    (void)kind;
+    return NULL;
+}
+
+static inline void remember_confirmed_site(enum tl_kind kind, struct tl_callsite *cs)
+{
+    (void)kind;
+    (void)cs;
 }
 
 #endif
@@ -626,10 +668,19 @@ static struct tl_callsite *site_of_capture(enum tl_kind kind, int max)
             return c->site;
         memcpy(frames, c->frames, (size_t)n * sizeof *frames);
     }
+    /* Native frames only (nothing merged): a confirmed walk seen before
+     * carries its call site. */
+    if (!held && n > 0) {
+        struct tl_callsite *known = confirmed_site(kind);
+        if (TL_LIKELY(known != NULL))
+            return known;
+    }
     struct tl_callsite *cs = tl_callsite_intern(kind, frames, n);
     if (held) {
         c->site = cs;
         c->kind = kind;
+    } else if (n > 0) {
+        remember_confirmed_site(kind, cs);
     }
     return cs;
 }

@@ -261,6 +261,16 @@ struct tl_callsite {
 /* Returns the interned call site for (kind, frames), creating it; NULL only
  * when bookkeeping memory ran out (counted as a dropped event). */
 struct tl_callsite *tl_callsite_intern(enum tl_kind kind, const uintptr_t *frames, int n);
+/* The call site of `kind` with no frames (TENSORLEAK_DEPTH=0): once made,
+ * one load, inline on every allocation. */
+extern _Atomic(struct tl_callsite *) tl_empty_site[TL_KIND_COUNT];
+static inline struct tl_callsite *tl_callsite_empty(enum tl_kind kind)
+{
+    struct tl_callsite *cs = (unsigned)kind < TL_KIND_COUNT
+                                 ? atomic_load_explicit(&tl_empty_site[kind], memory_order_acquire)
+                                 : NULL;
+    return TL_LIKELY(cs != NULL) ? cs : tl_callsite_intern(kind, NULL, 0);
+}
 /* The interned call site of the calling thread's stack: tl_stack_capture
  * and tl_callsite_intern, with nothing done again for a stack that is the
  * thread's last one (a Python loop allocating from one line). */
@@ -410,7 +420,9 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
 /* Removes a tracked allocation before the real free runs (so no other thread
  * can receive the same address in between).  A pointer we never saw is an
  * invalid free; returns false then.  `kinds_mask` restricts which kinds the
- * freeing API may release (cuMemFreeHost frees only host memory, ...). */
+ * freeing API may release (cuMemFreeHost frees only host memory, ...).
+ * *out (when not NULL) gets the removed row; its contents are unspecified
+ * when false is returned. */
 bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out);
 /* Drops a removed row from the totals (call-site, process, device). */
 void tl_track_forget(const struct tl_live *rec);

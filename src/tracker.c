@@ -113,7 +113,7 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
     if (!atomic_load_explicit(&tl_active, memory_order_relaxed) || addr == 0)
         return;
     struct tl_callsite *cs =
-        tl_opt.depth > 0 ? tl_stack_site(kind, tl_opt.depth) : tl_callsite_intern(kind, NULL, 0);
+        tl_opt.depth > 0 ? tl_stack_site(kind, tl_opt.depth) : tl_callsite_empty(kind);
     int ctx_device = -1;
     /* An IPC mapping takes its context's device too (the importer's). */
     int ctx = ((space == TL_SPACE_MEM && kind != TL_KIND_POOL_BLOCK) || space == TL_SPACE_ARRAY || space == TL_SPACE_IPC)
@@ -185,13 +185,13 @@ bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_
 {
     if (!atomic_load_explicit(&tl_active, memory_order_relaxed))
         return false;
-    struct tl_live rec;
-    int rc = tl_live_take(space, addr, kinds_mask, &rec);
+    /* The row goes straight to the caller's record (no second copy). */
+    struct tl_live local;
+    struct tl_live *rec = out ? out : &local;
+    int rc = tl_live_take(space, addr, kinds_mask, rec);
     if (rc == 1) {
         if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed)))
-            tl_budget_after_free(&rec);
-        if (out)
-            *out = rec;
+            tl_budget_after_free(rec);
         return true;
     }
     /* Never seen, freed twice, or freed with the wrong API: the driver still
@@ -199,7 +199,7 @@ bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_
     unsigned k = 0;
     while (k < TL_KIND_COUNT && !(kinds_mask & (1u << k)))
         k++;
-    record_invalid(addr, rc == -1 ? rec.kind : (uint8_t)(k < TL_KIND_COUNT ? k : 0));
+    record_invalid(addr, rc == -1 ? rec->kind : (uint8_t)(k < TL_KIND_COUNT ? k : 0));
     return false;
 }
 

@@ -682,6 +682,21 @@ def shallow_stacks_end_as_libunwind_ends_them_without_unwinding_each_time():
     eq(t["stacks_unwound"], 2, f"stacks unwound for {2 * n} allocations")
 
 
+def one_call_reaching_two_allocation_kinds_keeps_a_call_site_per_kind():
+    # The same stack (one call instruction) allocates device and pinned host
+    # memory in turn: a walk found again must not hand back the call site it
+    # was last interned as when the kind differs.
+    n = 100
+    r = run(prog("two_kinds_one_call"), str(n))
+    eq((r.rc, r.out.strip()), (0, f"two_kinds_one_call: {n} leaks of each kind"), "program ran")
+    line = marker_line("tests/integration/progs/two_kinds_one_call.c", "LEAK_BOTH")
+    leaks = sorted(r.report["leaks"], key=lambda s: s["kind"])
+    eq([(s["kind"], s["count"], s["bytes"], frames(s)[0][1:]) for s in leaks],
+       [("device", n, n * 4096, ("two_kinds_one_call.c", line)),
+        ("host_pinned", n, n * 4096, ("two_kinds_one_call.c", line))], "one call site per kind")
+    eq(frames(leaks[0]), frames(leaks[1]), "the two call sites' stacks")
+
+
 def pool_destroyed_during_snapshots_never_deadlocks():
     # tensorleak_pool_destroy used to take shard locks under the pools' lock
     # while a report holds every shard lock and then takes the pools' lock.
