@@ -122,6 +122,9 @@ extern struct tl_hook tl_hooks[TL_HOOK_COUNT];
 void *tl_real(enum tl_hook_id id);
 #define REAL(fn) ((__typeof__(&fn))tl_real(TL_HOOK_##fn))
 
+/* Resolves every hook's real function that is loaded now (RTLD_NEXT), at
+ * the first CUDA call, before any thread of ours starts (gate.c). */
+void tl_resolve_all(void);
 /* Finds the hook row for an exported name; NULL when we don't hook it. */
 struct tl_hook *tl_hook_by_name(const char *name);
 /* Lazy, idempotent initialisation from inside a hook; TL_ENTER calls it

@@ -133,6 +133,7 @@ bool tl_ensure_init(void)
         tl_init();
         if (tl_gate_foreign())
             return false;
+        tl_resolve_all();
         tl_private_deps_warn();
         atomic_store_explicit(&tl_used, true, memory_order_relaxed);
         tl_snapshot_watch();
