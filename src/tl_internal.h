@@ -633,6 +633,13 @@ struct tl_frame_info {
  * C++ runtime is loaded); `name` itself when it is not mangled or cannot be
  * demangled.  Results live as long as the process. */
 const char *tl_demangle(const char *name);
+/* The process's __cxa_demangle: from the global scope, else from a C++
+ * runtime loaded locally (libstdc++, libc++abi); kept once found, NULL
+ * while none is loaded.  Looks up (the loader's lock) until found: called
+ * from tl_owners_load at start, reports, and owner decisions in the
+ * tracked process only (gate.c). */
+typedef char *(*tl_demangle_fn)(const char *, char *, size_t *, int *);
+tl_demangle_fn tl_demangler(void);
 /* One address as the frames a person reads, innermost first: the inlined
  * callees, then the real function.  Returns how many (1..TL_MAX_INLINE+1). */
 int tl_frame_expand(const struct tl_frame_info *f, struct tl_inline_frame *out);
