@@ -140,6 +140,14 @@ tl_demangle_fn tl_demangler(void)
     tl_demangle_fn fn = atomic_load_explicit(&cxa, memory_order_acquire);
     if (fn)
         return fn;
+    /* Looked again only once a library was loaded since the last look: the
+     * look-ups hold the loader's lock, which the watcher should hold as
+     * rarely as it can (a raw-clone child's exit() waits for it). */
+    static atomic_ullong looked_at_adds; /* glibc's load count + 1 at the last look; 0 never */
+    unsigned long long counts[2];
+    tl_module_loads(counts);
+    if (atomic_exchange(&looked_at_adds, counts[0] + 1) == counts[0] + 1)
+        return NULL;
     fn = (tl_demangle_fn)tl_real_dlsym(RTLD_DEFAULT, "__cxa_demangle");
     static const char *const runtimes[] = {"libstdc++.so.6", "libc++abi.so.1", "libc++.so.1"};
     for (size_t i = 0; !fn && i < sizeof runtimes / sizeof runtimes[0]; i++) {
