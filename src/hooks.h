@@ -122,12 +122,15 @@ extern struct tl_hook tl_hooks[TL_HOOK_COUNT];
 void *tl_real(enum tl_hook_id id);
 #define REAL(fn) ((__typeof__(&fn))tl_real(TL_HOOK_##fn))
 
+/* Resolves every hook's real function that is loaded now (RTLD_NEXT), at
+ * the first CUDA call, before any thread of ours starts (gate.c). */
+void tl_resolve_all(void);
 /* Finds the hook row for an exported name; NULL when we don't hook it. */
 struct tl_hook *tl_hook_by_name(const char *name);
 /* Lazy, idempotent initialisation from inside a hook; TL_ENTER calls it
- * only until tl_used is set. */
-void tl_ensure_init(void);
-extern atomic_bool tl_used; /* some CUDA entry point was reached (preload.c) */
+ * only until tl_used is set.  False in a child nobody told us about (gate.c):
+ * the hook then only forwards. */
+bool tl_ensure_init(void);
 
 /* Bit per tl_kind for tl_track_free's kinds_mask. */
 #define TL_MASK(k) (1u << (k))
@@ -143,12 +146,13 @@ extern __thread int tl_hook_depth TL_TLS_IE;
 
 /* Enter/leave: lazily initialise and track nesting.  A nested hook (the
  * driver call inside cudaMalloc) runs inside an outer one that has
- * initialised already, so it skips even that call. */
+ * initialised already, so it skips even that call.  In a child nobody told
+ * us about tl_used reads false (gate.c) and tl_ensure_init leaves `outer`
+ * false: the hook forwards and touches nothing of ours. */
 #define TL_ENTER()                                                                      \
-    if (TL_LIKELY(tl_hook_depth == 0) &&                                                \
-        TL_UNLIKELY(!atomic_load_explicit(&tl_used, memory_order_relaxed)))             \
-        tl_ensure_init();                                                               \
-    bool outer = tl_hook_depth++ == 0
+    bool outer = tl_hook_depth++ == 0;                                                  \
+    if (TL_LIKELY(outer) && TL_UNLIKELY(!atomic_load_explicit(&tl_used, memory_order_relaxed))) \
+        outer = tl_ensure_init()
 #define TL_LEAVE() tl_hook_depth--
 
 /* TENSORLEAK_BUDGET_ENFORCE: an allocation that would cross a budget fails

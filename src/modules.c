@@ -70,7 +70,9 @@ int dlclose(void *handle)
             tl_pin_frames_in_range(r.lo, r.hi);
     }
     int rc = fn(handle);
-    if (rc == 0) {
+    /* Not in a raw-clone child (tl_active reads false there, gate.c): it
+     * unwinds nothing, and a thread of ours may have held these caches' locks. */
+    if (rc == 0 && atomic_load(&tl_active)) {
         unw_flush_cache(unw_local_addr_space, 0, 0);
         tl_cfi_flush(); /* cfi_walk.c's rules by address */
     }

@@ -224,6 +224,7 @@ void tl_owners_load(void)
     pools_owner = find_or_add_owner("annotated pools", CLASS_CACHE);
     graph_owner = find_or_add_owner("CUDA graph memory", CLASS_CACHE);
     pthread_mutex_unlock(&owners_lock);
+    tl_demangler(); /* a C++ program's, found at start */
     static bool atfork_registered;
     if (!atfork_registered && pthread_atfork(NULL, NULL, owners_after_fork_child) == 0)
         atfork_registered = true;
@@ -231,7 +232,7 @@ void tl_owners_load(void)
 
 /* ---- matching ------------------------------------------------------------ */
 
-typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+typedef tl_demangle_fn demangle_fn;
 
 static bool glob(const char *pattern, const char *s)
 {
@@ -405,7 +406,7 @@ void tl_owners_collect(struct tl_gather *m)
         return;
     }
     site_owners_check(loads);
-    demangle_fn demangle = (demangle_fn)tl_real_dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    demangle_fn demangle = tl_demangler();
     long long bytes[MAX_OWNERS] = {0}, count[MAX_OWNERS] = {0};
     size_t keep = 0;
     struct tl_site *moved = calloc(m->nsites + m->nheld + 1, sizeof *moved);
@@ -579,8 +580,12 @@ static int owner_by_dladdr(struct tl_callsite *cs, demangle_fn demangle)
 
 void tl_owner_decide(struct tl_callsite *cs)
 {
-    /* Two threads may decide at once: both find the same owner. */
-    int o = nrules ? owner_by_dladdr(cs, (demangle_fn)tl_real_dlsym(RTLD_DEFAULT, "__cxa_demangle")) : 0;
+    /* Two threads may decide at once: both find the same owner.  dladdr and
+     * the demangler's look-up take the loader's lock: never in a child
+     * nobody told us about (gate.c; where its page is not wiped, the only
+     * check on this path), whose copy of that lock one of our threads may
+     * have held; its site stays the user's. */
+    int o = nrules && !tl_gate_foreign() ? owner_by_dladdr(cs, tl_demangler()) : 0;
     atomic_store_explicit(&cs->owner, (uint8_t)(o + 1), memory_order_relaxed);
 }
 

@@ -208,7 +208,7 @@ static void note_driver_pool_locked(void)
 
 void tl_pool_note_created(CUmemoryPool pool, const CUmemPoolProps *props)
 {
-    if (!pool)
+    if (!pool || !atomic_load(&tl_active))
         return;
     pthread_mutex_lock(&pools_lock);
     if (!find_driver_pool_locked(pool)) {
@@ -236,8 +236,8 @@ static bool release_pool_rows(const struct tl_live *rec, void *arg)
 
 void tl_pool_note_destroyed(CUmemoryPool pool)
 {
-    if (!pool)
-        return; /* the driver refuses it; no pool of ours has no driver pool but graph memory */
+    if (!pool || !atomic_load(&tl_active))
+        return; /* the driver refuses a null pool; no pool of ours has no driver pool but graph memory */
     pthread_mutex_lock(&pools_lock);
     struct pool *p = find_driver_pool_locked(pool);
     uint32_t idx = p ? index_of(p) : 0;

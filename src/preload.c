@@ -35,8 +35,9 @@
  * with an empty table and writes its own report (its own pid in the file
  * name; ".%p" is appended to a pattern without %p so it never overwrites the
  * parent's).  Off: the child tracks nothing and writes nothing.  A child made
- * by raw clone() skips pthread_atfork handlers; it is recognised by its pid
- * and writes nothing.  Exec'd children inherit LD_PRELOAD and are tracked as
+ * by raw clone() (or clone3, _Fork) skips pthread_atfork handlers; it finds
+ * the flags of gate.c zero-filled, every hook only forwards, and it writes
+ * nothing.  Exec'd children inherit LD_PRELOAD and are tracked as
  * programs of their own.
  */
 #include "hooks.h"
@@ -49,10 +50,10 @@
 static pthread_once_t quiet_once = PTHREAD_ONCE_INIT, init_once = PTHREAD_ONCE_INIT;
 static bool quiet_done; /* the private libraries loaded, the options read */
 static pid_t owner_pid;
-atomic_bool tl_used; /* some CUDA entry point was reached */
 
 static void after_fork_child(void)
 {
+    tl_gate_after_fork(tl_opt.follow_fork);
     owner_pid = getpid();
     tl_tracker_after_fork();
     tl_live_reset_after_fork();
@@ -64,14 +65,11 @@ static void after_fork_child(void)
     atomic_store(&tl_dropped_events, 0);
     pthread_mutex_init(&tl_report_lock, NULL);
     if (!tl_opt.follow_fork) {
-        atomic_store(&tl_active, false);
-        atomic_store(&tl_used, false);
         tl_snapshot_after_fork(false);
         return;
     }
     if (!strstr(tl_opt.output, "%p") && strlen(tl_opt.output) + 4 < sizeof tl_opt.output)
         strcat(tl_opt.output, ".%p");
-    atomic_store(&tl_used, false);
     tl_snapshot_after_fork(true);
 }
 
@@ -115,6 +113,7 @@ static void install_fatal_handlers(void)
 /* The constructor's part: nothing that the process could see. */
 static void init_quiet(void)
 {
+    tl_gate_arm(); /* before any thread of ours, before any hook tracks */
     /* Before anything that unwinds, symbolizes or writes JSON; without its
      * libraries tensorleak stays off (tl_active false: every hook passes
      * through). */
@@ -133,7 +132,7 @@ static void init(void)
     tl_live_init();
     tl_stack_init();
     owner_pid = getpid();
-    pthread_atfork(NULL, NULL, after_fork_child);
+    pthread_atfork(tl_gate_before_fork, NULL, after_fork_child);
     tl_suppressions_load();
     tl_owners_load();
     tl_budget_load();
@@ -147,15 +146,19 @@ void tl_init(void)
     pthread_once(&init_once, init);
 }
 
-void tl_ensure_init(void)
+bool tl_ensure_init(void)
 {
     if (TL_UNLIKELY(!atomic_load_explicit(&tl_used, memory_order_relaxed))) {
         tl_init();
+        if (tl_gate_foreign())
+            return false;
+        tl_resolve_all();
         tl_private_deps_warn();
         atomic_store_explicit(&tl_used, true, memory_order_relaxed);
         tl_snapshot_watch();
         tl_bridge_kick(); /* a Python program's first CUDA call starts its bridge */
     }
+    return true;
 }
 
 __attribute__((constructor)) static void tl_constructor(void)

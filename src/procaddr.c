@@ -136,24 +136,24 @@ static void swap_in_hook(const char *symbol, void **pfn, int version, cuuint64_t
 TL_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                                        CUdriverProcAddressQueryResult *symbolStatus)
 {
-    tl_ensure_init();
+    bool tracked = tl_ensure_init();
     CUresult (*real)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) = REAL(cuGetProcAddress_v2);
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult rc = real(symbol, pfn, cudaVersion, flags, symbolStatus);
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS && tracked) /* a raw-clone child gets the real function */
         swap_in_hook(symbol, pfn, cudaVersion, flags);
     return rc;
 }
 
 TL_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {
-    tl_ensure_init();
+    bool tracked = tl_ensure_init();
     CUresult (*real)(const char *, void **, int, cuuint64_t) = REAL(cuGetProcAddress);
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult rc = real(symbol, pfn, cudaVersion, flags);
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS && tracked) /* a raw-clone child gets the real function */
         swap_in_hook(symbol, pfn, cudaVersion, flags);
     return rc;
 }

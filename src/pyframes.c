@@ -513,7 +513,9 @@ void *tl_dlopen_route(int which, uintptr_t arg2, uintptr_t arg3)
     if ((int)(which ? arg3 : arg2) & RTLD_NOLOAD)
         return fn;
     atomic_fetch_add(&loads_begun, 1);
-    if (atomic_load_explicit(&py_state, memory_order_relaxed) == PY_NONE) {
+    /* Not in a raw-clone child (tl_active reads false there, gate.c): a
+     * thread of ours may have held detect_lock at the clone. */
+    if (atomic_load_explicit(&py_state, memory_order_relaxed) == PY_NONE && atomic_load(&tl_active)) {
         pthread_mutex_lock(&detect_lock);
         int none = PY_NONE;
         if (atomic_load(&look_again))

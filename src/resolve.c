@@ -72,6 +72,25 @@ void *tl_driver_symbol(const char *name)
     return fn;
 }
 
+/* Before the first thread of ours starts: a child made by raw clone forwards
+ * every hook, and must find the real function resolved, not ask dlsym for it
+ * (the loader's lock may have been one of our threads' at the clone).  The
+ * next definition after ours, as tl_real would find it at the first call;
+ * driver rows the driver loaded later are captured at the program's own
+ * look-ups (procaddr.c). */
+void tl_resolve_all(void)
+{
+    for (int i = 0; i < TL_HOOK_COUNT; i++) {
+        struct tl_hook *h = &tl_hooks[i];
+        if (atomic_load_explicit(&h->real, memory_order_acquire))
+            continue;
+        void *fn = tl_real_dlsym(RTLD_NEXT, h->name);
+        void *expected = NULL;
+        if (fn && fn != h->hook)
+            atomic_compare_exchange_strong(&h->real, &expected, fn);
+    }
+}
+
 struct tl_hook *tl_hook_by_name(const char *name)
 {
     for (int i = 0; i < TL_HOOK_COUNT; i++)

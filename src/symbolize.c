@@ -130,20 +130,44 @@ struct demangled {
 static struct demangled *demangled_names;
 static pthread_mutex_t demangle_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static _Atomic(tl_demangle_fn) cxa;
+
+/* The global scope has it in a C++ program; a C++ runtime that only a
+ * library's own scope sees (CPython loads extension modules RTLD_LOCAL, so
+ * torch's libstdc++ is not global) is found by its soname, if loaded. */
+tl_demangle_fn tl_demangler(void)
+{
+    tl_demangle_fn fn = atomic_load_explicit(&cxa, memory_order_acquire);
+    if (fn)
+        return fn;
+    /* Looked again only once a library was loaded since the last look: the
+     * look-ups hold the loader's lock, which the watcher should hold as
+     * rarely as it can (a raw-clone child's exit() waits for it). */
+    static atomic_ullong looked_at_adds; /* glibc's load count + 1 at the last look; 0 never */
+    unsigned long long counts[2];
+    tl_module_loads(counts);
+    if (atomic_exchange(&looked_at_adds, counts[0] + 1) == counts[0] + 1)
+        return NULL;
+    fn = (tl_demangle_fn)tl_real_dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    static const char *const runtimes[] = {"libstdc++.so.6", "libc++abi.so.1", "libc++.so.1"};
+    for (size_t i = 0; !fn && i < sizeof runtimes / sizeof runtimes[0]; i++) {
+        /* A reference on a library that stays loaded: it is kept, so the
+         * pointer stays valid even if its other users dlclose it. */
+        void *h = dlopen(runtimes[i], RTLD_NOLOAD | RTLD_LAZY | RTLD_LOCAL);
+        if (h)
+            fn = (tl_demangle_fn)tl_real_dlsym(h, "__cxa_demangle");
+    }
+    if (fn)
+        atomic_store_explicit(&cxa, fn, memory_order_release);
+    /* NULL: no C++ runtime loaded yet; asked again next time. */
+    return fn;
+}
+
 const char *tl_demangle(const char *name)
 {
     if (!name || name[0] != '_' || name[1] != 'Z')
         return name;
-    typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
-    static _Atomic(demangle_fn) cxa;
-    static atomic_bool looked;
-    demangle_fn fn = atomic_load(&cxa);
-    if (!fn && !atomic_load(&looked)) {
-        fn = (demangle_fn)tl_real_dlsym(RTLD_DEFAULT, "__cxa_demangle");
-        atomic_store(&cxa, fn);
-        /* A C++ runtime loaded later (dlopen) is found at a later report. */
-        atomic_store(&looked, fn != NULL);
-    }
+    tl_demangle_fn fn = tl_demangler();
     if (!fn)
         return name;
     pthread_mutex_lock(&demangle_lock);

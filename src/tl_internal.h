@@ -410,7 +410,28 @@ extern atomic_bool tl_device_used[TL_MAX_DEVICES];
  * caller holds every shard lock (tl_live_lock_all does this itself). */
 void tl_counts_fold_locked(struct tl_shard_counts *const *shards, unsigned n);
 
-extern atomic_bool tl_active; /* false before init and after the exit report */
+/* ---- gate.c: the flags every hook reads, on a page a child made without
+ * fork handlers finds zero-filled (MADV_WIPEONFORK); see gate.c. */
+struct tl_flags_page {
+    atomic_bool active; /* tl_active: false before init, after the exit report, in a raw-clone child */
+    atomic_bool used;   /* tl_used: some CUDA entry point was reached (preload.c) */
+    atomic_bool armed;  /* this is a process we were told about (init, fork handler) */
+    char page[4096 - 3 * sizeof(atomic_bool)];
+} __attribute__((aligned(4096)));
+extern struct tl_flags_page tl_flags;
+#define tl_active (tl_flags.active)
+#define tl_used (tl_flags.used)
+/* At init, before any thread of ours exists: marks the page and arms it. */
+void tl_gate_arm(void);
+/* A child nobody told us about (made by raw clone, clone3, _Fork): every
+ * hook forwards and nothing is tracked.  Reads the page; where the page
+ * could not be marked, calls getpid(), so only slow paths ask. */
+bool tl_gate_foreign(void);
+bool tl_gate_wiped(void);
+/* The fork handlers (preload.c): the child's page is wiped, the parent's
+ * flags are put back as the fork policy says. */
+void tl_gate_before_fork(void);
+void tl_gate_after_fork(bool follow);
 
 /* Re-entrancy guard: hooks nest (cudaMalloc -> cuMemAlloc_v2); only the
  * outermost one records. */
@@ -647,6 +668,13 @@ struct tl_frame_info {
  * C++ runtime is loaded); `name` itself when it is not mangled or cannot be
  * demangled.  Results live as long as the process. */
 const char *tl_demangle(const char *name);
+/* The process's __cxa_demangle: from the global scope, else from a C++
+ * runtime loaded locally (libstdc++, libc++abi); kept once found, NULL
+ * while none is loaded.  Looks up (the loader's lock) until found: called
+ * from tl_owners_load at start, reports, and owner decisions in the
+ * tracked process only (gate.c). */
+typedef char *(*tl_demangle_fn)(const char *, char *, size_t *, int *);
+tl_demangle_fn tl_demangler(void);
 /* One address as the frames a person reads, innermost first: the inlined
  * callees, then the real function.  Returns how many (1..TL_MAX_INLINE+1). */
 int tl_frame_expand(const struct tl_frame_info *f, struct tl_inline_frame *out);

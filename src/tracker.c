@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 struct tl_stats tl_stats;
-atomic_bool tl_active;
 /* initial-exec: a preloaded library has static TLS, so no __tls_get_addr
  * on the hot path (the hooks redeclare it the same way). */
 __thread int tl_hook_depth TL_TLS_IE;
@@ -268,7 +267,7 @@ static int ctx_index_locked(void *ctx, int device, bool primary)
 
 void tl_note_context(void *ctx, int device, bool primary)
 {
-    if (!ctx)
+    if (!ctx || !atomic_load_explicit(&tl_active, memory_order_relaxed))
         return;
     pthread_mutex_lock(&ctx_lock);
     ctx_index_locked(ctx, device, primary);

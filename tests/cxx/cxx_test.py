@@ -106,6 +106,21 @@ def a_cxx_program_linked_normally_behaves_the_same_under_the_preload():
                           ["main caught: from main", "6 of 6 cases ok", "pthread_exit: guard destroyed"])
 
 
+def the_librarys_json_names_a_locally_loaded_cxx_frame_demangled_with_its_raw_symbol():
+    """A C host dlopen()s the C++ plugin RTLD_LOCAL (as CPython loads torch):
+    libstdc++ is loaded but not in the global scope.  The report's frame of
+    the plugin's allocating function is demangled in `function`, raw in
+    `symbol` (docs/report-format.md), as the CLI writes it."""
+    p, reports = run([os.path.join(PROGS, "cxx_host"), os.path.join(PROGS, "libcxx_plugin.so"), "RTLD_LOCAL",
+                      "keep-in-plugin"], preload=True)
+    check(p.returncode == 0, f"exit {p.returncode}\n{p.stdout}{p.stderr}")
+    check(len(reports) == 1 and len(reports[0]["leaks"]) == 1, f"expected one leak in one report, got {reports}")
+    top = reports[0]["leaks"][0]["stack"][:2]
+    got = [(f.get("function"), f.get("symbol")) for f in top]
+    check(got == [("cxx_plugin::keep_device(unsigned int)", "_ZN10cxx_plugin11keep_deviceEj"), ("cxx_keep_device", None)],
+          f"first two frames (function, symbol): {got}")
+
+
 def exported_symbols(lib):
     out = subprocess.run(["readelf", "--dyn-syms", "-W", lib], capture_output=True, text=True, check=True).stdout
     names = set()

@@ -4,11 +4,15 @@
  * dependencies resolve in the global scope.  Its output and status must be
  * the same with and without libtensorleak.so.
  *
- *   cxx_host PLUGIN [RTLD_GLOBAL|RTLD_LOCAL]
+ *   cxx_host PLUGIN [RTLD_GLOBAL|RTLD_LOCAL] [keep-in-plugin]
+ *
+ * keep-in-plugin: the kept allocation is the plugin's (cxx_keep_device, a
+ * C++ function), not main's, and only it runs.
  */
 #define _GNU_SOURCE
 #include "cudart_compat.h"
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -33,14 +37,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: cxx_host PLUGIN [RTLD_GLOBAL|RTLD_LOCAL]\n");
         return 2;
     }
+    bool in_plugin = argc > 3 && strcmp(argv[3], "keep-in-plugin") == 0;
     void *dev = NULL;
-    if (cudaMalloc(&dev, 1u << 20) != cudaSuccess) /* kept: the report's one leak */
+    if (!in_plugin && cudaMalloc(&dev, 1u << 20) != cudaSuccess) /* kept: the report's one leak */
         return 3;
     int mode = argc > 2 && strcmp(argv[2], "RTLD_GLOBAL") == 0 ? RTLD_GLOBAL : RTLD_LOCAL;
     void *plugin = dlopen(argv[1], RTLD_NOW | mode);
     if (!plugin) {
         fprintf(stderr, "cxx_host: %s\n", dlerror());
         return 4;
+    }
+    if (in_plugin) {
+        int (*keep)(unsigned) = (int (*)(unsigned))dlsym(plugin, "cxx_keep_device");
+        return keep && keep(1u << 20) ? 0 : 3;
     }
     int failed = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

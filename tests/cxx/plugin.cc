@@ -2,6 +2,7 @@
 // or a forced unwind crosses frames that a mixed-up unwinder gets wrong.
 // Each function prints what it saw and returns 1 when the C++ rules held.
 #include <cstdio>
+#include <dlfcn.h>
 #include <cstring>
 #include <mutex>
 #include <pthread.h>
@@ -109,4 +110,21 @@ API int cxx_pthread_cancel_runs_destructors(void)
     if (pthread_cancel(t) != 0 || pthread_join(t, &status) != 0)
         return 0;
     return ran && status == PTHREAD_CANCELED;
+}
+
+namespace cxx_plugin {
+// A device allocation from a C++ function of a library loaded locally: the
+// report names its frame demangled, the raw name beside it.  cudaMalloc is
+// the host's (the preload's hook first in the global scope).
+__attribute__((noinline)) bool keep_device(unsigned bytes)
+{
+    auto malloc_fn = reinterpret_cast<int (*)(void **, size_t)>(dlsym(RTLD_DEFAULT, "cudaMalloc"));
+    void *dev = nullptr;
+    return malloc_fn && malloc_fn(&dev, bytes) == 0;
+}
+} // namespace cxx_plugin
+
+API int cxx_keep_device(unsigned bytes)
+{
+    return cxx_plugin::keep_device(bytes) ? 1 : 0;
 }

@@ -13,10 +13,19 @@ int cxx_pthread_exit_runs_destructors(void);
 int cxx_pthread_cancel_runs_destructors(void);
 }
 
-int main()
+namespace cxx_prog {
+// The kept allocation, from a C++ function: its frame's name is mangled
+// (_ZN8cxx_prog11keep_deviceEm), and reports show it demangled.
+__attribute__((noinline)) void *keep_device(size_t bytes)
 {
     void *dev = nullptr;
-    if (cudaMalloc(&dev, 1u << 20) != 0)
+    return cudaMalloc(&dev, bytes) == 0 ? dev : nullptr;
+}
+} // namespace cxx_prog
+
+int main()
+{
+    if (!cxx_prog::keep_device(1u << 20))
         return 3;
     int ok = cxx_plain_throw() + cxx_call_once_throw() + cxx_rethrow_across_libraries() +
              cxx_pthread_exit_runs_destructors() + cxx_pthread_cancel_runs_destructors();

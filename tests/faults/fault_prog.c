@@ -5,6 +5,9 @@
  *
  *   return | exit | _exit | abort | sigterm | sigint | segv
  *   fork | fork-nofollow | fork-exec | vfork-exec | posix-spawn | clone
+ *   clone-held WHAT N [LIB] (while a thread of the library holds lock WHAT,
+ *     tensorleak_test_hold's number, N raw clones one after the other, each
+ *     child allocating; prints how many hung)
  *   fork-storm N GOFILE (once GOFILE exists, N children at once, each of
  *     which uses libc's locking functions)
  *   dlopen PLUGIN | threads | leak2 (what exec'd children run)
@@ -248,6 +251,35 @@ int main(int argc, char **argv)
             die("clone");
         announce((pid_t)pid);
         return wait_child((pid_t)pid);
+    }
+    if (strcmp(mode, "clone-held") == 0 && argc > 3) {
+        /* The library's test switch, found as a test finds it: not linked. */
+        int (*hold)(int, const char *) = (int (*)(int, const char *))dlsym(RTLD_DEFAULT, "tensorleak_test_hold");
+        void (*release)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "tensorleak_test_release");
+        if (!hold || !release)
+            die("dlsym(tensorleak_test_hold)");
+        int n = atoi(argv[3]);
+        if (hold(atoi(argv[2]), argc > 4 ? argv[4] : NULL) != 0)
+            die("tensorleak_test_hold");
+        /* Nothing below takes the held lock: no allocation, no dlsym, no
+         * stdio until it is released. */
+        int hung = 0, failed = 0;
+        for (int i = 0; i < n; i++) {
+            long pid = syscall(SYS_clone, (unsigned long)SIGCHLD, NULL, NULL, NULL, NULL);
+            if (pid == 0) {
+                /* A call site the parent never saw: its first allocation. */
+                void *p = NULL;
+                _exit(cudaMalloc(&p, BLOCK) == cudaSuccess && cudaFree(p) == cudaSuccess ? 0 : 5);
+            }
+            if (pid < 0)
+                break;
+            int st = wait_child_bounded((pid_t)pid, hung ? 1 : 10);
+            hung += st < 0;
+            failed += st > 0;
+        }
+        release();
+        printf("%d children, %d hung, %d failed\n", n, hung, failed);
+        return hung || failed ? 4 : 0;
     }
     if (strcmp(mode, "dlopen") == 0 && argc > 2) {
         void *h = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);

@@ -258,6 +258,27 @@ def raw_clone_child_writes_nothing(c):
     check_eq(leaks_of(c.report(pid_of(c))), MAIN_LEAKS, "parent leaks")
 
 
+RAW_CLONES = 500
+# tensorleak_test_hold's locks: the loader's (a dlopen whose constructor
+# blocks), its list lock (a dl_iterate_phdr callback that blocks), every
+# live-table shard, the report lock, stderr's FILE lock.
+HELD_LOCKS = {1: "loader", 2: "loader list", 3: "live table", 4: "report", 5: "stderr"}
+
+
+def raw_clone_children_never_wait_on_a_lock_our_thread_held(c):
+    """A thread of the library holds each lock while the program makes 500
+    raw clone(SIGCHLD) children that allocate and free with the runtime at a
+    call site the parent never used: every child finishes (10 s each before
+    it counts as hung) and none writes a report."""
+    for which, name in HELD_LOCKS.items():
+        p = c.run(["clone-held", str(which), str(RAW_CLONES), c.args.blocker])
+        check_eq((p.returncode, p.stdout, p.stderr), (0, f"{RAW_CLONES} children, 0 hung, 0 failed\n", ""),
+                 f"{name} lock held: status, stdout, stderr")
+        names = c.files()
+        check_eq(len(names), 1, f"{name} lock held: only the parent's report ({names})")
+        os.unlink(os.path.join(c.tmp, names[0]))
+
+
 # --- modules and start-up ---------------------------------------------------
 
 def dlopen_run(c):
@@ -448,6 +469,7 @@ CASES = {f.__name__: f for f in (
     a_fork_while_the_watcher_works_leaves_the_childs_libc_usable,
     exec_children_are_tracked_as_programs_of_their_own,
     raw_clone_child_writes_nothing,
+    raw_clone_children_never_wait_on_a_lock_our_thread_held,
     leaks_of_a_dlclosed_module_are_reported_without_crashing,
     frames_of_a_dlclosed_module_are_named_or_marked_unloaded,
     allocations_before_main_and_before_init_are_tracked,
@@ -463,7 +485,7 @@ CASES = {f.__name__: f for f in (
 
 def main():
     ap = argparse.ArgumentParser()
-    for opt in ("--library", "--sim-dir", "--program", "--plugin"):
+    for opt in ("--library", "--sim-dir", "--program", "--plugin", "--blocker"):
         ap.add_argument(opt, required=True)
     ap.add_argument("case", choices=sorted(CASES))
     args = ap.parse_args()

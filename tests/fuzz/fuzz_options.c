@@ -68,7 +68,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 /* The preload life cycle and the driver lookups (preload.c, resolve.c) are
  * not linked: the option code needs none of them. */
-atomic_bool tl_used;
 void tl_init(void) {}
 void *tl_driver_symbol(const char *name) { (void)name; return NULL; }
 void *tl_resolve_next(const char *name) { (void)name; return NULL; }

@@ -21,7 +21,6 @@
 #define SLOTS 32
 
 /* ---- stubs for what preload.c / resolve.c provide ---------------------- */
-atomic_bool tl_used;
 void tl_init(void) {}
 void *tl_driver_symbol(const char *name) { (void)name; return NULL; }
 void *tl_resolve_next(const char *name) { (void)name; return NULL; }
