@@ -72,6 +72,8 @@ int dlclose(void *handle)
     int rc = fn(handle);
     /* Not in a raw-clone child (tl_active reads false there, gate.c): it
      * unwinds nothing, and a thread of ours may have held these caches' locks. */
+    if (rc == 0)
+        atomic_fetch_add_explicit(&tl_dlcloses, 1, memory_order_release); /* resolve.c's driver symbols */
     if (rc == 0 && atomic_load(&tl_active)) {
         unw_flush_cache(unw_local_addr_space, 0, 0);
         tl_cfi_flush(); /* cfi_walk.c's rules by address */

@@ -94,6 +94,9 @@ static void on_fatal(int sig)
         tl_report_write(TL_REASON_EXIT, label, NULL, NULL);
         atomic_store(&tl_active, false);
     }
+    /* The process dies without exit handlers: its live file goes now (only
+     * this process's, and only one it published). */
+    tl_live_state_remove();
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
@@ -155,7 +158,9 @@ bool tl_ensure_init(void)
         tl_resolve_all();
         tl_private_deps_warn();
         atomic_store_explicit(&tl_used, true, memory_order_relaxed);
-        tl_snapshot_watch();
+        /* The watcher starts at the first tracked allocation, once the driver
+         * is loaded (tl_track_alloc, tl_watch_start). */
+        atomic_store_explicit(&tl_watch_pending, true, memory_order_release);
         tl_bridge_kick(); /* a Python program's first CUDA call starts its bridge */
     }
     return true;

@@ -742,6 +742,8 @@ double tl_live_state_next_due(void);
 void tl_live_state_tick(double now);
 /* In a forked child: the parent's file and lock are not the child's. */
 void tl_live_state_after_fork(void);
+/* Removes this process's live file now; async-signal-safe (fatal signals). */
+void tl_live_state_remove(void);
 /* An interval report was written to `path` (report.c, report lock held):
  * the oldest beyond TENSORLEAK_KEEP that this process wrote are removed. */
 void tl_interval_reports_retain(const char *path);
@@ -762,5 +764,11 @@ void *tl_real_dlsym(void *handle, const char *name);
  * the program looked it up, else the next definition after ours. */
 void *tl_resolve_next(const char *name);
 void *tl_driver_symbol(const char *name);
+extern atomic_uint tl_dlcloses; /* successful dlcloses (modules.c), for tl_driver_symbol */
+/* Looks up, in the calling (program) thread, the driver symbols the watcher
+ * calls, so that the watcher itself never takes the loader's lock for them. */
+void tl_driver_symbols_prefetch(void);
+/* The watcher is to start at the next tracked allocation (tracker.c). */
+extern atomic_bool tl_watch_pending;
 
 #endif /* TL_INTERNAL_H */

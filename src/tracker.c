@@ -107,10 +107,29 @@ void tl_counts_fold_locked(struct tl_shard_counts *const *c, unsigned n)
 
 static inline int current_context_index(int *device_out);
 
+atomic_bool tl_watch_pending;
+
+/* The watcher thread starts here, in the program's own thread at its first
+ * tracked allocation, after the driver symbols the watcher calls have been
+ * looked up (resolve.c): a look-up takes the loader's lock, and a thread of
+ * ours holding it at the moment the program makes a child by raw clone (no
+ * fork handlers) leaves it held in the child, whose exit() then waits for it
+ * forever.  By now the driver is loaded: the runtime loads it inside the
+ * first call, before any allocation. */
+static void watch_start(void)
+{
+    if (!atomic_exchange(&tl_watch_pending, false))
+        return;
+    tl_driver_symbols_prefetch();
+    tl_snapshot_watch();
+}
+
 void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t size, int device, uint32_t aux)
 {
     if (!atomic_load_explicit(&tl_active, memory_order_relaxed) || addr == 0)
         return;
+    if (TL_UNLIKELY(atomic_load_explicit(&tl_watch_pending, memory_order_relaxed)))
+        watch_start();
     struct tl_callsite *cs =
         tl_opt.depth > 0 ? tl_stack_site(kind, tl_opt.depth) : tl_callsite_empty(kind);
     int ctx_device = -1;

@@ -70,5 +70,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
  * not linked: the option code needs none of them. */
 void tl_init(void) {}
 void *tl_driver_symbol(const char *name) { (void)name; return NULL; }
+void tl_driver_symbols_prefetch(void) {}
 void *tl_resolve_next(const char *name) { (void)name; return NULL; }
 void *tl_real_dlsym(void *handle, const char *name) { (void)handle; (void)name; return NULL; }

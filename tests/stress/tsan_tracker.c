@@ -23,6 +23,7 @@
 /* ---- stubs for what preload.c / resolve.c provide ---------------------- */
 void tl_init(void) {}
 void *tl_driver_symbol(const char *name) { (void)name; return NULL; }
+void tl_driver_symbols_prefetch(void) {}
 void *tl_resolve_next(const char *name) { (void)name; return NULL; }
 void *tl_real_dlsym(void *handle, const char *name) { (void)handle; (void)name; return NULL; }
 
