@@ -15,8 +15,9 @@
  * on every write (owned by us, 0700).  It is removed from an exit handler
  * registered before the first file exists, which never waits for the
  * watcher: it removes the temporary file, so a write in flight renames
- * nothing, then the file (see remove_entry).  A process that dies without
- * exit handlers (SIGKILL, _exit) leaves it for the readers, who tell a dead
+ * nothing, then the file (see remove_entry); a fatal signal that tensorleak
+ * handles removes it the same way.  A process that dies without
+ * exit handlers otherwise (SIGKILL, _exit) leaves it for the readers, who tell a dead
  * process from a live one (live_read.c).  Any failure is one warning and the
  * feature stays off.
  *
@@ -450,6 +451,13 @@ static void build_document(struct tl_gather *m, void *arg)
  * temporary file existed before this removal, which leaves its rename
  * nothing to rename (ENOENT) or removes what it renamed. */
 static void remove_entry(void)
+{
+    tl_live_state_remove();
+}
+
+/* Async-signal-safe (atomics, getpid, unlink): also the fatal-signal
+ * handler's, whose process runs no exit handler. */
+void tl_live_state_remove(void)
 {
     atomic_store(&stopped, true);
     if (atomic_load(&exit_pid) != getpid())

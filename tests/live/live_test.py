@@ -224,6 +224,20 @@ def a_sigkilled_process_is_dropped_and_its_entry_removed(tmp):
     assert entry(live, s.pid) is None  # the reader removed the dead process's entry
 
 
+def a_process_killed_by_sigterm_removes_its_own_entry(tmp):
+    """SIGTERM at its default action: tensorleak's fatal-signal handler
+    writes the report, removes the live file (no exit handler runs), and the
+    process still dies of SIGTERM."""
+    live = os.path.join(tmp, "live")
+    s = Server(tmp, "leaky", 3, env=live_env(live))
+    s.wait_ready()
+    fresh_entry(live, s.pid, time.time())
+    os.kill(s.pid, signal.SIGTERM)
+    assert s.proc.wait(timeout=30) == -signal.SIGTERM
+    assert entry(live, s.pid) is None
+    assert os.listdir(live) == []
+
+
 def interval_reports_beyond_keep_are_removed_oldest_first(tmp):
     env = {"TENSORLEAK_INTERVAL": "0.05", "TENSORLEAK_KEEP": "3", "TENSORLEAK_LIVE": "0"}
     s = Server(tmp, "leaky", 2, env=env)
