@@ -11,8 +11,8 @@
  * or the first hook before our constructor ran — another library's
  * constructor may allocate first) or at the first call of the tensorleak_*
  * client API (tl_init): the owner, suppression and budget files, the fork
- * handlers, the snapshot signal and the fatal-signal handlers, and, at the
- * first CUDA call, the watcher thread.  Nothing heavy happens inside dlsym.
+ * handlers, the snapshot signal and the fatal-signal handlers; the watcher
+ * thread starts at the first tracked allocation (tracker.c).  Nothing heavy happens inside dlsym.
  *
  * Signal handlers are installed then, and only on a signal whose
  * disposition is still SIG_DFL.  By the first CUDA call an interpreter has

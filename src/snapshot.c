@@ -215,8 +215,8 @@ void tl_snapshot_start(void)
     install(tl_opt.mark_signal);
 }
 
-/* The watcher thread starts at the program's first CUDA call, not when the
- * library loads: a program that forks before it touches the GPU (Python's
+/* The watcher thread starts at the program's first tracked allocation
+ * (tracker.c), not when the library loads: a program that forks before it touches the GPU (Python's
  * multiprocessing, a server's pre-fork workers) stays single-threaded until
  * then, as it would be without tensorleak (CPython 3.12+ warns on a fork of
  * a multi-threaded process, and the warning would change its output). */
