@@ -1,10 +1,14 @@
 /*
  * report_write.c: the report model as JSON, walking the tables of
  * report_fields.c: every field an object's tl_seen marks present, in its
- * table's order, null where it was null.  The preload library writes its
- * reports with it, `tensorleak merge` its summary, so a field is written the
- * same way everywhere; tl_summary_fields gives merge each summary field's
- * rule.
+ * table's order, null where it was null.  Two ways: as a jansson tree
+ * (report_to_json, for code that picks entries out of it), and straight to
+ * text (report_dump: the library's report files, `tensorleak report
+ * --format json` and `merge`), which writes what jansson would write from
+ * the tree without building it, so a report of a million listed
+ * allocations costs its text in 64 KiB pieces instead of a gigabyte of
+ * tree.  A field is written the same way everywhere; tl_summary_fields
+ * gives merge each summary field's rule.
  */
 #include "report.h"
 
