@@ -872,6 +872,39 @@ static bool build_model(struct tl_gather *m)
     return true;
 }
 
+/* The report file's text: the whole document as jansson's json_dumps(...,
+ * JSON_INDENT(1) | JSON_ENSURE_ASCII) writes it, and a newline. */
+#define REPORT_FILE_FLAGS (JSON_INDENT(1) | JSON_ENSURE_ASCII)
+
+struct model_text {
+    const struct tl_report *model;
+    bool failed; /* the model could not be written (out of memory), as opposed to the file */
+};
+
+struct fd_sink {
+    int fd, err;
+};
+
+static int dump_to_fd(const char *buffer, size_t size, void *data)
+{
+    struct fd_sink *s = data;
+    s->err = tl_report_write_all(s->fd, buffer, size);
+    return s->err ? -1 : 0;
+}
+
+/* report_file.c's writer: the model written into `fd` entry by entry, with
+ * no JSON tree or whole text in memory (a million listed allocations made
+ * a gigabyte of tree). */
+static int write_model(int fd, void *arg)
+{
+    struct model_text *t = arg;
+    struct fd_sink s = {.fd = fd};
+    if (report_dump(t->model, REPORT_FILE_FLAGS, dump_to_fd, &s) == 0 && dump_to_fd("\n", 1, &s) == 0)
+        return 0;
+    t->failed = !s.err;
+    return s.err ? s.err : ENOMEM;
+}
+
 static int report_write(enum tl_reason reason, const char *label, const struct tl_oom_event *oom, unsigned *gate_failed,
                         const char *exact_path)
 {
@@ -891,40 +924,30 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
 
     char path[PATH_MAX];
     const char *shown = path;
-    char *text = NULL;
     struct tl_report model;
     bool have_model = tl_report_build(&m, &model);
-    json_t *root = have_model ? report_to_json(&model) : NULL;
-    if (root)
-        text = json_dumps(root, JSON_INDENT(1) | JSON_ENSURE_ASCII);
-    json_decref(root);
     /* Over the file and the stderr text alike. */
     struct sigaction xfsz_saved;
     bool xfsz_held = tl_report_sigxfsz_hold(&xfsz_saved);
-    if (!text) {
+    struct model_text text = {.model = &model};
+    int err = have_model ? tl_report_write_file(reason, m.seq, exact_path, write_model, &text, path, sizeof path) : 0;
+    if (!have_model || text.failed) {
         tl_warn(NULL, "out of memory while writing a report");
         shown = "(not written)";
+    } else if (err == 0) {
+        rc = 0;
+        if (reason == TL_REASON_INTERVAL)
+            tl_interval_reports_retain(path); /* TENSORLEAK_KEEP: the oldest go */
     } else {
-        size_t len = strlen(text);
-        text[len] = '\n'; /* json_dumps leaves room for its NUL; we add a newline */
-        int err = tl_report_write_file(reason, m.seq, exact_path, text, len + 1, path, sizeof path);
-        text[len] = 0;
-        if (err == 0) {
-            rc = 0;
-            if (reason == TL_REASON_INTERVAL)
-                tl_interval_reports_retain(path); /* TENSORLEAK_KEEP: the oldest go */
-        } else {
-            if (err == ENAMETOOLONG)
-                tl_warn(NULL, "report path %s is too long; the report follows on stderr",
-                        exact_path ? "given to tensorleak_snapshot_to" : "from TENSORLEAK_OUTPUT");
-            else
-                tl_warn(NULL, "cannot write report %s: %s; the report follows on stderr", path, strerror(err));
-            fputs(text, stderr);
-            fputc('\n', stderr);
-            shown = "(stderr)";
-        }
+        if (err == ENAMETOOLONG)
+            tl_warn(NULL, "report path %s is too long; the report follows on stderr",
+                    exact_path ? "given to tensorleak_snapshot_to" : "from TENSORLEAK_OUTPUT");
+        else
+            tl_warn(NULL, "cannot write report %s: %s; the report follows on stderr", path, strerror(err));
+        fflush(stderr);
+        write_model(STDERR_FILENO, &text);
+        shown = "(stderr)";
     }
-    free(text);
 
     if (!tl_opt.quiet) {
         if (reason == TL_REASON_EXIT && have_model) {

@@ -618,10 +618,18 @@ void report_derive(struct tl_report *r);
 /* report_write.c: the model as its JSON report: exactly the present fields
  * of every object, in the tables' order.  NULL when out of memory. */
 json_t *report_to_json(const struct tl_report *r);
-/* Writes report_to_json(r) as json_dumpf(..., JSON_INDENT(2) |
- * JSON_REAL_PRECISION(15)) would, byte for byte, making the entries of its
- * lists one at a time: a large report's tree costs as much as the tree it
- * was read from.  False when out of memory (the text written is then cut). */
+/* Writes exactly what json_dump_callback(report_to_json(r), sink, data,
+ * flags) would, byte for byte, straight from the model: no tree (a tree
+ * costs about 1 KB a listed allocation), the text handed to `sink` in
+ * pieces of up to 64 KiB.  Flags: JSON_INDENT, JSON_COMPACT,
+ * JSON_ENSURE_ASCII, JSON_ESCAPE_SLASH, JSON_REAL_PRECISION; JSON_SORT_KEYS
+ * and JSON_EMBED are refused.  0, or -1 when out of memory, when `sink`
+ * failed or on a real jansson refuses (not finite: report_to_json fails on
+ * it too); the text given to `sink` is then cut. */
+int report_dump(const struct tl_report *r, size_t flags, json_dump_callback_t sink, void *data);
+/* report_dump(r, JSON_INDENT(2) | JSON_REAL_PRECISION(15)) into `out`, as
+ * the CLI writes a report.  False when out of memory (the text written is
+ * then cut); a write error is left in `out`'s error flag. */
 bool report_write_json(FILE *out, const struct tl_report *r);
 
 /*

@@ -94,9 +94,10 @@ int tl_expand_pattern(const char *pattern, unsigned seq, char *out, size_t outle
     return expand(pattern, seq, out, outlen, false);
 }
 
-/* Writes `text` to a temporary file next to `path` (O_EXCL|O_NOFOLLOW, mode
- * 0600) and stores its name in `tmp`.  Returns 0, or an errno value. */
-static int write_temp(const char *path, const char *text, size_t len, char *tmp, size_t tmplen)
+/* Writes the report through `write` into a temporary file next to `path`
+ * (O_EXCL|O_NOFOLLOW, mode 0600) and stores its name in `tmp`.  Returns 0,
+ * or an errno value (the temp file is gone then). */
+static int write_temp(const char *path, tl_report_writer *write_text, void *arg, char *tmp, size_t tmplen)
 {
     if (snprintf(tmp, tmplen, "%s.tmp.%d", path, (int)getpid()) >= (int)tmplen)
         return ENAMETOOLONG;
@@ -104,23 +105,25 @@ static int write_temp(const char *path, const char *text, size_t len, char *tmp,
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return errno;
-    size_t off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, text + off, len - off);
+    int e = write_text(fd, arg);
+    if (close(fd) != 0 && !e)
+        e = errno;
+    if (e)
+        unlink(tmp);
+    return e;
+}
+
+int tl_report_write_all(int fd, const char *text, size_t len)
+{
+    while (len > 0) {
+        ssize_t w = write(fd, text, len);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return e;
+            return errno;
         }
-        off += (size_t)w;
-    }
-    if (close(fd) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return e;
+        text += w;
+        len -= (size_t)w;
     }
     return 0;
 }
@@ -186,16 +189,16 @@ int tl_report_path(const char *pattern, unsigned seq, bool numbered, char *out, 
  * else pushes every later report past it, so numbers only grow. */
 static unsigned last_numbered;
 
-/* Writes the report text to its own file: the exit report under the plain
- * pattern, every other report (or the exit report, when its plain name is
+/* Writes the report (through `write_text`) to its own file: the exit
+ * report under the plain pattern, every other report (or the exit report, when its plain name is
  * taken) under a numbered name; never over an existing file.  `exact`, when
  * given, is the caller's own path (tensorleak_snapshot_to), replaced if it
  * exists.  Fills `path` with the name written.  The null device, as
  * TENSORLEAK_OUTPUT or `exact`, takes the report and nothing is written (a
  * rename would replace the device node, as root).  Returns 0, or an errno
  * value (ENAMETOOLONG when the pattern expands too long). */
-int tl_report_write_file(enum tl_reason reason, unsigned seq, const char *exact, const char *text, size_t len,
-                         char *path, size_t pathlen)
+int tl_report_write_file(enum tl_reason reason, unsigned seq, const char *exact, tl_report_writer *write_text,
+                         void *arg, char *path, size_t pathlen)
 {
     char tmp[PATH_MAX];
     int err;
@@ -204,7 +207,7 @@ int tl_report_write_file(enum tl_reason reason, unsigned seq, const char *exact,
             return ENAMETOOLONG;
         if (tl_is_null_device(path))
             return 0;
-        err = write_temp(path, text, len, tmp, sizeof tmp);
+        err = write_temp(path, write_text, arg, tmp, sizeof tmp);
         if (err)
             return err;
         /* rename replaces a symlink named `path` itself, never its target. */
@@ -222,7 +225,7 @@ int tl_report_write_file(enum tl_reason reason, unsigned seq, const char *exact,
         n = last_numbered + 1;
     if (tl_report_path(tl_opt.output, n, numbered, path, pathlen) != 0)
         return ENAMETOOLONG;
-    err = write_temp(path, text, len, tmp, sizeof tmp);
+    err = write_temp(path, write_text, arg, tmp, sizeof tmp);
     if (err)
         return err;
     for (int tries = 0; tries < 1000; tries++) {

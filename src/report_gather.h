@@ -252,13 +252,21 @@ void tl_report_check_invariants(struct tl_gather *m);
  * answer for reports the driver no longer answers for (pools.c at exit). */
 void tl_report_read_devices_now(void);
 
-/* report_file.c: the report's text to its file: to `exact` when given (the
- * caller's own path, tensorleak_snapshot_to, replaced if it exists), else
- * under TENSORLEAK_OUTPUT (plain for the exit report, numbered otherwise,
- * never replacing a file); `path` gets the name written.  0, or an errno
- * value (ENAMETOOLONG when the pattern expands too long). */
-int tl_report_write_file(enum tl_reason reason, unsigned seq, const char *exact, const char *text, size_t len,
-                         char *path, size_t pathlen);
+/* Writes a report's text into `fd`, as it goes: 0, or an errno value. */
+typedef int tl_report_writer(int fd, void *arg);
+/* report_file.c: the report's text, written by `write_text(fd, arg)`, to
+ * its file: to `exact` when given (the caller's own path,
+ * tensorleak_snapshot_to, replaced if it exists), else under
+ * TENSORLEAK_OUTPUT (plain for the exit report, numbered otherwise, never
+ * replacing a file); `path` gets the name written.  The file appears whole
+ * or not at all.  0, or an errno value (`write_text`'s, or ENAMETOOLONG
+ * when the pattern expands too long).  The null device takes the report
+ * without `write_text` being called. */
+int tl_report_write_file(enum tl_reason reason, unsigned seq, const char *exact, tl_report_writer *write_text,
+                         void *arg, char *path, size_t pathlen);
+/* Writes all `len` bytes to `fd` (retrying what EINTR cut): 0, or an errno
+ * value. */
+int tl_report_write_all(int fd, const char *text, size_t len);
 /* A full disk or RLIMIT_FSIZE gives an error, not SIGXFSZ killing the host
  * program: SIGXFSZ, when the program left it at its default, is ignored
  * from hold (true: it was) to release, which puts back exactly the

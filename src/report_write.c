@@ -1,10 +1,14 @@
 /*
  * report_write.c: the report model as JSON, walking the tables of
  * report_fields.c: every field an object's tl_seen marks present, in its
- * table's order, null where it was null.  The preload library writes its
- * reports with it, `tensorleak merge` its summary, so a field is written the
- * same way everywhere; tl_summary_fields gives merge each summary field's
- * rule.
+ * table's order, null where it was null.  Two ways: as a jansson tree
+ * (report_to_json, for code that picks entries out of it), and straight to
+ * text (report_dump: the library's report files, `tensorleak report
+ * --format json` and `merge`), which writes what jansson would write from
+ * the tree without building it, so a report of a million listed
+ * allocations costs its text in 64 KiB pieces instead of a gigabyte of
+ * tree.  A field is written the same way everywhere; tl_summary_fields
+ * gives merge each summary field's rule.
  */
 #include "report.h"
 
@@ -103,59 +107,262 @@ json_t *report_object_to_json(const struct tl_table *t, const void *elem)
     return o;
 }
 
-#define DUMP_FLAGS (JSON_INDENT(2) | JSON_REAL_PRECISION(15) | JSON_ENCODE_ANY)
+/* ---- the model as jansson would dump its tree, without the tree -------- */
 
-/* Writes `v` (dropped) as jansson dumps it, each line after the first
- * after `indent`: as it reads nested in a document dumped whole. */
-static bool put_nested(FILE *out, json_t *v, const char *indent)
+/* Text gathered before it goes to the sink: a million listed allocations
+ * are a hundred megabytes of report, written in pieces of this size. */
+#define DUMP_BUFFER (64 * 1024)
+
+struct dump {
+    json_dump_callback_t sink;
+    void *data;
+    size_t flags;
+    char *buf;
+    size_t used;
+    bool failed; /* out of memory, a figure jansson refuses, or the sink said no */
+};
+
+static void dump_flush(struct dump *d)
 {
-    char *text = v ? json_dumps(v, DUMP_FLAGS) : NULL;
-    json_decref(v);
-    if (!text)
-        return false;
-    const char *line = text;
-    for (const char *nl; (nl = strchr(line, '\n')); line = nl + 1) {
-        fwrite(line, 1, (size_t)(nl - line + 1), out);
-        fputs(indent, out);
+    if (d->used && !d->failed && d->sink(d->buf, d->used, d->data) != 0)
+        d->failed = true;
+    d->used = 0;
+}
+
+static void put(struct dump *d, const char *s, size_t n)
+{
+    if (d->used + n > DUMP_BUFFER) {
+        dump_flush(d);
+        if (n > DUMP_BUFFER) {
+            if (!d->failed && d->sink(s, n, d->data) != 0)
+                d->failed = true;
+            return;
+        }
     }
-    fputs(line, out);
+    memcpy(d->buf + d->used, s, n);
+    d->used += n;
+}
+
+static void put_str(struct dump *d, const char *s)
+{
+    put(d, s, strlen(s));
+}
+
+/* What jansson writes between two values: a newline and `depth` levels of
+ * indentation, or with no indentation a space where `space` asks. */
+static void put_indent(struct dump *d, int depth, bool space)
+{
+    static const char spaces[] = "                                ";
+    size_t n = (size_t)depth * (d->flags & JSON_MAX_INDENT);
+    if (!(d->flags & JSON_MAX_INDENT)) {
+        if (space && !(d->flags & JSON_COMPACT))
+            put(d, " ", 1);
+        return;
+    }
+    put(d, "\n", 1);
+    for (; n > sizeof spaces - 1; n -= sizeof spaces - 1)
+        put(d, spaces, sizeof spaces - 1);
+    put(d, spaces, n);
+}
+
+static void put_int(struct dump *d, long long v)
+{
+    char text[24], *p = text + sizeof text;
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    do
+        *--p = (char)('0' + u % 10);
+    while (u /= 10);
+    if (v < 0)
+        *--p = '-';
+    put(d, p, (size_t)(text + sizeof text - p));
+}
+
+static void put_hex(struct dump *d, uint64_t v)
+{
+    char text[24], *p = text + sizeof text;
+    *--p = '"';
+    do
+        *--p = "0123456789abcdef"[v & 15];
+    while (v >>= 4);
+    *--p = 'x';
+    *--p = '0';
+    *--p = '"';
+    put(d, p, (size_t)(text + sizeof text - p));
+}
+
+/* A real as jansson writes it at this precision; a value it refuses (not
+ * finite) fails the dump, as it fails report_to_json. */
+static void put_real(struct dump *d, double v)
+{
+    json_t *j = json_real(v);
+    char *text = j ? json_dumps(j, d->flags | JSON_ENCODE_ANY) : NULL;
+    json_decref(j);
+    if (!text)
+        d->failed = true;
+    else
+        put_str(d, text);
     free(text);
-    return true;
+}
+
+/* The length of `s` when jansson writes it as it is between quotes (no
+ * escape, nothing past ASCII); -1 when it does not. */
+static long plain_length(const char *s, size_t flags)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (; *p; p++)
+        if (*p < 0x20 || *p >= 0x80 || *p == '"' || *p == '\\' || (*p == '/' && (flags & JSON_ESCAPE_SLASH)))
+            return -1;
+    return (long)(p - (const unsigned char *)s);
+}
+
+/* A string that needs escapes or is not ASCII, as jansson writes it
+ * (malloc'd); NULL when it is not UTF-8 (*left_out) or memory ran out. */
+static char *escaped_string(const char *s, size_t flags, bool *left_out)
+{
+    json_t *j = json_string(s);
+    *left_out = !j;
+    char *text = j ? json_dumps(j, flags | JSON_ENCODE_ANY) : NULL;
+    json_decref(j);
+    return text;
+}
+
+static void put_plain(struct dump *d, const char *s, size_t n)
+{
+    put(d, "\"", 1);
+    put(d, s, n);
+    put(d, "\"", 1);
+}
+
+/* An entry of a list of strings: one that is not UTF-8 is "?", as
+ * field_to_json keeps it. */
+static void put_string_entry(struct dump *d, const char *s)
+{
+    long n = s ? plain_length(s, d->flags) : -1;
+    bool left_out = true;
+    char *text = n < 0 && s ? escaped_string(s, d->flags, &left_out) : NULL;
+    if (n >= 0)
+        put_plain(d, s, (size_t)n);
+    else if (text)
+        put_str(d, text);
+    else if (left_out)
+        put_plain(d, "?", 1);
+    else
+        d->failed = true;
+    free(text);
+}
+
+static void put_object(struct dump *d, const struct tl_table *t, const void *elem, int depth);
+
+/* A list field's entries at `depth`, each as jansson writes an array's. */
+static void put_list(struct dump *d, const struct tl_field *f, const void *elem, int depth)
+{
+    const char *items = *(const char *const *)((const char *)elem + f->offset);
+    size_t n = *(const size_t *)((const char *)elem + f->count_offset);
+    put(d, "[", 1);
+    if (!n) {
+        put(d, "]", 1);
+        return;
+    }
+    put_indent(d, depth + 1, false);
+    for (size_t k = 0; k < n && !d->failed; k++) {
+        if (f->type == TL_FIELD_STRINGS)
+            put_string_entry(d, ((const char *const *)items)[k]);
+        else
+            put_object(d, f->table, items + k * f->table->size, depth + 1);
+        if (k + 1 < n) {
+            put(d, ",", 1);
+            put_indent(d, depth + 1, true);
+        }
+    }
+    put_indent(d, depth, false);
+    put(d, "]", 1);
+}
+
+/* report_object_to_json(t, elem) as jansson dumps it at `depth`: the same
+ * fields (a string that is not UTF-8 left out), the same text. */
+static void put_object(struct dump *d, const struct tl_table *t, const void *elem, int depth)
+{
+    const struct tl_seen *seen = (const struct tl_seen *)((const char *)elem + t->seen_offset);
+    const char *separator = d->flags & JSON_COMPACT ? ":" : ": ";
+    size_t written = 0;
+    put(d, "{", 1);
+    for (size_t i = 0; i < t->nfields && !d->failed; i++) {
+        const struct tl_field *f = &t->fields[i];
+        if (!(seen->present >> i & 1))
+            continue;
+        bool null = seen->null >> i & 1;
+        const char *at = (const char *)elem + f->offset;
+        const char *s = !null && f->type == TL_FIELD_STRING ? *(const char *const *)at : NULL;
+        long plain = s ? plain_length(s, d->flags) : 0;
+        char *text = NULL;
+        if (plain < 0) {
+            bool left_out;
+            if (!(text = escaped_string(s, d->flags, &left_out))) {
+                d->failed |= !left_out;
+                continue; /* not UTF-8: the field is left out, not the report */
+            }
+        }
+        if (written)
+            put(d, ",", 1);
+        put_indent(d, depth + 1, written++ > 0);
+        put_plain(d, f->name, strlen(f->name));
+        put_str(d, separator);
+        if (null || (f->type == TL_FIELD_STRING && !s)) {
+            put(d, "null", 4);
+        } else {
+            switch (f->type) {
+            case TL_FIELD_U64: {
+                uint64_t v = *(const uint64_t *)at; /* past jansson's integers: saturated */
+                put_int(d, v > (uint64_t)INT64_MAX ? INT64_MAX : (long long)v);
+                break;
+            }
+            case TL_FIELD_INT: put_int(d, *(const long long *)at); break;
+            case TL_FIELD_REAL: put_real(d, *(const double *)at); break;
+            case TL_FIELD_BOOL: put_str(d, *(const bool *)at ? "true" : "false"); break;
+            case TL_FIELD_STRING:
+                if (text)
+                    put_str(d, text);
+                else
+                    put_plain(d, s, (size_t)plain);
+                break;
+            case TL_FIELD_HEX: put_hex(d, *(const uint64_t *)at); break;
+            case TL_FIELD_OBJECT: put_object(d, f->table, at, depth + 1); break;
+            case TL_FIELD_STRINGS:
+            case TL_FIELD_LIST: put_list(d, f, elem, depth + 1); break;
+            }
+        }
+        free(text);
+    }
+    if (written)
+        put_indent(d, depth, false);
+    put(d, "}", 1);
+}
+
+int report_dump(const struct tl_report *r, size_t flags, json_dump_callback_t sink, void *data)
+{
+    if (flags & (JSON_SORT_KEYS | JSON_EMBED))
+        return -1;
+    struct dump d = {.sink = sink, .data = data, .flags = flags, .buf = malloc(DUMP_BUFFER)};
+    if (!d.buf)
+        return -1;
+    put_object(&d, &tl_report_table, r, 0);
+    dump_flush(&d);
+    free(d.buf);
+    return d.failed ? -1 : 0;
+}
+
+/* The CLI's output: a write error stays in the stream's error flag, which
+ * closing the output reports (cli_close_output); false here means out of
+ * memory only. */
+static int dump_to_stream(const char *buffer, size_t size, void *data)
+{
+    fwrite(buffer, 1, size, data);
+    return 0;
 }
 
 bool report_write_json(FILE *out, const struct tl_report *r)
 {
-    const struct tl_table *t = &tl_report_table;
-    const struct tl_seen *seen = (const struct tl_seen *)((const char *)r + t->seen_offset);
-    size_t written = 0;
-    fputc('{', out);
-    for (size_t i = 0; i < t->nfields; i++) {
-        const struct tl_field *f = &t->fields[i];
-        bool null = seen->null >> i & 1, left_out = false;
-        if (!(seen->present >> i & 1))
-            continue;
-        if (f->type != TL_FIELD_LIST || null) {
-            json_t *v = field_to_json(f, r, null, &left_out);
-            if (left_out)
-                continue;
-            fprintf(out, "%s\"%s\": ", written++ ? ",\n  " : "\n  ", f->name);
-            if (!put_nested(out, v, "  "))
-                return false;
-            continue;
-        }
-        /* A list (leaks, sites...): one entry at a time. */
-        fprintf(out, "%s\"%s\": [", written++ ? ",\n  " : "\n  ", f->name);
-        const char *items = *(const char *const *)((const char *)r + f->offset);
-        size_t n = *(const size_t *)((const char *)r + f->count_offset);
-        for (size_t k = 0; k < n; k++) {
-            fputs(k ? ",\n    " : "\n    ", out);
-            if (!put_nested(out, report_object_to_json(f->table, items + k * f->table->size), "    "))
-                return false;
-        }
-        fputs(n ? "\n  ]" : "]", out);
-    }
-    fputs(written ? "\n}" : "}", out);
-    return true;
+    return report_dump(r, JSON_INDENT(2) | JSON_REAL_PRECISION(15), dump_to_stream, out) == 0;
 }
 
 json_t *report_summary_to_json(const struct tl_summary *s)
