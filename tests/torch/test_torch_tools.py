@@ -159,12 +159,18 @@ def prom_value(text, metric, **labels):
 
 def top_and_exporter_show_torchs_figures_of_a_running_program():
     need_torch()
+    for history in (False, True):
+        live_case(history)
+
+
+def live_case(history):
     tmp = tempfile.mkdtemp(prefix="tl-torch-live-")
     live_dir = os.path.join(tmp, "live")
     prom_dir = os.path.join(tmp, "prom")
     os.mkdir(live_dir, 0o700)
     os.mkdir(prom_dir, 0o700)
-    env = app_env({"TENSORLEAK_LIVE_DIR": live_dir, "TENSORLEAK_LIVE_INTERVAL": "0.1"})
+    env = app_env({"TENSORLEAK_LIVE_DIR": live_dir, "TENSORLEAK_LIVE_INTERVAL": "0.1",
+                   "TENSORLEAK_TORCH_HISTORY": "1" if history else "0"})
     proc, figures, go = start_held_pool(env, tmp)
     try:
         row = live_row(live_dir, os.path.join(tmp, "figures.json"))
@@ -176,10 +182,13 @@ def top_and_exporter_show_torchs_figures_of_a_running_program():
     finally:
         finish(proc, go)
     reserved, allocated = figures["reserved"], figures["allocated"]
-    # The live view reads torch's statistics only (no snapshot without
-    # history): its largest free block is unknown, never 0.
+    # Without history the live view reads torch's statistics only (no
+    # snapshot): its largest free block is unknown, never 0.  With history
+    # it reads the blocks, and the largest free one is torch's.
+    largest = figures["largest_free"] if history else None
     eq([(p["name"], p["kind"], p["device"], p["reserved_bytes"], p["allocated_bytes"], p["largest_free_block"])
-        for p in row["pools"]], [("torch cuda:0", "pytorch", 0, reserved, allocated, None)], "top --json's pools")
+        for p in row["pools"]], [("torch cuda:0", "pytorch", 0, reserved, allocated, largest)],
+       f"top --json's pools (history {history})")
     eq((row["reserved_bytes"], row["allocated_bytes"], row["gap_bytes"], row["held_by_owners_bytes"],
         row["user_live_bytes"]), (reserved, allocated, reserved - allocated, reserved, 0), "top --json's process row")
     eq(row["owners_by_device"], [{"device": 0, "name": OWNER, "class": "cache", "live_bytes": reserved}],
@@ -188,7 +197,8 @@ def top_and_exporter_show_torchs_figures_of_a_running_program():
     pool = dict(pid=pid, device="0", pool="torch cuda:0", kind="pytorch", framework="torch")
     eq(prom_value(prom, "tensorleak_pool_reserved_bytes", **pool), [float(reserved)], "exporter pool reserved")
     eq(prom_value(prom, "tensorleak_pool_allocated_bytes", **pool), [float(allocated)], "exporter pool allocated")
-    eq(prom_value(prom, "tensorleak_pool_largest_free_block_bytes", **pool), [], "exporter largest free (unknown)")
+    eq(prom_value(prom, "tensorleak_pool_largest_free_block_bytes", **pool), [float(largest)] if history else [],
+       "exporter largest free block (absent: unknown)")
     eq(prom_value(prom, "tensorleak_device_reserved_bytes", pid=pid, device="0"), [float(reserved)],
        "exporter device reserved")
     eq(prom_value(prom, "tensorleak_owner_live_bytes", pid=pid, device="0", owner=OWNER, **{"class": "cache"}),
