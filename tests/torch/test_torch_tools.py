@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Real PyTorch under tensorleak's other tools (suite 'torch'): the pytest
 plugin on a small torch test file, the owner rules on real libc10_cuda
-stacks, and `tensorleak top --json` and `tensorleak exporter` on a running
-torch program, each against torch's own figures.
+stacks, `tensorleak top --json` and `tensorleak exporter` on a running
+torch program, each against torch's own figures, and the growth rows of a
+leaking loop with torch's history off and on.
 
 Same interpreter rules as test_torch.py ($TL_TORCH_PYTHON, else python3;
 skipped with one line without torch, a failure under CI=true).  meson runs
@@ -18,6 +19,7 @@ import time
 import xml.etree.ElementTree as ET
 
 from test_torch import CLI, PYTHON, app_env, eq, fail, need_torch
+from test_torch_oom import APP as APP_OOM, line_of as oom_line_of, run as run_oom_app
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(os.path.dirname(HERE))
@@ -203,6 +205,31 @@ def live_case(history):
        "exporter device reserved")
     eq(prom_value(prom, "tensorleak_owner_live_bytes", pid=pid, device="0", owner=OWNER, **{"class": "cache"}),
        [float(reserved)], "exporter owner bytes")
+
+
+def growth_rows_of_a_kept_tensor_per_request_with_history_off_and_on():
+    # oom_growth_app.py's loop: 8 requests, each keeping a 2 MiB tensor,
+    # marked through ctypes.  test_torch_oom.py holds the native allocator
+    # with history on (the pool row at the line); here the rest.
+    need_torch()
+    line = oom_line_of("KEPT_ALLOC")
+    for history in ("0", "1"):
+        # Uncached, every tensor is a cudaMalloc with the loop's Python
+        # frames on its stack: a call-site row at the line, history or not.
+        figures, reports, _ = run_oom_app(["loop", "8", "ctypes"], {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
+                                                                  "TENSORLEAK_TORCH_HISTORY": history})
+        exits = [r for r in reports if r["reason"] == "exit"]
+        eq(len(exits), 1, "exit reports")
+        eq([(g["scope"], g["kind"], g["bytes_per_mark"], g["marks"],
+             [(f["file"], f["line"]) for f in g["stack"] if f.get("python")][:1]) for g in exits[0]["growth"]],
+           [("call_site", "device", 2 << 20, 8, [(APP_OOM, line)])], f"uncached, history {history}: growth rows")
+    # Native without history: the pool's growth is kept (its allocated bytes
+    # per mark), though torch's blocks name no line.
+    figures, reports, _ = run_oom_app(["loop", "8", "ctypes"], {"TENSORLEAK_TORCH_HISTORY": "0"})
+    exits = [r for r in reports if r["reason"] == "exit"]
+    eq([(g["scope"], g["pool"], g["bytes_per_mark"], g["marks"], g["from_bytes"], g["to_bytes"])
+        for g in exits[0]["growth"]], [("pool", "torch cuda:0", 2 << 20, 7, 2 << 20, 16 << 20)],
+       "native, history off: growth rows")
 
 
 if __name__ == "__main__":
