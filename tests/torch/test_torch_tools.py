@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import xml.etree.ElementTree as ET
 
 from test_torch import CLI, PYTHON, app_env, eq, fail, need_torch
@@ -148,6 +149,29 @@ def live_row(live_dir, pid_of):
         time.sleep(0.2)
 
 
+def scrape(live_dir, tmp):
+    """GET /metrics of `tensorleak exporter` on a free loopback port."""
+    err_path = os.path.join(tmp, "exporter.err")
+    with open(err_path, "w") as err:
+        server = subprocess.Popen([CLI, "exporter", "--listen", "127.0.0.1:0", "--dir", live_dir],
+                                  stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 600
+        while True:
+            with open(err_path) as f:
+                m = re.search(r"on port (\d+)", f.read())
+            if m:
+                break
+            if server.poll() is not None or time.monotonic() > deadline:
+                fail(f"the exporter did not say its port ({server.returncode})")
+            time.sleep(0.1)
+        with urllib.request.urlopen(f"http://127.0.0.1:{m.group(1)}/metrics", timeout=600) as r:
+            return r.read().decode()
+    finally:
+        server.terminate()
+        server.wait(600)
+
+
 def prom_value(text, metric, **labels):
     rows = []
     for line in text.splitlines():
@@ -181,6 +205,7 @@ def live_case(history):
         eq(p.returncode, 0, f"exporter's exit status: {p.stderr}")
         with open(os.path.join(prom_dir, "tensorleak.prom")) as f:
             prom = f.read()
+        http = scrape(live_dir, tmp)
     finally:
         finish(proc, go)
     reserved, allocated = figures["reserved"], figures["allocated"]
@@ -205,6 +230,10 @@ def live_case(history):
        "exporter device reserved")
     eq(prom_value(prom, "tensorleak_owner_live_bytes", pid=pid, device="0", owner=OWNER, **{"class": "cache"}),
        [float(reserved)], "exporter owner bytes")
+    # The HTTP exporter's /metrics holds the same series as the textfile
+    # (the update timestamp aside: read a moment apart).
+    series = lambda text: sorted(l for l in text.splitlines() if "live_update_timestamp" not in l)
+    eq(series(http), series(prom), "exporter /metrics vs --textfile")
 
 
 def growth_rows_of_a_kept_tensor_per_request_with_history_off_and_on():
