@@ -37,8 +37,18 @@ def line_of(path, text):
     fail(f"no {text!r} in {path}")
 
 
+def need_pytest():
+    if subprocess.run([PYTHON, "-c", "import pytest"], capture_output=True, timeout=300).returncode == 0:
+        return
+    if os.environ.get("CI") == "true":
+        fail(f"pytest cannot be imported by {PYTHON} under CI=true (scripts/install-deps.sh installs it)")
+    print(f"SKIP: pytest is not installed for {PYTHON}")
+    sys.exit(77)
+
+
 def pytest_plugin_names_the_leaking_torch_test_at_its_line():
     need_torch()
+    need_pytest()
     tmp = tempfile.mkdtemp(prefix="tl-torch-pytest-")
     junit = os.path.join(tmp, "junit.xml")
     e = app_env({"TENSORLEAK_TORCH_HISTORY": "1"})
