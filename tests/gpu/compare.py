@@ -625,6 +625,56 @@ CACHING_ALLOCATOR = "PyTorch caching allocator"
 DEVICE_KINDS = ("device", "async", "managed", "vmm_handle")
 
 
+# The verdict torch_oom.py's request must get: 50 MiB fits the cache's free
+# bytes (600 MiB) but no block (15 MiB); 2000 MiB exceeds everything free.
+OOM_VERDICTS = {"fragmentation": "expandable_segments", "not_enough_memory": "smaller_request"}
+
+
+def eval_torch_oom(rec):
+    """torch_oom.py under `tensorleak run`: one out-of-memory report whose
+    request, verdict, remedy and 'torch cuda:0' figures are torch's own at
+    the failure, and whose device free memory is mem_get_info()'s."""
+    want = rec["name"]  # the row's name is the verdict its request must get
+    row = Row("torch_oom", (want, rec["tool"]))
+    row.cells = {"want": want}
+    gt = tagged_json(rec["stdout"], "TL_GROUND_TRUTH")
+    if not check_run_basics(row, rec, gt):
+        return row
+    row.cells["request"] = fmt_b(gt["request"])
+    row.add("caught", OK if gt.get("caught") and gt.get("num_ooms") == 1 else BAD,
+            "OutOfMemoryError caught %s, num_ooms %s" % (gt.get("caught"), gt.get("num_ooms")))
+    row.cells["torch"] = "%s / %s / %s" % (fmt_b(gt["reserved"]), fmt_b(gt["allocated"]), fmt_b(gt["largest_free"]))
+    reports, errors = load_reports(rec["reports_dir"])
+    for e in errors:
+        row.add("report parses", BAD, e)
+    ooms = [r for r in reports if r.get("pid") == gt.get("pid") and r.get("reason") == "oom"]
+    if len(ooms) != 1:
+        row.add("oom report", BAD, "%d out-of-memory reports for pid %s, expected 1" % (len(ooms), gt.get("pid")))
+        return row
+    o = ooms[0].get("oom") or {}
+    row.cells["verdict"] = "%s, %s" % (o.get("verdict"), o.get("remedy"))
+    row.add("verdict", OK if (o.get("verdict"), o.get("remedy")) == (want, OOM_VERDICTS.get(want)) else BAD,
+            "verdict %s, remedy %s; expected %s, %s" % (o.get("verdict"), o.get("remedy"), want, OOM_VERDICTS.get(want)))
+    row.add("request", OK if o.get("bytes") == gt["request"] else BAD,
+            "oom.bytes %s, torch asked for %s" % (o.get("bytes"), gt["request"]))
+    df = num(o.get("device_free"))
+    row.cells["free"] = "%s / %s" % (fmt_b(df), fmt_b(gt["device_free"]))
+    row.add("device free", OK if df is not None and abs(df - gt["device_free"]) <= TORCH_STAT_TOL else BAD,
+            "oom.device_free %s, torch.cuda.mem_get_info() after the failure %s" % (fmt_b(df), fmt_b(gt["device_free"])))
+    pools = [p for p in o.get("pools") or [] if p.get("name") == "torch cuda:0"]
+    if len(pools) != 1:
+        row.add("pool at the failure", BAD, "no 'torch cuda:0' in oom.pools")
+        return row
+    p = pools[0]
+    got = (p.get("state"), p.get("reserved_bytes"), p.get("allocated_bytes"), p.get("free_bytes"),
+           p.get("largest_free_block"), p.get("verdict"))
+    exp = ("fresh", gt["reserved"], gt["allocated"], gt["reserved"] - gt["allocated"], gt["largest_free"], want)
+    row.cells["tl"] = "%s / %s / %s" % (fmt_b(got[1]), fmt_b(got[2]), fmt_b(got[4]))
+    row.add("pool at the failure", OK if got == exp else BAD,
+            "state, reserved, allocated, free, largest free, verdict %s; torch's %s" % (got, exp))
+    return row
+
+
 def owner_split(r):
     """(held by the caching allocator, held, leaked, leaked by `user`, per-owner held)
     in bytes of device memory, from an exit report's held[] and leaks[]."""
@@ -1379,6 +1429,17 @@ def evaluate(records, env):
             [[row.cells.get(k, "") for k in ("loop", "conf", "tool", "torch_res", "tl_res", "torch_alloc", "tl_alloc",
                                      "delta", "growth", "owners", "line")] + [row.verdict()] for row in trows])))
 
+    # PyTorch's out-of-memory of each verdict
+    orows = [eval_torch_oom(r) for r in records if r["kind"] == "torch_oom"]
+    rows.extend(orows)
+    if orows:
+        sections.append(("PyTorch out of memory: tensorleak's report at the failure vs torch's own figures", md_table(
+            ["request", "expected verdict", "torch reserved / allocated / largest free",
+             "tensorleak pool at the failure", "device free: tensorleak / torch", "tensorleak verdict, remedy",
+             "verdict"],
+            [[row.cells.get(k, "") for k in ("request", "want", "torch", "tl", "free", "verdict")] + [row.verdict()]
+             for row in orows])))
+
     # Framework loops
     frows = [eval_framework(r) for r in records if r["kind"] == "fw"]
     rows.extend(frows)
@@ -2114,11 +2175,34 @@ def cmd_selftest(_a):
         assert len(p) == 1 and "pool row" in p[0] and "stale" in p[0], p
         row, p = tsnap_case(7, ([], None), stand_in=False, pool_allocated=3 * MiB)
         assert len(p) == 1 and "pool row" in p[0] and "20 MiB / 3 MiB, memory_stats() 20 MiB / 2 MiB" in p[0], p
+        # 5b: PyTorch's out-of-memory rows: figures and verdict against torch's own
+        def oom_case(n, verdict, **change):
+            gt = {"pid": 60 + n, "request": 50 * MiB, "caught": True, "num_ooms": 1, "reserved": 800 * MiB,
+                  "allocated": 200 * MiB, "largest_free": 15 * MiB, "device_free": 40 * MiB}
+            pool = {"name": "torch cuda:0", "state": "fresh", "reserved_bytes": 800 * MiB,
+                    "allocated_bytes": 200 * MiB, "free_bytes": 600 * MiB, "largest_free_block": 15 * MiB,
+                    "verdict": "fragmentation"}
+            oom = {"bytes": 50 * MiB, "device_free": 40 * MiB, "verdict": "fragmentation",
+                   "remedy": "expandable_segments", "pools": [pool]}
+            for k, v in change.items():
+                (pool if k in pool else oom)[k] = v
+            out = put("oom%d.out" % n, "TL_GROUND_TRUTH " + json.dumps(gt) + "\n")
+            report("oom%d" % n, gt["pid"], "oom", oom=oom)
+            report("oom%d" % n, gt["pid"], "exit")
+            rec = dict(recs[0], kind="torch_oom", name=verdict, tool="cli", extra="", stdout=out, stderr=out,
+                       reports_dir=os.path.join(d, "oom%d" % n))
+            rows, _, p = evaluate([rec], {"tensorleak_lib": "x"})
+            return p
+        assert oom_case(0, "fragmentation") == []
+        p = oom_case(1, "not_enough_memory")
+        assert len(p) == 2 and "verdict" in p[0] and "pool at the failure" in p[1], p
+        p = oom_case(2, "fragmentation", state="stale", reserved_bytes=20 * MiB, device_free=None)
+        assert len(p) == 2 and "device free" in p[0] and "pool at the failure" in p[1], p
         # 6: records file round trip
         rp = put("records.tsv", "\t".join(["sample", "leaky", "static", "preload", "0", "1.5", out, out, d, ""]) + "\n")
         rr = read_records(rp)
         assert rr[0]["rc"] == 0 and rr[0]["seconds"] == 1.5 and rr[0]["tool"] == "preload", rr
-        print("compare.py selftest: ok (10 scenarios)")
+        print("compare.py selftest: ok (11 scenarios)")
         return 0
     finally:
         shutil.rmtree(d, ignore_errors=True)

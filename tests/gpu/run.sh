@@ -592,6 +592,12 @@ else
         done
     done
     [ -n "$TL_CLI" ] && rec torch leak - cli "" 120 required -- "$PY" "$KIT/torch_loop.py" --leak --requests 20
+    # PyTorch's out-of-memory of each verdict (torch_oom.py; tests/torch/test_torch_oom.py on
+    # the simulated GPU): compare.py holds the report at the failure against torch's figures
+    if [ -n "$TL_CLI" ]; then
+        rec torch_oom fragmentation - cli "" 120 required -- "$PY" "$KIT/torch_oom.py" --request-mib 50
+        rec torch_oom not_enough_memory - cli "" 120 required -- "$PY" "$KIT/torch_oom.py" --request-mib 2000
+    fi
     # tensorleak's torch-snapshot pickle against PyTorch's own snapshot (memory_viz views)
     [ -n "$TL_CLI" ] && tsnap_row
 fi
