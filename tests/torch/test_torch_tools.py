@@ -138,6 +138,11 @@ def owner_rules_give_torchs_segments_to_its_cache():
     for s in r["held"]:
         if "libc10_cuda.so" not in (s["stack"][0].get("module") or ""):
             fail(f"a held site's innermost frame is not in libc10_cuda.so: {s['stack'][:2]}")
+        # The library's JSON keeps the report contract on C++ frames:
+        # `function` demangled, `symbol` the raw name.
+        top = s["stack"][0]
+        if top["function"].startswith("_Z") or not (top.get("symbol") or "").startswith("_ZN3c104cuda"):
+            fail(f"a libc10_cuda frame's function/symbol are not demangled/raw: {top}")
     pools = [p for p in r["pools"] if p["name"] == "torch cuda:0"]
     eq([(p["reserved_bytes"], p["allocated_bytes"], p["largest_free_block"]) for p in pools],
        [(figures["reserved"], figures["allocated"], figures["largest_free"])], "the exit report's pool vs torch")
