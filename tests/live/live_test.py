@@ -14,6 +14,10 @@ import tempfile
 import time
 
 CLI = os.environ["TL_CLI"]
+# The environment the cases start programs in: the test's own, less any
+# TENSORLEAK_* setting of the caller (CI sets TENSORLEAK_FUZZ_SECONDS, which
+# the library would warn about on stderr that the cases compare).
+BASE_ENV = {k: v for k, v in os.environ.items() if not k.startswith("TENSORLEAK_")}
 SERVER = os.environ["TL_LIVE_SERVER"]
 MIB = 1 << 20
 
@@ -34,7 +38,7 @@ class Server:
     def __init__(self, tmp, mode, n, name="s", env=None, program=None, wrapper=()):
         self.snapshot = os.path.join(tmp, f"{name}.snapshot.json")
         self.ready = os.path.join(tmp, f"{name}.ready")
-        e = dict(os.environ)
+        e = dict(BASE_ENV)
         e.update({"TENSORLEAK_OUTPUT": os.path.join(tmp, f"{name}.%p.json"), "TENSORLEAK_QUIET": "1"})
         e.update(env or {})
         argv = (program or [SERVER, mode]) + [str(n), self.snapshot, self.ready]
@@ -424,7 +428,7 @@ s.stop()
 print(json.dumps([os.getpid(), s.pid, [p["pid"] for p in procs], kept, err]))
 """
     r = subprocess.run(["unshare", "--pid", "--fork", sys.executable, "-c", inner], capture_output=True, text=True,
-                       timeout=120, env=os.environ)
+                       timeout=120, env=BASE_ENV)
     assert r.returncode == 0, r.stderr
     me, pid, listed, kept, err = json.loads(r.stdout)
     assert me == 1 and listed == [pid] and kept, (me, pid, listed, kept, err)
@@ -438,7 +442,7 @@ def an_exit_during_a_live_update_leaves_no_file(tmp):
     leaves neither the file nor its temporary file."""
     live, marks = os.path.join(tmp, "live"), os.path.join(tmp, "marks")
     os.mkdir(marks)
-    env = dict(os.environ, **live_env(live, "0.05"), TENSORLEAK_QUIET="1", SLOW_RENAME_DIR=marks,
+    env = dict(BASE_ENV, **live_env(live, "0.05"), TENSORLEAK_QUIET="1", SLOW_RENAME_DIR=marks,
                TENSORLEAK_OUTPUT=os.path.join(tmp, "r.%p.json"), LD_PRELOAD=os.environ["TL_SLOW_RENAME"])
     r = subprocess.run([CLI, "run", "--sim", "--", os.environ["TL_LIVE_EXIT"], "in-rename", marks],
                        capture_output=True, text=True, timeout=60, env=env, cwd=tmp)
@@ -451,7 +455,7 @@ def many_processes_exiting_at_once_leave_no_live_file(tmp):
     """Sixty programs updating their live files every 10 ms, all exiting
     within a second on a loaded machine: none leaves its file."""
     live = os.path.join(tmp, "live")
-    env = dict(os.environ, **live_env(live, "0.01"), TENSORLEAK_QUIET="1",
+    env = dict(BASE_ENV, **live_env(live, "0.01"), TENSORLEAK_QUIET="1",
                TENSORLEAK_OUTPUT=os.path.join(tmp, "r.%p.json"))
     procs = [subprocess.Popen([CLI, "run", "--sim", "--", os.environ["TL_LIVE_EXIT"], "quick", "500"],
                               stderr=subprocess.PIPE, env=env, cwd=tmp) for _ in range(60)]
@@ -475,7 +479,7 @@ def forked_children_exit_without_waiting_for_anything(tmp):
             print("SKIP: needs root to hide /usr/lib/debug (compressed debug info costs each report its zlib time)")
             sys.exit(77)
         hide = ["unshare", "--mount", "sh", "-c", f"mount -t tmpfs none {debug} && exec \"$@\"", "sh"]
-    env = dict(os.environ, **live_env(os.path.join(tmp, "live"), "0.01"), TENSORLEAK_QUIET="1",
+    env = dict(BASE_ENV, **live_env(os.path.join(tmp, "live"), "0.01"), TENSORLEAK_QUIET="1",
                TENSORLEAK_OUTPUT=os.path.join(tmp, "r.%p.json"))
     prog = [os.environ["TL_LIVE_EXIT"], "forks", "50"]
     bare = subprocess.run(prog, capture_output=True, text=True, timeout=120, env=env, cwd=tmp)
@@ -591,7 +595,7 @@ def root_sees_every_users_processes_and_refuses_what_a_user_could_forge(tmp):
     for d in (own, forged):
         shutil.rmtree(d, ignore_errors=True)
     os.chmod(tmp, 0o777)  # the other user's report goes here
-    env = {k: v for k, v in os.environ.items() if k not in ("TENSORLEAK_LIVE_DIR", "XDG_RUNTIME_DIR")}
+    env = {k: v for k, v in BASE_ENV.items() if k != "XDG_RUNTIME_DIR"}
     env.update({"TENSORLEAK_LIVE_INTERVAL": "0.2", "TENSORLEAK_OUTPUT": os.path.join(tmp, "o.%p.json"),
                 "TENSORLEAK_QUIET": "1", "HOME": tmp})
     ready = os.path.join(tmp, "ready")
@@ -619,7 +623,7 @@ def root_sees_every_users_processes_and_refuses_what_a_user_could_forge(tmp):
             json.dump(doc, f)
         os.chmod(planted, 0o600)
         os.chown(planted, uid, uid)
-        root_env = {k: v for k, v in os.environ.items() if k != "TENSORLEAK_LIVE_DIR"}
+        root_env = dict(BASE_ENV)
         r = subprocess.run([CLI, "top", "--json"], capture_output=True, text=True, timeout=60, env=root_env)
         assert r.returncode == 0, r.stderr
         rows = json.loads(r.stdout)
@@ -657,7 +661,7 @@ def a_tmp_directory_another_user_made_first_is_bypassed_with_one_warning(tmp):
     os.mkdir(squatted)
     os.chmod(squatted, 0o755)  # root's, readable: not the user's
     os.chmod(tmp, 0o777)  # the user's report goes here
-    env = {k: v for k, v in os.environ.items() if k not in ("TENSORLEAK_LIVE_DIR", "XDG_RUNTIME_DIR")}
+    env = {k: v for k, v in BASE_ENV.items() if k != "XDG_RUNTIME_DIR"}
     env.update({"TENSORLEAK_LIVE_INTERVAL": "0.2", "TENSORLEAK_OUTPUT": os.path.join(tmp, "o.%p.json"),
                 "TENSORLEAK_QUIET": "1", "HOME": tmp})
     as_user = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
