@@ -13,9 +13,9 @@
  * DIR/.PID-NS.tmp (O_EXCL|O_NOFOLLOW, 0600) and renamed over the previous
  * one, so a reader sees a whole document or the one before; DIR is checked
  * on every write (owned by us, 0700).  It is removed from an exit handler
- * registered before the first file exists, which never waits for the
- * watcher: it removes the temporary file, so a write in flight renames
- * nothing, then the file (see remove_entry); a fatal signal that tensorleak
+ * registered before the first file exists, which waits for an update in
+ * progress (at most 1 s) and removes the temporary file, so a write still in
+ * flight renames nothing, then the file (see remove_entry); a fatal signal that tensorleak
  * handles removes it the same way.  A process that dies without
  * exit handlers otherwise (SIGKILL, _exit) leaves it for the readers, who tell a dead
  * process from a live one (live_read.c).  Any failure is one warning and the
@@ -452,7 +452,18 @@ static void build_document(struct tl_gather *m, void *arg)
  * nothing to rename (ENOENT) or removes what it renamed. */
 static void remove_entry(void)
 {
+    atomic_store(&stopped, true);
+    /* An update in progress sees `stopped` and removes the temporary file it
+     * made, unless the process is gone first: the update holds live_lock, so
+     * wait for it (a few milliseconds; bounded, since the watcher may be
+     * stuck) before the files go. */
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += 1;
+    bool locked = pthread_mutex_clocklock(&live_lock, CLOCK_MONOTONIC, &deadline) == 0;
     tl_live_state_remove();
+    if (locked)
+        pthread_mutex_unlock(&live_lock);
 }
 
 /* Async-signal-safe (atomics, getpid, unlink): also the fatal-signal
