@@ -41,8 +41,7 @@ static atomic_ullong refusals, crossings;
 
 static bool counts_as_device_memory(uint8_t kind)
 {
-    return kind == TL_KIND_DEVICE || kind == TL_KIND_MANAGED || kind == TL_KIND_ASYNC || kind == TL_KIND_VMM_HANDLE ||
-           kind == TL_KIND_ARRAY || kind == TL_KIND_VMM_IMPORTED;
+    return tl_holds_device_memory(kind);
 }
 
 int tl_budget_parse(const char *v, struct tl_budget_spec *out)

@@ -33,27 +33,6 @@ static inline void tl_shard_add(long long *x, long long d)
     __atomic_store_n(x, __atomic_load_n(x, __ATOMIC_RELAXED) + d, __ATOMIC_RELAXED);
 }
 
-/* Kinds that hold device memory (a VA reservation and a mapping do not: the
- * handle behind a mapping is what holds memory). */
-static inline bool tl_holds_memory(uint8_t kind)
-{
-    return kind == TL_KIND_DEVICE || kind == TL_KIND_HOST_PINNED || kind == TL_KIND_MANAGED ||
-           kind == TL_KIND_VMM_HANDLE || kind == TL_KIND_ASYNC || kind == TL_KIND_POOL_BLOCK ||
-           kind == TL_KIND_HOST_REGISTERED || kind == TL_KIND_ARRAY || kind == TL_KIND_VMM_IMPORTED;
-}
-
-/* Kinds that are address space, not this process's memory: a VA reservation
- * (cuMemAddressReserve), a mapping (cuMemMap) of a handle into one, and a
- * mapping of another process's memory (cuIpcOpenMemHandle).  Their rows are
- * tracked (a forgotten one is a leak of its kind) but their bytes are never
- * added to a byte figure: PyTorch reserves ~1.1x the GPU per expandable
- * segment, a mapping's memory is its handle's, and an IPC mapping's memory
- * is the exporting process's. */
-static inline bool tl_is_address_space(uint8_t kind)
-{
-    return kind == TL_KIND_VMM_RESERVATION || kind == TL_KIND_VMM_MAPPING || kind == TL_KIND_IPC_MAPPING;
-}
-
 /* A row entering (bytes > 0) or leaving the live table, inside its critical
  * section (tl_count_row, live_table.c): its owner's running live bytes and
  * peak (address space counts in none, nor a row of no owner).  Inline: it runs on every allocation and free. */

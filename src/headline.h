@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { TL_HEADLINE_GROUPS = 10 };
+#include "kinds.h"
 
 struct tl_headline {
     long long count[TL_HEADLINE_GROUPS];
@@ -27,23 +27,32 @@ struct tl_headline {
     long long unknown[TL_HEADLINE_GROUPS]; /* of count, allocations of unknown size (not in bytes) */
 };
 
-/* Per group: the report kinds in it (space-separated), its noun in the
- * singular and plural, and whether its bytes are memory. */
+/* Per group (kinds.h says which kinds are in it): its noun in the singular
+ * and plural. */
 static const struct {
-    const char *kinds, *one, *many;
-    bool memory;
+    const char *one, *many;
 } tl_headline_groups[TL_HEADLINE_GROUPS] = {
-    {"device async vmm_handle", "device allocation", "device allocations", true},
-    {"host_pinned", "pinned host allocation", "pinned host allocations", true},
-    {"host_registered", "registered host range", "registered host ranges", true},
-    {"managed", "managed allocation", "managed allocations", true},
-    {"array", "CUDA array", "CUDA arrays", true},
-    {"pool_block", "pool block", "pool blocks", true},
-    {"vmm_reservation", "VMM address range", "VMM address ranges", false},
-    {"vmm_mapping", "VMM mapping", "VMM mappings", false},
-    {"ipc_mapping", "CUDA IPC mapping", "CUDA IPC mappings", false},
-    {"", "allocation of another kind", "allocations of another kind", true},
+    [TL_HL_DEVICE] = {"device allocation", "device allocations"},
+    [TL_HL_HOST_PINNED] = {"pinned host allocation", "pinned host allocations"},
+    [TL_HL_HOST_REGISTERED] = {"registered host range", "registered host ranges"},
+    [TL_HL_MANAGED] = {"managed allocation", "managed allocations"},
+    [TL_HL_ARRAY] = {"CUDA array", "CUDA arrays"},
+    [TL_HL_POOL_BLOCK] = {"pool block", "pool blocks"},
+    [TL_HL_VMM_RESERVATION] = {"VMM address range", "VMM address ranges"},
+    [TL_HL_VMM_MAPPING] = {"VMM mapping", "VMM mappings"},
+    [TL_HL_IPC_MAPPING] = {"CUDA IPC mapping", "CUDA IPC mappings"},
+    [TL_HL_OTHER] = {"allocation of another kind", "allocations of another kind"},
 };
+
+/* Whether group g's bytes are memory: its kinds' (a kind this tensorleak
+ * does not know counts as memory). */
+static inline bool tl_headline_group_memory(int g)
+{
+    for (int i = 0; i < TL_KIND_COUNT; i++)
+        if ((int)tl_kind_rows[i].group == g)
+            return tl_kind_rows[i].holds != TL_HOLDS_ADDRESS;
+    return true;
+}
 
 /* Adds one leak row of `kind` (its JSON name, "device" for stream-ordered
  * blocks too; older reports say "async"); `unknown` of its `count`
@@ -51,20 +60,10 @@ static const struct {
 static inline void tl_headline_add(struct tl_headline *h, const char *kind, long long count, uint64_t bytes,
                                    long long unknown)
 {
-    size_t len = kind ? strlen(kind) : 0;
-    int g = TL_HEADLINE_GROUPS - 1;
-    for (int i = 0; i < TL_HEADLINE_GROUPS - 1 && g == TL_HEADLINE_GROUPS - 1; i++) {
-        for (const char *k = tl_headline_groups[i].kinds; *k;) {
-            size_t n = strcspn(k, " ");
-            if (n == len && len && !strncmp(k, kind, n)) {
-                g = i;
-                break;
-            }
-            k += n + (k[n] == ' ');
-        }
-    }
+    const struct tl_kind_row *row = tl_kind_row_named(kind);
+    int g = row ? (int)row->group : TL_HL_OTHER;
     h->count[g] += count;
-    h->bytes[g] += tl_headline_groups[g].memory ? bytes : 0;
+    h->bytes[g] += tl_headline_group_memory(g) ? bytes : 0;
     h->unknown[g] += unknown;
 }
 
@@ -99,9 +98,10 @@ static inline void tl_headline_print(FILE *out, const struct tl_headline *h,
         fputs(shown == 1 ? "" : shown == total ? " and " : ", ", out);
         fprintf(out, "%lld leaked %s", h->count[i],
                 h->count[i] == 1 ? tl_headline_groups[i].one : tl_headline_groups[i].many);
-        if (tl_headline_groups[i].memory && h->unknown[i] >= h->count[i]) {
+        bool memory = tl_headline_group_memory(i);
+        if (memory && h->unknown[i] >= h->count[i]) {
             fputs(" (size unknown)", out);
-        } else if (tl_headline_groups[i].memory) {
+        } else if (memory) {
             char size[32];
             format_size(h->bytes[i], size, sizeof size);
             if (h->unknown[i] > 0)

@@ -222,7 +222,7 @@ json_t *tl_oom_analysis(const struct tl_gather *m)
         cache_free_unknown = true;
 
     const char *verdict = "unknown", *remedy = NULL, *note = NULL;
-    if (ev->kind == TL_KIND_HOST_PINNED || ev->kind == TL_KIND_HOST_REGISTERED)
+    if (tl_holds_host_memory(ev->kind))
         note = "host memory: the device's figures do not apply";
     else if (ev->kind == TL_KIND_VMM_RESERVATION)
         note = "address space, not memory: the device's figures do not apply";

@@ -514,9 +514,7 @@ static bool collect_row(const struct tl_live *rec, void *arg)
             c->graph_nodes[rec->aux]++;
         } else
             c->async_unpooled[dev] += (long long)rec->size;
-    } else if ((rec->kind == TL_KIND_DEVICE || rec->kind == TL_KIND_MANAGED || rec->kind == TL_KIND_VMM_HANDLE ||
-                rec->kind == TL_KIND_ARRAY || rec->kind == TL_KIND_VMM_IMPORTED) &&
-               !tl_pools_is_held(rec)) {
+    } else if (tl_holds_device_memory(rec->kind) && !tl_pools_is_held(rec)) { /* a stream-ordered one: above */
         c->direct_reserved[dev] += (long long)rec->size;
     }
     return false;

@@ -137,7 +137,7 @@ static void gather_ipc_row(struct gather *g, const struct tl_live *rec)
  * registered host memory carry the device that was current, or none). */
 static int row_device(const struct tl_live *rec)
 {
-    if (rec->kind == TL_KIND_HOST_PINNED || rec->kind == TL_KIND_HOST_REGISTERED || rec->device >= TL_MAX_DEVICES)
+    if (tl_holds_host_memory(rec->kind) || rec->device >= TL_MAX_DEVICES)
         return -1;
     return rec->device;
 }

@@ -10,6 +10,7 @@
  * further on. Optional arrays may be missing; present ones must be well-typed.
  */
 #include "report.h"
+#include "kinds.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -45,19 +46,14 @@ static void fail(struct loader *ld, const char *fmt, ...)
 
 bool report_kind_is_address_space(const char *kind)
 {
-    return kind && (strcmp(kind, "vmm_reservation") == 0 || strcmp(kind, "vmm_mapping") == 0 ||
-                    strcmp(kind, "ipc_mapping") == 0);
+    const struct tl_kind_row *row = tl_kind_row_named(kind);
+    return row && row->holds == TL_HOLDS_ADDRESS;
 }
 
 const char *report_kind_apart_words(const char *kind)
 {
-    if (!report_kind_is_address_space(kind))
-        return "";
-    if (strcmp(kind, "vmm_reservation") == 0)
-        return " of address space (not memory)";
-    if (strcmp(kind, "ipc_mapping") == 0)
-        return " of another process's memory (CUDA IPC, counted there)";
-    return " mapped range (memory counted at its handle)";
+    const struct tl_kind_row *row = tl_kind_row_named(kind);
+    return row ? row->apart : "";
 }
 
 const char *report_leak_kind(const struct tl_leak *l)

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <pthread.h>
 
+#include "kinds.h"
+
 #define TL_EXPORT __attribute__((visibility("default")))
 #define TL_LIKELY(x) __builtin_expect(!!(x), 1)
 #define TL_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -225,21 +227,7 @@ unsigned long tl_callsite_python_count(void);
 void *tl_dlopen_route(int which, uintptr_t arg2, uintptr_t arg3);
 
 /* ---- callsite.c --------------------------------------------------------- */
-enum tl_kind {
-    TL_KIND_DEVICE = 0,
-    TL_KIND_HOST_PINNED,
-    TL_KIND_MANAGED,
-    TL_KIND_VMM_HANDLE,
-    TL_KIND_VMM_MAPPING,
-    TL_KIND_VMM_RESERVATION,
-    TL_KIND_POOL_BLOCK,
-    TL_KIND_ASYNC, /* stream-ordered pool allocation (reported as "device") */
-    TL_KIND_HOST_REGISTERED, /* the program's own host memory pinned in place (cuMemHostRegister) */
-    TL_KIND_ARRAY, /* a CUDA array or mipmapped array (texture memory); its size is the driver's */
-    TL_KIND_VMM_IMPORTED, /* a VMM handle from cuMemImportFromShareableHandle (reported as "vmm_handle", imported) */
-    TL_KIND_IPC_MAPPING, /* another process's device memory opened here (cuIpcOpenMemHandle): not ours */
-    TL_KIND_COUNT
-};
+/* enum tl_kind and its rows: kinds.h. */
 const char *tl_kind_name(enum tl_kind kind);
 
 struct tl_callsite {

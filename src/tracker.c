@@ -42,21 +42,7 @@ void tl_tracker_after_fork(void)
 
 const char *tl_kind_name(enum tl_kind kind)
 {
-    static const char *const names[TL_KIND_COUNT] = {
-        [TL_KIND_DEVICE] = "device",
-        [TL_KIND_HOST_PINNED] = "host_pinned",
-        [TL_KIND_MANAGED] = "managed",
-        [TL_KIND_VMM_HANDLE] = "vmm_handle",
-        [TL_KIND_VMM_MAPPING] = "vmm_mapping",
-        [TL_KIND_VMM_RESERVATION] = "vmm_reservation",
-        [TL_KIND_POOL_BLOCK] = "pool_block",
-        [TL_KIND_ASYNC] = "device",
-        [TL_KIND_HOST_REGISTERED] = "host_registered",
-        [TL_KIND_ARRAY] = "array",
-        [TL_KIND_VMM_IMPORTED] = "vmm_handle",
-        [TL_KIND_IPC_MAPPING] = "ipc_mapping",
-    };
-    return (unsigned)kind < TL_KIND_COUNT ? names[kind] : "unknown";
+    return (unsigned)kind < TL_KIND_COUNT ? tl_kind_rows[kind].name : "unknown";
 }
 
 
