@@ -615,6 +615,26 @@ def an_undeclared_field_or_a_wrong_type_fails_validation():
         del target[key]
         check(not problems(schema, bad) and problems(as_written, bad), f"{where} without {key} is not told apart")
         tried += 1
+    # The same below the top level: every kind of object the library always
+    # writes in full, without one of its fields.
+    deeper = {
+        "a leak's stack frame": (lambda rep: [f for l in rep["leaks"] for f in l["stack"]], "file"),
+        "a leak": (lambda rep: rep["leaks"], "allocations_unlisted"),
+        "a pool's layout segment": (lambda rep: [s for p in rep["pools"] for s in p.get("layout", [])], "blocks"),
+        "a device": (lambda rep: rep["devices"], "uuid"),
+        "a growth row's frame": (lambda rep: [f for g in rep["growth"] for f in g.get("stack", [])], "line"),
+        "the IPC lists": (lambda rep: [rep["ipc"]], "mapped"),
+        "the tracker": (lambda rep: [rep["tracker"]], "walk_verdicts_evicted"),
+        "the out-of-memory record": (lambda rep: [rep["oom"]] if rep.get("oom") else [], "stack"),
+    }
+    written = [rep for _, _, rep in r.items]
+    for where, (pick, key) in deeper.items():
+        rep = next((rep for rep in written if pick(rep)), None)
+        check(rep is not None, f"no report has {where}")
+        bad = copy.deepcopy(rep)
+        del first(bad, pick)[key]
+        check(not problems(schema, bad) and problems(as_written, bad), f"{where} without {key} is not told apart")
+        tried += 1
     print(f"{tried} altered reports refused")
 
 
