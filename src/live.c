@@ -26,6 +26,7 @@
  * kind of report, never a file that is no longer the one it wrote.
  */
 #include "report_gather.h"
+#include "stack_view.h"
 #include "tl_version.h"
 #include "../tools/live_read.h"
 
@@ -239,37 +240,37 @@ static const char *site_of(struct tl_gather *m, const struct tl_callsite *cs)
     HASH_FIND(hh, site_lines, &cs->id, sizeof cs->id, e);
     if (e)
         return e->text;
-    /* Inlined callees count as frames of their own, as the report lists them. */
-    const struct tl_frame_info *python = NULL, *first = NULL;
-    struct tl_inline_frame pick = {0}, shown[TL_MAX_INLINE + 1];
-    bool found = false;
-    for (int i = 0; !python && i < cs->nframes; i++) {
-        const struct tl_frame_info *f = tl_report_frame(m, cs->frames[i]);
-        if (f->python) {
-            python = f;
-            break;
-        }
-        if (!first)
-            first = f;
-        int k = tl_frame_expand(f, shown);
-        for (int j = 0; !found && j < k; j++)
-            if (shown[j].file) {
-                pick = shown[j];
-                found = true;
-            }
+    /* Inlined callees count as frames of their own, as the report lists
+     * them; the line is the user's frame's (stack_view.h), as SARIF and
+     * HTML name it. */
+    size_t cap = (size_t)cs->nframes * (TL_MAX_INLINE + 1) + 1, n = 0;
+    struct tl_view_frame *view = malloc(cap * sizeof *view);
+    struct tl_inline_frame *line = malloc(cap * sizeof *line);
+    if (!view || !line) {
+        free(view);
+        free(line);
+        return "unknown";
     }
+    for (int i = 0; i < cs->nframes; i++) {
+        const struct tl_frame_info *f = tl_report_frame(m, cs->frames[i]);
+        int k = tl_frame_expand(f, &line[n]);
+        for (int j = 0; j < k; j++, n++)
+            view[n] = (struct tl_view_frame){f->python, f->module, line[n].file};
+    }
+    size_t user = tl_stack_user_frame(view, n);
     char text[512];
-    if (python)
-        snprintf(text, sizeof text, "%s %s:%d", python->function ? python->function : "??",
-                 python->file ? python->file : "??", python->line);
-    else if (found)
-        snprintf(text, sizeof text, "%s %s:%d", pick.function ? pick.function : "??", pick.file, pick.line);
-    else if (first) {
+    if (user < n) {
+        snprintf(text, sizeof text, "%s %s:%d", line[user].function ? line[user].function : "??", line[user].file,
+                 line[user].line);
+    } else if (cs->nframes > 0) {
+        const struct tl_frame_info *first = tl_report_frame(m, cs->frames[0]);
         const char *base = first->module ? strrchr(first->module, '/') : NULL;
         snprintf(text, sizeof text, "%s (%s+0x%lx)", first->function ? first->function : "??",
                  base ? base + 1 : first->module ? first->module : "?", (unsigned long)first->offset);
     } else
         snprintf(text, sizeof text, "unknown");
+    free(view);
+    free(line);
     size_t len = strlen(text) + 1;
     if (!(e = malloc(sizeof *e + len)))
         return "unknown";

@@ -3,6 +3,7 @@
  */
 #include "stack_view.h"
 
+#include <fnmatch.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -87,4 +88,48 @@ void tl_stack_view_fold_words(const struct tl_view_frame *frames, const struct t
         }
         used += (size_t)snprintf(buf + used, size - used, "%s%.*s", sep, (int)len, name);
     }
+}
+
+/* Modules whose frames are never the place to fix a leak. */
+static const char *const system_modules[] = {
+    "libc.so*", "libc-*", "ld-linux*", "ld-*.so*", "libstdc++.so*", "libpthread*",
+    "libcuda.so*", "libcudart*", "libtensorleak*",
+};
+
+static const char *base_name(const char *path)
+{
+    const char *slash = path ? strrchr(path, '/') : NULL;
+    return slash && slash[1] ? slash + 1 : path;
+}
+
+static bool has_file(const struct tl_view_frame *f)
+{
+    return f->file && *f->file;
+}
+
+static bool is_program_python(const struct tl_view_frame *f)
+{
+    return f->python && has_file(f) && f->file[0] != '<' && !strstr(f->file, "/site-packages/") &&
+           !strstr(f->file, "/dist-packages/") && !strstr(f->file, "/lib/python3");
+}
+
+static bool is_user_frame(const struct tl_view_frame *f)
+{
+    if (!has_file(f) || strcmp(base_name(f->file), "tensorleak.h") == 0 || strncmp(f->file, "/usr/", 5) == 0)
+        return false;
+    const char *module = base_name(f->module);
+    for (size_t i = 0; module && i < sizeof system_modules / sizeof system_modules[0]; i++)
+        if (fnmatch(system_modules[i], module, 0) == 0)
+            return false;
+    return true;
+}
+
+size_t tl_stack_user_frame(const struct tl_view_frame *frames, size_t n)
+{
+    bool (*const rules[])(const struct tl_view_frame *) = {is_program_python, is_user_frame, has_file};
+    for (size_t r = 0; r < sizeof rules / sizeof rules[0]; r++)
+        for (size_t i = 0; i < n; i++)
+            if (rules[r](&frames[i]))
+                return i;
+    return n;
 }

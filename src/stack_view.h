@@ -21,11 +21,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* What the view needs of a frame: whether it is Python's, and the module
- * (path or file name; NULL when unknown) of a native one. */
+/* What the view needs of a frame: whether it is Python's, the module (path
+ * or file name; NULL when unknown) of a native one, and its source file
+ * (NULL when unknown; only tl_stack_user_frame reads it). */
 struct tl_view_frame {
     bool python;
     const char *module;
+    const char *file;
 };
 
 /* A row: one frame (count == 1, fold false), or `count` native frames from
@@ -39,6 +41,17 @@ struct tl_view_row {
 /* The rows of the n frames (innermost first) into rows[], at most n; returns
  * how many.  all: every frame as recorded. */
 size_t tl_stack_view(const struct tl_view_frame *frames, size_t n, bool all, struct tl_view_row *rows);
+
+/* Which of the n frames (innermost first) is the user's, the line a person
+ * fixes a leak at: the innermost Python frame of the program (not of the
+ * interpreter's library, an installed package or "<string>"), else the
+ * innermost frame with a source file outside the C and C++ libraries, the
+ * CUDA driver and runtime, tensorleak and its client header (an inlined
+ * tensorleak_pool_alloc) and /usr/, else the innermost frame with a source
+ * file; n when no frame has one.  Every renderer that names a site by one
+ * line asks here (SARIF, HTML, the live file that top and the exporter
+ * read), so they name the same line. */
+size_t tl_stack_user_frame(const struct tl_view_frame *frames, size_t n);
 
 /* "7 native frames: libcudart, libffi, _ctypes, libpython3.11": the folded
  * row's words, its modules' short names in first-seen order, at most

@@ -68,9 +68,8 @@ void format_folded(FILE *out, const struct tl_report *report);
 bool format_sarif(FILE *out, const struct tl_report *reports, size_t count);
 /* Absolute paths under DIR become relative URIs (default: the current directory). */
 void sarif_set_source_root(const char *dir);
-/* Whether a frame is the program's own code with a file (not libc, CUDA, tensorleak). */
-bool sarif_is_user_frame(const struct tl_frame *frame);
-/* The first user frame with a file, else the first frame with a file, else NULL. */
+/* The stack's user frame (tl_stack_user_frame, stack_view.h), NULL when no
+ * frame has a file. */
 const struct tl_frame *sarif_user_frame(const struct tl_stack *stack);
 
 /* format_html.c */

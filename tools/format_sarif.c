@@ -8,10 +8,10 @@
  *   tensorleak/invalid-free  error    invalid_frees[]
  *   tensorleak/oom           warning  oom
  *
- * The location is the top *user* frame that has a file: frames of the C
+ * The location is the user's frame (tl_stack_user_frame, stack_view.h: the
+ * program's Python line, else the top frame with a file outside the C
  * library, the CUDA driver and runtime, tensorleak itself and its client
- * header (an inlined tensorleak_pool_alloc() is attributed to tensorleak.h)
- * are skipped. Scanners want paths relative to the repository: leading "./"
+ * header). Scanners want paths relative to the repository: leading "./"
  * and "../" are dropped (meson compiles from a build directory one level
  * below the sources, so DWARF says "../src/x.c"), and absolute paths under
  * the source root (--source-root DIR, default the current directory) are
@@ -21,10 +21,10 @@
 #include "cli.h"
 #include "report.h"
 #include "sizes.h"
+#include "stack_view.h"
 
 #include "tl_version.h"
 
-#include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -46,53 +46,16 @@ static const struct {
                    "A GPU allocation failed for lack of memory." },
 };
 
-/* Modules whose frames are never the place to fix a leak. */
-static const char *const system_modules[] = {
-    "libc.so*", "libc-*", "ld-linux*", "ld-*.so*", "libstdc++.so*", "libpthread*",
-    "libcuda.so*", "libcudart*", "libtensorleak*",
-};
-
-bool sarif_is_user_frame(const struct tl_frame *f)
-{
-    if (!f->file || !*f->file)
-        return false;
-    if (strcmp(report_basename(f->file), "tensorleak.h") == 0)
-        return false;
-    if (strncmp(f->file, "/usr/", 5) == 0)
-        return false;
-    const char *module = report_basename(f->module);
-    if (module) {
-        for (size_t i = 0; i < sizeof(system_modules) / sizeof(system_modules[0]); i++) {
-            if (fnmatch(system_modules[i], module, 0) == 0)
-                return false;
-        }
-    }
-    return true;
-}
-
-/* The program's own Python line comes first: a Python
- * frame outside the interpreter's library and installed packages. */
-static bool is_program_python_frame(const struct tl_frame *f)
-{
-    return f->python && f->file && *f->file && f->file[0] != '<' && !strstr(f->file, "/site-packages/") &&
-           !strstr(f->file, "/dist-packages/") && !strstr(f->file, "/lib/python3");
-}
-
 const struct tl_frame *sarif_user_frame(const struct tl_stack *stack)
 {
-    for (size_t i = 0; i < stack->count; i++) {
-        if (is_program_python_frame(&stack->frames[i]))
-            return &stack->frames[i];
-    }
-    for (size_t i = 0; i < stack->count; i++) {
-        if (sarif_is_user_frame(&stack->frames[i]))
-            return &stack->frames[i];
-    }
-    for (size_t i = 0; i < stack->count; i++) {
-        if (stack->frames[i].file && *stack->frames[i].file)
-            return &stack->frames[i];
-    }
-    return NULL;
+    struct tl_view_frame *view = calloc(stack->count ? stack->count : 1, sizeof *view);
+    if (!view)
+        return NULL;
+    for (size_t i = 0; i < stack->count; i++)
+        view[i] = (struct tl_view_frame){stack->frames[i].python, stack->frames[i].module, stack->frames[i].file};
+    size_t i = tl_stack_user_frame(view, stack->count);
+    free(view);
+    return i < stack->count ? &stack->frames[i] : NULL;
 }
 
 static char source_root[PATH_MAX];

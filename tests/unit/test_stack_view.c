@@ -86,3 +86,32 @@ Test(stack_view, fold_words_that_do_not_fit_end_in_an_ellipsis)
     cr_assert_str_eq(words, "5 native frames: libcudart, ...");
     cr_assert_lt(strlen(words), sizeof words);
 }
+
+/* The user's frame, which SARIF, HTML and the live file (top, the exporter)
+ * all name a site by.  The live file used to take the innermost Python
+ * frame, or else the innermost native frame with a file, so it named an
+ * installed package's line, or the client header's inlined
+ * tensorleak_pool_alloc, where SARIF and HTML named the program's. */
+Test(stack_view, the_users_frame_is_the_programs_python_line_else_its_own_native_code)
+{
+    static const struct tl_view_frame python[] = {
+        { false, "/opt/sim/libcudart.so.13", "runtime.c" },
+        { true, NULL, "/usr/lib/python3/dist-packages/torch/cuda/memory.py" },
+        { true, NULL, "/srv/app/.venv/lib/python3.12/site-packages/model/cache.py" },
+        { true, NULL, "<string>" },
+        { true, NULL, "/srv/app/serve.py" },
+    };
+    cr_assert_eq(tl_stack_user_frame(python, 5), 4);
+    static const struct tl_view_frame native[] = {
+        { false, "/usr/lib/x86_64-linux-gnu/libc.so.6", "malloc.c" },
+        { false, "/srv/app/server", "/srv/app/include/tensorleak.h" },
+        { false, "/srv/app/server", "/usr/include/c++/12/bits/stl_vector.h" },
+        { false, "/srv/app/server", "../src/pool.c" },
+    };
+    cr_assert_eq(tl_stack_user_frame(native, 4), 3);
+    /* No frame of the program's: the innermost with a file; none: n. */
+    cr_assert_eq(tl_stack_user_frame(native, 3), 0);
+    static const struct tl_view_frame bare[] = { NAT("libcuda.so.1"), PY(NULL), { false, "a.so", "" } };
+    cr_assert_eq(tl_stack_user_frame(bare, 3), 3);
+    cr_assert_eq(tl_stack_user_frame(bare, 0), 0);
+}
