@@ -183,6 +183,21 @@ int tensorleak_bridge_wait(int timeout_ms)
     return rc;
 }
 
+static atomic_bool history_wanted;
+
+void tl_bridge_want_history(void)
+{
+    atomic_store(&history_wanted, true);
+}
+
+/* 1 once a PyTorch pool's allocated bytes reached new highs at two marks in
+ * a row (growth.c), else 0: the Python side's cue for history `auto`. */
+TL_EXPORT int tensorleak_bridge_history_wanted(void);
+int tensorleak_bridge_history_wanted(void)
+{
+    return atomic_load(&history_wanted);
+}
+
 /* The caller is about to read the framework state: what it submits next
  * answers the requests made until now, not later ones. */
 TL_EXPORT void tensorleak_bridge_reading(void);

@@ -180,6 +180,13 @@ static void observe_pool(const char *name, const char *kind, long long allocated
         return;
     snprintf(s->kind, sizeof s->kind, "%s", kind);
     tl_series_observe(s, o->seq, allocated, TL_SERIES_MIN_STEP);
+    /* New highs at this mark and the one before: a PyTorch pool that may be
+     * leaking, whose growth row can name its line only from the blocks'
+     * stacks (the bridge turns PyTorch's history on where it may). */
+    unsigned n = s->nrec;
+    if (n >= 2 && !strcmp(kind, "pytorch") && s->rec_mark[(n - 1) % TL_SERIES_KEEP] == o->seq &&
+        s->rec_mark[(n - 2) % TL_SERIES_KEEP] == o->seq - 1)
+        tl_bridge_want_history();
 }
 
 /* Python sites come and go with the program's stacks: past TL_MAX_SERIES

@@ -7,6 +7,26 @@ memory_stats()/_snapshot() in the shapes recorded on the H200).  Each test is
 a function; meson runs one per process (`bridge_test.py NAME`).  Assertions
 are exact where the input is deterministic: the fake allocator's own figures
 are printed by the program and must be the report's.
+
+Real PyTorch runs on the simulator too (tests/torch, suite 'torch'), and
+every figure the report prints about PyTorch is checked there against torch
+itself: the pool in its allocator modes, growth per pool with history off,
+auto and on and both kinds of marks, the out-of-memory verdicts, the pytest
+plugin, owners on libc10_cuda, top and the exporter.  The stand-in stays for
+what real torch cannot be made to do on demand, each test's reason:
+- exact replay of states recorded on the H200 (the_library_reports_the_h200_
+  state_exactly, fields_a_report_cannot_hold_...): real torch on a simulator
+  never produces a GPU's addresses and figures;
+- failures and timing injected into the framework (growth_is_never_lost_while_
+  a_state_read_is_slow, a_framework_that_fails_..., a_program_holding_the_gil_
+  ..., report_inside_an_allocation_..., a_failure_pytorch_recovers_from_...):
+  a slow, failing or GIL-holding allocator read is a switch of the stand-in;
+- JAX, CuPy and RMM, whose CUDA libraries need NVIDIA's runtime
+  (cuGetExportTable) and cannot run on the simulator;
+- the bridge's own rules on small, fast programs (imports, switches, forks,
+  signals, suppressions, clean twins over fifty requests): a real torch
+  import costs about 3 s, forty of them would add minutes to CI for no
+  figure of torch's that the 'torch' suite does not already check.
 """
 import json
 import os
