@@ -51,7 +51,7 @@
 #define XSTATE_MAX 16384       /* NT_X86_XSTATE; 2688 bytes with AVX-512 */
 #define SCRATCH_MAX (64 * 1024) /* bytes pushed below the red zone, at most */
 #define RED_ZONE 128
-#define PATCH_TRIES 20          /* stop-all attempts while a thread is inside a patch */
+#define PATCH_TRIES 200         /* stop-all attempts while a thread is inside a patch */
 #define CHOOSE_TRIES 10         /* stop-all attempts while no thread is safe to hijack */
 
 enum thread_state { T_RUNNING, T_STOPPED, T_GONE };
@@ -597,7 +597,7 @@ bool inject_patch(struct inject *in, const struct tensorleak_patch *patches, siz
             return false;
         if (attempt + 1 == PATCH_TRIES)
             return fail(in, "a thread was inside the code to change at each of %d tries", PATCH_TRIES);
-        struct timespec ts = { 0, 5 * 1000000 };
+        struct timespec ts = { 0, 2 * 1000000 };
         nanosleep(&ts, NULL);
     }
     bool ok = true;

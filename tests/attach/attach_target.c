@@ -8,6 +8,8 @@
  *   attach_target busy           the same, and a thread calling answer()
  *                                without pause
  *   attach_target threads        the same, and 8 such threads
+ *                                park: a thread blocks inside answer()'s
+ *                                first bytes, print "parked"
  *   attach_target sleep MS       sleep MS ms in one clock_nanosleep (which an
  *                                attach interrupts and must restart), then
  *                                say whether it slept whole, print answer,
@@ -16,18 +18,64 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
-__attribute__((noinline)) int answer(void)
+/* In assembly, so that its bytes are known.  Its first 6 bytes (what the
+ * test library's patch replaces) hold a syscall that normal calls jump
+ * over; park() enters there to block in pause(2): a thread stopped inside
+ * the code to change, which the injector must wait for or refuse. */
+int answer(void);
+void park(void);
+__asm__(".text\n"
+        ".globl answer\n"
+        ".type answer, @function\n"
+        "answer:\n"
+        "    jmp 1f\n"          /* eb 04 */
+        "    nop\n"
+        "    nop\n"
+        "2:  syscall\n"         /* answer + 4 */
+        "1:  movl $42, %eax\n"  /* answer + 6 */
+        "    ret\n"
+        ".size answer, .-answer\n"
+        ".globl park\n"
+        ".type park, @function\n"
+        "park:\n"
+        "    movl $34, %eax\n"  /* SYS_pause */
+        "    jmp 2b\n"
+        ".size park, .-park\n");
+
+static atomic_int parked_tid;
+
+static void *parked(void *arg)
 {
-    return 42;
+    (void)arg;
+    atomic_store(&parked_tid, (int)syscall(SYS_gettid));
+    park();
+    return NULL;
+}
+
+/* Whether thread TID sits in pause(2) (its /proc syscall line starts "34 "). */
+static bool in_pause(int tid)
+{
+    char path[64], text[64] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (!fgets(text, sizeof text, f))
+            text[0] = '\0';
+        fclose(f);
+    }
+    return strncmp(text, "34 ", 3) == 0;
 }
 
 static atomic_long calls;
-static atomic_long wrong; /* answers neither 42 nor 43: a torn patch */
+static atomic_long wrong; /* answers neither 42 nor 43: a patch written under a thread */
 
 static void *spin(void *arg)
 {
@@ -91,6 +139,14 @@ int main(int argc, char **argv)
             nanosleep(&ts, NULL);
             printf("spinning %s, wrong %ld\n", atomic_load(&calls) > before || !spinners ? "yes" : "no",
                    atomic_load(&wrong));
+        } else if (strcmp(line, "park\n") == 0) {
+            pthread_t t;
+            pthread_create(&t, NULL, parked, NULL);
+            while (!atomic_load(&parked_tid) || !in_pause(atomic_load(&parked_tid))) {
+                struct timespec ts = { 0, 1000000 };
+                nanosleep(&ts, NULL);
+            }
+            puts("parked");
         } else if (strcmp(line, "q\n") == 0) {
             return 7;
         }

@@ -123,7 +123,7 @@ def a_sleep_interrupted_by_the_attach_is_restarted_and_sleeps_whole(tmp):
         t.kill()
 
 
-def attach_to_a_busy_loop_and_to_eight_spinning_threads_never_tears_the_patch(tmp):
+def attach_and_detach_while_one_or_eight_threads_spin_keep_them_running_and_exact(tmp):
     for mode in ("busy", "threads"):
         t = Target(mode)
         try:
@@ -139,6 +139,21 @@ def attach_to_a_busy_loop_and_to_eight_spinning_threads_never_tears_the_patch(tm
             assert (rest, err, rc) == ("", "", 7), (mode, rest, err, rc)
         finally:
             t.kill()
+
+
+def a_thread_blocked_inside_the_code_to_change_makes_attach_refuse_and_change_nothing(tmp):
+    t = Target("busy")
+    try:
+        assert t.ask("park") == "parked"
+        r = cli("attach", "-o", os.path.join(tmp, "log"), str(t.pid), check=1)
+        assert r.stderr.strip() == (f"tensorleak: attach: {t.pid}: a thread was inside the code to change at each "
+                                    "of 200 tries; nothing was changed"), r.stderr
+        assert_untraced_and_running(t.pid)
+        assert t.ask("a") == "answer 42"
+        assert t.ask("calls") == "spinning yes, wrong 0"
+        assert t.quit() == ("", "", 7)
+    finally:
+        t.kill()
 
 
 def attach_again_after_detach_works_and_the_library_sees_each_step(tmp):
