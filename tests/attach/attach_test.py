@@ -346,6 +346,22 @@ def another_users_process_is_refused_naming_the_capability(tmp):
             t.communicate()
 
 
+def attaching_and_detaching_100_times_to_a_busy_program_changes_nothing(tmp):
+    t = Target("busy")
+    try:
+        log = os.path.join(tmp, "log")
+        for _ in range(100):
+            cli("attach", "-o", log, str(t.pid), check=0)
+            cli("detach", str(t.pid), check=0)
+        assert t.ask("a") == "answer 42"
+        assert t.ask("calls") == "spinning yes, wrong 0"
+        assert steps(log) == ["prepare", "commit", "detach_prepare", "detach_finish"] * 100
+        assert_untraced_and_running(t.pid)
+        assert t.quit() == ("", "", 7)
+    finally:
+        t.kill()
+
+
 if __name__ == "__main__":
     case = sys.argv[1]
     with tempfile.TemporaryDirectory(prefix="tl-attach-") as tmp:
