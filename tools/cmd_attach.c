@@ -119,12 +119,15 @@ static bool explain_denial(const char *command, pid_t pid, const struct proc_sta
     char capeff[32];
     bool cap = have_cap_sys_ptrace(capeff, sizeof capeff);
     int scope = yama_scope();
-    uid_t me = geteuid();
-    bool same_user = st->uid[0] == me && st->uid[1] == me && st->uid[2] == me;
+    /* PTRACE_SEIZE compares the caller's real ids with all of the target's. */
+    uid_t me = getuid();
+    gid_t group = getgid();
+    bool same_user = st->uid[0] == me && st->uid[1] == me && st->uid[2] == me && st->gid[0] == group &&
+                     st->gid[1] == group && st->gid[2] == group;
     if (!cap && !same_user) {
-        cli_error("%s: %d: process of uid %u, and tracing another user's process needs CAP_SYS_PTRACE, which this "
-                  "process lacks (CapEff %s): %s",
-                  command, (int)pid, st->uid[1], capeff, cap_fix);
+        cli_error("%s: %d: process of uid %u (gid %u), and tracing another user's process needs CAP_SYS_PTRACE, "
+                  "which this process lacks (CapEff %s): %s",
+                  command, (int)pid, st->uid[1], st->gid[1], capeff, cap_fix);
         return true;
     }
     if (scope == 3) {
@@ -593,20 +596,22 @@ int cmd_attach(int argc, char **argv)
     }
     if (!check_not_tracked("attach", pid, maps, count, library))
         goto out;
-    const struct inject_map *libc = inject_maps_find(maps, count, "libc.so");
-    uint64_t dlopen_at = 0, dlerror_at = 0;
-    char err[ERR_LEN];
-    if (!libc || (!inject_symbol(pid, maps, count, libc, "dlopen", &dlopen_at, err, sizeof err) &&
-                  !inject_symbol(pid, maps, count, libc, "__libc_dlopen_mode", &dlopen_at, err, sizeof err))) {
-        cli_error("attach: %d: cannot find dlopen in its C library (%s)", (int)pid, libc ? err : "no libc.so mapped");
-        goto out;
-    }
-    inject_symbol(pid, maps, count, libc, "dlerror", &dlerror_at, err, sizeof err);
 
     double t0 = now_s();
     struct session s = { .command = "attach", .pid = pid };
     if (!begin(&s, &st))
         goto out;
+    /* Looked up once traced: its memory is compared with the file's. */
+    const struct inject_map *libc = inject_maps_find(maps, count, "libc.so");
+    uint64_t dlopen_at = 0, dlerror_at = 0;
+    char err[ERR_LEN], why[ERR_LEN];
+    if (!libc || (!inject_symbol(pid, maps, count, libc, "dlopen", &dlopen_at, why, sizeof why) &&
+                  !inject_symbol(pid, maps, count, libc, "__libc_dlopen_mode", &dlopen_at, why, sizeof why))) {
+        snprintf(err, sizeof err, "cannot find dlopen in its C library (%.400s)", libc ? why : "no libc.so mapped");
+        rc = finish(&s, err);
+        goto out;
+    }
+    inject_symbol(pid, maps, count, libc, "dlerror", &dlerror_at, why, sizeof why);
     uint64_t path_at, settings_at, handle;
     err[0] = '\0';
     if (!push_string(&s, library, &path_at) || !push_string(&s, text, &settings_at)) {

@@ -334,8 +334,8 @@ def another_users_process_is_refused_naming_the_capability(tmp):
                             "--bounding-set=-all", CLI, "attach", str(t.pid)], capture_output=True, text=True,
                            env=clean_env(TENSORLEAK_LIBRARY=TESTLIB), cwd=tmp)
         assert r.returncode == 1, r.stderr
-        assert r.stderr.startswith(f"tensorleak: attach: {t.pid}: process of uid 4321, and tracing another user's "
-                                   "process needs CAP_SYS_PTRACE, which this process lacks (CapEff 0000000000000000): "
+        assert r.stderr.startswith(f"tensorleak: attach: {t.pid}: process of uid 4321 (gid 4321), and tracing "
+                                   "another user's process needs CAP_SYS_PTRACE, which this process lacks (CapEff 0000000000000000): "
                                    "run tensorleak as the process's user, or give it CAP_SYS_PTRACE"), r.stderr
         t.stdin.write("a\nq\n")
         t.stdin.flush()
