@@ -231,7 +231,7 @@ def a_failing_prepare_or_commit_leaves_the_program_as_it_was(tmp):
         t.kill()
 
 
-def refusals_no_such_pid_already_tracked_no_driver_unsafe_library(tmp):
+def refusals_no_such_pid_already_tracked_or_traced_no_driver_unsafe_library(tmp):
     # No such process: a pid that was just reaped.
     p = subprocess.Popen(["true"])
     p.wait()
@@ -263,6 +263,26 @@ def refusals_no_such_pid_already_tracked_no_driver_unsafe_library(tmp):
                                     f"{TESTLIB}); to attach or detach with that one, set TENSORLEAK_LIBRARY={other}"), r.stderr
         t.quit()
     finally:
+        t.kill()
+
+    # Traced by another process (a debugger): seized by a helper that waits.
+    t = Target("read")
+    tracer = subprocess.Popen([sys.executable, "-c", (
+        "import ctypes, sys, time\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "assert libc.ptrace(0x4206, int(sys.argv[1]), None, None) == 0, ctypes.get_errno()\n"
+        "print('seized', flush=True)\n"
+        "sys.stdin.read()\n"), str(t.pid)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert tracer.stdout.readline() == "seized\n"
+        r = cli("attach", str(t.pid), check=1)
+        assert r.stderr.strip() == (f"tensorleak: attach: {t.pid}: already traced by process {tracer.pid} (a "
+                                    "debugger?); detach it first"), r.stderr
+        tracer.communicate("")
+        assert t.ask("a") == "answer 42"
+        assert t.quit() == ("", "", 7)
+    finally:
+        tracer.kill()
         t.kill()
 
     # No driver yet, without --wait.
