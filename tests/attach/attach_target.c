@@ -8,6 +8,8 @@
  *   attach_target busy           the same, and a thread calling answer()
  *                                without pause
  *   attach_target threads        the same, and 8 such threads
+ *                                regs: print "waiting", read one byte
+ *                                raw, say whether registers were kept;
  *                                park: a thread blocks inside answer()'s
  *                                first bytes, print "parked"
  *   attach_target sleep MS       sleep MS ms in one clock_nanosleep (which an
@@ -74,6 +76,33 @@ static bool in_pause(int tid)
     return strncmp(text, "34 ", 3) == 0;
 }
 
+/* Reads one byte from stdin with a raw read(2), holding known values in
+ * SSE registers (which the kernel keeps across a syscall) and callee-saved
+ * ones across it: 1 when every one is intact afterwards and one byte came.
+ * An attach that hijacks this thread runs dlopen in it, which uses the SSE
+ * registers; they must come back with its extended state. */
+int read_keeps_registers(void);
+__asm__(".text\n"
+        ".globl read_keeps_registers\n"
+        ".type read_keeps_registers, @function\n"
+        "read_keeps_registers:\n"
+        "    push %rbx\n    push %r12\n    push %r13\n    sub $16, %rsp\n"
+        "    movabs $0x1122334455667788, %rax\n"
+        "    movq %rax, %xmm0\n    movq %rax, %xmm8\n    movq %rax, %xmm15\n"
+        "    mov %rax, %rbx\n    mov %rax, %r12\n    mov %rax, %r13\n"
+        "    xor %eax, %eax\n    xor %edi, %edi\n    mov %rsp, %rsi\n    mov $1, %edx\n"
+        "    syscall\n"
+        "    cmp $1, %rax\n    jne 9f\n"
+        "    movabs $0x1122334455667788, %rdx\n"
+        "    movq %xmm0, %rax\n    cmp %rdx, %rax\n    jne 9f\n"
+        "    movq %xmm8, %rax\n    cmp %rdx, %rax\n    jne 9f\n"
+        "    movq %xmm15, %rax\n    cmp %rdx, %rax\n    jne 9f\n"
+        "    cmp %rdx, %rbx\n    jne 9f\n    cmp %rdx, %r12\n    jne 9f\n    cmp %rdx, %r13\n    jne 9f\n"
+        "    mov $1, %eax\n    jmp 8f\n"
+        "9:  xor %eax, %eax\n"
+        "8:  add $16, %rsp\n    pop %r13\n    pop %r12\n    pop %rbx\n    ret\n"
+        ".size read_keeps_registers, .-read_keeps_registers\n");
+
 static atomic_long calls;
 static atomic_long wrong; /* answers neither 42 nor 43: a patch written under a thread */
 
@@ -139,6 +168,9 @@ int main(int argc, char **argv)
             nanosleep(&ts, NULL);
             printf("spinning %s, wrong %ld\n", atomic_load(&calls) > before || !spinners ? "yes" : "no",
                    atomic_load(&wrong));
+        } else if (strcmp(line, "regs\n") == 0) {
+            puts("waiting");
+            printf("registers %s\n", read_keeps_registers() ? "kept" : "changed");
         } else if (strcmp(line, "park\n") == 0) {
             pthread_t t;
             pthread_create(&t, NULL, parked, NULL);

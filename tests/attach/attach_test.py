@@ -112,6 +112,23 @@ def attach_to_a_thread_blocked_in_read_changes_the_code_and_detach_puts_it_back(
         t.kill()
 
 
+def registers_and_extended_state_of_the_hijacked_thread_come_back(tmp):
+    t = Target("read")
+    try:
+        for command in (("attach", "-o", os.path.join(tmp, "log")), ("detach",)):
+            # stdin is line-buffered by the program's stdio: the raw read
+            # sees only what comes after "waiting".
+            assert t.ask("regs") == "waiting"
+            time.sleep(0.3)
+            cli(*command, str(t.pid), check=0)
+            t.proc.stdin.write("x")
+            t.proc.stdin.flush()
+            assert t.readline() == "registers kept"
+        assert t.quit() == ("", "", 7)
+    finally:
+        t.kill()
+
+
 def a_sleep_interrupted_by_the_attach_is_restarted_and_sleeps_whole(tmp):
     t = Target("sleep", "3000")
     try:
