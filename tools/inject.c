@@ -520,7 +520,9 @@ bool inject_call(struct inject *in, uint64_t fn, const uint64_t *args, int nargs
                 while (h->state == T_RUNNING && wait_any(in, stop_deadline, NULL))
                     ;
             }
-            return fail(in, "the call did not return (%s after %.0f s); it was abandoned", why, timeout_s);
+            if (strcmp(why, "timed out") == 0)
+                return fail(in, "the call did not return within %.0f s; it was abandoned", timeout_s);
+            return fail(in, "%s during the call, which was abandoned", why);
         }
         if (t->state == T_GONE) {
             if (t == h || t->tid == in->pid)

@@ -8,6 +8,7 @@ argument names it.  Nothing here reads the caller's TENSORLEAK_* variables.
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -243,6 +244,28 @@ def a_failing_prepare_or_commit_leaves_the_program_as_it_was(tmp):
         assert_untraced_and_running(t.pid)
         assert t.ask("a") == "answer 42"
         assert t.ask("calls") == "spinning yes, wrong 0"
+        assert t.quit() == ("", "", 7)
+    finally:
+        t.kill()
+
+
+def an_interrupted_attach_abandons_its_call_and_leaves_the_program_as_it_was(tmp):
+    t = Target("read")
+    try:
+        log = os.path.join(tmp, "slow-prepare")
+        attach = subprocess.Popen([CLI, "attach", "-o", log, str(t.pid)], stderr=subprocess.PIPE, text=True,
+                                  env=clean_env(TENSORLEAK_LIBRARY=TESTLIB))
+        deadline = time.monotonic() + 60
+        while "prepare" not in log_of(log) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        attach.send_signal(signal.SIGINT)
+        _, err = attach.communicate(timeout=60)
+        assert attach.returncode == 1 and err.strip() == (
+            f"tensorleak: attach: {t.pid}: interrupted during the call, which was abandoned"), err
+        assert_untraced_and_running(t.pid)
+        assert t.ask("a") == "answer 42"
+        cli("attach", "-o", os.path.join(tmp, "log"), str(t.pid), check=0)
+        assert t.ask("a") == "answer 43"
         assert t.quit() == ("", "", 7)
     finally:
         t.kill()

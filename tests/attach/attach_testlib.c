@@ -3,13 +3,15 @@
  * into `return 43;` (6 bytes: mov eax, 43; ret).  Every call is recorded in
  * the file TENSORLEAK_OUTPUT names (prepare with the settings it got), so
  * tests see the sequence and the settings.  An output path whose name
- * starts with "fail-prepare" or "fail-commit" makes that step fail. */
+ * starts with "fail-prepare" or "fail-commit" makes that step fail;
+ * "slow-prepare" makes prepare sleep 5 s first. */
 #include "tensorleak_attach.h"
 
 #include <dlfcn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static struct tensorleak_patch patch;
 static struct tensorleak_attach_plan plan = { TENSORLEAK_ATTACH_ABI, 1, &patch };
@@ -43,6 +45,8 @@ const struct tensorleak_attach_plan *tensorleak_attach_prepare(const char *setti
         snprintf(log_path, sizeof log_path, "%.*s", (int)strcspn(out, "\n"), out);
     }
     record("prepare", settings);
+    if (failing("slow-prepare"))
+        sleep(5);
     if (failing("fail-prepare")) {
         snprintf(err, errlen, "test library: prepare refused");
         return NULL;
