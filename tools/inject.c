@@ -314,8 +314,13 @@ static int hijack_rank(const struct user_regs_struct *r, const struct inject_map
 {
     static const char *const loader[] = { "ld-linux-x86-64.so", "ld-linux.so", "ld.so", "ld-musl-x86_64.so", NULL };
     static const char *const libc[] = { "libc.so", "libc-2", "libpthread.so", NULL };
+    static const char *const driver[] = { "libcuda.so", "libcudart.so", "libnvidia-ml.so", NULL };
     if (in_module(maps, count, r->rip, loader))
         return -1; /* may hold the loader's lock */
+    /* The library's prepare calls into the driver, which may hold its own
+     * locks around a call it made itself: last resort. */
+    if (in_module(maps, count, r->rip, driver))
+        return 4;
     long nr = (long)r->orig_rax;
     if (nr >= 0)
         return idle_syscall(nr) ? 0 : nr == SYS_futex ? 1 : 2;
