@@ -611,7 +611,10 @@ int cmd_attach(int argc, char **argv)
         rc = finish(&s, err);
         goto out;
     }
+    uint64_t dlclose_at = 0;
     inject_symbol(pid, maps, count, libc, "dlerror", &dlerror_at, why, sizeof why);
+    inject_symbol(pid, maps, count, libc, "dlclose", &dlclose_at, why, sizeof why);
+    bool loaded_before = library_mapping(maps, count, library) != NULL;
     uint64_t path_at, settings_at, handle;
     err[0] = '\0';
     if (!push_string(&s, library, &path_at) || !push_string(&s, text, &settings_at)) {
@@ -636,6 +639,10 @@ int cmd_attach(int argc, char **argv)
     }
     struct entry_points ep;
     if (!find_entry_points(&s, library, &ep, err, sizeof err)) {
+        /* Not an attach library: unloaded again when this attach loaded it. */
+        uint64_t ignored, close_args[] = { handle };
+        if (!loaded_before && dlclose_at)
+            inject_call(s.in, dlclose_at, close_args, 1, CALL_TIMEOUT_S, &ignored);
         rc = finish(&s, err);
         goto out;
     }
@@ -651,7 +658,6 @@ int cmd_attach(int argc, char **argv)
     uint64_t commit_args[] = { s.err_buf, ERR_LEN };
     bool called = inject_call(s.in, ep.attach_commit, commit_args, 2, CALL_TIMEOUT_S, &commit_rc);
     if (!called || (int)commit_rc != 0) {
-        char why[ERR_LEN];
         if (called)
             remote_message(&s, why, sizeof why);
         else

@@ -305,6 +305,19 @@ def refusals_no_such_pid_already_tracked_or_traced_no_driver_unsafe_library(tmp)
     finally:
         t.kill()
 
+    # A library without the attach entry points: refused and unloaded again.
+    t = Target("read")
+    try:
+        noabi = os.environ["TL_NOABI"]
+        r = cli("attach", str(t.pid), library=noabi, check=1)
+        assert r.stderr.strip() == (f"tensorleak: attach: {t.pid}: {noabi} does not export tensorleak_attach_prepare: "
+                                    "it cannot attach (a build without attach support?)"), r.stderr
+        assert noabi not in pathlib.Path(f"/proc/{t.pid}/maps").read_text()
+        assert t.ask("a") == "answer 42"
+        assert t.quit() == ("", "", 7)
+    finally:
+        t.kill()
+
     # Traced by another process (a debugger): seized by a helper that waits.
     t = Target("read")
     tracer = subprocess.Popen([sys.executable, "-c", (
