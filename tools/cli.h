@@ -32,12 +32,37 @@ bool cli_close_output(FILE *out, const char *path);
  */
 int cli_option_error(const char *command, int opt, char **argv);
 
+/* track_options.c: the tracking options `run` and `attach` share */
+#define CLI_SETTINGS_MAX 16
+struct cli_settings {
+    const char *name[CLI_SETTINGS_MAX]; /* TENSORLEAK_* variable */
+    char *value[CLI_SETTINGS_MAX];      /* owned */
+    size_t count;
+    bool sim;  /* run --sim */
+    bool wait; /* attach --wait */
+};
+/* Parses the options of `run` (ATTACH false) or `attach` from ARGV, stopping
+ * at the first operand (optind).  -1: parsed, OUT filled (free it with
+ * cli_settings_free); otherwise the exit status to return (help printed:
+ * 0; error printed as "COMMAND: ...": 2). */
+int cli_settings_parse(const char *command, bool attach, const char *usage, int argc, char **argv,
+                       struct cli_settings *out);
+void cli_settings_free(struct cli_settings *settings);
+
 /* cmd_run.c */
 int cmd_run(int argc, char **argv);
+/* cmd_attach.c: `attach` and `detach` */
+int cmd_attach(int argc, char **argv);
+int cmd_detach(int argc, char **argv);
 /* cmd_sim.c */
 int cmd_sim(int argc, char **argv);
 
 /* exec_env.c: the environment of the command `run` and `sim` exec */
+/* The preload library, as an absolute path in OUT: TENSORLEAK_LIBRARY when
+ * set, else <exe_dir>/../<libdir>/libtensorleak.so (installed tree), else
+ * <exe_dir>/../src/libtensorleak.so (build tree).  False, error printed as
+ * "COMMAND: ...", when none is readable. */
+bool cli_find_library(const char *command, char *out);
 /* Directory of this executable, with a trailing '/'; false when unknown. */
 bool cli_exe_dir(char *buf, size_t size);
 /* DIR/../<libdir>/REST (libdir may be absolute) into OUT. */

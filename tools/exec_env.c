@@ -91,6 +91,34 @@ bool cli_extend_list(const char *name, const char *item, bool prepend)
     return ok;
 }
 
+bool cli_find_library(const char *command, char *out)
+{
+    const char *override = getenv("TENSORLEAK_LIBRARY");
+    if (override && *override) {
+        if (access(override, R_OK) != 0 || !realpath(override, out)) {
+            cli_error("%s: TENSORLEAK_LIBRARY=%s: %s", command, override, strerror(errno));
+            return false;
+        }
+        return true;
+    }
+    char dir[PATH_MAX], installed[PATH_MAX + 64], build[PATH_MAX + 64];
+    if (!cli_exe_dir(dir, sizeof(dir))) {
+        cli_error("%s: cannot locate the tensorleak executable (/proc/self/exe); "
+                  "set TENSORLEAK_LIBRARY", command);
+        return false;
+    }
+    cli_libdir_path(installed, sizeof(installed), dir, "libtensorleak.so");
+    snprintf(build, sizeof(build), "%s../src/libtensorleak.so", dir);
+    const char *candidates[] = { installed, build };
+    for (size_t i = 0; i < 2; i++) {
+        if (access(candidates[i], R_OK) == 0 && realpath(candidates[i], out))
+            return true;
+    }
+    cli_error("%s: libtensorleak.so not found (looked for %s and %s); "
+              "build it or set TENSORLEAK_LIBRARY", command, installed, build);
+    return false;
+}
+
 /* Resolves the simulated stack's directory to an absolute path in `out`. */
 static bool find_sim_dir(const char *command, char out[PATH_MAX])
 {

@@ -33,6 +33,10 @@ static const char usage_text[] =
     "      --budget-enforce      refuse allocations that would cross the budget\n"
     "      --interval SECONDS    mark and snapshot every SECONDS\n"
     "      --quiet               no report on stderr\n"
+    "  attach [--wait] [RUN OPTIONS] PID\n"
+    "                            start tracking a running process (run's options but\n"
+    "                            --sim; docs/attach.md); --wait: until it loads libcuda.so.1\n"
+    "  detach PID                stop tracking it: final report, its code put back\n"
     "  sim [--] CMD ARGS...      run CMD on the simulated CUDA driver, runtime and NVML,\n"
     "                            untracked (run --sim's environment without tensorleak)\n"
     "  report FILE... [--format text|json|folded|html|sarif] [-o OUT]\n"
@@ -107,6 +111,8 @@ struct command {
 
 static const struct command commands[] = {
     { "run", cmd_run },
+    { "attach", cmd_attach },
+    { "detach", cmd_detach },
     { "sim", cmd_sim },
     { "report", cmd_report },
     { "check", cmd_check },
