@@ -184,3 +184,51 @@ __attribute__((destructor)) static void tl_destructor(void)
         _exit(tl_opt.exitcode);
     }
 }
+
+/* ---- attach (attach.c) ----------------------------------------------------
+ * A library dlopen'ed into a running process by `tensorleak attach`: the
+ * constructor ran at the dlopen (the private libraries are loaded); the
+ * options are read again, from the injector's settings only, and the rest of
+ * the start-up runs now, with tracking off until tl_attach_begin_tracking. */
+bool tl_attach_init(char **settings, char *err, size_t errlen)
+{
+    pthread_once(&quiet_once, init_quiet);
+    if (!quiet_done) {
+        snprintf(err, errlen, "the library's private dependencies could not be loaded");
+        return false;
+    }
+    unsigned rejected = tl_options_rejected;
+    tl_options_load(settings);
+    if (tl_options_rejected != rejected) {
+        snprintf(err, errlen, "settings rejected (see the tensorleak: warning on the process's stderr)");
+        return false;
+    }
+    tl_init();
+    atomic_store(&tl_active, false); /* the hooks only forward until commit */
+    tl_resolve_all();
+    tl_private_deps_warn();
+    atomic_store_explicit(&tl_used, true, memory_order_relaxed); /* TL_ENTER never runs tl_ensure_init */
+    return true;
+}
+
+static bool drop_row(const struct tl_live *rec, void *arg)
+{
+    (void)rec, (void)arg;
+    return true;
+}
+
+void tl_attach_begin_tracking(void)
+{
+    tl_live_foreach(drop_row, NULL); /* rows of an earlier attach ended with its detach */
+    tl_live_state_resume();
+    atomic_store(&tl_active, true);
+    atomic_store_explicit(&tl_watch_pending, true, memory_order_release);
+    tl_bridge_kick(); /* a Python program's bridge starts at its next bytecode, under the GIL */
+}
+
+void tl_attach_end_tracking(void)
+{
+    tl_report_write(TL_REASON_DETACH, NULL, NULL, NULL);
+    atomic_store(&tl_active, false);
+    tl_live_state_remove();
+}

@@ -727,6 +727,7 @@ static const char *reason_words(enum tl_reason reason)
     case TL_REASON_API: return "snapshot";
     case TL_REASON_INTERVAL: return "interval snapshot";
     case TL_REASON_BUDGET: return "budget report";
+    case TL_REASON_DETACH: return "final report (detach)";
     case TL_REASON_OOM: return "out-of-memory report";
     case TL_REASON_EXIT: break;
     }

@@ -30,6 +30,7 @@ static const char *reason_name(enum tl_reason r)
     case TL_REASON_OOM: return "oom";
     case TL_REASON_INTERVAL: return "interval";
     case TL_REASON_BUDGET: return "budget";
+    case TL_REASON_DETACH: return "detach";
     }
     return "exit";
 }

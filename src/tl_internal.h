@@ -109,6 +109,8 @@ extern struct tl_options tl_opt;
 /* Parses TENSORLEAK_* from `envp` (NULL: environ).  Bad values warn once,
  * naming the variable and value, and keep the default. */
 void tl_options_load(char **envp);
+/* Values and names tl_options_load rejected (a warning each), ever. */
+extern unsigned tl_options_rejected;
 /* Parsers shared with the CLI and the unit tests; return 0 on success. */
 int tl_parse_bool(const char *s, bool *out);
 int tl_parse_size(const char *s, uint64_t *out);
@@ -692,7 +694,7 @@ void tl_pin_frames_in_range(uintptr_t lo, uintptr_t hi);
 const struct tl_frame_info *tl_pinned_frame(uintptr_t address);
 
 /* ---- report.c ----------------------------------------------------------- */
-enum tl_reason { TL_REASON_EXIT, TL_REASON_SIGNAL, TL_REASON_API, TL_REASON_OOM, TL_REASON_INTERVAL, TL_REASON_BUDGET };
+enum tl_reason { TL_REASON_EXIT, TL_REASON_SIGNAL, TL_REASON_API, TL_REASON_OOM, TL_REASON_INTERVAL, TL_REASON_BUDGET, TL_REASON_DETACH };
 struct tl_oom_event {
     uint64_t bytes;
     uint8_t kind;
@@ -744,6 +746,8 @@ void tl_live_state_tick(double now);
 void tl_live_state_after_fork(void);
 /* Removes this process's live file now; async-signal-safe (fatal signals). */
 void tl_live_state_remove(void);
+/* Publishing again after tl_live_state_remove (a second attach). */
+void tl_live_state_resume(void);
 /* An interval report was written to `path` (report.c, report lock held):
  * the oldest beyond TENSORLEAK_KEEP that this process wrote are removed. */
 void tl_interval_reports_retain(const char *path);
@@ -755,6 +759,15 @@ int tl_report_with_model(void (*fn)(struct tl_gather *m, void *arg), void *arg);
 
 /* ---- preload.c ---------------------------------------------------------- */
 void tl_init(void);
+/* attach.c's start-up: the options from `settings` (NAME=value strings, as
+ * the environment), the rest of tl_init, tracking still off; false with the
+ * reason in err. */
+bool tl_attach_init(char **settings, char *err, size_t errlen);
+/* Tracking from now (the injector wrote the patches); the watcher starts at
+ * the next tracked allocation, the Python bridge at the next bytecode. */
+void tl_attach_begin_tracking(void);
+/* The report of reason "detach", tracking off, the live file removed. */
+void tl_attach_end_tracking(void);
 extern pthread_mutex_t tl_report_lock;
 
 /* ---- hooks: the real functions ----------------------------------------- */
