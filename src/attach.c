@@ -58,9 +58,6 @@ static struct tensorleak_attach_plan plan;
 static unsigned char *arena;
 static size_t arena_size;
 
-/* Set while this library tracks a process it was attached to (exported for
- * the preload's life cycle: the destructor's exit report applies as well). */
-atomic_bool tl_attached;
 
 __attribute__((format(printf, 3, 4))) static void fail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -321,7 +318,6 @@ TL_EXPORT int tensorleak_attach_commit(char *err, size_t errlen)
         fail(err, errlen, "tensorleak_attach_prepare has not succeeded");
     } else {
         tl_attach_begin_tracking();
-        atomic_store(&tl_attached, true);
         state = ATTACHED;
         rc = 0;
     }

@@ -220,6 +220,8 @@ static bool drop_row(const struct tl_live *rec, void *arg)
 void tl_attach_begin_tracking(void)
 {
     tl_live_foreach(drop_row, NULL); /* rows of an earlier attach ended with its detach */
+    tl_attach_measure_before();
+    atomic_store(&tl_attached, true);
     tl_live_state_resume();
     atomic_store(&tl_active, true);
     atomic_store_explicit(&tl_watch_pending, true, memory_order_release);
@@ -230,5 +232,6 @@ void tl_attach_end_tracking(void)
 {
     tl_report_write(TL_REASON_DETACH, NULL, NULL, NULL);
     atomic_store(&tl_active, false);
+    atomic_store(&tl_attached, false);
     tl_live_state_remove();
 }

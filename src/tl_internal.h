@@ -757,6 +757,23 @@ void tl_interval_reports_retain(const char *path);
 struct tl_gather;
 int tl_report_with_model(void (*fn)(struct tl_gather *m, void *arg), void *arg);
 
+/* ---- attach_before.c (memory from before tensorleak attach) -------------- */
+/* Set while this library tracks a process it was attached to. */
+extern atomic_bool tl_attached;
+/* At the attach: each device's per-process figure (NVML). */
+void tl_attach_measure_before(void);
+/* A free the table does not know, while attached: true when the driver still
+ * knows `addr` as an allocation's base (one from before the attach; its size
+ * comes off that figure), false when it is an invalid free. */
+bool tl_attach_freed_before(uint8_t space, uint64_t addr);
+struct tl_attach_row {
+    int device;
+    bool known; /* process_bytes is the driver's */
+    uint64_t process_bytes, freed_bytes, freed_allocations;
+};
+/* The rows (up to max) and when tracking began; false when not attached. */
+bool tl_attach_before_rows(struct tl_attach_row *out, size_t max, size_t *count, long long *when);
+
 /* ---- preload.c ---------------------------------------------------------- */
 void tl_init(void);
 /* attach.c's start-up: the options from `settings` (NAME=value strings, as
