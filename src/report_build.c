@@ -592,7 +592,8 @@ bool tl_report_build(struct tl_gather *m, struct tl_report *r)
 {
     memset(r, 0, sizeof *r);
     struct build b = {.r = r, .m = m};
-    r->seen.present = TL_ALL(REPORT) & ~(TL_BIT(REPORT, merged_from) | TL_BIT(REPORT, sites) | TL_BIT(REPORT, ranks));
+    r->seen.present = TL_ALL(REPORT) & ~(TL_BIT(REPORT, merged_from) | TL_BIT(REPORT, sites) | TL_BIT(REPORT, ranks) |
+                                        TL_BIT(REPORT, attach));
     r->tool = "tensorleak";
     r->schema = 1;
     r->version = TL_VERSION;

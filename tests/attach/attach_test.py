@@ -16,6 +16,8 @@ import subprocess
 import sys
 import tempfile
 
+SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "report.schema.json")
+
 # Every driver row of src/hooks.h the simulated driver exports.
 SIM_DRIVER_ROWS = 51
 
@@ -52,8 +54,14 @@ class Case:
         return sorted(glob.glob(os.path.join(self.tmp, "r*.json")))
 
     def load(self, path):
+        """A report, held to docs/report.schema.json."""
+        import jsonschema
         with open(path) as f:
-            return json.load(f)
+            r = json.load(f)
+        with open(SCHEMA) as f:
+            errors = [e.message for e in jsonschema.Draft202012Validator(json.load(f)).iter_errors(r)]
+        check(not errors, f"{path}: schema violations: {errors[:5]}")
+        return r
 
 
 def leaks_are_counted_from_the_attach_on(c):
