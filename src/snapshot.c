@@ -98,15 +98,20 @@ static void *watch(void *arg)
         while (rc == 0 && sem_trywait(&wake) == 0)
             ;
         pthread_mutex_lock(&work_lock);
+        /* Tracking off (after a detach, or the exit report): the watcher
+         * idles, writing nothing. */
+        bool active = atomic_load(&tl_active);
         bool mark = atomic_exchange(&want_mark, false), snap = atomic_exchange(&want_snapshot, false);
-        if (mark)
+        if (mark && active)
             tl_mark("signal");
-        if (snap)
+        if (snap && active)
             tl_report_write(TL_REASON_SIGNAL, NULL, NULL, NULL);
         double now = monotonic_s();
         if (next_report >= 0 && now >= next_report) {
-            tl_mark("interval");
-            tl_report_write(TL_REASON_INTERVAL, NULL, NULL, NULL);
+            if (active) {
+                tl_mark("interval");
+                tl_report_write(TL_REASON_INTERVAL, NULL, NULL, NULL);
+            }
             next_report = monotonic_s() + tl_opt.interval;
         }
         tl_live_state_tick(now);

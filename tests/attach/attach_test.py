@@ -130,6 +130,17 @@ def options_come_from_the_settings_not_the_environment(c):
     check(r["depth"] == 3, f"depth {r['depth']}")
 
 
+def the_watcher_writes_nothing_after_a_detach(c):
+    c.run("basic", settings=f"TENSORLEAK_OUTPUT={c.report}\nTENSORLEAK_INTERVAL=0.02")
+    reports = [c.load(f) for f in c.reports()]
+    detach = [r for r in reports if r["reason"] == "detach"]
+    check(len(detach) == 1, f"reasons {[r['reason'] for r in reports]}")
+    check(detach[0]["attach"]["interval"] == 0.02, f"interval {detach[0]['attach']['interval']}")
+    # 300 ms of life after the detach: 15 intervals, none reported.
+    later = [r["seq"] for r in reports if r["seq"] > detach[0]["seq"]]
+    check(later == [], f"reports after the detach: seq {later}")
+
+
 def a_bad_setting_is_refused_and_nothing_is_tracked(c):
     p = c.run("basic", settings=f"TENSORLEAK_OUTPUT={c.report}\nTENSORLEAK_DEPTH=many", expect_rc=1)
     check("prepare: settings rejected" in p.stderr and "TENSORLEAK_DEPTH" in p.stderr, f"stderr: {p.stderr}")
@@ -147,6 +158,7 @@ CASES = {f.__name__: f for f in (
     an_unmovable_prologue_is_refused_by_name_and_the_rest_go_on,
     attaching_again_after_a_detach_tracks_again,
     options_come_from_the_settings_not_the_environment,
+    the_watcher_writes_nothing_after_a_detach,
     a_bad_setting_is_refused_and_nothing_is_tracked,
     a_preloaded_process_is_refused,
 )}
