@@ -228,10 +228,15 @@ void tl_attach_begin_tracking(void)
     tl_bridge_kick(); /* a Python program's bridge starts at its next bytecode, under the GIL */
 }
 
-void tl_attach_end_tracking(void)
+static void final_report(void)
 {
     tl_report_write(TL_REASON_DETACH, NULL, NULL, NULL);
     atomic_store(&tl_active, false);
+}
+
+void tl_attach_end_tracking(void)
+{
+    tl_snapshot_stop_writing(final_report);
     atomic_store(&tl_attached, false);
     tl_live_state_remove();
 }

@@ -119,6 +119,13 @@ static void *watch(void *arg)
     }
 }
 
+void tl_snapshot_stop_writing(void (*last)(void))
+{
+    pthread_mutex_lock(&work_lock);
+    last();
+    pthread_mutex_unlock(&work_lock);
+}
+
 /* fork() waits for the watcher's unit of work (see the top of this file).
  * The wait is bounded: should the watcher ever wait for something the forking
  * thread holds (a fork from a signal handler that interrupted one of our

@@ -617,6 +617,10 @@ void tl_snapshot_watch(void);
 void tl_snapshot_after_fork(bool follow);
 /* pyframes.c's fork handlers, registered once (before snapshot.c's). */
 void tl_pyframes_register_fork_handlers(void);
+/* Runs `last` between two of the watcher's units of work: a report it
+ * writes and tracking turned off there leave the watcher nothing to write
+ * after it (a detach). */
+void tl_snapshot_stop_writing(void (*last)(void));
 /* True on the watcher thread. */
 bool tl_snapshot_on_watcher(void);
 

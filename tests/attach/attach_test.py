@@ -141,6 +141,21 @@ def the_watcher_writes_nothing_after_a_detach(c):
     check(later == [], f"reports after the detach: seq {later}")
 
 
+def a_python_program_gets_its_python_frames(c):
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attach_self.py")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TENSORLEAK_") and k != "LD_PRELOAD"}
+    env["LD_LIBRARY_PATH"] = c.args.sim_dir
+    p = subprocess.run([sys.executable, script, c.args.library, "TENSORLEAK_OUTPUT=" + c.report], env=env,
+                       capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0 and p.stdout == "ok\n", f"exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+    r = c.load(c.report)
+    s = r["summary"]
+    check(s["leaked_allocations"] == 3 and s["leaked_bytes"] == 3000, f"leaked {s['leaked_allocations']} {s['leaked_bytes']}")
+    python = [(f.get("function"), f.get("line")) for f in r["leaks"][0]["stack"] if (f.get("file") or "").endswith("attach_self.py")]
+    check(("leak_here", 68) in python, f"python frames {python}")
+    check(r["attach"]["before"][0]["process_bytes"] == 2048, f"before {r['attach']['before']}")
+
+
 def a_bad_setting_is_refused_and_nothing_is_tracked(c):
     p = c.run("basic", settings=f"TENSORLEAK_OUTPUT={c.report}\nTENSORLEAK_DEPTH=many", expect_rc=1)
     check("prepare: settings rejected" in p.stderr and "TENSORLEAK_DEPTH" in p.stderr, f"stderr: {p.stderr}")
@@ -159,6 +174,7 @@ CASES = {f.__name__: f for f in (
     attaching_again_after_a_detach_tracks_again,
     options_come_from_the_settings_not_the_environment,
     the_watcher_writes_nothing_after_a_detach,
+    a_python_program_gets_its_python_frames,
     a_bad_setting_is_refused_and_nothing_is_tracked,
     a_preloaded_process_is_refused,
 )}
