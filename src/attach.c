@@ -291,10 +291,10 @@ TL_EXPORT const struct tensorleak_attach_plan *tensorleak_attach_prepare(const c
     envp = settings_env(settings ? settings : "", err, errlen);
     if (!envp)
         goto close;
-    if (!own_hooks(err, errlen) || !tl_attach_init(envp, err, errlen))
+    if (!own_hooks(err, errlen) || !tl_attach_options(envp, err, errlen) || !build_plan(libcuda, err, errlen))
         goto close;
-    if (!build_plan(libcuda, err, errlen))
-        goto close;
+    /* Nothing below fails: the process changes from here only. */
+    tl_attach_init();
     point_reals_at_trampolines();
     ever_attached = true;
     state = PREPARED;

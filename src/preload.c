@@ -188,9 +188,12 @@ __attribute__((destructor)) static void tl_destructor(void)
 /* ---- attach (attach.c) ----------------------------------------------------
  * A library dlopen'ed into a running process by `tensorleak attach`: the
  * constructor ran at the dlopen (the private libraries are loaded); the
- * options are read again, from the injector's settings only, and the rest of
- * the start-up runs now, with tracking off until tl_attach_begin_tracking. */
-bool tl_attach_init(char **settings, char *err, size_t errlen)
+ * options are read again, from the injector's settings only
+ * (tl_attach_options), and, once the trampolines are built, the rest of the
+ * start-up runs (tl_attach_init), with tracking off until
+ * tl_attach_begin_tracking.  A detach puts back the signal dispositions the
+ * start-up set; the next attach sets them again. */
+bool tl_attach_options(char **settings, char *err, size_t errlen)
 {
     pthread_once(&quiet_once, init_quiet);
     if (!quiet_done) {
@@ -203,12 +206,22 @@ bool tl_attach_init(char **settings, char *err, size_t errlen)
         snprintf(err, errlen, "settings rejected (see the tensorleak: warning on the process's stderr)");
         return false;
     }
+    return true;
+}
+
+void tl_attach_init(void)
+{
+    static bool again;
     tl_init();
+    if (again) { /* a detach put the signals back to their defaults */
+        tl_snapshot_signals_again();
+        install_fatal_handlers();
+    }
+    again = true;
     atomic_store(&tl_active, false); /* the hooks only forward until commit */
     tl_resolve_all();
     tl_private_deps_warn();
     atomic_store_explicit(&tl_used, true, memory_order_relaxed); /* TL_ENTER never runs tl_ensure_init */
-    return true;
 }
 
 static bool drop_row(const struct tl_live *rec, void *arg)
@@ -239,4 +252,5 @@ void tl_attach_end_tracking(void)
     tl_snapshot_stop_writing(final_report);
     atomic_store(&tl_attached, false);
     tl_live_state_remove();
+    tl_signals_restore();
 }

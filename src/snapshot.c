@@ -159,6 +159,9 @@ static void after_fork_in_parent(void)
     work_held_for_fork = false;
 }
 
+/* The handler each signal got from tl_signal_install_if_default. */
+static _Atomic(void (*)(int)) installed[NSIG];
+
 bool tl_signal_install_if_default(int sig, void (*handler)(int), int flags, struct sigaction *old)
 {
     struct sigaction now, before;
@@ -182,7 +185,24 @@ bool tl_signal_install_if_default(int sig, void (*handler)(int), int flags, stru
             *old = before;
         return false;
     }
+    if (sig > 0 && sig < NSIG)
+        atomic_store(&installed[sig], handler);
     return true;
+}
+
+void tl_signals_restore(void)
+{
+    for (int sig = 1; sig < NSIG; sig++) {
+        void (*mine)(int) = atomic_exchange(&installed[sig], NULL);
+        struct sigaction now;
+        if (!mine || sigaction(sig, NULL, &now) != 0 || (now.sa_flags & SA_SIGINFO) || now.sa_handler != mine)
+            continue; /* the program's own since: left alone */
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigemptyset(&dfl.sa_mask);
+        sigaction(sig, &dfl, NULL);
+    }
 }
 
 /* Only on a signal at SIG_DFL: a handler of the program's stays, and so
@@ -223,6 +243,14 @@ void tl_snapshot_start(void)
         return;
     }
     wake_ready = true;
+    install(tl_opt.signal);
+    install(tl_opt.mark_signal);
+}
+
+void tl_snapshot_signals_again(void)
+{
+    if (!wake_ready)
+        return;
     install(tl_opt.signal);
     install(tl_opt.mark_signal);
 }

@@ -612,6 +612,11 @@ void tl_snapshot_start(void);
  * disposition the program sets concurrently wins. */
 struct sigaction;
 bool tl_signal_install_if_default(int sig, void (*handler)(int), int flags, struct sigaction *old);
+/* Every disposition tl_signal_install_if_default set that is still ours goes
+ * back to SIG_DFL (a detach); tl_snapshot_signals_again installs the
+ * snapshot signals again (the next attach). */
+void tl_signals_restore(void);
+void tl_snapshot_signals_again(void);
 /* At the program's first CUDA call: starts the watcher thread. */
 void tl_snapshot_watch(void);
 void tl_snapshot_after_fork(bool follow);
@@ -781,9 +786,10 @@ bool tl_attach_before_rows(struct tl_attach_row *out, size_t max, size_t *count,
 /* ---- preload.c ---------------------------------------------------------- */
 void tl_init(void);
 /* attach.c's start-up: the options from `settings` (NAME=value strings, as
- * the environment), the rest of tl_init, tracking still off; false with the
- * reason in err. */
-bool tl_attach_init(char **settings, char *err, size_t errlen);
+ * the environment), false with the reason in err when one is rejected; then
+ * the rest of tl_init, tracking still off (nothing in it can fail). */
+bool tl_attach_options(char **settings, char *err, size_t errlen);
+void tl_attach_init(void);
 /* Tracking from now (the injector wrote the patches); the watcher starts at
  * the next tracked allocation, the Python bridge at the next bytecode. */
 void tl_attach_begin_tracking(void);

@@ -22,6 +22,7 @@
 #include "tensorleak_attach.h"
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +141,11 @@ int main(int argc, char **argv)
 
     attach(settings);
     if (strcmp(mode, "basic") == 0) {
+        /* The snapshot signal (TENSORLEAK_SIGNAL, SIGUSR1 by default) while
+         * attached; its default disposition again after the detach. */
+        struct sigaction sa;
+        if (sigaction(SIGUSR1, NULL, &sa) != 0 || sa.sa_handler == SIG_DFL)
+            die("attached", "SIGUSR1 has no snapshot handler");
         for (int i = 0; i < 3; i++)
             (void)alloc(1000);
         CUdeviceptr freed = alloc(2000);
@@ -148,6 +154,8 @@ int main(int argc, char **argv)
         if (cuMemFree_v2(before) != CUDA_SUCCESS)
             die("cuMemFree_v2 (before)", "failed");
         detach();
+        if (sigaction(SIGUSR1, NULL, &sa) != 0 || sa.sa_handler != SIG_DFL)
+            die("detached", "SIGUSR1 is not back to its default disposition");
         /* After the detach: nothing of this is tracked, and the watcher
          * (TENSORLEAK_INTERVAL) writes nothing while the program goes on. */
         (void)alloc(3000);
