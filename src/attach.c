@@ -199,12 +199,17 @@ static bool build_plan(void *libcuda, char *err, size_t errlen)
              * bytes are the ones it was built from. */
             if (rows[i].trampoline && memcmp(entry, rows[i].patch.original, rows[i].patch.length) == 0)
                 patches[count++] = rows[i].patch;
+            else if (rows[i].trampoline)
+                tl_warn(NULL, "attach: %s is not hooked: its first bytes changed since the last attach", h->name);
             continue;
         }
         if (!arena_ready(entry, err, errlen))
             return false;
         if (!arena_writable) {
-            if (mprotect(arena, arena_size, PROT_READ | PROT_WRITE) != 0) {
+            /* After a detach other threads may still run in the arena's
+             * trampolines: it stays executable while a new row is written. */
+            int prot = ever_attached ? PROT_READ | PROT_WRITE | PROT_EXEC : PROT_READ | PROT_WRITE;
+            if (mprotect(arena, arena_size, prot) != 0) {
                 fail(err, errlen, "cannot write the trampolines: mprotect failed");
                 return false;
             }

@@ -75,6 +75,11 @@ static void *watch(void *arg)
     on_watcher = true;
     double next_report = tl_opt.interval > 0 ? monotonic_s() + tl_opt.interval : -1.0;
     for (;;) {
+        /* A later attach may turn the interval on or off (tl_snapshot_wake). */
+        if (tl_opt.interval <= 0)
+            next_report = -1.0;
+        else if (next_report < 0)
+            next_report = monotonic_s() + tl_opt.interval;
         double next = tl_live_state_next_due();
         if (next_report >= 0 && (next < 0 || next_report < next))
             next = next_report;
@@ -117,6 +122,12 @@ static void *watch(void *arg)
         tl_live_state_tick(now);
         pthread_mutex_unlock(&work_lock);
     }
+}
+
+void tl_snapshot_wake(void)
+{
+    if (wake_ready)
+        sem_post(&wake);
 }
 
 void tl_snapshot_stop_writing(void (*last)(void))

@@ -626,6 +626,8 @@ void tl_pyframes_register_fork_handlers(void);
  * writes and tracking turned off there leave the watcher nothing to write
  * after it (a detach). */
 void tl_snapshot_stop_writing(void (*last)(void));
+/* Wakes the watcher to read the options again (an attach's interval). */
+void tl_snapshot_wake(void);
 /* True on the watcher thread. */
 bool tl_snapshot_on_watcher(void);
 

@@ -123,9 +123,11 @@ def attaching_again_after_a_detach_tracks_again(c):
 
 def options_come_from_the_settings_not_the_environment(c):
     elsewhere = os.path.join(c.tmp, "env.json")
-    c.run("basic", settings=f"TENSORLEAK_OUTPUT={c.report}\nTENSORLEAK_DEPTH=3",
-          TENSORLEAK_OUTPUT=elsewhere, TENSORLEAK_DEPTH="0")
+    p = c.run("basic", settings=f"TENSORLEAK_OUTPUT={c.report}\nTENSORLEAK_DEPTH=3",
+              TENSORLEAK_OUTPUT=elsewhere, TENSORLEAK_DEPTH="many", TENSORLEAK_BOGUS="1")
     check(not os.path.exists(elsewhere), "the environment's TENSORLEAK_OUTPUT was used")
+    # The target's variables are not even read: no warning about them.
+    check("TENSORLEAK_BOGUS" not in p.stderr and "TENSORLEAK_DEPTH" not in p.stderr, f"stderr: {p.stderr}")
     r = c.load(c.report)
     check(r["depth"] == 3, f"depth {r['depth']}")
 
