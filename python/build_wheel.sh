@@ -1,11 +1,11 @@
 #!/bin/sh
 # python/build_wheel.sh [OUTDIR]: builds the tensorleak wheel that installs on
-# machines without libunwind, libdw or jansson (default OUTDIR: .whl/).
+# machines without libunwind, libdw, jansson or Zydis (default OUTDIR: .whl/).
 #
 #   1. pip wheel .            meson-python builds the package layout of
 #                             python/meson.build (only what the wheel holds)
 #   2. auditwheel repair      copies libunwind, libdw, libelf, liblzma, libbz2
-#                             and jansson into tensorleak.libs/ under hashed
+#                             jansson and Zydis into tensorleak.libs/ under hashed
 #                             names, points the RPATH of libtensorleak-deps.so
 #                             (which libtensorleak.so loads privately) and of
 #                             the CLI at them, and tags the wheel

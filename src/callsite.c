@@ -49,7 +49,9 @@ struct cache_slot {
     uint64_t hash;
     struct tl_callsite *cs;
 };
-static __thread struct cache_slot cache[CACHE_SLOTS];
+/* On the heap (thread_block.c): as TLS it would be 4 KiB of the static-TLS
+ * surplus a dlopen'ed copy (tensorleak attach) must fit in. */
+static __thread TL_TLS_IE struct cache_slot *cache;
 
 static bool matches(const struct tl_callsite *cs, enum tl_kind kind, const uintptr_t *frames, int n)
 {
@@ -111,8 +113,11 @@ static struct tl_callsite *intern_slow(enum tl_kind kind, const uintptr_t *frame
     uintptr_t head = (uintptr_t)kind | ((uintptr_t)n << 8);
     uint64_t h = tl_hash_frames(head, frames, (size_t)n);
 
-    struct cache_slot *slot = &cache[h % CACHE_SLOTS];
-    if (slot->hash == h && matches(slot->cs, kind, frames, n))
+    struct cache_slot *c = cache;
+    if (TL_UNLIKELY(!c))
+        c = tl_thread_block((void **)&cache, CACHE_SLOTS * sizeof *c);
+    struct cache_slot unused, *slot = c ? &c[h % CACHE_SLOTS] : &unused;
+    if (c && slot->hash == h && matches(slot->cs, kind, frames, n))
         return slot->cs;
 
     /* The uthash key: the kind|nframes word, then the frames. */

@@ -23,6 +23,9 @@ with open(list_path) as f:
         if not line:
             continue
         kind, _, name = line.partition(" ")
+        kind, _, only = kind.partition("@")  # "func@x86_64 NAME": that architecture only
+        if only and only != arch:
+            continue
         name = name.strip().replace("{arch}", arch)
         if kind not in ("func", "data") or not name.replace("_", "").isalnum():
             sys.exit(f"{list_path}:{n}: expected 'func NAME' or 'data NAME', got {line!r}")

@@ -112,7 +112,7 @@ struct tl_hook {
     const char *base;     /* cuGetProcAddress name; NULL for runtime rows */
     int min_version;
     bool ptsz;
-    void *hook;           /* our definition */
+    void *hook;           /* our definition (attach.c corrects it where the GOT bound the name elsewhere) */
     _Atomic(void *) real; /* the definition we forward to */
 };
 extern struct tl_hook tl_hooks[TL_HOOK_COUNT];

@@ -467,6 +467,11 @@ static void remove_entry(void)
         pthread_mutex_unlock(&live_lock);
 }
 
+void tl_live_state_resume(void)
+{
+    atomic_store(&stopped, false);
+}
+
 /* Async-signal-safe (atomics, getpid, unlink): also the fatal-signal
  * handler's, whose process runs no exit handler. */
 void tl_live_state_remove(void)

@@ -40,7 +40,11 @@
 
 #include "hooks.h"
 
-static __thread struct tl_oom_event pending;
+/* On the heap (thread_block.c), allocated at the thread's first pending
+ * failure: as TLS it would be 2 KiB of the static-TLS surplus a dlopen'ed
+ * copy (tensorleak attach) must fit in.  Read only while tl_oom_pending. */
+static __thread TL_TLS_IE struct tl_oom_event *pending_slot;
+#define pending (*pending_slot)
 __thread bool tl_oom_pending TL_TLS_IE;
 
 static void write_pending(void)
@@ -73,7 +77,8 @@ void tl_oom_failed(const struct tl_oom_event *ev)
 {
     if (tl_oom_pending && (pending.bytes != ev->bytes || pending.device != ev->device))
         write_pending(); /* another request: the one before was recovered from */
-    if (framework_will_report(ev)) {
+    if (framework_will_report(ev) &&
+        (pending_slot || tl_thread_block((void **)&pending_slot, sizeof *pending_slot))) {
         pending = *ev;
         tl_oom_pending = true;
         return;

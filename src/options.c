@@ -142,8 +142,11 @@ int tl_parse_signal(const char *s, int *out)
     return -1;
 }
 
+unsigned tl_options_rejected;
+
 static void bad(const char *name, const char *value, const char *why)
 {
+    tl_options_rejected++;
     tl_warn(NULL, "ignoring %s='%.200s' (%s); using the default", name, value, why);
 }
 
@@ -439,7 +442,9 @@ void tl_options_load(char **envp)
             known = strlen(table[i].name) == len && strncmp(table[i].name, *e, len) == 0;
         for (size_t i = 0; i < sizeof others / sizeof others[0] && !known; i++)
             known = strlen(others[i]) == len && strncmp(others[i], *e, len) == 0;
-        if (!known)
+        if (!known) {
+            tl_options_rejected++;
             tl_warn(NULL, "unknown variable %.*s ignored", (int)len, *e);
+        }
     }
 }

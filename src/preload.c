@@ -42,6 +42,7 @@
  */
 #include "hooks.h"
 
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,29 @@ static void install_fatal_handlers(void)
         tl_signal_install_if_default(fatal_signals[i], on_fatal, SA_ONSTACK, NULL);
 }
 
+/* Is this copy the one the program's global scope resolves the tensorleak_*
+ * names to (preloaded, or linked in)?  A copy `tensorleak attach` dlopen'ed
+ * (RTLD_LOCAL) is not: its options are the injector's settings only, and
+ * the target's TENSORLEAK_* variables are neither read nor warned about. */
+static bool in_global_scope(void)
+{
+#ifdef TL_PRIVATE_DEPS_LINKED
+    return true; /* the static tracker of the tests: linked into the program */
+#else
+    /* The program's handle searches the global scope only (RTLD_DEFAULT
+     * from here would search this library's own scope as well).  glibc's
+     * dlopen, not our interposer. */
+    typedef void *(*dlopen_fn)(const char *, int);
+    dlopen_fn real_open = (dlopen_fn)tl_real_dlsym(RTLD_NEXT, "dlopen");
+    void *program = real_open ? real_open(NULL, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+    if (!program)
+        return true; /* cannot tell: as a preloaded copy */
+    void *fn = tl_real_dlsym(program, "tensorleak_attach_prepare");
+    Dl_info found, self;
+    return fn && dladdr(fn, &found) && dladdr((void *)&in_global_scope, &self) && found.dli_fbase == self.dli_fbase;
+#endif
+}
+
 /* The constructor's part: nothing that the process could see. */
 static void init_quiet(void)
 {
@@ -122,7 +146,8 @@ static void init_quiet(void)
      * through). */
     if (!tl_private_deps_load())
         return;
-    tl_options_load(NULL);
+    static char *no_variables[] = {NULL};
+    tl_options_load(in_global_scope() ? NULL : no_variables);
     quiet_done = true;
 }
 
@@ -183,4 +208,75 @@ __attribute__((destructor)) static void tl_destructor(void)
         fflush(NULL);
         _exit(tl_opt.exitcode);
     }
+}
+
+/* ---- attach (attach.c) ----------------------------------------------------
+ * A library dlopen'ed into a running process by `tensorleak attach`: the
+ * constructor ran at the dlopen (the private libraries are loaded); the
+ * options are read again, from the injector's settings only
+ * (tl_attach_options), and, once the trampolines are built, the rest of the
+ * start-up runs (tl_attach_init), with tracking off until
+ * tl_attach_begin_tracking.  A detach puts back the signal dispositions the
+ * start-up set; the next attach sets them again. */
+bool tl_attach_options(char **settings, char *err, size_t errlen)
+{
+    pthread_once(&quiet_once, init_quiet);
+    if (!quiet_done) {
+        snprintf(err, errlen, "the library's private dependencies could not be loaded");
+        return false;
+    }
+    unsigned rejected = tl_options_rejected;
+    tl_options_load(settings);
+    if (tl_options_rejected != rejected) {
+        snprintf(err, errlen, "settings rejected (see the tensorleak: warning on the process's stderr)");
+        return false;
+    }
+    return true;
+}
+
+void tl_attach_init(void)
+{
+    static bool again;
+    tl_init();
+    if (again) { /* a detach put the signals back to their defaults */
+        tl_snapshot_signals_again();
+        install_fatal_handlers();
+    }
+    again = true;
+    atomic_store(&tl_active, false); /* the hooks only forward until commit */
+    tl_resolve_all();
+    tl_private_deps_warn();
+    atomic_store_explicit(&tl_used, true, memory_order_relaxed); /* TL_ENTER never runs tl_ensure_init */
+}
+
+static bool drop_row(const struct tl_live *rec, void *arg)
+{
+    (void)rec, (void)arg;
+    return true;
+}
+
+void tl_attach_begin_tracking(void)
+{
+    tl_live_foreach(drop_row, NULL); /* rows of an earlier attach ended with its detach */
+    tl_attach_measure_before();
+    atomic_store(&tl_attached, true);
+    tl_live_state_resume();
+    atomic_store(&tl_active, true);
+    atomic_store_explicit(&tl_watch_pending, true, memory_order_release);
+    tl_snapshot_wake(); /* a watcher of an earlier attach: this attach's interval */
+    tl_bridge_kick(); /* a Python program's bridge starts at its next bytecode, under the GIL */
+}
+
+static void final_report(void)
+{
+    tl_report_write(TL_REASON_DETACH, NULL, NULL, NULL);
+    atomic_store(&tl_active, false);
+}
+
+void tl_attach_end_tracking(void)
+{
+    tl_snapshot_stop_writing(final_report);
+    atomic_store(&tl_attached, false);
+    tl_live_state_remove();
+    tl_signals_restore();
 }

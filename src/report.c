@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,26 @@ struct frame_entry {
 };
 static struct frame_entry *frame_cache;
 
+static int find_code(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    uintptr_t a = *(uintptr_t *)arg;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && a >= lo && a - lo < ph->p_memsz)
+            return 1;
+    }
+    return 0;
+}
+
+/* Is `address` inside a loaded object (dl_iterate_phdr: the loader's list
+ * lock, never its main one)? */
+static bool loaded_code_at(uintptr_t address)
+{
+    return dl_iterate_phdr(find_code, &address) != 0;
+}
+
 const struct tl_frame_info *tl_report_frame(struct tl_gather *m, uintptr_t address)
 {
     struct frame_entry *e;
@@ -56,12 +77,14 @@ const struct tl_frame_info *tl_report_frame(struct tl_gather *m, uintptr_t addre
     }
     e->address = address;
     tl_symbolize(m->symbolizer, address, &e->info);
-    if (!e->info.module) {
-        /* Not mapped any more: a library dlclose'd after allocating. */
-        const struct tl_frame_info *p = tl_pinned_frame(address);
-        if (p)
-            e->info = *p;
-    }
+    /* A library dlclose'd after allocating: its frames were pinned.  The
+     * address may be mapped again since, by a file that is no loaded object
+     * (the symbolizer's own read-only mapping of some library's ELF file
+     * lands there as easily as anything): only code of a loaded object
+     * replaces the pinned frame. */
+    const struct tl_frame_info *p = tl_pinned_frame(address);
+    if (p && (!e->info.module || !loaded_code_at(address)))
+        e->info = *p;
     HASH_ADD(hh, frame_cache, address, sizeof address, e);
     return &e->info;
 }
@@ -727,6 +750,7 @@ static const char *reason_words(enum tl_reason reason)
     case TL_REASON_API: return "snapshot";
     case TL_REASON_INTERVAL: return "interval snapshot";
     case TL_REASON_BUDGET: return "budget report";
+    case TL_REASON_DETACH: return "final report (detach)";
     case TL_REASON_OOM: return "out-of-memory report";
     case TL_REASON_EXIT: break;
     }

@@ -463,6 +463,24 @@ struct tl_bridge {
     struct tl_seen seen;
 };
 
+/* One device's memory from before `tensorleak attach` (attach_before.c). */
+struct tl_attach_before {
+    long long device;
+    uint64_t process_bytes;     /* the driver's per-process figure at the attach (NVML); null when unknown */
+    uint64_t freed_bytes;       /* pointers from before the attach freed since (cuMemGetAddressRange sizes) */
+    uint64_t freed_allocations;
+    struct tl_seen seen;
+};
+
+/* "attach": only in a process tensorleak attached to. */
+struct tl_attach {
+    const char *time;           /* when tracking began */
+    double interval;            /* TENSORLEAK_INTERVAL: growth is per interval; null when none */
+    struct tl_attach_before *before;
+    size_t before_count;
+    struct tl_seen seen;
+};
+
 /* "gate": the CI gate's verdict. */
 struct tl_gate {
     const char **fail_on;
@@ -528,6 +546,7 @@ struct tl_report {
     const char **merged_from;
     size_t merged_from_count;
     struct tl_rank *ranks;
+    struct tl_attach attach;
     size_t rank_count;
     struct tl_seen seen;
 

@@ -30,6 +30,7 @@ static const char *reason_name(enum tl_reason r)
     case TL_REASON_OOM: return "oom";
     case TL_REASON_INTERVAL: return "interval";
     case TL_REASON_BUDGET: return "budget";
+    case TL_REASON_DETACH: return "detach";
     }
     return "exit";
 }
@@ -557,11 +558,42 @@ static void build_tracker(struct tl_tracker *t)
         t->seen.null = TL_BIT(TRACKER, python_code_objects_freed);
 }
 
+/* "attach": when tracking began and each device's memory from before
+ * (attach_before.c); absent in a process that was not attached to. */
+static void build_attach(struct build *b)
+{
+    struct tl_report *r = b->r;
+    struct tl_attach_row rows[TL_MAX_DEVICES];
+    size_t n = 0;
+    long long when = 0;
+    if (!tl_attach_before_rows(rows, TL_MAX_DEVICES, &n, &when))
+        return;
+    struct tl_attach *a = &r->attach;
+    r->seen.present |= TL_BIT(REPORT, attach);
+    a->seen.present = TL_ALL(ATTACH);
+    a->time = iso_time(b, (double)when);
+    a->interval = tl_opt.interval;
+    if (tl_opt.interval <= 0)
+        a->seen.null |= TL_BIT(ATTACH, interval);
+    a->before = alloc(b, n, sizeof *a->before);
+    for (size_t i = 0; a->before && i < n; i++) {
+        struct tl_attach_before *o = &a->before[a->before_count++];
+        o->device = rows[i].device;
+        o->process_bytes = rows[i].process_bytes;
+        o->freed_bytes = rows[i].freed_bytes;
+        o->freed_allocations = rows[i].freed_allocations;
+        o->seen.present = TL_ALL(BEFORE);
+        if (!rows[i].known)
+            o->seen.null |= TL_BIT(BEFORE, process_bytes);
+    }
+}
+
 bool tl_report_build(struct tl_gather *m, struct tl_report *r)
 {
     memset(r, 0, sizeof *r);
     struct build b = {.r = r, .m = m};
-    r->seen.present = TL_ALL(REPORT) & ~(TL_BIT(REPORT, merged_from) | TL_BIT(REPORT, sites) | TL_BIT(REPORT, ranks));
+    r->seen.present = TL_ALL(REPORT) & ~(TL_BIT(REPORT, merged_from) | TL_BIT(REPORT, sites) | TL_BIT(REPORT, ranks) |
+                                        TL_BIT(REPORT, attach));
     r->tool = "tensorleak";
     r->schema = 1;
     r->version = TL_VERSION;
@@ -624,6 +656,7 @@ bool tl_report_build(struct tl_gather *m, struct tl_report *r)
         r->seen.null |= TL_BIT(REPORT, oom);
     }
     build_gate(&b);
+    build_attach(&b);
     report_derive(r);
     if (b.failed || !r->host || !r->time) {
         report_free(r);

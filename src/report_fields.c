@@ -542,6 +542,21 @@ static const struct tl_field gate_fields[] = {
 };
 static const struct tl_table gate_table = TABLE(struct tl_gate, "gate", gate_fields, NULL);
 
+static const struct tl_field before_fields[] = {
+    FIELD(struct tl_attach_before, device, INT, 0),
+    FIELD(struct tl_attach_before, process_bytes, U64, N),
+    FIELD(struct tl_attach_before, freed_bytes, U64, 0),
+    FIELD(struct tl_attach_before, freed_allocations, U64, 0),
+};
+static const struct tl_table before_table = TABLE(struct tl_attach_before, "before_attach", before_fields, NULL);
+
+static const struct tl_field attach_fields[] = {
+    FIELD(struct tl_attach, time, STRING, 0),
+    FIELD(struct tl_attach, interval, REAL, N),
+    LIST(struct tl_attach, before, before_count, "before", before_table, 0),
+};
+static const struct tl_table attach_table = TABLE(struct tl_attach, "attach", attach_fields, NULL);
+
 static const struct tl_field rank_fields[] = {
     FIELD(struct tl_rank, rank, INT, 0),
     FIELD(struct tl_rank, pid, INT, N),
@@ -596,6 +611,7 @@ static const struct tl_field report_fields[] = {
     OBJECT(struct tl_report, oom, "oom", oom_table, N),
     OBJECT(struct tl_report, gate, "gate", gate_table, 0),
     LIST(struct tl_report, ranks, rank_count, "ranks", rank_table, 0),
+    OBJECT(struct tl_report, attach, "attach", attach_table, 0),
 };
 const struct tl_table tl_report_table = TABLE(struct tl_report, "report", report_fields, report_derive_root);
 
@@ -672,6 +688,8 @@ bool report_fields_consistent(char *error, size_t size)
     TL_F_CHECK(TL_TRACKER_NAMES, tracker_table)
     TL_F_CHECK(TL_BRIDGE_NAMES, bridge_table)
     TL_F_CHECK(TL_GATE_NAMES, gate_table)
+    TL_F_CHECK(TL_BEFORE_NAMES, before_table)
+    TL_F_CHECK(TL_ATTACH_NAMES, attach_table)
     TL_F_CHECK(TL_RANK_NAMES, rank_table)
     TL_F_CHECK(TL_REPORT_NAMES, tl_report_table)
     if (TL_SUMMARY_NFIELDS != tl_summary_table.nfields) {

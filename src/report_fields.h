@@ -58,6 +58,8 @@
     X(TRACKER, table_owner_claims) X(TRACKER, walk_verdicts_evicted)
 #define TL_BRIDGE_NAMES(X) X(BRIDGE, state) X(BRIDGE, read_at) X(BRIDGE, note) X(BRIDGE, errors)
 #define TL_GATE_NAMES(X) X(GATE, fail_on) X(GATE, failed) X(GATE, failed_kinds)
+#define TL_BEFORE_NAMES(X) X(BEFORE, device) X(BEFORE, process_bytes) X(BEFORE, freed_bytes) X(BEFORE, freed_allocations)
+#define TL_ATTACH_NAMES(X) X(ATTACH, time) X(ATTACH, interval) X(ATTACH, before)
 #define TL_RANK_NAMES(X) X(RANK, rank) X(RANK, pid) X(RANK, host) X(RANK, file) X(RANK, leaked_bytes) \
     X(RANK, leaked_allocations) X(RANK, live_bytes) X(RANK, reserved_bytes)
 #define TL_REPORT_NAMES(X) X(REPORT, tool) X(REPORT, schema) X(REPORT, version) X(REPORT, reason) X(REPORT, label) \
@@ -65,7 +67,7 @@
     X(REPORT, depth) X(REPORT, python_depth) X(REPORT, merged_from) X(REPORT, summary) X(REPORT, tracker)          \
     X(REPORT, leaks) X(REPORT, sites) X(REPORT, ipc) X(REPORT, held) X(REPORT, owners) X(REPORT, owners_by_device) \
     X(REPORT, pools) X(REPORT, devices) X(REPORT, repairs) X(REPORT, growth) X(REPORT, bridge) X(REPORT, marks)    \
-    X(REPORT, invalid_frees) X(REPORT, oom) X(REPORT, gate) X(REPORT, ranks)
+    X(REPORT, invalid_frees) X(REPORT, oom) X(REPORT, gate) X(REPORT, ranks) X(REPORT, attach)
 
 #define TL_F_ENUM(table, name) TL_F_##table##_##name,
 #define TL_F_ENUMERATE(list, table) enum { list(TL_F_ENUM) TL_F_##table##_COUNT };
@@ -94,6 +96,8 @@ TL_F_ENUMERATE(TL_OOM_NAMES, OOM)
 TL_F_ENUMERATE(TL_TRACKER_NAMES, TRACKER)
 TL_F_ENUMERATE(TL_BRIDGE_NAMES, BRIDGE)
 TL_F_ENUMERATE(TL_GATE_NAMES, GATE)
+TL_F_ENUMERATE(TL_BEFORE_NAMES, BEFORE)
+TL_F_ENUMERATE(TL_ATTACH_NAMES, ATTACH)
 TL_F_ENUMERATE(TL_RANK_NAMES, RANK)
 TL_F_ENUMERATE(TL_REPORT_NAMES, REPORT)
 #undef TL_F_ENUMERATE

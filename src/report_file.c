@@ -219,7 +219,8 @@ int tl_report_write_file(enum tl_reason reason, unsigned seq, const char *exact,
     }
     if (tl_opt.output_null)
         return snprintf(path, pathlen, "/dev/null") >= (int)pathlen ? ENAMETOOLONG : 0;
-    bool numbered = reason != TL_REASON_EXIT;
+    /* The final report (exit, or a detach) takes the path as given. */
+    bool numbered = reason != TL_REASON_EXIT && reason != TL_REASON_DETACH;
     unsigned n = seq;
     if (numbered && n <= last_numbered)
         n = last_numbered + 1;

@@ -435,6 +435,33 @@ static void devices(FILE *out, const struct tl_report *r)
     }
 }
 
+/* A process tensorleak attached to: what each device held before (the
+ * driver's per-process figure) and how much of it was freed since; growth is
+ * per interval when TENSORLEAK_INTERVAL gave the marks. */
+static void before_attach(FILE *out, const struct tl_report *r)
+{
+    if (!(r->seen.present & TL_BIT(REPORT, attach)))
+        return;
+    const struct tl_attach *a = &r->attach;
+    fprintf(out, "%s attached at %s; leaks and growth are judged from then on", prefix_of(r).text,
+            a->time ? a->time : "?");
+    if (!(a->seen.null & TL_BIT(ATTACH, interval)))
+        fprintf(out, " (growth per %g s interval)", a->interval);
+    fputc('\n', out);
+    for (size_t i = 0; i < a->before_count; i++) {
+        const struct tl_attach_before *b = &a->before[i];
+        char held[SIZE_HUMAN_MAX], freed[SIZE_HUMAN_MAX];
+        if (b->seen.null & TL_BIT(BEFORE, process_bytes))
+            fprintf(out, "%s device %lld before attach: unknown (no per-process figure), %s freed since in %" PRIu64
+                         " allocation(s)\n",
+                    prefix_of(r).text, b->device, size_human(b->freed_bytes, freed), b->freed_allocations);
+        else
+            fprintf(out, "%s device %lld before attach: %s held, %s of it freed since in %" PRIu64 " allocation(s)\n",
+                    prefix_of(r).text, b->device, size_human(b->process_bytes, held),
+                    size_human(b->freed_bytes, freed), b->freed_allocations);
+    }
+}
+
 /* " [torch 2.11.0 native; state of 2026-11-30T21:02:03.123Z, read at exit]":
  * which framework a bridge's pool row is of and when its state was read. */
 static void framework_note(FILE *out, const struct tl_pool *p)
@@ -603,6 +630,7 @@ void format_text(FILE *out, const struct tl_report *r, const char *report_name)
     oom(out, r);
     pools(out, r);
     devices(out, r);
+    before_attach(out, r);
     impossible_figures(out, r);
     owners(out, r);
     totals(out, r);

@@ -75,6 +75,11 @@ static void *watch(void *arg)
     on_watcher = true;
     double next_report = tl_opt.interval > 0 ? monotonic_s() + tl_opt.interval : -1.0;
     for (;;) {
+        /* A later attach may turn the interval on or off (tl_snapshot_wake). */
+        if (tl_opt.interval <= 0)
+            next_report = -1.0;
+        else if (next_report < 0)
+            next_report = monotonic_s() + tl_opt.interval;
         double next = tl_live_state_next_due();
         if (next_report >= 0 && (next < 0 || next_report < next))
             next = next_report;
@@ -98,20 +103,38 @@ static void *watch(void *arg)
         while (rc == 0 && sem_trywait(&wake) == 0)
             ;
         pthread_mutex_lock(&work_lock);
+        /* Tracking off (after a detach, or the exit report): the watcher
+         * idles, writing nothing. */
+        bool active = atomic_load(&tl_active);
         bool mark = atomic_exchange(&want_mark, false), snap = atomic_exchange(&want_snapshot, false);
-        if (mark)
+        if (mark && active)
             tl_mark("signal");
-        if (snap)
+        if (snap && active)
             tl_report_write(TL_REASON_SIGNAL, NULL, NULL, NULL);
         double now = monotonic_s();
         if (next_report >= 0 && now >= next_report) {
-            tl_mark("interval");
-            tl_report_write(TL_REASON_INTERVAL, NULL, NULL, NULL);
+            if (active) {
+                tl_mark("interval");
+                tl_report_write(TL_REASON_INTERVAL, NULL, NULL, NULL);
+            }
             next_report = monotonic_s() + tl_opt.interval;
         }
         tl_live_state_tick(now);
         pthread_mutex_unlock(&work_lock);
     }
+}
+
+void tl_snapshot_wake(void)
+{
+    if (wake_ready)
+        sem_post(&wake);
+}
+
+void tl_snapshot_stop_writing(void (*last)(void))
+{
+    pthread_mutex_lock(&work_lock);
+    last();
+    pthread_mutex_unlock(&work_lock);
 }
 
 /* fork() waits for the watcher's unit of work (see the top of this file).
@@ -147,6 +170,9 @@ static void after_fork_in_parent(void)
     work_held_for_fork = false;
 }
 
+/* The handler each signal got from tl_signal_install_if_default. */
+static _Atomic(void (*)(int)) installed[NSIG];
+
 bool tl_signal_install_if_default(int sig, void (*handler)(int), int flags, struct sigaction *old)
 {
     struct sigaction now, before;
@@ -170,7 +196,24 @@ bool tl_signal_install_if_default(int sig, void (*handler)(int), int flags, stru
             *old = before;
         return false;
     }
+    if (sig > 0 && sig < NSIG)
+        atomic_store(&installed[sig], handler);
     return true;
+}
+
+void tl_signals_restore(void)
+{
+    for (int sig = 1; sig < NSIG; sig++) {
+        void (*mine)(int) = atomic_exchange(&installed[sig], NULL);
+        struct sigaction now;
+        if (!mine || sigaction(sig, NULL, &now) != 0 || (now.sa_flags & SA_SIGINFO) || now.sa_handler != mine)
+            continue; /* the program's own since: left alone */
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigemptyset(&dfl.sa_mask);
+        sigaction(sig, &dfl, NULL);
+    }
 }
 
 /* Only on a signal at SIG_DFL: a handler of the program's stays, and so
@@ -211,6 +254,14 @@ void tl_snapshot_start(void)
         return;
     }
     wake_ready = true;
+    install(tl_opt.signal);
+    install(tl_opt.mark_signal);
+}
+
+void tl_snapshot_signals_again(void)
+{
+    if (!wake_ready)
+        return;
     install(tl_opt.signal);
     install(tl_opt.mark_signal);
 }

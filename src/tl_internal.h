@@ -111,6 +111,8 @@ extern struct tl_options tl_opt;
 /* Parses TENSORLEAK_* from `envp` (NULL: environ).  Bad values warn once,
  * naming the variable and value, and keep the default. */
 void tl_options_load(char **envp);
+/* Values and names tl_options_load rejected (a warning each), ever. */
+extern unsigned tl_options_rejected;
 /* Parsers shared with the CLI and the unit tests; return 0 on success. */
 int tl_parse_bool(const char *s, bool *out);
 int tl_parse_size(const char *s, uint64_t *out);
@@ -598,11 +600,22 @@ void tl_snapshot_start(void);
  * disposition the program sets concurrently wins. */
 struct sigaction;
 bool tl_signal_install_if_default(int sig, void (*handler)(int), int flags, struct sigaction *old);
+/* Every disposition tl_signal_install_if_default set that is still ours goes
+ * back to SIG_DFL (a detach); tl_snapshot_signals_again installs the
+ * snapshot signals again (the next attach). */
+void tl_signals_restore(void);
+void tl_snapshot_signals_again(void);
 /* At the program's first CUDA call: starts the watcher thread. */
 void tl_snapshot_watch(void);
 void tl_snapshot_after_fork(bool follow);
 /* pyframes.c's fork handlers, registered once (before snapshot.c's). */
 void tl_pyframes_register_fork_handlers(void);
+/* Runs `last` between two of the watcher's units of work: a report it
+ * writes and tracking turned off there leave the watcher nothing to write
+ * after it (a detach). */
+void tl_snapshot_stop_writing(void (*last)(void));
+/* Wakes the watcher to read the options again (an attach's interval). */
+void tl_snapshot_wake(void);
 /* True on the watcher thread. */
 bool tl_snapshot_on_watcher(void);
 
@@ -680,7 +693,7 @@ void tl_pin_frames_in_range(uintptr_t lo, uintptr_t hi);
 const struct tl_frame_info *tl_pinned_frame(uintptr_t address);
 
 /* ---- report.c ----------------------------------------------------------- */
-enum tl_reason { TL_REASON_EXIT, TL_REASON_SIGNAL, TL_REASON_API, TL_REASON_OOM, TL_REASON_INTERVAL, TL_REASON_BUDGET };
+enum tl_reason { TL_REASON_EXIT, TL_REASON_SIGNAL, TL_REASON_API, TL_REASON_OOM, TL_REASON_INTERVAL, TL_REASON_BUDGET, TL_REASON_DETACH };
 struct tl_oom_event {
     uint64_t bytes;
     uint8_t kind;
@@ -732,6 +745,8 @@ void tl_live_state_tick(double now);
 void tl_live_state_after_fork(void);
 /* Removes this process's live file now; async-signal-safe (fatal signals). */
 void tl_live_state_remove(void);
+/* Publishing again after tl_live_state_remove (a second attach). */
+void tl_live_state_resume(void);
 /* An interval report was written to `path` (report.c, report lock held):
  * the oldest beyond TENSORLEAK_KEEP that this process wrote are removed. */
 void tl_interval_reports_retain(const char *path);
@@ -741,8 +756,35 @@ void tl_interval_reports_retain(const char *path);
 struct tl_gather;
 int tl_report_with_model(void (*fn)(struct tl_gather *m, void *arg), void *arg);
 
+/* ---- attach_before.c (memory from before tensorleak attach) -------------- */
+/* Set while this library tracks a process it was attached to. */
+extern atomic_bool tl_attached;
+/* At the attach: each device's per-process figure (NVML). */
+void tl_attach_measure_before(void);
+/* A free the table does not know, while attached: true when the driver still
+ * knows `addr` as an allocation's base (one from before the attach; its size
+ * comes off that figure), false when it is an invalid free. */
+bool tl_attach_freed_before(uint8_t space, uint64_t addr);
+struct tl_attach_row {
+    int device;
+    bool known; /* process_bytes is the driver's */
+    uint64_t process_bytes, freed_bytes, freed_allocations;
+};
+/* The rows (up to max) and when tracking began; false when not attached. */
+bool tl_attach_before_rows(struct tl_attach_row *out, size_t max, size_t *count, long long *when);
+
 /* ---- preload.c ---------------------------------------------------------- */
 void tl_init(void);
+/* attach.c's start-up: the options from `settings` (NAME=value strings, as
+ * the environment), false with the reason in err when one is rejected; then
+ * the rest of tl_init, tracking still off (nothing in it can fail). */
+bool tl_attach_options(char **settings, char *err, size_t errlen);
+void tl_attach_init(void);
+/* Tracking from now (the injector wrote the patches); the watcher starts at
+ * the next tracked allocation, the Python bridge at the next bytecode. */
+void tl_attach_begin_tracking(void);
+/* The report of reason "detach", tracking off, the live file removed. */
+void tl_attach_end_tracking(void);
 extern pthread_mutex_t tl_report_lock;
 
 /* ---- hooks: the real functions ----------------------------------------- */

@@ -198,6 +198,10 @@ bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_
             tl_budget_after_free(rec);
         return true;
     }
+    /* Attached: a pointer from before the attach is no invalid free. */
+    if (TL_UNLIKELY(atomic_load_explicit(&tl_attached, memory_order_relaxed)) && rc == 0 &&
+        tl_attach_freed_before(space, addr))
+        return false;
     /* Never seen, freed twice, or freed with the wrong API: the driver still
      * gets the call unchanged and answers for itself. */
     unsigned k = 0;

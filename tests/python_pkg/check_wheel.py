@@ -20,6 +20,7 @@ cannot be reached).
 import argparse
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -342,10 +343,12 @@ def main():
     # Bundled dependencies: each resolves inside the venv (tensorleak.libs/).
     for binary in ("lib/libtensorleak-deps.so", "bin/tensorleak"):
         ldd = subprocess.run(["ldd", os.path.join(site, binary)], stdout=subprocess.PIPE, text=True).stdout
-        for dep in ("libunwind", "libdw", "libjansson"):
+        for dep in ("libunwind", "libdw", "libjansson", "libZydis"):
             lines = [l for l in ldd.splitlines() if dep in l]
             if binary.startswith("bin") and dep != "libjansson":
                 continue  # the CLI links jansson only
+            if dep == "libZydis" and platform.machine() != "x86_64":
+                continue  # the attach decoder: x86-64 only
             check(lines and all(venv in l for l in lines),
                   "%s finds %s in the wheel: %s" % (binary, dep, "; ".join(l.strip() for l in lines)))
     # The wheel's preload library, with auditwheel's bundled copies, keeps to
@@ -368,7 +371,7 @@ def main():
     # hidden (bind-mounted /dev/null in a mount namespace of its own), the
     # wheel's CLI still runs a program under its library.  Root only.
     hide = ("for f in /usr/lib/*/libunwind*.so.* /usr/lib/*/libdw*.so* /usr/lib/*/libelf*.so* "
-            "/usr/lib/*/libjansson*.so.*; do [ -f \"$f\" ] && [ ! -L \"$f\" ] || continue; "
+            "/usr/lib/*/libjansson*.so.* /usr/lib/*/libZydis*.so.*; do [ -f \"$f\" ] && [ ! -L \"$f\" ] || continue; "
             "mount --bind /dev/null \"$f\" || exit 99; done; exec \"$@\"")
     if os.geteuid() == 0 and shutil.which("unshare"):
         out = os.path.join(work, "hidden.json")
