@@ -893,6 +893,32 @@ void tl_bridge_nudge(void)
         atomic_store(&nudge_in_flight, false); /* a full queue refuses it: the next allocation tries again */
 }
 
+/* A pool that grows without Python lines (PyTorch without its history)
+ * would be a growth row without the line to fix.  Turning the history on
+ * from the start costs every program (about 13 % per request); turned on
+ * once a pool's growth is suspected, it costs only the programs that grow,
+ * and the blocks they keep from then on name their line.  Set once; the
+ * Python side reads it (tensorleak_bridge_lines_wanted) at its next state
+ * read, and at once through the pending start, so that the next request's
+ * blocks are already recorded. */
+static atomic_bool lines_wanted;
+
+TL_EXPORT int tensorleak_bridge_lines_wanted(void);
+int tensorleak_bridge_lines_wanted(void)
+{
+    return atomic_load(&lines_wanted);
+}
+
+void tl_bridge_want_lines(void)
+{
+    if (atomic_exchange(&lines_wanted, true) || !pending_call)
+        return;
+    if (atomic_exchange(&nudge_in_flight, true))
+        return; /* a start is already scheduled: it reads the flag */
+    if (pending_call(boot, NULL) != 0)
+        atomic_store(&nudge_in_flight, false); /* the next state read turns it on */
+}
+
 void tl_bridge_kick(void)
 {
     static atomic_bool not_python;

@@ -309,6 +309,12 @@ void tl_mark(const char *label)
             tl_series_observe(s, octx.seq, by_class[c], TL_SERIES_MIN_STEP);
     }
     tl_bridge_foreach_series(observe_pool, observe_site, &octx);
+    /* A pool one high short of growth: its lines are wanted before the
+     * next request (see tl_bridge_want_lines). */
+    int suspect = tl_opt.growth_marks > 1 ? tl_opt.growth_marks - 1 : 1;
+    bool want_lines = false;
+    for (size_t i = 0; i < nseries && !want_lines; i++)
+        want_lines = series[i].scope == TL_SERIES_POOL && tl_series_growing(&series[i], octx.seq, suspect, NULL);
     struct tl_mark_row *row = &timeline[nmarks % TL_MAX_MARKS];
     memset(row, 0, sizeof *row);
     row->seq = ++nmarks;
@@ -321,6 +327,8 @@ void tl_mark(const char *label)
     row->device_free = dfree;
     row->time = (double)ts.tv_sec + ts.tv_nsec / 1e9;
     pthread_mutex_unlock(&mark_lock);
+    if (want_lines && tl_hook_depth == 0)
+        tl_bridge_want_lines();
 }
 
 struct growth_collect {

@@ -324,6 +324,10 @@ void tl_bridge_apply(struct tl_gather *m);
 void tl_bridge_foreach_series(void (*pool)(const char *name, const char *kind, long long allocated, void *arg),
                               void (*site)(const char *key, const char *pool, json_t *stack, long long bytes, void *arg),
                               void *arg);
+/* growth.c, at a mark (not inside a hook): a pool grows but names no
+ * Python line; the bridge asks its framework for the lines of the blocks
+ * allocated from now on (PyTorch's history), at the program's next bytecode. */
+void tl_bridge_want_lines(void);
 /* Python frames from the bridge as a report stack (frames "python": true). */
 json_t *tl_bridge_stack_json(json_t *frames);
 /* The module glob of the framework allocator whose out-of-memory observer

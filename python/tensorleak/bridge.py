@@ -15,8 +15,10 @@ state's "errors" (and so in the report), and the bridge keeps going.
 
 Switches: TENSORLEAK_PYTHON (the library starts this module when it is 1;
 `tensorleak run` sets it), TENSORLEAK_TORCH_HISTORY=1 (turn on PyTorch's
-allocation history so live blocks name their Python line; cost measured on
-the H200 GPT-2 loop: 0.063 -> 0.071 s per request).
+allocation history from the start so live blocks name their Python line;
+cost measured on the H200 GPT-2 loop: 0.063 -> 0.071 s per request).
+Without it the history is turned on once the library suspects a pool's
+growth (tensorleak_bridge_lines_wanted), so a growth row names its line.
 """
 
 import atexit
@@ -73,9 +75,16 @@ def _maybe_enable_history(modules):
         return
     if not _state["oom_observer"]:
         _attach_oom_observer(mod)
-    if _state["history"] or os.environ.get("TENSORLEAK_TORCH_HISTORY") != "1":
+    if _state["history"] or (os.environ.get("TENSORLEAK_TORCH_HISTORY") != "1" and not _lines_wanted()):
         return
     _state["history"] = _reader("torch").enable_history(mod)
+
+
+def _lines_wanted():
+    """The library suspects a pool's growth (a high short of a growth
+    row): its blocks from now on should name their Python line."""
+    fn = getattr(_state["lib"], "tensorleak_bridge_lines_wanted", None)
+    return fn is not None and fn() != 0
 
 
 # The bridge thread and a thread reading the state itself may both set

@@ -87,21 +87,26 @@ def a_request_beyond_everything_free_is_not_enough_memory_on_real_torch():
        "verdict and remedy")
 
 
-def growth_with_history_keeps_its_rows_and_line_on_real_torch():
-    # Three runs of each kind of mark: the first snapshot with Python frames
-    # imports torch._inductor inside a mark's state read.
+def growth_keeps_its_rows_and_line_with_history_off_and_on_on_real_torch():
+    # Three runs of each kind of mark with torch's history on and off: with
+    # it on, the first snapshot with Python frames imports torch._inductor
+    # inside a mark's state read; with it off, the history is turned on
+    # when the pool's growth is suspected (after its second high), so the
+    # blocks kept from the next request on name the loop's line.
     need_torch()
     line = line_of("KEPT_ALLOC")
-    for how in ("ctypes", "ctypes", "ctypes", "tensorleak", "tensorleak", "tensorleak"):
-        figures, reports, err = run(["loop", "8", how], {"TENSORLEAK_TORCH_HISTORY": "1"})
-        eq(figures["allocated"], 8 * 2 * MIB, "torch's allocated bytes")
-        exits = [r for r in reports if r["reason"] == "exit"]
-        eq(len(exits), 1, "exit reports")
-        rows = [g for g in exits[0]["growth"] if g["scope"] == "pool"]
-        eq([(g["pool"], g["bytes_per_mark"], g["marks"], g["from_bytes"], g["to_bytes"]) for g in rows],
-           [("torch cuda:0", 2 * MIB, 7, 2 * MIB, 16 * MIB)], how + " marks: pool growth")
-        top = rows[0]["stack"][0]
-        eq((top["file"], top["line"]), (APP, line), how + " marks: the growth row's Python line")
+    for history in ("0", "1"):
+        for how in ("ctypes", "ctypes", "ctypes", "tensorleak", "tensorleak", "tensorleak"):
+            what = f"history {history}, {how} marks"
+            figures, reports, err = run(["loop", "8", how], {"TENSORLEAK_TORCH_HISTORY": history})
+            eq(figures["allocated"], 8 * 2 * MIB, "torch's allocated bytes")
+            exits = [r for r in reports if r["reason"] == "exit"]
+            eq(len(exits), 1, "exit reports")
+            rows = [g for g in exits[0]["growth"] if g["scope"] == "pool"]
+            eq([(g["pool"], g["bytes_per_mark"], g["marks"], g["from_bytes"], g["to_bytes"]) for g in rows],
+               [("torch cuda:0", 2 * MIB, 7, 2 * MIB, 16 * MIB)], what + ": pool growth")
+            top = rows[0]["stack"][0] if rows[0]["stack"] else {}
+            eq((top.get("file"), top.get("line")), (APP, line), what + ": the growth row's Python line")
 
 
 if __name__ == "__main__":

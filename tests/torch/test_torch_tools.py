@@ -254,7 +254,7 @@ def live_case(history):
 def growth_rows_of_a_kept_tensor_per_request_with_history_off_and_on():
     # oom_growth_app.py's loop: 8 requests, each keeping a 2 MiB tensor,
     # marked through ctypes.  test_torch_oom.py holds the native allocator
-    # with history on (the pool row at the line); here the rest.
+    # (the pool row at the line, history off and on); here the uncached one.
     need_torch()
     line = oom_line_of("KEPT_ALLOC")
     for history in ("0", "1"):
@@ -267,13 +267,6 @@ def growth_rows_of_a_kept_tensor_per_request_with_history_off_and_on():
         eq([(g["scope"], g["kind"], g["bytes_per_mark"], g["marks"],
              [(f["file"], f["line"]) for f in g["stack"] if f.get("python")][:1]) for g in exits[0]["growth"]],
            [("call_site", "device", 2 << 20, 8, [(APP_OOM, line)])], f"uncached, history {history}: growth rows")
-    # Native without history: the pool's growth is kept (its allocated bytes
-    # per mark), though torch's blocks name no line.
-    figures, reports, _ = run_oom_app(["loop", "8", "ctypes"], {"TENSORLEAK_TORCH_HISTORY": "0"})
-    exits = [r for r in reports if r["reason"] == "exit"]
-    eq([(g["scope"], g["pool"], g["bytes_per_mark"], g["marks"], g["from_bytes"], g["to_bytes"])
-        for g in exits[0]["growth"]], [("pool", "torch cuda:0", 2 << 20, 7, 2 << 20, 16 << 20)],
-       "native, history off: growth rows")
 
 
 if __name__ == "__main__":
