@@ -141,6 +141,8 @@ def check_snapshot(data, report):
     try:
         import torch.cuda._memory_viz as viz  # the real torch, when installed
     except ImportError:
+        if os.environ.get("CI") == "true":  # CI installs torch (scripts/install-deps.sh)
+            raise Failure(f"torch cannot be imported by {sys.executable} under CI=true")
         print("note: torch is not installed: torch.cuda._memory_viz not tried")
     else:
         # Every view torch.cuda._memory_viz makes of a snapshot (the
