@@ -269,9 +269,10 @@ def growth_rows_of_a_kept_tensor_per_request_with_history_off_and_on():
            [("call_site", "device", 2 << 20, 8, [(APP_OOM, line)])], f"uncached, history {history}: growth rows")
 
 
-# A program's live tensors and a freed one; it prints torch's own segments.
+# A program's live tensors and a freed one; it prints torch's own segments
+# and has tensorleak write a report of that moment (tensorleak.snapshot_to).
 SNAPSHOT_APP = """
-import json, torch
+import json, sys, torch, tensorleak
 MIB = 1 << 20
 kept = [torch.empty(n * MIB, dtype=torch.uint8, device="cuda") for n in (1, 5, 3, 1, 5, 3)]
 del kept[1]
@@ -279,6 +280,7 @@ small = torch.empty(4096, dtype=torch.uint8, device="cuda")
 segs = torch.cuda.memory._snapshot()["segments"]
 print(json.dumps(sorted([s["address"], s["total_size"], s["segment_type"],
                          [[b["size"], b["state"]] for b in s["blocks"]]] for s in segs)))
+sys.exit(tensorleak.snapshot_to(sys.argv[1]))
 """
 
 # Every view torch.cuda._memory_viz makes of a snapshot (the flame-graph
@@ -293,15 +295,16 @@ for view in (viz.segsum, viz.trace, viz.trace_plot, viz.segment_plot):
     view(snap)
 viz.segments(snap, format_flamegraph=same)
 viz.memory(snap, format_flamegraph=same)
-print(json.dumps(sorted([s["address"], s["total_size"], s["segment_type"],
-                         [[b["size"], b["state"]] for b in s["blocks"]]]
-                        for s in snap["segments"] if s.get("tensorleak_pool") == "torch cuda:0")))
+print(json.dumps([len([s for s in snap["segments"] if "tensorleak_pool" not in s]),
+                  sorted([s["address"], s["total_size"], s["segment_type"],
+                          [[b["size"], b["state"]] for b in s["blocks"]]]
+                         for s in snap["segments"] if s.get("tensorleak_pool") == "torch cuda:0")]))
 """
 
 
 def torch_snapshot_of_a_torch_run_is_read_by_memory_viz_with_torchs_segments():
     # `tensorleak report --format torch-snapshot` of a real torch program's
-    # exit report, opened by the installed torch's _memory_viz: the cache's
+    # report, opened by the installed torch's _memory_viz: the cache's
     # segments and blocks are torch's own (its _snapshot() printed by the
     # program).  The blocks carry no frames: a report's pool layout keeps
     # offsets and sizes, its Python lines are per site (pools[].sites).
@@ -311,8 +314,10 @@ def torch_snapshot_of_a_torch_run_is_read_by_memory_viz_with_torchs_segments():
     with open(app, "w") as f:
         f.write(SNAPSHOT_APP)
     report, pickled = os.path.join(tmp, "report.json"), os.path.join(tmp, "report.pickle")
-    p = subprocess.run([CLI, "run", "--sim", "--quiet", "-o", report, "--", PYTHON, app],
-                       env=app_env({}), capture_output=True, text=True, timeout=600)
+    env = app_env({})
+    env["PYTHONPATH"] = os.path.join(SOURCE, "python")
+    p = subprocess.run([CLI, "run", "--sim", "--quiet", "-o", os.path.join(tmp, "exit.json"), "--", PYTHON, app, report],
+                       env=env, capture_output=True, text=True, timeout=600)
     eq(p.returncode, 0, f"exit status; stderr: {p.stderr[-3000:]}")
     torch_segments = json.loads(p.stdout.strip().splitlines()[-1])
     c = subprocess.run([CLI, "report", report, "--format", "torch-snapshot", "-o", pickled],
@@ -320,8 +325,9 @@ def torch_snapshot_of_a_torch_run_is_read_by_memory_viz_with_torchs_segments():
     eq((c.returncode, c.stdout, c.stderr), (0, "", ""), "report --format torch-snapshot")
     v = subprocess.run([PYTHON, "-c", VIZ, pickled], env=app_env({}), capture_output=True, text=True, timeout=600)
     eq(v.returncode, 0, f"torch.cuda._memory_viz on the snapshot; stderr: {v.stderr[-3000:]}")
-    ours = json.loads(v.stdout.strip().splitlines()[-1])
+    plain, ours = json.loads(v.stdout.strip().splitlines()[-1])
     eq(ours, torch_segments, "the cache's segments and blocks vs torch's _snapshot()")
+    eq(plain, 0, "segments outside the pool (the cache's cudaMallocs are not shown twice)")
 
 
 if __name__ == "__main__":
