@@ -238,21 +238,6 @@ def an_annotated_pool_becomes_its_segments_with_holes_inactive():
     eq(sum(s["allocated_size"] for s in segs), pool["allocated_bytes"], "allocated")
 
 
-def a_bridge_report_has_pytorchs_segments_once():
-    report = run_under([sys.executable, os.path.join(SOURCE, "tests", "bridge", "progs", "kv_loop.py"),
-                        "leak", "3", "ctypes"], env={"PYTHONPATH": FAKE})
-    data, rep = convert(report)
-    snap = check_snapshot(data, rep)
-    eq(plain_segments(snap), [], "the cache's cudaMallocs are not shown twice")
-    segs = pool_segments(snap, "torch cuda:0")
-    eq([layout_of(s) for s in segs],
-       [[(0, 20 * MiB, "inactive")]] + [[(0, 21 * MiB, "active_allocated"), (21 * MiB, MiB, "inactive")]] * 3,
-       "the stand-in's segments: 20 MiB freed scratch, three 22 MiB segments each keeping a 21 MiB KV block")
-    eq({(s["segment_type"], s["tensorleak_pool_kind"], s["tensorleak_layout"]) for s in segs},
-       {("large", "pytorch", "known")}, "segment kinds")
-    eq(sum(s["allocated_size"] for s in segs), 63 * MiB, "allocated")
-
-
 def a_mixed_run_shows_the_cache_and_the_plain_allocations_beside_it():
     tmp = tempfile.mkdtemp(prefix="tl-snap-prog-")
     prog = os.path.join(tmp, "mixed.py")
@@ -300,7 +285,6 @@ CASES = {f.__name__: f for f in (
     a_c_programs_driver_allocations_are_segments_with_their_stack,
     a_site_with_more_allocations_than_listed_keeps_the_rest_as_one_segment,
     an_annotated_pool_becomes_its_segments_with_holes_inactive,
-    a_bridge_report_has_pytorchs_segments_once,
     a_mixed_run_shows_the_cache_and_the_plain_allocations_beside_it,
 )}
 

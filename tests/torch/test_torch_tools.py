@@ -296,6 +296,7 @@ for view in (viz.segsum, viz.trace, viz.trace_plot, viz.segment_plot):
 viz.segments(snap, format_flamegraph=same)
 viz.memory(snap, format_flamegraph=same)
 print(json.dumps([len([s for s in snap["segments"] if "tensorleak_pool" not in s]),
+                  sorted({(s["tensorleak_pool_kind"], s["tensorleak_layout"]) for s in snap["segments"]}),
                   sorted([s["address"], s["total_size"], s["segment_type"],
                           [[b["size"], b["state"]] for b in s["blocks"]]]
                          for s in snap["segments"] if s.get("tensorleak_pool") == "torch cuda:0")]))
@@ -325,7 +326,8 @@ def torch_snapshot_of_a_torch_run_is_read_by_memory_viz_with_torchs_segments():
     eq((c.returncode, c.stdout, c.stderr), (0, "", ""), "report --format torch-snapshot")
     v = subprocess.run([PYTHON, "-c", VIZ, pickled], env=app_env({}), capture_output=True, text=True, timeout=600)
     eq(v.returncode, 0, f"torch.cuda._memory_viz on the snapshot; stderr: {v.stderr[-3000:]}")
-    plain, ours = json.loads(v.stdout.strip().splitlines()[-1])
+    plain, kinds, ours = json.loads(v.stdout.strip().splitlines()[-1])
+    eq(kinds, [["pytorch", "known"]], "the segments' pool kind and layout")
     eq(ours, torch_segments, "the cache's segments and blocks vs torch's _snapshot()")
     eq(plain, 0, "segments outside the pool (the cache's cudaMallocs are not shown twice)")
 
