@@ -144,6 +144,7 @@ def growth_keeps_its_rows_and_line_with_history_off_and_on_on_real_torch():
             rows = [g for g in exits[0]["growth"] if g["scope"] == "pool"]
             eq([(g["pool"], g["bytes_per_mark"], g["marks"], g["from_bytes"], g["to_bytes"]) for g in rows],
                [("torch cuda:0", 2 * MIB, 7, 2 * MIB, 16 * MIB)], what + ": pool growth")
+            eq(len(exits[0]["marks"]), 8, what + ": marks")
             top = rows[0]["stack"][0] if rows[0]["stack"] else {}
             eq((top.get("file"), top.get("line")), (APP, line), what + ": the growth row's Python line")
 
