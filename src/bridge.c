@@ -183,21 +183,6 @@ int tensorleak_bridge_wait(int timeout_ms)
     return rc;
 }
 
-static atomic_bool history_wanted;
-
-void tl_bridge_want_history(void)
-{
-    atomic_store(&history_wanted, true);
-}
-
-/* 1 once a PyTorch pool's allocated bytes reached new highs at two marks in
- * a row (growth.c), else 0: the Python side's cue for history `auto`. */
-TL_EXPORT int tensorleak_bridge_history_wanted(void);
-int tensorleak_bridge_history_wanted(void)
-{
-    return atomic_load(&history_wanted);
-}
-
 /* The caller is about to read the framework state: what it submits next
  * answers the requests made until now, not later ones. */
 TL_EXPORT void tensorleak_bridge_reading(void);
@@ -906,6 +891,32 @@ void tl_bridge_nudge(void)
         return; /* one at a time: the allocations until it runs add none */
     if (atomic_fetch_sub(&tl_bridge_setup_nudges, 1) <= 0 || !pending_call || pending_call(boot, NULL) != 0)
         atomic_store(&nudge_in_flight, false); /* a full queue refuses it: the next allocation tries again */
+}
+
+/* A pool that grows without Python lines (PyTorch without its history)
+ * would be a growth row without the line to fix.  Turning the history on
+ * from the start costs every program (about 13 % per request); turned on
+ * once a pool's growth is suspected, it costs only the programs that grow,
+ * and the blocks they keep from then on name their line.  Set once; the
+ * Python side reads it (tensorleak_bridge_lines_wanted) at its next state
+ * read, and at once through the pending start, so that the next request's
+ * blocks are already recorded. */
+static atomic_bool lines_wanted;
+
+TL_EXPORT int tensorleak_bridge_lines_wanted(void);
+int tensorleak_bridge_lines_wanted(void)
+{
+    return atomic_load(&lines_wanted);
+}
+
+void tl_bridge_want_lines(void)
+{
+    if (atomic_exchange(&lines_wanted, true) || !pending_call)
+        return;
+    if (atomic_exchange(&nudge_in_flight, true))
+        return; /* a start is already scheduled: it reads the flag */
+    if (pending_call(boot, NULL) != 0)
+        atomic_store(&nudge_in_flight, false); /* the next state read turns it on */
 }
 
 void tl_bridge_kick(void)

@@ -180,13 +180,6 @@ static void observe_pool(const char *name, const char *kind, long long allocated
         return;
     snprintf(s->kind, sizeof s->kind, "%s", kind);
     tl_series_observe(s, o->seq, allocated, TL_SERIES_MIN_STEP);
-    /* New highs at this mark and the one before: a PyTorch pool that may be
-     * leaking, whose growth row can name its line only from the blocks'
-     * stacks (the bridge turns PyTorch's history on where it may). */
-    unsigned n = s->nrec;
-    if (n >= 2 && !strcmp(kind, "pytorch") && s->rec_mark[(n - 1) % TL_SERIES_KEEP] == o->seq &&
-        s->rec_mark[(n - 2) % TL_SERIES_KEEP] == o->seq - 1)
-        tl_bridge_want_history();
 }
 
 /* Python sites come and go with the program's stacks: past TL_MAX_SERIES
@@ -316,6 +309,12 @@ void tl_mark(const char *label)
             tl_series_observe(s, octx.seq, by_class[c], TL_SERIES_MIN_STEP);
     }
     tl_bridge_foreach_series(observe_pool, observe_site, &octx);
+    /* A pool one high short of growth: its lines are wanted before the
+     * next request (see tl_bridge_want_lines). */
+    int suspect = tl_opt.growth_marks > 1 ? tl_opt.growth_marks - 1 : 1;
+    bool want_lines = false;
+    for (size_t i = 0; i < nseries && !want_lines; i++)
+        want_lines = series[i].scope == TL_SERIES_POOL && tl_series_growing(&series[i], octx.seq, suspect, NULL);
     struct tl_mark_row *row = &timeline[nmarks % TL_MAX_MARKS];
     memset(row, 0, sizeof *row);
     row->seq = ++nmarks;
@@ -328,6 +327,8 @@ void tl_mark(const char *label)
     row->device_free = dfree;
     row->time = (double)ts.tv_sec + ts.tv_nsec / 1e9;
     pthread_mutex_unlock(&mark_lock);
+    if (want_lines && tl_hook_depth == 0)
+        tl_bridge_want_lines();
 }
 
 struct growth_collect {

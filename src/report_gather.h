@@ -324,12 +324,12 @@ void tl_bridge_apply(struct tl_gather *m);
 void tl_bridge_foreach_series(void (*pool)(const char *name, const char *kind, long long allocated, void *arg),
                               void (*site)(const char *key, const char *pool, json_t *stack, long long bytes, void *arg),
                               void *arg);
+/* growth.c, at a mark (not inside a hook): a pool grows but names no
+ * Python line; the bridge asks its framework for the lines of the blocks
+ * allocated from now on (PyTorch's history), at the program's next bytecode. */
+void tl_bridge_want_lines(void);
 /* Python frames from the bridge as a report stack (frames "python": true). */
 json_t *tl_bridge_stack_json(json_t *frames);
-/* bridge.c: a pool's growth wants PyTorch's allocation stacks; the Python
- * side reads it (tensorleak_bridge_history_wanted) and, with
- * TENSORLEAK_TORCH_HISTORY unset or auto, turns the history on. */
-void tl_bridge_want_history(void);
 /* The module glob of the framework allocator whose out-of-memory observer
  * the bridge registered ("libc10_cuda.so*"): false when none is. */
 bool tl_bridge_oom_module(char *out, size_t len);

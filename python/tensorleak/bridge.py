@@ -14,12 +14,12 @@ Errors never reach the program: each framework's failure is one line in the
 state's "errors" (and so in the report), and the bridge keeps going.
 
 Switches: TENSORLEAK_PYTHON (the library starts this module when it is 1;
-`tensorleak run` sets it), TENSORLEAK_TORCH_HISTORY: PyTorch's allocation
-history, so live blocks name their Python line (cost measured on the H200
-GPT-2 loop: 0.063 -> 0.071 s per request): 1 from the start, 0 never, and
-unset or `auto` from the moment a PyTorch pool's allocated bytes reach new
-highs at two marks in a row (a program that does not grow never pays for
-it; one that does gets its growth row's line from the next requests on).
+`tensorleak run` sets it), TENSORLEAK_TORCH_HISTORY=1 (turn on PyTorch's
+allocation history from the start so live blocks name their Python line;
+cost measured on the H200 GPT-2 loop: 0.063 -> 0.071 s per request).
+Unset (or `auto`), the history is turned on once the library suspects a
+pool's growth (tensorleak_bridge_lines_wanted), so a growth row names its
+line; TENSORLEAK_TORCH_HISTORY=0 never turns it on.
 """
 
 import atexit
@@ -36,16 +36,6 @@ WAIT_MS = 1000
 _lock = threading.Lock()
 _state = {"lib": None, "thread": None, "closed": False, "history": False, "hooks": False, "submitter": None,
           "oom_observer": False}
-
-
-def _history_setting():
-    """"1", "0" or "auto" (unset), and an error line for any other value."""
-    v = os.environ.get("TENSORLEAK_TORCH_HISTORY")
-    if v is None or v in ("", "auto"):
-        return "auto", None
-    if v in ("0", "1"):
-        return v, None
-    return "auto", "TENSORLEAK_TORCH_HISTORY: %r is not 0, 1 or auto; auto used" % v
 
 
 def _library():
@@ -86,19 +76,21 @@ def _maybe_enable_history(modules):
         return
     if not _state["oom_observer"]:
         _attach_oom_observer(mod)
-    if _state["history"] or _history_setting()[0] != "1":
+    setting = os.environ.get("TENSORLEAK_TORCH_HISTORY")
+    if setting in (None, "", "auto"):
+        on = _lines_wanted()
+    else:
+        on = setting == "1"  # "0": never, even when growth is suspected
+    if _state["history"] or not on:
         return
     _state["history"] = _reader("torch").enable_history(mod)
 
 
-def _auto_history(modules):
-    """History `auto`: on once the library saw a PyTorch pool's allocated
-    bytes reach new highs at two marks in a row (src/growth.c)."""
-    if _state["history"] or _history_setting()[0] != "auto":
-        return
-    wanted = getattr(_state["lib"], "tensorleak_bridge_history_wanted", None)
-    if wanted is not None and wanted():
-        _state["history"] = _reader("torch").enable_history(modules["torch"])
+def _lines_wanted():
+    """The library suspects a pool's growth (a high short of a growth
+    row): its blocks from now on should name their Python line."""
+    fn = getattr(_state["lib"], "tensorleak_bridge_lines_wanted", None)
+    return fn is not None and fn() != 0
 
 
 # The bridge thread and a thread reading the state itself may both set
@@ -160,14 +152,6 @@ def read_state(modules=None, full=True):
                 pools.extend(reader.read(mod))
         except Exception as e:  # a framework's failure is reported, never raised
             errors.append("%s: %s: %s" % (name, type(e).__name__, e))
-    if modules is sys.modules and "torch" in modules:
-        try:
-            _auto_history(modules)
-        except Exception as e:
-            errors.append("torch: history: %s: %s" % (type(e).__name__, e))
-        bad = _history_setting()[1]
-        if bad:
-            errors.append(bad)
     return {"time": time.time(), "full": full, "pools": pools, "errors": errors}
 
 

@@ -443,6 +443,10 @@ def prom_query(port, q):
 def prometheus_scrapes_three_programs_and_answers_their_snapshot_figures(tmp):
     need("prometheus")
     live = os.path.join(tmp, "live")
+    # The stand-in torch (it starts in well under a second, real torch's
+    # import takes about 3 s): this case is about prometheus scraping four
+    # programs; real torch's figures in the exporter are held by tests/torch
+    # (top_and_exporter_show_torchs_figures_of_a_running_program).
     torch_env = dict(live_env(live), PYTHONPATH=FAKE)
     leaky = Server(tmp, "leaky", 6, "leaky", env=live_env(live))
     pool = Server(tmp, "pool", 6, "pool", env=live_env(live))

@@ -176,6 +176,8 @@ def framework_figures_refresh_within_two_intervals_without_marks(tmp):
     env = dict(inherited, **live_env(live, str(interval)), TENSORLEAK_QUIET="1",
                TENSORLEAK_OUTPUT=os.path.join(tmp, "exit.%p.json"),
                PYTHONPATH=os.path.join(os.environ["TL_SOURCE"], "tests", "bridge", "fake"))
+    # The stand-in torch (still to move to real torch, which produces this
+    # too; tests/torch holds top and the exporter on real torch while it marks).
     program = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_idle_server.py"), acks]
     proc = subprocess.Popen([CLI, "run", "--sim", "--"] + program, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env, cwd=tmp, text=True)

@@ -120,6 +120,9 @@ def check_pytest_gate(py, env, work, tensorleak, extra_args=()):
     report_dir = os.path.join(work, "pytest-reports")
     junit = os.path.join(work, "junit.xml")
     # The stand-in torch's segments are the cache's (suite/fake_torch.rules).
+    # The wheel's fresh venv has no torch (a 3 GB install per run); the
+    # plugin on real torch is tests/torch's
+    # pytest_plugin_names_the_leaking_torch_test_at_its_line.
     env = dict(env, TENSORLEAK_OWNERS=os.path.join(SUITE, "fake_torch.rules"), TENSORLEAK_TORCH_HISTORY="1")
     r = run([py, "-m", "pytest", "--tensorleak", "--tensorleak-report", report_dir, "-p", "no:cacheprovider",
              "--junitxml", junit, "-q"] + list(extra_args) + [SUITE],

@@ -251,10 +251,10 @@ def live_case(history):
     eq(series(http), series(prom), "exporter /metrics vs --textfile")
 
 
-def growth_rows_of_a_kept_tensor_per_request_with_history_off_auto_and_on():
+def growth_rows_of_a_kept_tensor_per_request_with_history_off_and_on():
     # oom_growth_app.py's loop: 8 requests, each keeping a 2 MiB tensor,
     # marked through ctypes.  test_torch_oom.py holds the native allocator
-    # with history on (the pool row at the line); here the rest.
+    # (the pool row at the line, history off and on); here the uncached one.
     need_torch()
     line = oom_line_of("KEPT_ALLOC")
     for history in ("0", "1"):
@@ -267,25 +267,70 @@ def growth_rows_of_a_kept_tensor_per_request_with_history_off_auto_and_on():
         eq([(g["scope"], g["kind"], g["bytes_per_mark"], g["marks"],
              [(f["file"], f["line"]) for f in g["stack"] if f.get("python")][:1]) for g in exits[0]["growth"]],
            [("call_site", "device", 2 << 20, 8, [(APP_OOM, line)])], f"uncached, history {history}: growth rows")
-    # Native, history unset (auto): the pool's allocated bytes reach new
-    # highs at marks 2 and 3, the bridge turns PyTorch's history on at the
-    # next read, and the tensors kept from then on name the line (requests 5
-    # to 8: three new highs of the line's site).  Three runs of each kind
-    # of mark (the first snapshot with frames comes inside a mark's read).
-    for how in ("ctypes", "ctypes", "ctypes", "tensorleak", "tensorleak", "tensorleak"):
-        figures, reports, _ = run_oom_app(["loop", "8", how], {})
-        exits = [r for r in reports if r["reason"] == "exit"]
-        eq([(g["scope"], g["pool"], g["bytes_per_mark"], g["marks"], g["from_bytes"], g["to_bytes"],
-             [(f["file"], f["line"]) for f in g["stack"]][:1]) for g in exits[0]["growth"]],
-           [("pool", "torch cuda:0", 2 << 20, 7, 2 << 20, 16 << 20, [(APP_OOM, line)])],
-           how + " marks, history auto: growth rows")
-    # TENSORLEAK_TORCH_HISTORY=0: the pool's growth is kept (its allocated
-    # bytes per mark), though torch's blocks name no line.
-    figures, reports, _ = run_oom_app(["loop", "8", "ctypes"], {"TENSORLEAK_TORCH_HISTORY": "0"})
-    exits = [r for r in reports if r["reason"] == "exit"]
-    eq([(g["scope"], g["pool"], g["bytes_per_mark"], g["marks"], g["from_bytes"], g["to_bytes"], g["stack"])
-        for g in exits[0]["growth"]], [("pool", "torch cuda:0", 2 << 20, 7, 2 << 20, 16 << 20, [])],
-       "native, history off: growth rows")
+
+
+# A program's live tensors and a freed one; it prints torch's own segments
+# and has tensorleak write a report of that moment (tensorleak.snapshot_to).
+SNAPSHOT_APP = """
+import json, sys, torch, tensorleak
+MIB = 1 << 20
+kept = [torch.empty(n * MIB, dtype=torch.uint8, device="cuda") for n in (1, 5, 3, 1, 5, 3)]
+del kept[1]
+small = torch.empty(4096, dtype=torch.uint8, device="cuda")
+segs = torch.cuda.memory._snapshot()["segments"]
+print(json.dumps(sorted([s["address"], s["total_size"], s["segment_type"],
+                         [[b["size"], b["state"]] for b in s["blocks"]]] for s in segs)))
+sys.exit(tensorleak.snapshot_to(sys.argv[1]))
+"""
+
+# Every view torch.cuda._memory_viz makes of a snapshot (the flame-graph
+# ones without fetching flamegraph.pl), in the interpreter that has torch.
+VIZ = """
+import json, pickle, sys
+import torch.cuda._memory_viz as viz
+with open(sys.argv[1], "rb") as f:
+    snap = pickle.load(f)
+same = lambda text: text
+for view in (viz.segsum, viz.trace, viz.trace_plot, viz.segment_plot):
+    view(snap)
+viz.segments(snap, format_flamegraph=same)
+viz.memory(snap, format_flamegraph=same)
+print(json.dumps([len([s for s in snap["segments"] if "tensorleak_pool" not in s]),
+                  sorted({(s["tensorleak_pool_kind"], s["tensorleak_layout"]) for s in snap["segments"]}),
+                  sorted([s["address"], s["total_size"], s["segment_type"],
+                          [[b["size"], b["state"]] for b in s["blocks"]]]
+                         for s in snap["segments"] if s.get("tensorleak_pool") == "torch cuda:0")]))
+"""
+
+
+def torch_snapshot_of_a_torch_run_is_read_by_memory_viz_with_torchs_segments():
+    # `tensorleak report --format torch-snapshot` of a real torch program's
+    # report, opened by the installed torch's _memory_viz: the cache's
+    # segments and blocks are torch's own (its _snapshot() printed by the
+    # program).  The blocks carry no frames: a report's pool layout keeps
+    # offsets and sizes, its Python lines are per site (pools[].sites).
+    need_torch()
+    tmp = tempfile.mkdtemp(prefix="tl-torch-snap-")
+    app = os.path.join(tmp, "snap_app.py")
+    with open(app, "w") as f:
+        f.write(SNAPSHOT_APP)
+    report, pickled = os.path.join(tmp, "report.json"), os.path.join(tmp, "report.pickle")
+    env = app_env({})
+    env["PYTHONPATH"] = os.path.join(SOURCE, "python")
+    p = subprocess.run([CLI, "run", "--sim", "--quiet", "-o", os.path.join(tmp, "exit.json"), "--", PYTHON, app, report],
+                       env=env, capture_output=True, text=True, timeout=600)
+    eq(p.returncode, 0, f"exit status; stderr: {p.stderr[-3000:]}")
+    torch_segments = json.loads(p.stdout.strip().splitlines()[-1])
+    c = subprocess.run([CLI, "report", report, "--format", "torch-snapshot", "-o", pickled],
+                       capture_output=True, text=True, timeout=600)
+    eq((c.returncode, c.stdout, c.stderr), (0, "", ""), "report --format torch-snapshot")
+    v = subprocess.run([PYTHON, "-c", VIZ, pickled], env=app_env({}), capture_output=True, text=True, timeout=600)
+    eq(v.returncode, 0, f"torch.cuda._memory_viz on the snapshot; stderr: {v.stderr[-3000:]}")
+    plain, kinds, ours = json.loads(v.stdout.strip().splitlines()[-1])
+    eq(kinds, [["pytorch", "known"]], "the segments' pool kind and layout")
+    eq(ours, torch_segments, "the cache's segments and blocks vs torch's _snapshot()")
+    eq(plain, 0, "segments outside the pool (the cache's cudaMallocs are not shown twice)")
+
 
 if __name__ == "__main__":
     globals()[sys.argv[1]]()
