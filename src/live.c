@@ -3,10 +3,15 @@
  * `tensorleak top` and `tensorleak exporter`, rewritten by the watcher
  * thread (snapshot.c) every TENSORLEAK_LIVE_INTERVAL seconds (default 1).
  *
- * The figures are a report's (report.c gathers them exactly as for a
- * snapshot, under the same locks), reduced to what a live view needs: no
- * leak stacks, no command line (its arguments can hold secrets), no pool
- * layouts; growth rows keep one frame, the user's or the Python line.  The
+ * The file is a projection of the report model: report.c gathers the
+ * figures exactly as for a snapshot, under the same locks;
+ * tl_report_build_live builds the model without call sites, stacks or pool
+ * layouts (nothing symbolized once a second), and the model's writer writes
+ * the fields its tables mark live (TL_FIELD_LIVE: never the command line,
+ * whose arguments can hold secrets).  What only the live file has is added
+ * here: marks so far, a growth row's site (one frame, the user's or the
+ * Python line) and streak, live bytes per owner class, IPC mappings per
+ * device, budgets and the process's identity (docs/live.schema.json).  The
  * allocation path never sees any of this.
  *
  * The file DIR/PID-NS.json (NS: the pid namespace, live_read.h) is written to
@@ -25,6 +30,7 @@
  * removes its oldest beyond TENSORLEAK_KEEP (default 100), never another
  * kind of report, never a file that is no longer the one it wrote.
  */
+#include "report.h"
 #include "report_gather.h"
 #include "stack_view.h"
 #include "tl_version.h"
@@ -280,27 +286,11 @@ static const char *site_of(struct tl_gather *m, const struct tl_callsite *cs)
     return e->text;
 }
 
-/* A copy of the listed fields of `src` (those it has): what the live file
- * shows is chosen, never everything a report has. */
-static json_t *pick(json_t *src, const char *const *keys, size_t nkeys)
+/* The growth rows of the model (growth.c's, as the report has them) as the
+ * live file carries them, each with one line for its site: a call site's
+ * from its stack, "unknown" for a pool's, owner's or Python line's. */
+static json_t *growth_rows(struct tl_gather *m, const struct tl_report *r, unsigned long marks)
 {
-    json_t *o = json_object();
-    for (size_t k = 0; o && k < nkeys; k++) {
-        json_t *v = json_object_get(src, keys[k]);
-        if (v)
-            json_object_set_new(o, keys[k], json_incref(v));
-    }
-    return o;
-}
-#define PICK(src, keys) pick(src, keys, sizeof keys / sizeof keys[0])
-
-/* The growth rows (growth.c) with one line for a site's stack: a call
- * site's from its stack, a pool's, owner's or Python line's as growth.c
- * describes it. */
-static json_t *growth_rows(struct tl_gather *m, unsigned long marks)
-{
-    static const char *const keys[] = {"scope", "kind", "pool", "pool_kind", "owner", "owner_class", "from_bytes",
-                                       "to_bytes", "site"};
     unsigned long long loads[2];
     tl_module_loads(loads);
     if (loads[0] != site_loads[0] || loads[1] != site_loads[1]) {
@@ -309,38 +299,18 @@ static json_t *growth_rows(struct tl_gather *m, unsigned long marks)
         site_loads[1] = loads[1];
     }
     json_t *out = json_array();
-    for (size_t i = 0; i < m->ngrowth && i < LIVE_GROWTH_ROWS; i++) {
+    /* Row i of the model is row i of what was gathered (tl_report_build_live). */
+    for (size_t i = 0; out && i < r->growth_count && i < m->ngrowth && i < LIVE_GROWTH_ROWS; i++) {
         const struct tl_growth_row *g = &m->growth[i];
-        json_t *o = g->cs ? json_object() : PICK(g->extra, keys);
-        if (g->cs) {
-            json_object_set_new(o, "scope", json_string("call_site"));
-            json_object_set_new(o, "kind", json_string(tl_kind_name(g->cs->kind)));
-            json_object_set_new(o, "site", json_string(site_of(m, g->cs)));
-            json_object_set_new(o, "count_per_mark", json_integer(g->count_per_mark));
-        } else {
-            json_object_set_new(o, "count_per_mark", json_null());
-            if (!json_object_get(o, "site"))
-                json_object_set_new(o, "site", json_string("unknown"));
-        }
-        json_object_set_new(o, "bytes_per_mark", json_integer(g->bytes_per_mark));
-        json_object_set_new(o, "marks", json_integer(g->marks));
-        json_object_set_new(o, "suppressed", json_boolean(g->suppressed));
+        json_t *o = report_live_object_to_json(report_field_table(&tl_report_table, "growth"), &r->growth[i]);
+        if (!o)
+            continue;
+        json_object_set_new(o, "site", json_string(g->cs ? site_of(m, g->cs) : "unknown"));
         /* The streak spans `marks` marks up to the last one. */
         json_object_set_new(o, "since_mark",
                             json_integer(marks > (unsigned long)g->marks ? (json_int_t)(marks - (unsigned long)g->marks) : 0));
         json_array_append_new(out, o);
     }
-    return out;
-}
-
-static json_t *pool_rows(json_t *pools)
-{
-    static const char *const keys[] = {"name", "kind", "device", "reserved_bytes", "allocated_bytes", "free_bytes",
-                                       "largest_free_block", "fragmentation", "utilization", "peak_allocated_bytes",
-                                       "peak_reserved_bytes", "segments", "framework", "source", "state", "host", "reading"};
-    json_t *out = json_array();
-    for (size_t i = 0; i < json_array_size(pools) && i < LIVE_POOL_ROWS; i++)
-        json_array_append_new(out, PICK(json_array_get(pools, i), keys));
     return out;
 }
 
@@ -380,22 +350,16 @@ static json_t *ipc_devices(const struct tl_gather *m)
 static void build_document(struct tl_gather *m, void *arg)
 {
     struct build *b = arg;
-    /* Nothing per call site is published: leaving them out of the model
-     * spares symbolizing every stack once a second. */
-    size_t nsites = m->nsites, nheld = m->nheld, ninvalid = m->ninvalid, ngrowth = m->ngrowth;
-    m->nsites = m->nheld = m->ninvalid = m->ngrowth = 0;
-    json_t *root = tl_report_to_json(m);
-    m->nsites = nsites;
-    m->nheld = nheld;
-    m->ninvalid = ninvalid;
-    m->ngrowth = ngrowth;
-    if (!root)
+    struct tl_report r;
+    if (!tl_report_build_live(m, &r))
         return;
-    static const char *const keys[] = {"tool", "version", "pid", "rank", "host", "summary", "owners", "owners_by_device",
-                                       "devices"};
-    json_t *full = root;
-    root = PICK(full, keys);
-    json_object_set_new(root, "schema", json_integer(1));
+    if (r.pool_count > LIVE_POOL_ROWS)
+        r.pool_count = LIVE_POOL_ROWS;
+    json_t *root = report_live_object_to_json(&tl_report_table, &r);
+    if (!root) {
+        report_free(&r);
+        return;
+    }
     json_object_set_new(root, "kind", json_string("live"));
     unsigned long marks = m->nmarks ? m->marks[m->nmarks - 1].seq : 0;
     json_t *mk = json_object();
@@ -403,9 +367,8 @@ static void build_document(struct tl_gather *m, void *arg)
     json_object_set_new(mk, "last_label", m->nmarks ? json_string(m->marks[m->nmarks - 1].label) : json_null());
     json_object_set_new(mk, "last_time", m->nmarks ? json_real(m->marks[m->nmarks - 1].time) : json_null());
     json_object_set_new(root, "marks", mk);
-    json_object_set_new(root, "growth", growth_rows(m, marks));
-    json_object_set_new(root, "pools", pool_rows(json_object_get(full, "pools")));
-    json_decref(full);
+    json_object_set_new(root, "growth", growth_rows(m, &r, marks));
+    report_free(&r);
 
     /* Live bytes per owner class, from the owner rows (owners.c). */
     json_t *classes = json_object();

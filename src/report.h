@@ -583,6 +583,10 @@ enum tl_field_type {
 #define TL_FIELD_NONNEG 4u
 /* U64: a negative value (a gap from before the invariants) reads as 0. */
 #define TL_FIELD_GAP 8u
+/* The live file (src/live.c, docs/live.schema.json) carries the field.  An
+ * OBJECT or LIST marked LIVE whose own table marks no field LIVE is carried
+ * whole. */
+#define TL_FIELD_LIVE 16u
 
 struct tl_table;
 struct tl_field {
@@ -609,6 +613,9 @@ extern const struct tl_table tl_summary_table;
 /* report_write.c: one object (an element of `t`) as JSON; NULL when out of
  * memory. */
 json_t *report_object_to_json(const struct tl_table *t, const void *elem);
+/* report_write.c: the fields of `elem` (an element of `t`) that the live
+ * file carries (TL_FIELD_LIVE), as JSON; NULL when out of memory. */
+json_t *report_live_object_to_json(const struct tl_table *t, const void *elem);
 
 /* Memory a model owns (report_fields.c): zeroed blocks, freed with it. */
 void *report_alloc(struct tl_report *r, size_t size);

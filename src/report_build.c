@@ -39,6 +39,9 @@ struct build {
     struct tl_report *r;
     struct tl_gather *m;
     bool failed; /* out of memory */
+    /* The live file's model (tl_report_build_live): no call sites, stacks
+     * or pool layouts, so nothing is symbolized once a second. */
+    bool live;
 };
 
 static void *alloc(struct build *b, size_t n, size_t size)
@@ -80,6 +83,8 @@ static const char *ipc_handle(struct build *b, uint64_t digest)
 static void build_stack(struct build *b, const uintptr_t *frames, int n, struct tl_stack *out)
 {
     out->count = 0;
+    if (b->live)
+        return;
     size_t shown_count = 0;
     for (int i = 0; i < n; i++) {
         struct tl_inline_frame shown[TL_MAX_INLINE + 1];
@@ -337,7 +342,7 @@ static void build_pools(struct build *b)
                             TL_BIT(POOL, peak_allocated_bytes) | TL_BIT(POOL, peak_reserved_bytes);
         if (p->layout_unknown)
             o->seen.null |= TL_BIT(POOL, largest_free_block) | TL_BIT(POOL, fragmentation);
-        if (!strcmp(p->kind, "annotated")) {
+        if (!strcmp(p->kind, "annotated") && !b->live) {
             o->layout = alloc(b, p->nlayout, sizeof *o->layout);
             for (size_t k = 0; o->layout && k < p->nlayout; k++) {
                 const struct tl_layout_segment *ls = &p->layout[k];
@@ -588,10 +593,10 @@ static void build_attach(struct build *b)
     }
 }
 
-bool tl_report_build(struct tl_gather *m, struct tl_report *r)
+static bool build_model(struct tl_gather *m, struct tl_report *r, bool live)
 {
     memset(r, 0, sizeof *r);
-    struct build b = {.r = r, .m = m};
+    struct build b = {.r = r, .m = m, .live = live};
     r->seen.present = TL_ALL(REPORT) & ~(TL_BIT(REPORT, merged_from) | TL_BIT(REPORT, sites) | TL_BIT(REPORT, ranks) |
                                         TL_BIT(REPORT, attach));
     r->tool = "tensorleak";
@@ -623,9 +628,9 @@ bool tl_report_build(struct tl_gather *m, struct tl_report *r)
 
     build_summary(m, &r->summary);
     build_tracker(&r->tracker);
-    r->leaks = build_sites(&b, m->sites, m->nsites, &r->leak_count);
+    r->leaks = live ? NULL : build_sites(&b, m->sites, m->nsites, &r->leak_count);
     build_ipc(&b);
-    r->held = build_sites(&b, m->held, m->nheld, &r->held_count);
+    r->held = live ? NULL : build_sites(&b, m->held, m->nheld, &r->held_count);
     build_owners(&b);
     build_pools(&b);
     build_devices(&b);
@@ -665,12 +670,12 @@ bool tl_report_build(struct tl_gather *m, struct tl_report *r)
     return true;
 }
 
-json_t *tl_report_to_json(struct tl_gather *m)
+bool tl_report_build(struct tl_gather *m, struct tl_report *r)
 {
-    struct tl_report r;
-    if (!tl_report_build(m, &r))
-        return NULL;
-    json_t *root = report_to_json(&r);
-    report_free(&r);
-    return root;
+    return build_model(m, r, false);
+}
+
+bool tl_report_build_live(struct tl_gather *m, struct tl_report *r)
+{
+    return build_model(m, r, true);
 }

@@ -283,8 +283,9 @@ void tl_report_sigxfsz_release(bool held, const struct sigaction *saved);
  * memory. */
 struct tl_report;
 bool tl_report_build(struct tl_gather *m, struct tl_report *r);
-/* The same model as its JSON document; NULL when out of memory. */
-json_t *tl_report_to_json(struct tl_gather *m);
+/* The model the live file projects (live.c): the same figures without call
+ * sites, held sites, stacks or pool layouts, nothing symbolized. */
+bool tl_report_build_live(struct tl_gather *m, struct tl_report *r);
 
 /* Symbolizes with a per-report cache. */
 const struct tl_frame_info *tl_report_frame(struct tl_gather *m, uintptr_t address);

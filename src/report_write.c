@@ -32,9 +32,22 @@ static json_t *u64_json(uint64_t v)
     return json_integer(v > (uint64_t)INT64_MAX ? INT64_MAX : (json_int_t)v);
 }
 
+static json_t *object_to_json(const struct tl_table *t, const void *elem, bool live);
+
+/* Whether `t` marks any field LIVE: a live view of an object of a table
+ * that marks none is the whole object. */
+static bool table_has_live(const struct tl_table *t)
+{
+    for (size_t i = 0; i < t->nfields; i++)
+        if (t->fields[i].flags & TL_FIELD_LIVE)
+            return true;
+    return false;
+}
+
 /* Field `f` of `elem` as JSON (null: it was null); NULL when out of memory
- * or, with *left_out set, when the field is left out. */
-static json_t *field_to_json(const struct tl_field *f, const void *elem, bool null, bool *left_out)
+ * or, with *left_out set, when the field is left out.  `live`: objects
+ * below it as the live file carries them (TL_FIELD_LIVE). */
+static json_t *field_to_json(const struct tl_field *f, const void *elem, bool null, bool live, bool *left_out)
 {
     const char *at = (const char *)elem + f->offset;
     json_t *v = NULL;
@@ -63,7 +76,7 @@ static json_t *field_to_json(const struct tl_field *f, const void *elem, bool nu
             v = json_string(hex);
             break;
         }
-        case TL_FIELD_OBJECT: v = report_object_to_json(f->table, at); break;
+        case TL_FIELD_OBJECT: v = object_to_json(f->table, at, live); break;
         case TL_FIELD_STRINGS:
         case TL_FIELD_LIST: {
             const char *items = *(const char *const *)at;
@@ -72,7 +85,7 @@ static json_t *field_to_json(const struct tl_field *f, const void *elem, bool nu
             for (size_t k = 0; v && k < n; k++) {
                 json_t *e = f->type == TL_FIELD_STRINGS
                                 ? json_string(((const char *const *)items)[k])
-                                : report_object_to_json(f->table, items + k * f->table->size);
+                                : object_to_json(f->table, items + k * f->table->size, live);
                 if (!e && f->type == TL_FIELD_STRINGS)
                     e = json_string("?"); /* not UTF-8: the entry is kept, its text not */
                 if (json_array_append_new(v, e) != 0) {
@@ -87,16 +100,17 @@ static json_t *field_to_json(const struct tl_field *f, const void *elem, bool nu
     return v;
 }
 
-json_t *report_object_to_json(const struct tl_table *t, const void *elem)
+static json_t *object_to_json(const struct tl_table *t, const void *elem, bool live)
 {
     const struct tl_seen *seen = (const struct tl_seen *)((const char *)elem + t->seen_offset);
+    live = live && table_has_live(t);
     json_t *o = json_object();
     for (size_t i = 0; o && i < t->nfields; i++) {
         const struct tl_field *f = &t->fields[i];
-        if (!(seen->present >> i & 1))
+        if (!(seen->present >> i & 1) || (live && !(f->flags & TL_FIELD_LIVE)))
             continue;
         bool left_out;
-        json_t *v = field_to_json(f, elem, seen->null >> i & 1, &left_out);
+        json_t *v = field_to_json(f, elem, seen->null >> i & 1, live, &left_out);
         if (left_out)
             continue;
         if (!v || json_object_set_new(o, f->name, v) != 0) {
@@ -105,6 +119,16 @@ json_t *report_object_to_json(const struct tl_table *t, const void *elem)
         }
     }
     return o;
+}
+
+json_t *report_object_to_json(const struct tl_table *t, const void *elem)
+{
+    return object_to_json(t, elem, false);
+}
+
+json_t *report_live_object_to_json(const struct tl_table *t, const void *elem)
+{
+    return object_to_json(t, elem, true);
 }
 
 /* ---- the model as jansson would dump its tree, without the tree -------- */

@@ -19,6 +19,7 @@
 #include "tl_version.h"
 
 #include <arpa/inet.h>
+#include <stddef.h>
 #include <errno.h>
 #include <getopt.h>
 #include <microhttpd.h>
@@ -58,35 +59,6 @@ static void proc_labels(FILE *out, const struct live_proc *p)
         fprintf(out, ",rank=\"%ld\"", p->rank);
 }
 
-struct family {
-    const char *name, *type, *help;
-};
-
-static const struct family families[] = {
-    {"tensorleak_process_info", "gauge", "A process tracked by tensorleak (always 1); its labels name it."},
-    {"tensorleak_live_update_timestamp_seconds", "gauge", "When the process last wrote its live state (Unix time)."},
-    {"tensorleak_device_reserved_bytes", "gauge", "Device memory the process holds from the driver (pools' reserves included)."},
-    {"tensorleak_device_allocated_bytes", "gauge", "Of the reserved bytes, what the program's allocations use."},
-    {"tensorleak_device_gap_bytes", "gauge", "Reserved minus allocated: held by caches, free inside them."},
-    {"tensorleak_device_free_bytes", "gauge", "Free device memory as the driver last said (cuMemGetInfo)."},
-    {"tensorleak_device_total_bytes", "gauge", "Total device memory as the driver last said (cuMemGetInfo)."},
-    {"tensorleak_owner_live_bytes", "gauge", "Live bytes of each owner and its class on a device (device=\"host\": pinned and registered host memory)."},
-    {"tensorleak_peak_live_bytes", "gauge", "The most live bytes the process ever held."},
-    {"tensorleak_pool_reserved_bytes", "gauge", "Bytes a pool holds."},
-    {"tensorleak_pool_allocated_bytes", "gauge", "Bytes of a pool in use."},
-    {"tensorleak_pool_largest_free_block_bytes", "gauge", "A pool's largest free block; absent when unknown."},
-    {"tensorleak_pool_fragmentation_ratio", "gauge", "1 - largest free block / free bytes of a pool; absent when unknown."},
-    {"tensorleak_growth_bytes_per_mark", "gauge", "Bytes a flagged growth row gains per mark (request)."},
-    {"tensorleak_marks_total", "counter", "Marks (requests) the process has made."},
-    {"tensorleak_budget_bytes", "gauge", "A memory budget (TENSORLEAK_BUDGET) per device and class."},
-    {"tensorleak_budget_exceeded", "gauge", "1 while the budget is crossed, else 0."},
-    {"tensorleak_ipc_mapped_bytes", "gauge",
-     "Other processes' device memory mapped here (CUDA IPC), per importing device; the exporting process counts it."},
-    {"tensorleak_ipc_mappings", "gauge", "Open CUDA IPC mappings of other processes' memory."},
-};
-enum { F_INFO, F_UPDATE, F_RES, F_ALLOC, F_GAP, F_FREE, F_TOTAL, F_OWNER, F_PEAK, F_POOL_RES, F_POOL_ALLOC, F_POOL_LARGEST,
-       F_POOL_FRAG, F_GROWTH, F_MARKS, F_BUDGET, F_BUDGET_EX, F_IPC_BYTES, F_IPC_MAPPINGS, F_COUNT };
-
 /* Whether row i of a process repeats an earlier row's label set (two
  * pools given one name): Prometheus refuses a scrape with a duplicate
  * series, so only the first is shown. */
@@ -117,158 +89,221 @@ static bool growth_repeats(const struct live_proc *p, size_t i)
     return false;
 }
 
-static void sample_start(FILE *out, int f, const struct live_proc *p)
+/* A metric's figure: a member of the row its series come from (the
+ * process, or one of its devices, pools, owners, growth rows, budgets or
+ * IPC devices), how it is written, and the member that says it is known
+ * (a figure tensorleak does not know has no series, never 0). */
+enum figure_type { FIG_U64, FIG_I64, FIG_ULONG, FIG_BOOL, FIG_TIME, FIG_RATIO };
+struct figure {
+    size_t offset;
+    enum figure_type type;
+    size_t known; /* offset + 1 of a bool, 0: always known */
+};
+#define FIGURE(T, member, type) {offsetof(T, member), FIG_##type, 0}
+#define FIGURE_IF(T, member, type, flag) {offsetof(T, member), FIG_##type, offsetof(T, flag) + 1}
+
+struct metric;
+/* The series of a metric for one process: one per row of its kind. */
+typedef void series_fn(FILE *out, const struct metric *m, const struct live_proc *p);
+struct metric {
+    const char *name, *type, *help;
+    series_fn *series;
+    struct figure figure;
+};
+
+static bool figure_known(const struct figure *f, const void *row)
 {
-    fprintf(out, "%s{", families[f].name);
-    proc_labels(out, p);
+    return !f->known || *(const bool *)((const char *)row + f->known - 1);
 }
 
-/* A series with two labels of its own besides the process's. */
-static void sample_two(FILE *out, int f, const struct live_proc *p, const char *k1, const char *v1, const char *k2,
-                       const char *v2, long long value)
+/* " VALUE\n" after a series' labels. */
+static void put_value(FILE *out, const struct figure *f, const void *row)
 {
-    sample_start(out, f, p);
-    fprintf(out, ",%s=\"", k1);
-    put_escaped(out, v1);
-    fprintf(out, "\",%s=\"", k2);
-    put_escaped(out, v2);
-    fprintf(out, "\"} %lld\n", value);
-}
-
-static void device_series(FILE *out, int f, const struct live_proc *p)
-{
-    for (size_t d = 0; d < p->ndevices; d++) {
-        const struct live_device *r = &p->devices[d];
-        unsigned long long v;
-        switch (f) {
-        case F_RES: v = r->reserved; break;
-        case F_ALLOC: v = r->allocated; break;
-        case F_GAP: v = r->reserved >= r->allocated ? r->reserved - r->allocated : 0; break;
-        case F_FREE: if (!r->has_free) continue; v = r->free; break;
-        default: if (!r->has_total) continue; v = r->total; break;
-        }
-        sample_start(out, f, p);
-        fprintf(out, ",device=\"%d\"", r->device);
-        if (r->uuid[0]) /* joins DCGM's UUID label */
-            fprintf(out, ",gpu_uuid=\"%s\"", r->uuid);
-        fprintf(out, "} %llu\n", v);
+    const char *at = (const char *)row + f->offset;
+    switch (f->type) {
+    case FIG_U64: fprintf(out, " %llu\n", (unsigned long long)*(const uint64_t *)at); break;
+    case FIG_I64: fprintf(out, " %lld\n", (long long)*(const int64_t *)at); break;
+    case FIG_ULONG: fprintf(out, " %lu\n", *(const unsigned long *)at); break;
+    case FIG_BOOL: fputs(*(const bool *)at ? " 1\n" : " 0\n", out); break;
+    case FIG_TIME: fprintf(out, " %.3f\n", *(const double *)at); break;
+    case FIG_RATIO: fprintf(out, " %.6g\n", *(const double *)at); break;
     }
 }
 
-static void pool_series(FILE *out, int f, const struct live_proc *p)
+static void sample_start(FILE *out, const struct metric *m, const struct live_proc *p)
+{
+    fprintf(out, "%s{", m->name);
+    proc_labels(out, p);
+}
+
+/* A label of a series, after the labels before it. */
+static void put_label(FILE *out, const char *key, const char *value)
+{
+    fprintf(out, ",%s=\"", key);
+    put_escaped(out, value);
+    fputc('"', out);
+}
+
+static void info_series(FILE *out, const struct metric *m, const struct live_proc *p)
+{
+    sample_start(out, m, p);
+    put_label(out, "version", p->version);
+    fputs("} 1\n", out);
+}
+
+static void process_series(FILE *out, const struct metric *m, const struct live_proc *p)
+{
+    if (!figure_known(&m->figure, p))
+        return;
+    sample_start(out, m, p);
+    fputc('}', out);
+    put_value(out, &m->figure, p);
+}
+
+static void device_series(FILE *out, const struct metric *m, const struct live_proc *p)
+{
+    for (size_t d = 0; d < p->ndevices; d++) {
+        const struct live_device *r = &p->devices[d];
+        if (!figure_known(&m->figure, r))
+            continue;
+        sample_start(out, m, p);
+        fprintf(out, ",device=\"%d\"", r->device);
+        if (r->uuid[0]) /* joins DCGM's UUID label */
+            fprintf(out, ",gpu_uuid=\"%s\"", r->uuid);
+        fputc('}', out);
+        put_value(out, &m->figure, r);
+    }
+}
+
+static void pool_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
     for (size_t i = 0; i < p->npools; i++) {
         const struct live_pool *q = &p->pools[i];
-        if (pool_repeats(p, i) || (f == F_POOL_LARGEST && !q->has_largest) || (f == F_POOL_FRAG && !q->has_frag))
+        if (pool_repeats(p, i) || !figure_known(&m->figure, q))
             continue;
-        sample_start(out, f, p);
-        fprintf(out, ",device=\"%d\",pool=\"", q->device);
-        put_escaped(out, q->name);
-        fputs("\",kind=\"", out);
-        put_escaped(out, q->kind);
-        fputs("\",framework=\"", out);
-        put_escaped(out, q->framework);
-        if (f == F_POOL_FRAG)
-            fprintf(out, "\"} %.6g\n", q->frag);
-        else
-            fprintf(out, "\"} %llu\n", (unsigned long long)(f == F_POOL_RES ? q->reserved : f == F_POOL_ALLOC ? q->allocated
-                                                                                                            : q->largest));
+        sample_start(out, m, p);
+        fprintf(out, ",device=\"%d\"", q->device);
+        put_label(out, "pool", q->name);
+        put_label(out, "kind", q->kind);
+        put_label(out, "framework", q->framework);
+        fputc('}', out);
+        put_value(out, &m->figure, q);
     }
 }
 
 /* One series per device, owner and class; a file that does not say where
  * the owners' memory is (an older library's) gives the process-wide rows
  * without a device label. */
-static void owner_series(FILE *out, int f, const struct live_proc *p)
+static void owner_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
-    if (!p->has_owner_devices) {
-        for (size_t i = 0; i < p->nowners; i++)
-            sample_two(out, f, p, "owner", p->owners[i].name, "class", p->owners[i].cls, (long long)p->owners[i].live_bytes);
-        return;
-    }
-    for (size_t i = 0; i < p->nowner_devices; i++) {
-        const struct live_owner *w = &p->owner_devices[i];
-        if (owner_device_repeats(p, i))
+    bool per_device = p->has_owner_devices;
+    size_t n = per_device ? p->nowner_devices : p->nowners;
+    for (size_t i = 0; i < n; i++) {
+        const struct live_owner *w = per_device ? &p->owner_devices[i] : &p->owners[i];
+        if (per_device && owner_device_repeats(p, i))
             continue;
-        sample_start(out, f, p);
-        if (w->device < 0)
-            fputs(",device=\"host\",owner=\"", out);
-        else
-            fprintf(out, ",device=\"%d\",owner=\"", w->device);
-        put_escaped(out, w->name);
-        fputs("\",class=\"", out);
-        put_escaped(out, w->cls);
-        fprintf(out, "\"} %lld\n", (long long)w->live_bytes);
+        sample_start(out, m, p);
+        if (per_device && w->device < 0)
+            fputs(",device=\"host\"", out);
+        else if (per_device)
+            fprintf(out, ",device=\"%d\"", w->device);
+        put_label(out, "owner", w->name);
+        put_label(out, "class", w->cls);
+        fputc('}', out);
+        put_value(out, &m->figure, w);
     }
 }
 
-static void family_series(FILE *out, int f, const struct live_proc *p)
+static void growth_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
-    switch (f) {
-    case F_INFO:
-        sample_start(out, f, p);
-        fputs(",version=\"", out);
-        put_escaped(out, p->version);
-        fputs("\"} 1\n", out);
-        break;
-    case F_UPDATE:
-        sample_start(out, f, p);
-        fprintf(out, "} %.3f\n", p->update_time);
-        break;
-    case F_RES: case F_ALLOC: case F_GAP: case F_FREE: case F_TOTAL:
-        device_series(out, f, p);
-        break;
-    case F_OWNER:
-        owner_series(out, f, p);
-        break;
-    case F_PEAK:
-        sample_start(out, f, p);
-        fprintf(out, "} %lld\n", (long long)p->peak_live_bytes);
-        break;
-    case F_POOL_RES: case F_POOL_ALLOC: case F_POOL_LARGEST: case F_POOL_FRAG:
-        pool_series(out, f, p);
-        break;
-    case F_GROWTH:
-        for (size_t i = 0; i < p->ngrowth; i++) {
-            if (!growth_repeats(p, i))
-                sample_two(out, f, p, "scope", p->growth[i].scope, "site", p->growth[i].site,
-                           (long long)p->growth[i].bytes_per_mark);
-        }
-        break;
-    case F_MARKS:
-        sample_start(out, f, p);
-        fprintf(out, "} %lu\n", p->marks);
-        break;
-    case F_IPC_BYTES: /* absent, not 0, where the file does not say */
-        for (size_t i = 0; p->has_ipc && i < p->nipc; i++) {
-            sample_start(out, f, p);
-            fprintf(out, ",device=\"%d\"} %llu\n", p->ipc[i].device, (unsigned long long)p->ipc[i].mapped_bytes);
-        }
-        break;
-    case F_IPC_MAPPINGS:
-        if (p->has_ipc) {
-            sample_start(out, f, p);
-            fprintf(out, "} %llu\n", (unsigned long long)p->ipc_mappings);
-        }
-        break;
-    case F_BUDGET:
-    case F_BUDGET_EX:
-        for (size_t i = 0; i < p->nbudgets; i++) {
-            const struct live_budget *b = &p->budgets[i];
-            char dev[16];
-            snprintf(dev, sizeof dev, "%d", b->device);
-            sample_two(out, f, p, "device", dev, "class", b->cls, f == F_BUDGET ? (long long)b->bytes : b->exceeded ? 1 : 0);
-        }
+    for (size_t i = 0; i < p->ngrowth; i++) {
+        if (growth_repeats(p, i))
+            continue;
+        sample_start(out, m, p);
+        put_label(out, "scope", p->growth[i].scope);
+        put_label(out, "site", p->growth[i].site);
+        fputc('}', out);
+        put_value(out, &m->figure, &p->growth[i]);
     }
 }
 
-/* The exposition of every process in `s`, families in a fixed order. */
+static void budget_series(FILE *out, const struct metric *m, const struct live_proc *p)
+{
+    for (size_t i = 0; i < p->nbudgets; i++) {
+        const struct live_budget *b = &p->budgets[i];
+        sample_start(out, m, p);
+        fprintf(out, ",device=\"%d\"", b->device);
+        put_label(out, "class", b->cls);
+        fputc('}', out);
+        put_value(out, &m->figure, b);
+    }
+}
+
+/* Absent, not 0, where the file does not say. */
+static void ipc_device_series(FILE *out, const struct metric *m, const struct live_proc *p)
+{
+    for (size_t i = 0; p->has_ipc && i < p->nipc; i++) {
+        sample_start(out, m, p);
+        fprintf(out, ",device=\"%d\"}", p->ipc[i].device);
+        put_value(out, &m->figure, &p->ipc[i]);
+    }
+}
+
+#define PROC(member, type) process_series, FIGURE(struct live_proc, member, type)
+#define DEVICE(member, type) device_series, FIGURE(struct live_device, member, type)
+#define DEVICE_IF(member, type, flag) device_series, FIGURE_IF(struct live_device, member, type, flag)
+#define POOL(member, type) pool_series, FIGURE(struct live_pool, member, type)
+#define POOL_IF(member, type, flag) pool_series, FIGURE_IF(struct live_pool, member, type, flag)
+
+/* Every metric, in the order of the exposition: its name, type and help
+ * (a contract: add, never rename; docs/live.md) and its figure. */
+static const struct metric metrics[] = {
+    {"tensorleak_process_info", "gauge", "A process tracked by tensorleak (always 1); its labels name it.", info_series,
+     {0}},
+    {"tensorleak_live_update_timestamp_seconds", "gauge", "When the process last wrote its live state (Unix time).",
+     PROC(update_time, TIME)},
+    {"tensorleak_device_reserved_bytes", "gauge",
+     "Device memory the process holds from the driver (pools' reserves included).", DEVICE(reserved, U64)},
+    {"tensorleak_device_allocated_bytes", "gauge", "Of the reserved bytes, what the program's allocations use.",
+     DEVICE(allocated, U64)},
+    {"tensorleak_device_gap_bytes", "gauge", "Reserved minus allocated: held by caches, free inside them.",
+     DEVICE(gap, U64)},
+    {"tensorleak_device_free_bytes", "gauge", "Free device memory as the driver last said (cuMemGetInfo).",
+     DEVICE_IF(free, U64, has_free)},
+    {"tensorleak_device_total_bytes", "gauge", "Total device memory as the driver last said (cuMemGetInfo).",
+     DEVICE_IF(total, U64, has_total)},
+    {"tensorleak_owner_live_bytes", "gauge",
+     "Live bytes of each owner and its class on a device (device=\"host\": pinned and registered host memory).",
+     owner_series, FIGURE(struct live_owner, live_bytes, I64)},
+    {"tensorleak_peak_live_bytes", "gauge", "The most live bytes the process ever held.", PROC(peak_live_bytes, I64)},
+    {"tensorleak_pool_reserved_bytes", "gauge", "Bytes a pool holds.", POOL(reserved, U64)},
+    {"tensorleak_pool_allocated_bytes", "gauge", "Bytes of a pool in use.", POOL(allocated, U64)},
+    {"tensorleak_pool_largest_free_block_bytes", "gauge", "A pool's largest free block; absent when unknown.",
+     POOL_IF(largest, U64, has_largest)},
+    {"tensorleak_pool_fragmentation_ratio", "gauge",
+     "1 - largest free block / free bytes of a pool; absent when unknown.", POOL_IF(frag, RATIO, has_frag)},
+    {"tensorleak_growth_bytes_per_mark", "gauge", "Bytes a flagged growth row gains per mark (request).",
+     growth_series, FIGURE(struct live_growth, bytes_per_mark, I64)},
+    {"tensorleak_marks_total", "counter", "Marks (requests) the process has made.", PROC(marks, ULONG)},
+    {"tensorleak_budget_bytes", "gauge", "A memory budget (TENSORLEAK_BUDGET) per device and class.", budget_series,
+     FIGURE(struct live_budget, bytes, U64)},
+    {"tensorleak_budget_exceeded", "gauge", "1 while the budget is crossed, else 0.", budget_series,
+     FIGURE(struct live_budget, exceeded, BOOL)},
+    {"tensorleak_ipc_mapped_bytes", "gauge",
+     "Other processes' device memory mapped here (CUDA IPC), per importing device; the exporting process counts it.",
+     ipc_device_series, FIGURE(struct live_ipc_device, mapped_bytes, U64)},
+    {"tensorleak_ipc_mappings", "gauge", "Open CUDA IPC mappings of other processes' memory.",
+     process_series, FIGURE_IF(struct live_proc, ipc_mappings, U64, has_ipc)},
+};
+
+/* The exposition of every process in `s`, metrics in a fixed order. */
 void exporter_write_metrics(FILE *out, const struct live_set *s)
 {
-    for (int f = 0; f < F_COUNT; f++) {
-        fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", families[f].name, families[f].help, families[f].name, families[f].type);
+    for (size_t f = 0; f < sizeof metrics / sizeof metrics[0]; f++) {
+        const struct metric *m = &metrics[f];
+        fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", m->name, m->help, m->name, m->type);
         for (size_t i = 0; i < s->n; i++)
-            family_series(out, f, &s->procs[i]);
+            m->series(out, m, &s->procs[i]);
     }
 }
 

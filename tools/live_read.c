@@ -118,6 +118,7 @@ static void parse_devices(json_t *arr, struct live_proc *p)
         r->has_total = get_u64(d, "total", &r->total);
         get_u64(d, "reserved_bytes", &r->reserved);
         get_u64(d, "allocated_bytes", &r->allocated);
+        r->gap = r->reserved >= r->allocated ? r->reserved - r->allocated : 0;
         r->has_largest = get_u64(d, "largest_free_block", &r->largest);
         r->has_frag = get_frac(d, "fragmentation", &r->frag);
         p->ndevices++;

@@ -93,6 +93,7 @@ struct live_device {
     char uuid[48]; /* "GPU-...", "" when unknown */
     bool has_free, has_total, has_largest, has_frag;
     uint64_t free, total, reserved, allocated, largest;
+    uint64_t gap; /* reserved - allocated, 0 when allocated is more */
     double frag;
 };
 struct live_owner {

@@ -217,6 +217,77 @@ def framework_figures_refresh_within_two_intervals_without_marks(tmp):
     assert err == "", err
 
 
+def live_validator():
+    """docs/live.schema.json as a validator, its references to the report's
+    fields resolved in docs/report.schema.json; exit 77 (skipped) without
+    jsonschema."""
+    try:
+        import jsonschema
+        import referencing
+    except ImportError:
+        print("SKIP: python module jsonschema is not installed (scripts/install-deps.sh installs it)")
+        sys.exit(77)
+    docs = os.path.join(os.environ["TL_SOURCE"], "docs")
+    with open(os.path.join(docs, "report.schema.json")) as f:
+        report = json.load(f)
+    with open(os.path.join(docs, "live.schema.json")) as f:
+        live = json.load(f)
+    registry = referencing.Registry().with_resource(report["$id"], referencing.Resource.from_contents(report))
+    return jsonschema.Draft202012Validator(live, registry=registry)
+
+
+def without_layout(report_row, live_row):
+    """A report's device or pool row as a live file shows it: a framework's
+    figures are read without its layout between reports (docs/live.md), so
+    the largest free block and fragmentation the report's read had may be
+    null there."""
+    out = dict(report_row)
+    if live_row.get("largest_free_block", 0) is None and live_row.get("fragmentation", 0) is None:
+        out.update(largest_free_block=None, fragmentation=None)
+    return out
+
+
+def live_files_match_the_live_schema_and_hold_the_reports_figures(tmp):
+    """The files of a leaky server with budgets, a pool server, a framework
+    server and a two-device server validate against docs/live.schema.json,
+    and what they share with the report (pools, devices, owners) is the
+    snapshot's: the server is idle after it, so the figures are the same."""
+    validator = live_validator()
+    live = os.path.join(tmp, "live")
+    fake = os.path.join(os.environ["TL_SOURCE"], "tests", "bridge", "fake")
+    here = os.path.dirname(os.path.abspath(__file__))
+    servers = [
+        Server(tmp, "leaky", 4, "leaky", env=dict(live_env(live), TENSORLEAK_BUDGET="64M,user:2M")),
+        Server(tmp, "pool", 3, "pool", env=live_env(live)),
+        Server(tmp, None, 3, "torch", env=dict(live_env(live), PYTHONPATH=fake),
+               program=[sys.executable, os.path.join(here, "torch_server.py")]),
+        Server(tmp, "twodev", 2, "twodev", env=two_device_env(tmp, live)),
+    ]
+    try:
+        seen = set()
+        for s in servers:
+            snap = s.wait_ready()
+            e = fresh_entry(live, s.pid, time.time())
+            errors = [f"{list(x.absolute_path)}: {x.message[:200]}" for x in validator.iter_errors(e)]
+            assert not errors, errors
+            for key in ("tool", "schema", "version", "pid", "rank", "host", "owners", "owners_by_device"):
+                assert e[key] == snap[key], (key, e[key], snap[key])
+            assert len(e["devices"]) == len(snap["devices"]), (e["devices"], snap["devices"])
+            for d, r in zip(e["devices"], snap["devices"]):
+                assert d == without_layout(r, d), (d, r)
+            pools = {(p["name"], p["kind"], p["device"]): p for p in snap["pools"]}
+            assert len(e["pools"]) == len(snap["pools"]), (e["pools"], snap["pools"])
+            for p in e["pools"]:
+                r = pools[(p["name"], p["kind"], p["device"])]
+                assert p == without_layout({k: r[k] for k in p}, p), (p, r)
+                seen.add(p["kind"])
+            seen.update(k for k in ("growth", "budgets") if e[k])
+        assert {"annotated", "pytorch", "growth", "budgets"} <= seen, seen
+    finally:
+        for s in servers:
+            s.stop()
+
+
 def a_sigkilled_process_is_dropped_and_its_entry_removed(tmp):
     live = os.path.join(tmp, "live")
     s = Server(tmp, "leaky", 3, env=live_env(live))

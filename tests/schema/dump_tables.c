@@ -1,8 +1,9 @@
 /*
  * dump_tables: the report model's tables (src/report_fields.c) as JSON,
- * {"TABLE": [{"name", "type", "required", "nullable", "table"}...]}, for
- * schema_test.py to hold against docs/report.schema.json; exit 1 when a
- * table and its list of names in report_fields.h disagree.
+ * {"TABLE": [{"name", "type", "required", "nullable", "nonneg", "gap", "live",
+ * "table"}...]}, for schema_test.py to hold against docs/report.schema.json
+ * and docs/live.schema.json; exit 1 when a table and its list of names in
+ * report_fields.h disagree.
  */
 #include "report_fields.h"
 
@@ -27,11 +28,12 @@ int main(void)
         json_t *fields = json_array();
         for (size_t k = 0; k < tables[i]->nfields; k++) {
             const struct tl_field *f = &tables[i]->fields[k];
-            json_array_append_new(fields, json_pack("{sssssbsbsbsbss?}", "name", f->name, "type", types[f->type],
+            json_array_append_new(fields, json_pack("{sssssbsbsbsbsbss?}", "name", f->name, "type", types[f->type],
                                                     "required", (f->flags & TL_FIELD_REQUIRED) != 0, "nullable",
                                                     (f->flags & TL_FIELD_NULLABLE) != 0, "nonneg",
                                                     (f->flags & TL_FIELD_NONNEG) != 0, "gap",
-                                                    (f->flags & TL_FIELD_GAP) != 0, "table",
+                                                    (f->flags & TL_FIELD_GAP) != 0, "live",
+                                                    (f->flags & TL_FIELD_LIVE) != 0, "table",
                                                     f->table ? f->table->name : NULL));
         }
         json_object_set_new(out, tables[i]->name, fields);

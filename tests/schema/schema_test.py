@@ -367,6 +367,61 @@ def every_table_of_the_model_is_the_schemas_object():
     print(f"{len(tables)} tables, {fields} fields, each the schema's")
 
 
+LIVE_SCHEMA_PATH = os.path.join(SOURCE, "docs", "live.schema.json")
+# What only the live file has, per object of docs/live.schema.json; every
+# other field of it is a field of the model that its table marks live.
+LIVE_ONLY = {
+    "report": {"kind", "marks", "growth", "owner_classes", "ipc", "budgets", "live"},
+    "pool": set(),
+    "growth": {"site", "since_mark"},
+}
+
+
+def the_live_schema_is_the_fields_the_tables_mark_live():
+    """docs/live.schema.json declares exactly the fields the model's tables
+    mark live (TL_FIELD_LIVE) plus the live file's own, each referring to the
+    report schema's field of that name; it is Draft 2020-12 and resolves
+    against docs/report.schema.json."""
+    import referencing
+    p = subprocess.run([os.path.join(BUILD, "tests", "schema", "dump_tables")], capture_output=True, text=True,
+                       timeout=30)
+    check(p.returncode == 0, f"dump_tables: {p.stderr}")
+    tables = json.loads(p.stdout)
+    with open(LIVE_SCHEMA_PATH) as f:
+        live = json.load(f)
+    jsonschema.Draft202012Validator.check_schema(live)
+    report = load_schema()
+    objects = {"report": (live, ""), "pool": (live["$defs"]["pool"], "/$defs/pool"),
+               "growth": (live["$defs"]["growth"], "/$defs/growth")}
+    marked_objects = set()
+    for name, table in tables.items():
+        if any(f["live"] for f in table):
+            marked_objects.add(name)
+    eq(marked_objects, set(objects), "tables that mark fields live")
+    for name, (obj, path) in objects.items():
+        marked = {f["name"] for f in tables[name] if f["live"]}
+        props = set(obj["properties"])
+        eq(props - LIVE_ONLY[name], marked, f"live {name}: the fields its table marks live")
+        check(obj.get("additionalProperties") is False, f"live {name}: additionalProperties false")
+        for f in tables[name]:
+            if not f["live"]:
+                continue
+            node = obj["properties"][f["name"]]
+            if f["table"] in objects:  # a list of objects the live file projects too
+                eq(node.get("items", {}).get("$ref"), "#/$defs/" + f["table"], f"live {name}.{f['name']}: items")
+            else:
+                eq(node.get("$ref"), "urn:tensorleak:report:1#" + path + "/properties/" + f["name"],
+                   f"live {name}.{f['name']}: the report's field")
+    # Every reference resolves in the report schema.
+    registry = referencing.Registry().with_resource(report["$id"], referencing.Resource.from_contents(report))
+    resolver = registry.resolver()
+    for name, (obj, _) in objects.items():
+        for field, node in obj["properties"].items():
+            if "$ref" in node and node["$ref"].startswith("urn:"):
+                resolver.lookup(node["$ref"])
+    print(f"{sum(len(o['properties']) for o, _ in objects.values())} live fields, each the model's or the live file's own")
+
+
 def reports_of_the_samples_and_test_programs_match_the_schema():
     r = Reports()
     owners = {"LD_LIBRARY_PATH": PROGS + ":" + SIM}
