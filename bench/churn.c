@@ -12,6 +12,10 @@
  *   churn cuda|host live L [depth D] [sites C] [size B]
  *       Makes L allocations from C call sites and exits holding them all
  *       (the tracker's exit report is what gets timed, by the caller).
+ *       With `snapfork 1` it then raises SIGUSR1 (tensorleak's default
+ *       snapshot signal: the watcher writes a report of them all), sleeps
+ *       50 ms so the watcher is inside that report, and times one fork():
+ *       how long the watcher's report holds a fork (snapshot.c).
  *
  * Built a second time as `tracker_churn` (-DCHURN_TRACKER, linked with the
  * tracker's internals and the simulated driver): the api word is `tracker`,
@@ -26,11 +30,14 @@
  * everything after it (atexit handlers: the exit report).
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #ifdef CHURN_TRACKER
 #include "cuda_compat.h"
@@ -207,7 +214,7 @@ static long rss_kb(void)
 static void usage(void)
 {
     fprintf(stderr, "usage: churn cuda|driver|host|tracker pairs N [depth D] [threads T] [sites S] [size B] [sizes K]\n"
-                    "       churn cuda|driver|host|tracker live L [depth D] [sites C] [size B] [sizes K]\n"
+                    "       churn cuda|driver|host|tracker live L [depth D] [sites C] [size B] [sizes K] [snapfork 1]\n"
                     "       (tracker: only the tracker_churn build)\n");
     exit(2);
 }
@@ -241,6 +248,7 @@ int main(int argc, char **argv)
     long n = atol(argv[3]);
     int depth = 10, threads = 1;
     unsigned sites = 1;
+    int snapfork = 0;
     for (int i = 4; i + 1 < argc; i += 2) {
         long v = atol(argv[i + 1]);
         if (strcmp(argv[i], "depth") == 0) depth = (int)v;
@@ -248,10 +256,15 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "sites") == 0) sites = (unsigned)v;
         else if (strcmp(argv[i], "size") == 0) alloc_size = (size_t)v;
         else if (strcmp(argv[i], "sizes") == 0) size_count = (unsigned)v;
+        else if (strcmp(argv[i], "snapfork") == 0) snapfork = (int)v;
         else usage();
     }
     if (n <= 0 || depth < 0 || threads < 1 || threads > 64 || sites < 1 || alloc_size < 1 || size_count > 64)
         usage();
+#ifdef CHURN_TRACKER
+    if (snapfork)
+        usage(); /* no preloaded library here to catch SIGUSR1 */
+#endif
 #ifndef CHURN_TRACKER
     if (use_cuda) {
         /* Initialise the runtime outside the timed part. */
@@ -280,9 +293,23 @@ int main(int argc, char **argv)
             chain(depth, (unsigned)(i % sites), &lf);
         }
         uint64_t cpu = now_ns(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        long long fork_ns = -1;
+        if (snapfork) {
+            raise(SIGUSR1);
+            nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+            uint64_t f0 = now_ns(CLOCK_MONOTONIC);
+            pid_t child = fork();
+            if (child == 0)
+                _exit(0);
+            fork_ns = (long long)(now_ns(CLOCK_MONOTONIC) - f0);
+            if (child > 0)
+                waitpid(child, NULL, 0);
+            else
+                fork_ns = -1;
+        }
         printf("{\"api\":\"%s\",\"mode\":\"live\",\"live\":%ld,\"depth\":%d,\"sites\":%u,"
-               "\"cpu_ns\":%llu,\"rss_before_kb\":%ld,\"rss_kb\":%ld,\"main_end_mono_ns\":%llu}\n",
-               api, n, depth, sites, (unsigned long long)cpu, rss0, rss_kb(),
+               "\"cpu_ns\":%llu,\"rss_before_kb\":%ld,\"rss_kb\":%ld,\"fork_ns\":%lld,\"main_end_mono_ns\":%llu}\n",
+               api, n, depth, sites, (unsigned long long)cpu, rss0, rss_kb(), fork_ns,
                (unsigned long long)now_ns(CLOCK_MONOTONIC));
         fflush(stdout);
         return 0; /* holding every allocation */

@@ -20,12 +20,15 @@
 #define BUDGET_GUARD(kind, bytes) TL_BUDGET_GUARD(kind, bytes, CUDA_ERROR_OUT_OF_MEMORY)
 #define CALL_REAL(fn, ...) TL_CALL_REAL(fn, CUDA_ERROR_NOT_INITIALIZED, __VA_ARGS__)
 
-static void after_alloc(bool outer, CUresult rc, enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t size, int device,
-                        uint32_t aux)
+/* Inline, so that a device row's constants pick tl_track_device_alloc. */
+static inline __attribute__((always_inline)) void after_alloc(bool outer, CUresult rc, enum tl_kind kind, uint8_t space,
+                                                              uint64_t addr, uint64_t size, int device, uint32_t aux)
 {
     if (!outer)
         return;
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS && kind == TL_KIND_DEVICE && space == TL_SPACE_MEM && device < 0 && aux == 0)
+        tl_track_device_alloc(addr, size);
+    else if (rc == CUDA_SUCCESS)
         tl_track_alloc(kind, space, addr, size, device, aux);
     else
         tl_track_failure(rc == CUDA_ERROR_OUT_OF_MEMORY, kind, size, device);

@@ -18,11 +18,15 @@
 #define CALL_REAL(fn, ...) TL_CALL_REAL(fn, cudaErrorInsufficientDriver, __VA_ARGS__)
 
 
-static void after_alloc(bool outer, cudaError_t rc, enum tl_kind kind, uint64_t addr, uint64_t size, uint32_t aux)
+/* Inline, so that a device row's constants pick tl_track_device_alloc. */
+static inline __attribute__((always_inline)) void after_alloc(bool outer, cudaError_t rc, enum tl_kind kind,
+                                                              uint64_t addr, uint64_t size, uint32_t aux)
 {
     if (!outer)
         return;
-    if (rc == cudaSuccess)
+    if (rc == cudaSuccess && kind == TL_KIND_DEVICE && aux == 0)
+        tl_track_device_alloc(addr, size);
+    else if (rc == cudaSuccess)
         tl_track_alloc(kind, TL_SPACE_MEM, addr, size, -1, aux);
     else
         tl_track_failure(rc == cudaErrorMemoryAllocation, kind, size, -1);

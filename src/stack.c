@@ -240,10 +240,14 @@ static inline __attribute__((always_inline)) int walk_from(const uintptr_t *fp, 
     const uintptr_t top = hi - 2 * sizeof(uintptr_t);
     *stop_record = 0;
     /* Our own frames (the hook, the tracker, this walker) come off the top. */
-    for (int self = 0;; self++) {
+    /* No count of them: each record is above the last and below the top,
+     * so the loop ends. */
+    for (;;) {
         uintptr_t f = (uintptr_t)fp;
-        if (f > top || (f & 7) || fp[1] == 0 || self > SELF_SLACK * 4)
+        if (f > top || (f & 7))
             return 0;
+        /* A return address of 0 is not ours either: the loop below stops
+         * at it with no frames, as a test here would. */
         if (!tl_addr_in_self(fp[1]))
             break;
         const uintptr_t *next = (const uintptr_t *)fp[0];
@@ -251,8 +255,9 @@ static inline __attribute__((always_inline)) int walk_from(const uintptr_t *fp, 
             return 0;
         fp = next;
     }
-    int n = 0;
-    while (n < max) {
+    /* One running pointer and no separate count: an add less per frame. */
+    uintptr_t *out = frames, *const end = frames + (max > 0 ? max : 0);
+    while (out < end) {
         uintptr_t f = (uintptr_t)fp;
         if (f > top || (f & 7))
             break;
@@ -260,8 +265,8 @@ static inline __attribute__((always_inline)) int walk_from(const uintptr_t *fp, 
         if (ret == 0)
             break;
         if (records)
-            records[n] = f;
-        frames[n++] = ret;
+            records[out - frames] = f;
+        *out++ = ret;
         if (ret == stop_ret) {
             *stop_record = f;
             break;
@@ -271,7 +276,7 @@ static inline __attribute__((always_inline)) int walk_from(const uintptr_t *fp, 
             break;
         fp = next;
     }
-    return n;
+    return (int)(out - frames);
 }
 
 __attribute__((noinline)) static int walk_fp(uintptr_t *frames, int max, uintptr_t hi)
@@ -477,8 +482,9 @@ __attribute__((noinline)) static int first_sight(struct stack_tls *t, uint64_t h
 }
 
 /* *same: the frames are this thread's last call-frame-table walk's, found
- * the same again (cfi_walk.c) and taken then. */
-static inline int capture_native(uintptr_t *frames, int max, bool *same)
+ * the same again (cfi_walk.c) and taken then.  Inline in its callers: a
+ * frame of ours fewer for every walk to skip. */
+static inline __attribute__((always_inline)) int capture_native(uintptr_t *frames, int max, bool *same)
 {
     struct stack_tls *t = tls;
     *same = false;
@@ -551,7 +557,7 @@ static inline void remember_confirmed_site(enum tl_kind kind, struct tl_callsite
 
 #else /* no frame-pointer fast path on this architecture */
 
-static inline int capture_native(uintptr_t *frames, int max, bool *same)
+static inline __attribute__((always_inline)) int capture_native(uintptr_t *frames, int max, bool *same)
 {
     *same = false;
     return capture_unwind(frames, max);

@@ -428,6 +428,10 @@ void tl_gate_after_fork(bool follow);
 extern __thread int tl_hook_depth;
 
 void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t size, int device, uint32_t aux);
+/* tl_track_alloc(TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, -1, 0): the
+ * row of nearly every allocation (cuMemAlloc, cudaMalloc), in a copy of its
+ * own with the kind's tests folded. */
+void tl_track_device_alloc(uint64_t addr, uint64_t size);
 /* Removes a tracked allocation before the real free runs (so no other thread
  * can receive the same address in between).  A pointer we never saw is an
  * invalid free; returns false then.  `kinds_mask` restricts which kinds the

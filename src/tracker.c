@@ -110,7 +110,11 @@ static void watch_start(void)
     tl_snapshot_watch();
 }
 
-void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t size, int device, uint32_t aux)
+/* Every allocation's record.  Inlined into tl_track_alloc and into
+ * tl_track_device_alloc, where kind, space, device and aux are constants
+ * and the tests on them fold away. */
+static inline __attribute__((always_inline)) void track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr,
+                                                              uint64_t size, int device, uint32_t aux)
 {
     if (!atomic_load_explicit(&tl_active, memory_order_relaxed) || addr == 0)
         return;
@@ -147,6 +151,16 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
         tl_oom_allocated_slow(); /* the framework recovered from its failure: report it now */
     if (TL_UNLIKELY(atomic_load_explicit(&tl_bridge_setup_nudges, memory_order_relaxed) > 0))
         tl_bridge_nudge();
+}
+
+void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t size, int device, uint32_t aux)
+{
+    track_alloc(kind, space, addr, size, device, aux);
+}
+
+void tl_track_device_alloc(uint64_t addr, uint64_t size)
+{
+    track_alloc(TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, -1, 0);
 }
 
 /* Inside tl_live_foreach (the row's shard lock is held). */
