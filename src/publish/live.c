@@ -27,7 +27,7 @@
  */
 #include "report_gather.h"
 #include "tl_version.h"
-#include "../tools/live_read.h"
+#include "live_read.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -8,7 +8,7 @@
  * not stop the program).  Matching runs at report time on symbolized frames.
  */
 #include "report_gather.h"
-#include "../tools/suppressions.h"
+#include "suppressions.h"
 
 #include <errno.h>
 #include <stdlib.h>
