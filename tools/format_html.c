@@ -27,7 +27,7 @@
  * one factor per pool.
  */
 #include "cli.h"
-#include "report.h"
+#include "model.h"
 #include "sizes.h"
 #include "stack_view.h"
 

@@ -4,7 +4,7 @@
  * report_from_json (src/report_read.c).
  */
 #include "cli.h"
-#include "report.h"
+#include "model.h"
 #include "terminal_safe.h"
 
 #include <dlfcn.h>

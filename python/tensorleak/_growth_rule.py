@@ -22,7 +22,7 @@ import re
 DEFAULT_GROWTH_MARKS = 3
 _GROWTH_MARKS_RANGE = (2, 1000000)
 
-# src/report.h: TL_SERIES_MIN_STEP (a new high counts from 1 MiB up) and
+# src/model/model.h: TL_SERIES_MIN_STEP (a new high counts from 1 MiB up) and
 # TL_SERIES_KEEP (the highs a series remembers).
 SERIES_MIN_STEP = 1 << 20
 SERIES_KEEP = 64

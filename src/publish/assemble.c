@@ -14,7 +14,7 @@
  * space of a pool without a layout) is marked unknown, never zero.
  */
 #include "report_gather.h"
-#include "report.h"
+#include "model.h"
 #include "counts.h"
 #include "tl_version.h"
 

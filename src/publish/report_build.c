@@ -1,6 +1,6 @@
 /*
  * report_build.c: the gathered state (report_gather.h) as the report model
- * (report.h), every frame symbolized into it: the "resolve" pass of
+ * (model.h), every frame symbolized into it: the "resolve" pass of
  * report.c.  What a report says and when a field is null or left out is
  * decided here, once; report_write.c writes the model and report_text.c
  * prints it.  Field names are a contract (docs/report-format.md): add,
@@ -486,7 +486,7 @@ static void build_gate(struct build *b)
     g->seen.present = TL_ALL(GATE);
 }
 
-/* The summary's figures (report.h's TL_SUMMARY_FIELDS), every field the
+/* The summary's figures (model.h's TL_SUMMARY_FIELDS), every field the
  * library writes marked present; unknown ones null, never 0. */
 static void build_summary(const struct tl_gather *m, struct tl_summary *s)
 {

@@ -3,7 +3,7 @@
  * live state) under its locks: call sites with their raw frames, pool,
  * device, owner and growth rows.  report.c fills it and runs the passes,
  * the allocator views (pools.c, growth.c, owners.c, bridge.c) contribute
- * rows, and report_build.c turns it into the report model (report.h) that
+ * rows, and report_build.c turns it into the report model (model.h) that
  * is written and printed.
  */
 #ifndef TL_REPORT_GATHER_H

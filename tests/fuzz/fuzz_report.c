@@ -5,7 +5,7 @@
  * reads it.
  */
 #include "cli.h"
-#include "report.h"
+#include "model.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
  * UTF-8 (left out, or "?" in a list), reals at the edges of their format,
  * and enough listed allocations to cross the writer's buffer many times.
  */
-#include "report.h"
+#include "model.h"
 
 #include <criterion/criterion.h>
 #include <glob.h>
