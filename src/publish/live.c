@@ -3,7 +3,7 @@
  * `tensorleak top` and `tensorleak exporter`, rewritten by the watcher
  * thread (snapshot.c) every TENSORLEAK_LIVE_INTERVAL seconds (default 1).
  *
- * The figures are a report's (report.c gathers them exactly as for a
+ * The figures are a report's (assemble.c gathers them exactly as for a
  * snapshot, under the same locks), reduced to what a live view needs: no
  * leak stacks, no command line (its arguments can hold secrets), no pool
  * layouts; growth rows keep one frame, the user's or the Python line.  The

@@ -1,7 +1,7 @@
 /*
  * report_build.c: the gathered state (report_gather.h) as the report model
  * (model.h), every frame symbolized into it: the "resolve" pass of
- * report.c.  What a report says and when a field is null or left out is
+ * assemble.c.  What a report says and when a field is null or left out is
  * decided here, once; report_write.c writes the model and report_text.c
  * prints it.  Field names are a contract (docs/report-format.md): add,
  * never rename.
@@ -598,7 +598,7 @@ bool tl_report_build(struct tl_gather *m, struct tl_report *r)
     build_pools(&b);
     build_devices(&b);
 
-    /* Figures that broke an invariant and were repaired (report.c). */
+    /* Figures that broke an invariant and were repaired (assemble.c). */
     r->repairs = alloc(&b, m->nrepairs, sizeof *r->repairs);
     for (size_t i = 0; r->repairs && i < m->nrepairs; i++) {
         const struct tl_repair *p = &m->repairs[i];

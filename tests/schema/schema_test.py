@@ -276,7 +276,7 @@ def the_summary_field_table_is_the_schemas_summary():
 
 
 def every_table_of_the_model_is_the_schemas_object():
-    """src/report_fields.c's tables, which the reader and the writer walk,
+    """src/model/report_fields.c's tables, which the reader and the writer walk,
     declare exactly the fields of the schema's objects, each with the
     schema's type, nullability and (for required fields) requiredness."""
     p = subprocess.run([os.path.join(BUILD, "tests", "schema", "dump_tables")], capture_output=True, text=True,

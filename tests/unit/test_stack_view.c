@@ -1,4 +1,4 @@
-/* Unit tests of the Python-first stack view (src/stack_view.c): which rows
+/* Unit tests of the Python-first stack view (src/model/stack_view.c): which rows
  * a person is shown, and the words of a folded native run. */
 #include "stack_view.h"
 
