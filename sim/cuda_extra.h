@@ -1,6 +1,6 @@
 /*
  * cuda_extra.h — driver API declarations the simulated driver and runtime
- * share beyond src/cuda_compat.h: NVIDIA's cuda.h declares them when meson
+ * share beyond src/base/cuda_compat.h: NVIDIA's cuda.h declares them when meson
  * found it (TL_HAVE_CUDA_H); otherwise these mirrors of cuda.h (CUDA 13.0).
  */
 #ifndef TL_SIM_CUDA_EXTRA_H

@@ -16,7 +16,7 @@
  * 2 unusable input or arguments.
  */
 #include "cli.h"
-#include "report.h"
+#include "model.h"
 #include "sizes.h"
 
 #include <getopt.h>

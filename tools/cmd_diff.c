@@ -12,7 +12,7 @@
  * not listed.
  */
 #include "cli.h"
-#include "report.h"
+#include "model.h"
 #include "sizes.h"
 #include "terminal_safe.h"
 

@@ -7,7 +7,7 @@
  *    that is null. Inputs are taken in rank order (ties: argument order). Two
  *    reports of the same process (same rank and pid) are refused: that is a
  *    snapshot series, not a job.
- *  - "summary": each field by its merge rule in report.h's
+ *  - "summary": each field by its merge rule in model.h's
  *    TL_SUMMARY_FIELDS, in that table's order: byte and count figures
  *    summed, largest_free_block and fragmentation (per-device properties)
  *    the largest value, per-process tracker facts (call_sites,
@@ -45,7 +45,7 @@
  *    Per-process "marks" timelines and "gate" are not merged.
  */
 #include "cli.h"
-#include "report.h"
+#include "model.h"
 
 #include "tl_version.h"
 
@@ -91,7 +91,7 @@ static json_t *json_u64(uint64_t v)
     return json_integer(v > (uint64_t)INT64_MAX ? INT64_MAX : (json_int_t)v);
 }
 
-/* The summary by each field's merge rule (report.h's TL_SUMMARY_FIELDS):
+/* The summary by each field's merge rule (model.h's TL_SUMMARY_FIELDS):
  * SUM and MAX over the inputs, an OPTIONAL field only when some input has
  * it, NONE and OWN fields left to nobody and to the passes below.  One rank
  * that could not know its largest free block makes the largest over all

@@ -4,7 +4,7 @@
  * show them in the order given; the other formats print exactly one.
  */
 #include "cli.h"
-#include "report.h"
+#include "model.h"
 
 #include <getopt.h>
 #include <jansson.h>

@@ -8,7 +8,7 @@
  * bytes may be another process's allocation too (docs/report-format.md).
  */
 #include "cli.h"
-#include "report.h"
+#include "model.h"
 #include "terminal_safe.h"
 
 #include <inttypes.h>

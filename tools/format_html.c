@@ -27,7 +27,7 @@
  * one factor per pool.
  */
 #include "cli.h"
-#include "report.h"
+#include "model.h"
 #include "sizes.h"
 #include "stack_view.h"
 
@@ -132,7 +132,7 @@ static bool same_owner(const char *a, const char *b)
     return a && b && strcmp(a, b) == 0;
 }
 
-/* Device memory kinds, as budgets count them (src/budget.c). */
+/* Device memory kinds, as budgets count them (src/families/budget.c). */
 static bool device_kind(const char *kind)
 {
     return !kind || strcmp(kind, "device") == 0 || strcmp(kind, "async") == 0 ||

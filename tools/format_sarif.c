@@ -19,7 +19,7 @@
  * Suppressed entries are kept, with an external suppression, as SARIF asks.
  */
 #include "cli.h"
-#include "report.h"
+#include "model.h"
 #include "sizes.h"
 #include "stack_view.h"
 

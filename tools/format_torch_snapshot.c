@@ -31,7 +31,7 @@
  * is named in the segment's "tensorleak_unknown" list.
  */
 #include "cli.h"
-#include "report.h"
+#include "model.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,10 +1,10 @@
 /*
  * report_load.c: a report file -> struct tl_report: the file parsed with
  * jansson, its failures said as "tensorleak: PATH: reason", then read by
- * report_from_json (src/report_read.c).
+ * report_from_json (src/model/report_read.c).
  */
 #include "cli.h"
-#include "report.h"
+#include "model.h"
 #include "terminal_safe.h"
 
 #include <dlfcn.h>

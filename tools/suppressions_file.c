@@ -4,7 +4,7 @@
  * against report stacks.
  */
 #include "cli.h"
-#include "report.h"
+#include "model.h"
 #include "suppressions.h"
 
 #include <errno.h>

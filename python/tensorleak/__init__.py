@@ -203,7 +203,7 @@ _SIZE_PATTERN = re.compile(r"([0-9]+)[ \t]*(?:([KkMmGgTt])[Ii]?[Bb]?)?")
 
 def parse_size(value):
     """Bytes from a size as the library reads its TENSORLEAK_* sizes
-    (src/options.c, tl_parse_size): whole bytes with an optional K, M, G or
+    (src/base/options.c, tl_parse_size): whole bytes with an optional K, M, G or
     T, then an optional i and B, all powers of 1024 ("1048576", "1M",
     "1MiB", "4GB"), or a non-negative int.  One liberty, for sizes written
     in Python (markers, pytest options): blanks may separate the number
@@ -284,7 +284,7 @@ def __getattr__(name):
 
 
 def _bridge_switched_off():
-    # TENSORLEAK_PYTHON as the library reads it (src/options.c, tl_parse_bool):
+    # TENSORLEAK_PYTHON as the library reads it (src/base/options.c, tl_parse_bool):
     # unset, the import starts the bridge; an explicit off, or a value the
     # library rejects ("the Python bridge stays off"), is honoured here too
     # (pytest imports this package for every run through its plugin).

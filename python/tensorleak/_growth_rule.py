@@ -1,4 +1,4 @@
-"""The library's growth rules (src/growth.c), for observations the pytest
+"""The library's growth rules (src/families/growth.c), for observations the pytest
 plugin makes itself: one per run of a test instead of one per mark.
 
 A call site grows when its live bytes rose at each of the last K
@@ -17,12 +17,12 @@ growth_rule_test.py holds them to the cases of tests/unit/test_growth_series.c.
 import os
 import re
 
-# src/options.c: the default of tl_opt.growth_marks and the range that
+# src/base/options.c: the default of tl_opt.growth_marks and the range that
 # apply_growth_marks accepts.
 DEFAULT_GROWTH_MARKS = 3
 _GROWTH_MARKS_RANGE = (2, 1000000)
 
-# src/report.h: TL_SERIES_MIN_STEP (a new high counts from 1 MiB up) and
+# src/model/model.h: TL_SERIES_MIN_STEP (a new high counts from 1 MiB up) and
 # TL_SERIES_KEEP (the highs a series remembers).
 SERIES_MIN_STEP = 1 << 20
 SERIES_KEEP = 64

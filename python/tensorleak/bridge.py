@@ -1,4 +1,4 @@
-"""The Python side of tensorleak's framework bridge (src/bridge.c).
+"""The Python side of tensorleak's framework bridge (src/families/bridge.c).
 
 A daemon thread blocks in the library's tensorleak_bridge_wait() through
 ctypes.CDLL, which releases the GIL while it waits.  When a report or a mark

@@ -16,7 +16,7 @@ sites when the framework records them (TENSORLEAK_TORCH_HISTORY=1).
 
 Growth: a test run several times (parametrized, or @pytest.mark.repeat) is a
 server's request loop with one mark per run, judged by the library's rules
-(tensorleak/_growth_rule.py, from src/growth.c) with its
+(tensorleak/_growth_rule.py, from src/families/growth.c) with its
 TENSORLEAK_GROWTH_MARKS (default 3): a call site held by an owner grows when
 its live bytes rose at each of the last K runs; a framework pool's reserve
 grows when it set K new highs of at least 1 MiB without a longer pause than

@@ -1,6 +1,6 @@
 /*
  * test_suppressions.c: the suppressions parser and glob matcher
- * (tools/suppressions.c), which the CLI and the preload library share.
+ * (src/model/suppressions.c), which the CLI and the preload library share.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>

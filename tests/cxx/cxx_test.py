@@ -138,11 +138,11 @@ def needed(lib):
 
 
 def check_library(lib, expected_needed):
-    with open(os.path.join(SOURCE, "src", "exported_symbols.txt")) as f:
+    with open(os.path.join(SOURCE, "src", "preload", "exported_symbols.txt")) as f:
         kept = {l.strip() for l in f if l.strip() and not l.startswith("#")}
     got = exported_symbols(lib)
-    check(got - kept == set(), f"{lib} exports names outside src/exported_symbols.txt: {sorted(got - kept)}")
-    check(kept - got == set(), f"src/exported_symbols.txt lists names {lib} does not export: {sorted(kept - got)}")
+    check(got - kept == set(), f"{lib} exports names outside src/preload/exported_symbols.txt: {sorted(got - kept)}")
+    check(kept - got == set(), f"src/preload/exported_symbols.txt lists names {lib} does not export: {sorted(kept - got)}")
     deps = needed(lib)
     check(set(deps) <= expected_needed, f"{lib} links {deps}; only {sorted(expected_needed)} may be linked")
     print(f"{lib}: {len(got)} exported names, all listed; links {deps}")

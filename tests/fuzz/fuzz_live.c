@@ -1,7 +1,7 @@
 /*
  * fuzz_live.c — libFuzzer target for the live state reader that `tensorleak
  * top` and `tensorleak exporter` run on every file of the live directory
- * (tools/live_read.c), and for the exposition written from what it accepts
+ * (src/model/live_read.c), and for the exposition written from what it accepts
  * (cmd_exporter.c): a live file is written by another process, so anything
  * may be in it.
  */

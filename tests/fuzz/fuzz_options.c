@@ -1,7 +1,7 @@
 /*
- * fuzz_options.c — libFuzzer target for the option parsers of src/options.c
+ * fuzz_options.c — libFuzzer target for the option parsers of src/base/options.c
  * (tl_parse_bool/size/int/fail_on/signal), TENSORLEAK_OUTPUT's pattern
- * expansion (tl_expand_pattern, src/report.c) and tl_options_load over an
+ * expansion (tl_expand_pattern, src/publish/report_file.c) and tl_options_load over an
  * environment made from the input.  The first byte picks the parser.
  */
 #include "tl_internal.h"

@@ -1,11 +1,11 @@
 /*
  * fuzz_report.c — libFuzzer target for the CLI's report reader
- * (src/report_read.c, jansson) and the formatters that walk what it
+ * (src/model/report_read.c, jansson) and the formatters that walk what it
  * accepts (text, folded).  The input is handed over as a file, as the CLI
  * reads it.
  */
 #include "cli.h"
-#include "report.h"
+#include "model.h"
 
 #include <stdarg.h>
 #include <stdio.h>

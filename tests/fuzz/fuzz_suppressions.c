@@ -1,6 +1,6 @@
 /*
  * fuzz_suppressions.c — libFuzzer target for the suppressions parser shared
- * by the CLI and the preload library (tools/suppressions.c): parse any bytes,
+ * by the CLI and the preload library (src/model/suppressions.c): parse any bytes,
  * then match every parsed rule against frames made of the input itself.
  */
 #include "suppressions.h"

@@ -620,7 +620,7 @@ def eval_torch(rec):
 
 
 CACHING_ALLOCATOR = "PyTorch caching allocator"
-# Kinds that are device memory (src/budget.c): not pinned host memory, not VMM
+# Kinds that are device memory (src/families/budget.c): not pinned host memory, not VMM
 # mappings or address ranges (which are the handles' bytes again, or no bytes).
 DEVICE_KINDS = ("device", "async", "managed", "vmm_handle")
 
@@ -776,7 +776,7 @@ def invariant_problems(r):
 
 
 def check_invariants(row, reports):
-    # Figures tensorleak itself found impossible and repaired before writing (report.c):
+    # Figures tensorleak itself found impossible and repaired before writing (assemble.c):
     # the report holds, but something upstream was wrong; shown, listed apart.
     fixed = ["%s: %s %s %s -> %s (%s)" % (os.path.basename(r["_path"]), x.get("where"), x.get("figure"),
                                           x.get("was"), x.get("now"), x.get("invariant"))

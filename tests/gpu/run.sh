@@ -427,7 +427,7 @@ TEE_PID=$!
 
 # tensorleak: prebuilt carry, else meson+ninja, else a plain cc line.
 TL_LIB="" TL_CLI="" TL_SOURCE="" TL_ERROR="" DEPS=""
-cc_fallback() { # dest: libtensorleak.so and tensorleak from src/*.c and tools/*.c
+cc_fallback() { # dest: libtensorleak.so and tensorleak from src/*/*.c and tools/*.c
     local dest=$1 ver cflags libs common
     mkdir -p "$dest/gen"
     ver=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" "$SRC/meson.build" | head -n 1)
@@ -443,15 +443,17 @@ cc_fallback() { # dest: libtensorleak.so and tensorleak from src/*.c and tools/*
     if [ -n "$CUDA_INC" ] && [ -f "$CUDA_INC/cuda.h" ] && [ -f "$CUDA_INC/cuda_runtime_api.h" ]; then
         common="$common -DTL_HAVE_CUDA_H -I$CUDA_INC"
     fi
-    # The library: src/*.c and src/*.S, plus the suppressions parser it shares with the
-    # CLI (tools/suppressions.c), unless src/ already has one.  The CLI: tools/*.c.
+    # The library: every layer of src/ (src/*/*.c and src/*/*.S, the shared
+    # model in src/model/ included).  The CLI: tools/*.c and the model.
+    local layer
+    for layer in "$SRC"/src/*/; do
+        common="$common -I$layer"
+    done
     # shellcheck disable=SC2086,SC2046
-    ${CC:-cc} $common -I"$SRC/tools" -fPIC -shared -o "$dest/libtensorleak.so" "$SRC"/src/*.c \
-        $(ls "$SRC"/src/*.S 2>/dev/null) "$SRC/tools/suppressions.c" $libs -ldl -lpthread -lm ||
-        ${CC:-cc} $common -I"$SRC/tools" -fPIC -shared -o "$dest/libtensorleak.so" "$SRC"/src/*.c \
-            $(ls "$SRC"/src/*.S 2>/dev/null) $libs -ldl -lpthread -lm || return 1
+    ${CC:-cc} $common -fPIC -shared -o "$dest/libtensorleak.so" "$SRC"/src/*/*.c \
+        $(ls "$SRC"/src/*/*.S 2>/dev/null) $libs -ldl -lpthread -lm || return 1
     # shellcheck disable=SC2086
-    ${CC:-cc} $common -DTL_LIBDIR='"lib"' -o "$dest/tensorleak" "$SRC"/tools/*.c $libs -ldl -lpthread -lm
+    ${CC:-cc} $common -DTL_LIBDIR='"lib"' -o "$dest/tensorleak" "$SRC"/tools/*.c "$SRC"/src/model/*.c $libs -ldl -lpthread -lm
 }
 setup_tensorleak() {
     if [ -f "$CARRY/lib/libtensorleak.so" ]; then

@@ -155,18 +155,18 @@ def quoted_strings(source, array):
     """The upper-case string literals of C array `array` in `source`: the
     variable names (a table row's other members are functions)."""
     m = re.search(r"\b" + array + r"\[\]\s*=\s*\{(.*?)\};", source, re.S)
-    check(m, f"no array {array} in src/options.c: the extraction is broken")
+    check(m, f"no array {array} in src/base/options.c: the extraction is broken")
     return re.findall(r'"([A-Z][A-Z0-9_]*)"', m.group(1))
 
 
 def every_variable_the_library_knows_is_in_the_readme_settings_table():
-    with open(os.path.join(SOURCE, "src", "options.c"), encoding="utf-8") as f:
+    with open(os.path.join(SOURCE, "src", "base", "options.c"), encoding="utf-8") as f:
         source = f.read()
     known = quoted_strings(source, "table") + quoted_strings(source, "others")
     ranks = quoted_strings(source, "rank_variables")
     for must in ("TENSORLEAK_OUTPUT", "TENSORLEAK_BUDGET", "TENSORLEAK_LIBRARY"):
-        check(must in known, f"{must} not found in src/options.c: the extraction is broken ({known})")
-    check("RANK" in ranks, f"RANK not found in src/options.c: the extraction is broken ({ranks})")
+        check(must in known, f"{must} not found in src/base/options.c: the extraction is broken ({known})")
+    check("RANK" in ranks, f"RANK not found in src/base/options.c: the extraction is broken ({ranks})")
     with open(os.path.join(SOURCE, "README.md"), encoding="utf-8") as f:
         readme = f.read()
     m = re.search(r"^## Settings\n(.*?)^## ", readme, re.S | re.M)
@@ -175,7 +175,7 @@ def every_variable_the_library_knows_is_in_the_readme_settings_table():
     check(len(rows) > 10, "README.md's settings table: the extraction is broken")
     # A row's first column may name more than one variable (SIGNAL / MARK_SIGNAL).
     documented = {n for l in rows for n in re.findall(r"`(TENSORLEAK_[A-Z0-9_]+)`", l.split(" | ")[0])}
-    eq([n for n in known if n not in documented], [], "variables src/options.c knows that README.md's settings table lacks")
+    eq([n for n in known if n not in documented], [], "variables src/base/options.c knows that README.md's settings table lacks")
     table = "\n".join(rows)
     eq([n for n in ranks if f"`{n}`" not in table], [], "rank variables README.md's settings table does not name")
 

@@ -98,7 +98,7 @@ print(n, sorted((buf[3 * i + 1], buf[3 * i + 2]) for i in range(n)))
 
 
 def check_site_bytes(py, env, library, sim_dir):
-    """tensorleak_site_bytes (src/epoch.c): live bytes and allocations per
+    """tensorleak_site_bytes (src/record/epoch.c): live bytes and allocations per
     call site, and the short buffer protocol."""
     r = subprocess.run([py, "-c", SITE_BYTES_PROGRAM], env=dict(env, LD_PRELOAD=library, LD_LIBRARY_PATH=sim_dir,
                                                                TENSORLEAK_QUIET="1", TENSORLEAK_OUTPUT=os.devnull),

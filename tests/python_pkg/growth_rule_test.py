@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The pytest plugin's growth rules (tensorleak/_growth_rule.py) held to the
 cases of tests/unit/test_growth_series.c, which drive the library's own
-(src/growth.c), and the package's sizes (tensorleak.parse_size) to what
-src/options.c tl_parse_size accepts.  Exit 0 pass, 1 fail."""
+(src/families/growth.c), and the package's sizes (tensorleak.parse_size) to what
+src/base/options.c tl_parse_size accepts.  Exit 0 pass, 1 fail."""
 
 import os
 import sys

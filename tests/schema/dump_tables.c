@@ -1,5 +1,5 @@
 /*
- * dump_tables: the report model's tables (src/report_fields.c) as JSON,
+ * dump_tables: the report model's tables (src/model/report_fields.c) as JSON,
  * {"TABLE": [{"name", "type", "required", "nullable", "nonneg", "gap", "live",
  * "table"}...]}, for schema_test.py to hold against docs/report.schema.json
  * and docs/live.schema.json; exit 1 when a table and its list of names in

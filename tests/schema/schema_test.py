@@ -247,13 +247,13 @@ def every_declared_field_is_documented_and_the_schema_is_draft_2020_12():
 
 
 def the_summary_field_table_is_the_schemas_summary():
-    """src/report.h's TL_SUMMARY_FIELDS, which the library's writer, the
+    """src/model/model.h's TL_SUMMARY_FIELDS, which the library's writer, the
     reader and merge walk, declares exactly the schema's summary fields,
     each with the schema's type and nullability."""
-    with open(os.path.join(SOURCE, "src", "report.h")) as f:
+    with open(os.path.join(SOURCE, "src", "model", "model.h")) as f:
         header = f.read()
     block = re.search(r"#define TL_SUMMARY_FIELDS\(X\)(.*?)\n\n", header, re.S)
-    check(block, "TL_SUMMARY_FIELDS found in src/report.h")
+    check(block, "TL_SUMMARY_FIELDS found in src/model/model.h")
     table = re.findall(r"X\((\w+), (U64|REAL), (\w+), (\w+)\)", block.group(1))
     check(len(table) == block.group(1).count("X("), "every line of the table parsed")
     props = load_schema()["properties"]["summary"]["properties"]
@@ -276,7 +276,7 @@ def the_summary_field_table_is_the_schemas_summary():
 
 
 def every_table_of_the_model_is_the_schemas_object():
-    """src/report_fields.c's tables, which the reader and the writer walk,
+    """src/model/report_fields.c's tables, which the reader and the writer walk,
     declare exactly the fields of the schema's objects, each with the
     schema's type, nullability and (for required fields) requiredness."""
     p = subprocess.run([os.path.join(BUILD, "tests", "schema", "dump_tables")], capture_output=True, text=True,

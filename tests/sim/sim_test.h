@@ -3,7 +3,7 @@
  *
  * Tests call the versioned driver names (cuMemAlloc_v2, cuCtxCreate_v4, ...)
  * explicitly so they compile identically against NVIDIA's cuda.h and against
- * src/cuda_compat.h.  Criterion runs every test in a fresh process, so each
+ * src/base/cuda_compat.h.  Criterion runs every test in a fresh process, so each
  * test starts before cuInit with its own environment.
  */
 #ifndef TL_SIM_TEST_H

@@ -1,5 +1,5 @@
 /*
- * test_report_dump.c — report_dump() (src/report_write.c) writes a model
+ * test_report_dump.c — report_dump() (src/model/report_write.c) writes a model
  * straight to text, without a jansson tree, and must write what jansson
  * writes from the tree (report_to_json) byte for byte: the library's report
  * files (JSON_INDENT(1) | JSON_ENSURE_ASCII) and the CLI's `report --format
@@ -10,7 +10,7 @@
  * UTF-8 (left out, or "?" in a list), reals at the edges of their format,
  * and enough listed allocations to cross the writer's buffer many times.
  */
-#include "report.h"
+#include "model.h"
 
 #include <criterion/criterion.h>
 #include <glob.h>

@@ -1,6 +1,6 @@
-/* Unit tests of the Python-first stack view (src/stack_view.c): which rows
+/* Unit tests of the Python-first stack view (src/model/stack_view.c): which rows
  * a person is shown, and the words of a folded native run. */
-#include "../../src/stack_view.h"
+#include "stack_view.h"
 
 #include <criterion/criterion.h>
 #include <string.h>

@@ -8,7 +8,7 @@ rows: dicts with name, kind, device, reserved_bytes, allocated_bytes,
 free_bytes, largest_free_block (None when the framework does not say),
 segments, peak_*_bytes, framework, and for PyTorch a layout and the Python
 sites of live blocks.  Fragmentation is the library's to compute, from the
-largest free block and free_bytes, as for every pool (src/pools.c).
+largest free block and free_bytes, as for every pool (src/families/pools.c).
 """
 
 # (sys.modules name, reader module) in the order their pools are listed.

@@ -1,9 +1,9 @@
 /*
  * report_gather.h — what the preload library gathers for one report (or the
  * live state) under its locks: call sites with their raw frames, pool,
- * device, owner and growth rows.  report.c fills it and runs the passes,
+ * device, owner and growth rows.  assemble.c fills it and runs the passes,
  * the allocator views (pools.c, growth.c, owners.c, bridge.c) contribute
- * rows, and report_build.c turns it into the report model (report.h) that
+ * rows, and report_build.c turns it into the report model (model.h) that
  * is written and printed.
  */
 #ifndef TL_REPORT_GATHER_H
@@ -49,7 +49,7 @@ struct tl_owner_row {
 };
 
 /* Live bytes of one call site on one device, in a pool's segments or not:
- * what owners.c sums per owner and device (report.c's gathering). */
+ * what owners.c sums per owner and device (assemble.c's gathering). */
 struct tl_site_device {
     uint32_t site;  /* call-site id */
     int device;     /* -1: host memory (pinned, registered), no device's */
@@ -179,12 +179,12 @@ struct tl_gather {
     size_t nmarks;
     struct tl_invalid_free_event *invalid;
     size_t ninvalid;
-    bool *invalid_suppressed; /* report.c's judge: invalid[i] matched a suppression */
+    bool *invalid_suppressed; /* assemble.c's judge: invalid[i] matched a suppression */
     size_t ninvalid_suppressed;
 
     struct tl_owner_row *owners;
     size_t nowners;
-    struct tl_site_device *site_devices; /* report.c: every live row's site and device */
+    struct tl_site_device *site_devices; /* assemble.c: every live row's site and device */
     size_t nsite_devices;
     struct tl_owner_device_row *owner_devices; /* owners.c: by device, then owner */
     size_t nowner_devices;
@@ -232,7 +232,7 @@ struct tl_gather {
     size_t nipc_exported;
 
     /* The summary's largest_free/fragmentation are unknown;
-     * figures repaired to keep the report's invariants (report.c). */
+     * figures repaired to keep the report's invariants (assemble.c). */
     bool layout_unknown;
     struct tl_repair {
         const char *invariant; /* e.g. "allocated <= reserved" */
@@ -243,12 +243,12 @@ struct tl_gather {
     size_t nrepairs, repairs_total;
 };
 
-/* report.c: repairs figures that break the report's
+/* assemble.c: repairs figures that break the report's
  * invariants (gap >= 0, allocated <= reserved, largest free <= free,
  * fragmentation in [0, 1], nothing above the device's memory), listing each
  * repair in m->repairs and warning once. */
 void tl_report_check_invariants(struct tl_gather *m);
-/* report.c: asks the driver for each device's memory now and keeps the
+/* assemble.c: asks the driver for each device's memory now and keeps the
  * answer for reports the driver no longer answers for (pools.c at exit). */
 void tl_report_read_devices_now(void);
 

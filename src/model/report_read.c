@@ -1,5 +1,5 @@
 /*
- * report_read.c: jansson tree -> struct tl_report (report.h), walking the
+ * report_read.c: jansson tree -> struct tl_report (model.h), walking the
  * tables of report_fields.c: for the CLI (a saved file, tools/report_load.c,
  * and merge's tree) and the library (the fields its allocator views gather
  * as JSON, report_build.c).
@@ -9,7 +9,7 @@
  * hand-edited file ends in one clear line and exit 2, never in a crash
  * further on. Optional arrays may be missing; present ones must be well-typed.
  */
-#include "report.h"
+#include "model.h"
 #include "kinds.h"
 
 #include <errno.h>

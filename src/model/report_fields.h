@@ -8,7 +8,7 @@
 #ifndef TL_REPORT_FIELDS_H
 #define TL_REPORT_FIELDS_H
 
-#include "report.h"
+#include "model.h"
 
 #define TL_FRAME_NAMES(X) X(FRAME, address) X(FRAME, module) X(FRAME, offset) X(FRAME, function) X(FRAME, file) \
     X(FRAME, line) X(FRAME, python) X(FRAME, symbol) X(FRAME, inlined)

@@ -3,7 +3,7 @@
  * `tensorleak top` and `tensorleak exporter`, rewritten by the watcher
  * thread (snapshot.c) every TENSORLEAK_LIVE_INTERVAL seconds (default 1).
  *
- * The file is a projection of the report model: report.c gathers the
+ * The file is a projection of the report model: assemble.c gathers the
  * figures exactly as for a snapshot, under the same locks;
  * tl_report_build_live builds the model without call sites, stacks or pool
  * layouts (nothing symbolized once a second), and the model's writer writes
@@ -30,11 +30,11 @@
  * removes its oldest beyond TENSORLEAK_KEEP (default 100), never another
  * kind of report, never a file that is no longer the one it wrote.
  */
-#include "report.h"
+#include "model.h"
 #include "report_gather.h"
 #include "stack_view.h"
 #include "tl_version.h"
-#include "../tools/live_read.h"
+#include "live_read.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -708,7 +708,7 @@ void tl_bridge_apply(struct tl_gather *m)
     /* Each device's allocated becomes what the allocators hand out, so its
      * gap is the caches'; reserved stays the driver's.  Its largest free
      * block and fragmentation come later from every pool that knows its
-     * layout (report.c's figures pass), these framework pools included when
+     * layout (assemble.c's figures pass), these framework pools included when
      * they fit. */
     for (int d = 0; d < TL_MAX_DEVICES; d++) {
         struct tl_device_row *r = &m->devices[d];

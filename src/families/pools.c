@@ -627,11 +627,11 @@ double tl_fragmentation(uint64_t largest_free, uint64_t free)
     return free ? 1.0 - (double)largest_free / (double)free : 0.0;
 }
 
-/* Called by report.c with every live-table shard locked: the pool rows, and
+/* Called by assemble.c with every live-table shard locked: the pool rows, and
  * each device's reserved and allocated bytes (direct allocations and pool
  * reserves) and whether some of its free space has no layout.  Its largest
  * free block, fragmentation and the summary come later, from every pool
- * (report.c's figures pass). */
+ * (assemble.c's figures pass). */
 void tl_pools_collect(struct tl_gather *m)
 {
     struct collect *c = calloc(1, sizeof *c);

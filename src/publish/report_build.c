@@ -1,7 +1,7 @@
 /*
  * report_build.c: the gathered state (report_gather.h) as the report model
- * (report.h), every frame symbolized into it: the "resolve" pass of
- * report.c.  What a report says and when a field is null or left out is
+ * (model.h), every frame symbolized into it: the "resolve" pass of
+ * assemble.c.  What a report says and when a field is null or left out is
  * decided here, once; report_write.c writes the model and report_text.c
  * prints it.  Field names are a contract (docs/report-format.md): add,
  * never rename.
@@ -492,7 +492,7 @@ static void build_gate(struct build *b)
     g->seen.present = TL_ALL(GATE);
 }
 
-/* The summary's figures (report.h's TL_SUMMARY_FIELDS), every field the
+/* The summary's figures (model.h's TL_SUMMARY_FIELDS), every field the
  * library writes marked present; unknown ones null, never 0. */
 static void build_summary(const struct tl_gather *m, struct tl_summary *s)
 {
@@ -635,7 +635,7 @@ static bool build_model(struct tl_gather *m, struct tl_report *r, bool live)
     build_pools(&b);
     build_devices(&b);
 
-    /* Figures that broke an invariant and were repaired (report.c). */
+    /* Figures that broke an invariant and were repaired (assemble.c). */
     r->repairs = alloc(&b, m->nrepairs, sizeof *r->repairs);
     for (size_t i = 0; r->repairs && i < m->nrepairs; i++) {
         const struct tl_repair *p = &m->repairs[i];

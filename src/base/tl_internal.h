@@ -463,7 +463,7 @@ struct tl_callsite *tl_callsite_by_id(uint32_t id);
 
 /* Forked children get a new tid; the cached one would be the parent's. */
 void tl_tracker_after_fork(void);
-/* The live contexts we know of (report.c visits each for cuMemGetInfo):
+/* The live contexts we know of (assemble.c visits each for cuMemGetInfo):
  * stores at most max, returns how many. */
 int tl_known_contexts(void **out, int max);
 
@@ -696,7 +696,7 @@ void tl_symbolizer_close(void *session);
 void tl_pin_frames_in_range(uintptr_t lo, uintptr_t hi);
 const struct tl_frame_info *tl_pinned_frame(uintptr_t address);
 
-/* ---- report.c ----------------------------------------------------------- */
+/* ---- assemble.c --------------------------------------------------------- */
 enum tl_reason { TL_REASON_EXIT, TL_REASON_SIGNAL, TL_REASON_API, TL_REASON_OOM, TL_REASON_INTERVAL, TL_REASON_BUDGET, TL_REASON_DETACH };
 struct tl_oom_event {
     uint64_t bytes;
@@ -751,10 +751,10 @@ void tl_live_state_after_fork(void);
 void tl_live_state_remove(void);
 /* Publishing again after tl_live_state_remove (a second attach). */
 void tl_live_state_resume(void);
-/* An interval report was written to `path` (report.c, report lock held):
+/* An interval report was written to `path` (assemble.c, report lock held):
  * the oldest beyond TENSORLEAK_KEEP that this process wrote are removed. */
 void tl_interval_reports_retain(const char *path);
-/* report.c: the figures a report would hold now, handed to fn under the
+/* assemble.c: the figures a report would hold now, handed to fn under the
  * report lock (no file written, no report number used); -1 when they could
  * not be gathered. */
 struct tl_gather;

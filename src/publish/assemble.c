@@ -1,5 +1,5 @@
 /*
- * report.c — gathers one consistent report and writes it.
+ * assemble.c — gathers one consistent report and writes it.
  *
  * Consistency: every shard of the live table is locked while the rows are
  * aggregated by call site, so a snapshot taken while other threads allocate
@@ -14,7 +14,7 @@
  * space of a pool without a layout) is marked unknown, never zero.
  */
 #include "report_gather.h"
-#include "report.h"
+#include "model.h"
 #include "counts.h"
 #include "tl_version.h"
 
@@ -840,13 +840,13 @@ static void judge(struct tl_gather *m)
  * asked the Python bridge for fresh framework state, outside it).  Each reads
  * what the passes before it wrote into `m` and nothing that comes after.
  *
- *  1. gather       report.c      under every shard lock: live rows by call
+ *  1. gather       assemble.c    under every shard lock: live rows by call
  *                                site (m->sites, held segments in m->held),
  *                                by site and device, listed allocations,
  *                                address space, IPC mappings; pools.c's pool
  *                                rows and device reserve under the same
  *                                locks (one consistent state).
- *  2. devices      report.c      the driver's free/total and UUID per device
+ *  2. devices      assemble.c    the driver's free/total and UUID per device
  *                                (or its last good answer).
  *  3. frameworks   bridge.c      framework pool rows and the caches' gap in
  *                                each device's allocated bytes (needs 1).
@@ -857,15 +857,15 @@ static void judge(struct tl_gather *m)
  *                                rows; unseen caches make their device's
  *                                layout unknown; owner-class growth rows get
  *                                their owner's name (after 4).
- *  6. figures      report.c      each device's largest free block and
+ *  6. figures      assemble.c    each device's largest free block and
  *                                fragmentation, then the summary's figures,
  *                                once (after 1, 3 and 5 contributed).
  *  7. suppressions suppress.c    each site's rule (symbolizing its stack).
- *  8. judge        report.c      leaked / suppressed / address-space sums,
+ *  8. judge        assemble.c    leaked / suppressed / address-space sums,
  *                                invalid frees and which are suppressed
  *                                (after 5 moved held sites out, after 7).
- *  9. gate         report.c      which fail-on kinds failed (after 4 and 8).
- * 10. invariants   report.c      figures repaired to the report's invariants,
+ *  9. gate         assemble.c    which fail-on kinds failed (after 4 and 8).
+ * 10. invariants   assemble.c    figures repaired to the report's invariants,
  *                                each repair listed; last, once every figure
  *                                has its value.
  * Then report_write: 11. resolve (report_build.c: the report model, every

@@ -418,7 +418,7 @@ void tl_teardown_context(void *ctx, int device)
     tl_live_unlock_all();
 }
 
-/* The live contexts we know of (report.c visits each for cuMemGetInfo). */
+/* The live contexts we know of (assemble.c visits each for cuMemGetInfo). */
 int tl_known_contexts(void **out, int max)
 {
     int n = 0;

@@ -10,7 +10,7 @@
  * tree.  A field is written the same way everywhere; tl_summary_fields
  * gives merge each summary field's rule.
  */
-#include "report.h"
+#include "model.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,14 +1,14 @@
 /*
  * suppress.c — TENSORLEAK_SUPPRESSIONS in the preload library.
  *
- * The parser and matcher are the CLI's (tools/suppressions.c, libc only), so
+ * The parser and matcher are the CLI's (src/model/suppressions.c, libc only), so
  * the library and `tensorleak check` can never disagree on a rule.  The
  * file is read once at start; a malformed line is reported with its file and
  * line number and skipped (the CLI refuses the file instead: a library must
  * not stop the program).  Matching runs at report time on symbolized frames.
  */
 #include "report_gather.h"
-#include "../tools/suppressions.h"
+#include "suppressions.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * report_fields.c: the tables of the report model (report.h), one a JSON
+ * report_fields.c: the tables of the report model (model.h), one a JSON
  * object, each listing its fields in the order reports write them, and
  * what each object derives once read or built.
  *

@@ -1,5 +1,5 @@
 /*
- * report.h: the report model, a tensorleak JSON report (schema 1,
+ * model.h: the report model, a tensorleak JSON report (schema 1,
  * docs/report-format.md) held in memory, shared by the CLI and the preload
  * library.  The library gathers its state (report_gather.h), builds this
  * model from it (report_build.c), writes it (report_write.c) and prints it
