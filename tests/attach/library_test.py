@@ -18,7 +18,7 @@ import tempfile
 
 SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "report.schema.json")
 
-# Every driver row of src/hooks.h the simulated driver exports.
+# Every driver row of src/preload/hooks.h the simulated driver exports.
 SIM_DRIVER_ROWS = 51
 
 
