@@ -211,9 +211,14 @@ static bool keep_owner_device(struct live_proc *p, void *row, json_t *raw)
 
 static bool keep_pool(struct live_proc *p, void *row, json_t *raw)
 {
-    (void)p, (void)raw;
+    (void)p;
     struct tl_pool *q = row;
     const struct tl_table *t = table_of("pools");
+    json_t *framework = json_object_get(raw, "framework");
+    /* A framework pool's "framework" is {name, version} (bridge.c), or
+     * its name alone in a file written before it was. */
+    if (json_is_string(framework))
+        q->framework.name = json_string_value(framework);
     if (!live_has(t, q, "device"))
         q->device = -1;
     ratio_or_unknown(t, q, "fragmentation", q->fragmentation);
