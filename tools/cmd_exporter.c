@@ -15,6 +15,7 @@
  */
 #include "cli.h"
 #include "live_read.h"
+#include "model.h"
 
 #include "tl_version.h"
 
@@ -53,54 +54,66 @@ static void put_escaped(FILE *out, const char *s)
 static void proc_labels(FILE *out, const struct live_proc *p)
 {
     fprintf(out, "pid=\"%d\",process=\"", p->pid);
-    put_escaped(out, p->process);
+    put_escaped(out, live_process(p));
     fputc('"', out);
-    if (p->has_rank)
-        fprintf(out, ",rank=\"%ld\"", p->rank);
+    if (p->model.has_rank)
+        fprintf(out, ",rank=\"%lld\"", p->model.rank);
 }
 
 /* Whether row i of a process repeats an earlier row's label set (two
  * pools given one name): Prometheus refuses a scrape with a duplicate
  * series, so only the first is shown. */
+static const char *pool_framework(const struct tl_pool *q)
+{
+    return live_text(q->framework.name, "");
+}
+
 static bool pool_repeats(const struct live_proc *p, size_t i)
 {
-    for (size_t k = 0; k < i; k++)
-        if (p->pools[k].device == p->pools[i].device && !strcmp(p->pools[k].name, p->pools[i].name) &&
-            !strcmp(p->pools[k].kind, p->pools[i].kind) && !strcmp(p->pools[k].framework, p->pools[i].framework))
+    const struct tl_pool *q = &p->model.pools[i];
+    for (size_t k = 0; k < i; k++) {
+        const struct tl_pool *o = &p->model.pools[k];
+        if (o->device == q->device && !strcmp(live_text(o->name, "unknown"), live_text(q->name, "unknown")) &&
+            !strcmp(live_text(o->kind, "unknown"), live_text(q->kind, "unknown")) &&
+            !strcmp(pool_framework(o), pool_framework(q)))
             return true;
+    }
     return false;
 }
 
 static bool owner_device_repeats(const struct live_proc *p, size_t i)
 {
-    const struct live_owner *w = &p->owner_devices[i];
-    for (size_t k = 0; k < i; k++)
-        if (p->owner_devices[k].device == w->device && !strcmp(p->owner_devices[k].name, w->name) &&
-            !strcmp(p->owner_devices[k].cls, w->cls))
+    const struct tl_owner_device *w = &p->model.owner_devices[i];
+    for (size_t k = 0; k < i; k++) {
+        const struct tl_owner_device *o = &p->model.owner_devices[k];
+        if (o->device == w->device && !strcmp(live_text(o->name, "unknown"), live_text(w->name, "unknown")) &&
+            !strcmp(live_text(o->cls, "unknown"), live_text(w->cls, "unknown")))
             return true;
+    }
     return false;
 }
 
 static bool growth_repeats(const struct live_proc *p, size_t i)
 {
     for (size_t k = 0; k < i; k++)
-        if (!strcmp(p->growth[k].scope, p->growth[i].scope) && !strcmp(p->growth[k].site, p->growth[i].site))
+        if (!strcmp(live_growth_scope(&p->model.growth[k]), live_growth_scope(&p->model.growth[i])) &&
+            !strcmp(live_text(p->lines[k].site, "unknown"), live_text(p->lines[i].site, "unknown")))
             return true;
     return false;
 }
 
-/* A metric's figure: a member of the row its series come from (the
- * process, or one of its devices, pools, owners, growth rows, budgets or
- * IPC devices), how it is written, and the member that says it is known
- * (a figure tensorleak does not know has no series, never 0). */
-enum figure_type { FIG_U64, FIG_I64, FIG_ULONG, FIG_BOOL, FIG_TIME, FIG_RATIO };
+/* A metric's figure: a field of the rows its series come from (the
+ * process's summary, live state or marks, or one of its devices, pools,
+ * owners, growth rows, budgets or IPC devices), named as the field tables
+ * name it, and how it is written.  A figure the file does not give has no
+ * series (never 0), unless `always`: a figure every file the library
+ * writes holds (a hand-made file without it reads 0). */
+enum figure_format { FIG_PLAIN, FIG_TIME, FIG_RATIO };
 struct figure {
-    size_t offset;
-    enum figure_type type;
-    size_t known; /* offset + 1 of a bool, 0: always known */
+    const char *field;
+    enum figure_format format;
+    bool always;
 };
-#define FIGURE(T, member, type) {offsetof(T, member), FIG_##type, 0}
-#define FIGURE_IF(T, member, type, flag) {offsetof(T, member), FIG_##type, offsetof(T, flag) + 1}
 
 struct metric;
 /* The series of a metric for one process: one per row of its kind. */
@@ -111,22 +124,30 @@ struct metric {
     struct figure figure;
 };
 
-static bool figure_known(const struct figure *f, const void *row)
+static const struct tl_field *field_of(const struct tl_table *t, const char *name)
 {
-    return !f->known || *(const bool *)((const char *)row + f->known - 1);
+    for (size_t i = 0; i < t->nfields; i++)
+        if (!strcmp(t->fields[i].name, name))
+            return &t->fields[i];
+    return NULL;
 }
 
-/* " VALUE\n" after a series' labels. */
-static void put_value(FILE *out, const struct figure *f, const void *row)
+static bool figure_known(const struct figure *f, const struct tl_table *t, const void *row)
 {
-    const char *at = (const char *)row + f->offset;
-    switch (f->type) {
-    case FIG_U64: fprintf(out, " %llu\n", (unsigned long long)*(const uint64_t *)at); break;
-    case FIG_I64: fprintf(out, " %lld\n", (long long)*(const int64_t *)at); break;
-    case FIG_ULONG: fprintf(out, " %lu\n", *(const unsigned long *)at); break;
-    case FIG_BOOL: fputs(*(const bool *)at ? " 1\n" : " 0\n", out); break;
-    case FIG_TIME: fprintf(out, " %.3f\n", *(const double *)at); break;
-    case FIG_RATIO: fprintf(out, " %.6g\n", *(const double *)at); break;
+    return f->always || live_has(t, row, f->field);
+}
+
+/* " VALUE\n" after a series' labels: the field as its table types it. */
+static void put_value(FILE *out, const struct figure *f, const struct tl_table *t, const void *row)
+{
+    const struct tl_field *field = field_of(t, f->field);
+    const char *at = (const char *)row + field->offset;
+    switch (field->type) {
+    case TL_FIELD_U64: fprintf(out, " %llu\n", (unsigned long long)*(const uint64_t *)at); break;
+    case TL_FIELD_INT: fprintf(out, " %lld\n", *(const long long *)at); break;
+    case TL_FIELD_BOOL: fputs(*(const bool *)at ? " 1\n" : " 0\n", out); break;
+    case TL_FIELD_REAL: fprintf(out, f->format == FIG_TIME ? " %.3f\n" : " %.6g\n", *(const double *)at); break;
+    default: fputs(" NaN\n", out); break; /* no metric names a field of another type */
     }
 }
 
@@ -147,47 +168,73 @@ static void put_label(FILE *out, const char *key, const char *value)
 static void info_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
     sample_start(out, m, p);
-    put_label(out, "version", p->version);
+    put_label(out, "version", live_text(p->model.version, "unknown"));
     fputs("} 1\n", out);
 }
 
-static void process_series(FILE *out, const struct metric *m, const struct live_proc *p)
+/* One series of the process: field m->figure of `row`, a row of `t`. */
+static void one_series(FILE *out, const struct metric *m, const struct live_proc *p, const struct tl_table *t,
+                       const void *row)
 {
-    if (!figure_known(&m->figure, p))
+    if (!figure_known(&m->figure, t, row))
         return;
     sample_start(out, m, p);
     fputc('}', out);
-    put_value(out, &m->figure, p);
+    put_value(out, &m->figure, t, row);
+}
+
+static void state_series(FILE *out, const struct metric *m, const struct live_proc *p)
+{
+    one_series(out, m, p, &live_state_table, &p->live);
+}
+
+static void summary_series(FILE *out, const struct metric *m, const struct live_proc *p)
+{
+    one_series(out, m, p, &tl_summary_table, &p->model.summary);
+}
+
+static void marks_series(FILE *out, const struct metric *m, const struct live_proc *p)
+{
+    one_series(out, m, p, &live_marks_table, &p->marks);
+}
+
+/* Absent, not 0, where the file does not say. */
+static void ipc_summary_series(FILE *out, const struct metric *m, const struct live_proc *p)
+{
+    if (p->has_ipc)
+        summary_series(out, m, p);
 }
 
 static void device_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
-    for (size_t d = 0; d < p->ndevices; d++) {
-        const struct live_device *r = &p->devices[d];
-        if (!figure_known(&m->figure, r))
+    const struct tl_table *t = report_field_table(&tl_report_table, "devices");
+    for (size_t d = 0; d < p->model.device_count; d++) {
+        const struct tl_device *r = &p->model.devices[d];
+        if (!figure_known(&m->figure, t, r))
             continue;
         sample_start(out, m, p);
-        fprintf(out, ",device=\"%d\"", r->device);
-        if (r->uuid[0]) /* joins DCGM's UUID label */
+        fprintf(out, ",device=\"%lld\"", r->device);
+        if (r->uuid) /* joins DCGM's UUID label */
             fprintf(out, ",gpu_uuid=\"%s\"", r->uuid);
         fputc('}', out);
-        put_value(out, &m->figure, r);
+        put_value(out, &m->figure, t, r);
     }
 }
 
 static void pool_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
-    for (size_t i = 0; i < p->npools; i++) {
-        const struct live_pool *q = &p->pools[i];
-        if (pool_repeats(p, i) || !figure_known(&m->figure, q))
+    const struct tl_table *t = report_field_table(&tl_report_table, "pools");
+    for (size_t i = 0; i < p->model.pool_count; i++) {
+        const struct tl_pool *q = &p->model.pools[i];
+        if (pool_repeats(p, i) || !figure_known(&m->figure, t, q))
             continue;
         sample_start(out, m, p);
-        fprintf(out, ",device=\"%d\"", q->device);
-        put_label(out, "pool", q->name);
-        put_label(out, "kind", q->kind);
-        put_label(out, "framework", q->framework);
+        fprintf(out, ",device=\"%lld\"", q->device);
+        put_label(out, "pool", live_text(q->name, "unknown"));
+        put_label(out, "kind", live_text(q->kind, "unknown"));
+        put_label(out, "framework", pool_framework(q));
         fputc('}', out);
-        put_value(out, &m->figure, q);
+        put_value(out, &m->figure, t, q);
     }
 }
 
@@ -196,104 +243,117 @@ static void pool_series(FILE *out, const struct metric *m, const struct live_pro
  * without a device label. */
 static void owner_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
-    bool per_device = p->has_owner_devices;
-    size_t n = per_device ? p->nowner_devices : p->nowners;
-    for (size_t i = 0; i < n; i++) {
-        const struct live_owner *w = per_device ? &p->owner_devices[i] : &p->owners[i];
-        if (per_device && owner_device_repeats(p, i))
+    if (!p->has_owner_devices) {
+        const struct tl_table *t = report_field_table(&tl_report_table, "owners");
+        for (size_t i = 0; i < p->model.owner_count; i++) {
+            const struct tl_owner *w = &p->model.owners[i];
+            sample_start(out, m, p);
+            put_label(out, "owner", live_text(w->name, "unknown"));
+            put_label(out, "class", live_text(w->cls, "unknown"));
+            fputc('}', out);
+            put_value(out, &m->figure, t, w);
+        }
+        return;
+    }
+    const struct tl_table *t = report_field_table(&tl_report_table, "owners_by_device");
+    for (size_t i = 0; i < p->model.owner_device_count; i++) {
+        const struct tl_owner_device *w = &p->model.owner_devices[i];
+        if (owner_device_repeats(p, i))
             continue;
         sample_start(out, m, p);
-        if (per_device && w->device < 0)
+        if (w->device < 0)
             fputs(",device=\"host\"", out);
-        else if (per_device)
-            fprintf(out, ",device=\"%d\"", w->device);
-        put_label(out, "owner", w->name);
-        put_label(out, "class", w->cls);
+        else
+            fprintf(out, ",device=\"%lld\"", w->device);
+        put_label(out, "owner", live_text(w->name, "unknown"));
+        put_label(out, "class", live_text(w->cls, "unknown"));
         fputc('}', out);
-        put_value(out, &m->figure, w);
+        put_value(out, &m->figure, t, w);
     }
 }
 
 static void growth_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
-    for (size_t i = 0; i < p->ngrowth; i++) {
+    const struct tl_table *t = report_field_table(&tl_report_table, "growth");
+    for (size_t i = 0; i < p->model.growth_count; i++) {
         if (growth_repeats(p, i))
             continue;
         sample_start(out, m, p);
-        put_label(out, "scope", p->growth[i].scope);
-        put_label(out, "site", p->growth[i].site);
+        put_label(out, "scope", live_growth_scope(&p->model.growth[i]));
+        put_label(out, "site", live_text(p->lines[i].site, "unknown"));
         fputc('}', out);
-        put_value(out, &m->figure, &p->growth[i]);
+        put_value(out, &m->figure, t, &p->model.growth[i]);
     }
 }
 
 static void budget_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
     for (size_t i = 0; i < p->nbudgets; i++) {
-        const struct live_budget *b = &p->budgets[i];
+        const struct live_budget_row *b = &p->budgets[i];
         sample_start(out, m, p);
-        fprintf(out, ",device=\"%d\"", b->device);
-        put_label(out, "class", b->cls);
+        fprintf(out, ",device=\"%lld\"", b->device);
+        put_label(out, "class", live_text(b->cls, "device"));
         fputc('}', out);
-        put_value(out, &m->figure, b);
+        put_value(out, &m->figure, &live_budget_table, b);
     }
 }
 
-/* Absent, not 0, where the file does not say. */
 static void ipc_device_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
     for (size_t i = 0; p->has_ipc && i < p->nipc; i++) {
         sample_start(out, m, p);
-        fprintf(out, ",device=\"%d\"}", p->ipc[i].device);
-        put_value(out, &m->figure, &p->ipc[i]);
+        fprintf(out, ",device=\"%lld\"}", p->ipc[i].device);
+        put_value(out, &m->figure, &live_ipc_table, &p->ipc[i]);
     }
 }
 
-#define PROC(member, type) process_series, FIGURE(struct live_proc, member, type)
-#define DEVICE(member, type) device_series, FIGURE(struct live_device, member, type)
-#define DEVICE_IF(member, type, flag) device_series, FIGURE_IF(struct live_device, member, type, flag)
-#define POOL(member, type) pool_series, FIGURE(struct live_pool, member, type)
-#define POOL_IF(member, type, flag) pool_series, FIGURE_IF(struct live_pool, member, type, flag)
+#define ALWAYS(series, field, format) series, {field, FIG_##format, true}
+#define KNOWN(series, field, format) series, {field, FIG_##format, false}
 
 /* Every metric, in the order of the exposition: its name, type and help
- * (a contract: add, never rename; docs/live.md) and its figure. */
+ * (a contract: add, never rename; docs/live.md) and the field it shows. */
 static const struct metric metrics[] = {
     {"tensorleak_process_info", "gauge", "A process tracked by tensorleak (always 1); its labels name it.", info_series,
      {0}},
     {"tensorleak_live_update_timestamp_seconds", "gauge", "When the process last wrote its live state (Unix time).",
-     PROC(update_time, TIME)},
+     ALWAYS(state_series, "update_time", TIME)},
     {"tensorleak_device_reserved_bytes", "gauge",
-     "Device memory the process holds from the driver (pools' reserves included).", DEVICE(reserved, U64)},
+     "Device memory the process holds from the driver (pools' reserves included).",
+     ALWAYS(device_series, "reserved_bytes", PLAIN)},
     {"tensorleak_device_allocated_bytes", "gauge", "Of the reserved bytes, what the program's allocations use.",
-     DEVICE(allocated, U64)},
+     ALWAYS(device_series, "allocated_bytes", PLAIN)},
     {"tensorleak_device_gap_bytes", "gauge", "Reserved minus allocated: held by caches, free inside them.",
-     DEVICE(gap, U64)},
+     ALWAYS(device_series, "gap_bytes", PLAIN)},
     {"tensorleak_device_free_bytes", "gauge", "Free device memory as the driver last said (cuMemGetInfo).",
-     DEVICE_IF(free, U64, has_free)},
+     KNOWN(device_series, "free", PLAIN)},
     {"tensorleak_device_total_bytes", "gauge", "Total device memory as the driver last said (cuMemGetInfo).",
-     DEVICE_IF(total, U64, has_total)},
+     KNOWN(device_series, "total", PLAIN)},
     {"tensorleak_owner_live_bytes", "gauge",
      "Live bytes of each owner and its class on a device (device=\"host\": pinned and registered host memory).",
-     owner_series, FIGURE(struct live_owner, live_bytes, I64)},
-    {"tensorleak_peak_live_bytes", "gauge", "The most live bytes the process ever held.", PROC(peak_live_bytes, I64)},
-    {"tensorleak_pool_reserved_bytes", "gauge", "Bytes a pool holds.", POOL(reserved, U64)},
-    {"tensorleak_pool_allocated_bytes", "gauge", "Bytes of a pool in use.", POOL(allocated, U64)},
+     ALWAYS(owner_series, "live_bytes", PLAIN)},
+    {"tensorleak_peak_live_bytes", "gauge", "The most live bytes the process ever held.",
+     ALWAYS(summary_series, "peak_live_bytes", PLAIN)},
+    {"tensorleak_pool_reserved_bytes", "gauge", "Bytes a pool holds.", ALWAYS(pool_series, "reserved_bytes", PLAIN)},
+    {"tensorleak_pool_allocated_bytes", "gauge", "Bytes of a pool in use.",
+     ALWAYS(pool_series, "allocated_bytes", PLAIN)},
     {"tensorleak_pool_largest_free_block_bytes", "gauge", "A pool's largest free block; absent when unknown.",
-     POOL_IF(largest, U64, has_largest)},
+     KNOWN(pool_series, "largest_free_block", PLAIN)},
     {"tensorleak_pool_fragmentation_ratio", "gauge",
-     "1 - largest free block / free bytes of a pool; absent when unknown.", POOL_IF(frag, RATIO, has_frag)},
+     "1 - largest free block / free bytes of a pool; absent when unknown.",
+     KNOWN(pool_series, "fragmentation", RATIO)},
     {"tensorleak_growth_bytes_per_mark", "gauge", "Bytes a flagged growth row gains per mark (request).",
-     growth_series, FIGURE(struct live_growth, bytes_per_mark, I64)},
-    {"tensorleak_marks_total", "counter", "Marks (requests) the process has made.", PROC(marks, ULONG)},
-    {"tensorleak_budget_bytes", "gauge", "A memory budget (TENSORLEAK_BUDGET) per device and class.", budget_series,
-     FIGURE(struct live_budget, bytes, U64)},
-    {"tensorleak_budget_exceeded", "gauge", "1 while the budget is crossed, else 0.", budget_series,
-     FIGURE(struct live_budget, exceeded, BOOL)},
+     ALWAYS(growth_series, "bytes_per_mark", PLAIN)},
+    {"tensorleak_marks_total", "counter", "Marks (requests) the process has made.",
+     ALWAYS(marks_series, "count", PLAIN)},
+    {"tensorleak_budget_bytes", "gauge", "A memory budget (TENSORLEAK_BUDGET) per device and class.",
+     ALWAYS(budget_series, "bytes", PLAIN)},
+    {"tensorleak_budget_exceeded", "gauge", "1 while the budget is crossed, else 0.",
+     ALWAYS(budget_series, "exceeded", PLAIN)},
     {"tensorleak_ipc_mapped_bytes", "gauge",
      "Other processes' device memory mapped here (CUDA IPC), per importing device; the exporting process counts it.",
-     ipc_device_series, FIGURE(struct live_ipc_device, mapped_bytes, U64)},
+     ALWAYS(ipc_device_series, "mapped_bytes", PLAIN)},
     {"tensorleak_ipc_mappings", "gauge", "Open CUDA IPC mappings of other processes' memory.",
-     process_series, FIGURE_IF(struct live_proc, ipc_mappings, U64, has_ipc)},
+     ALWAYS(ipc_summary_series, "ipc_mappings", PLAIN)},
 };
 
 /* The exposition of every process in `s`, metrics in a fixed order. */

@@ -11,6 +11,7 @@
  */
 #include "cli.h"
 #include "live_read.h"
+#include "report_fields.h"
 
 #include <curses.h>
 #include <getopt.h>
@@ -37,14 +38,14 @@ static void size_str(char *out, size_t len, uint64_t b)
         snprintf(out, len, v >= 100 ? "%.0f%c" : "%.1f%c", v, units[u]);
 }
 
-static int64_t top_growth(const struct live_proc *p, long *since)
+static uint64_t top_growth(const struct live_proc *p, long long *since)
 {
-    int64_t best = 0;
+    uint64_t best = 0;
     *since = -1;
-    for (size_t i = 0; i < p->ngrowth; i++)
-        if (p->growth[i].bytes_per_mark > best) {
-            best = p->growth[i].bytes_per_mark;
-            *since = p->growth[i].since_mark;
+    for (size_t i = 0; i < p->model.growth_count; i++)
+        if (p->model.growth[i].bytes_per_mark > best) {
+            best = p->model.growth[i].bytes_per_mark;
+            *since = p->lines[i].since_mark;
         }
     return best;
 }
@@ -54,15 +55,16 @@ static enum sort_key sort_by;
 static int compare(const void *a, const void *b)
 {
     const struct live_proc *x = a, *y = b;
-    long s;
+    long long s;
     uint64_t vx = 0, vy = 0;
+    const struct tl_summary *sx = &x->model.summary, *sy = &y->model.summary;
     switch (sort_by) {
-    case SORT_RESERVED: vx = x->reserved, vy = y->reserved; break;
-    case SORT_ALLOCATED: vx = x->allocated, vy = y->allocated; break;
-    case SORT_GAP: vx = x->reserved - x->allocated, vy = y->reserved - y->allocated; break;
-    case SORT_GROWTH: vx = (uint64_t)top_growth(x, &s), vy = (uint64_t)top_growth(y, &s); break;
+    case SORT_RESERVED: vx = sx->reserved_bytes, vy = sy->reserved_bytes; break;
+    case SORT_ALLOCATED: vx = sx->allocated_bytes, vy = sy->allocated_bytes; break;
+    case SORT_GAP: vx = sx->reserved_bytes - sx->allocated_bytes, vy = sy->reserved_bytes - sy->allocated_bytes; break;
+    case SORT_GROWTH: vx = top_growth(x, &s), vy = top_growth(y, &s); break;
     case SORT_NAME: {
-        int c = strcmp(x->process, y->process);
+        int c = strcmp(live_process(x), live_process(y));
         if (c)
             return c;
         break;
@@ -78,9 +80,9 @@ static void devices_of(const struct live_proc *p, char *out, size_t len)
 {
     size_t o = 0;
     out[0] = 0;
-    for (size_t d = 0; d < p->ndevices && o + 4 < len; d++)
-        o += (size_t)snprintf(out + o, len - o, "%s%d", d ? "+" : "", p->devices[d].device);
-    if (!p->ndevices)
+    for (size_t d = 0; d < p->model.device_count && o + 4 < len; d++)
+        o += (size_t)snprintf(out + o, len - o, "%s%lld", d ? "+" : "", p->model.devices[d].device);
+    if (!p->model.device_count)
         snprintf(out, len, "-");
 }
 
@@ -89,7 +91,7 @@ static void budget_str(const struct live_proc *p, char *out, size_t len)
     double worst = -1;
     bool over = false;
     for (size_t i = 0; i < p->nbudgets; i++) {
-        double use = p->budgets[i].bytes ? (double)p->budgets[i].used / (double)p->budgets[i].bytes : 0;
+        double use = p->budgets[i].bytes ? (double)p->budgets[i].used_bytes / (double)p->budgets[i].bytes : 0;
         if (use > worst)
             worst = use;
         over |= p->budgets[i].exceeded;
@@ -111,35 +113,36 @@ static int format_header(char *out, size_t len, bool wide)
 static void format_row(char *out, size_t len, const struct live_proc *p, bool wide)
 {
     char gpu[16], res[16], alloc[16], gap[16], held[16], user[16], grow[16], frag[16], since_s[16], largest[16], budget[16];
+    const struct tl_summary *sum = &p->model.summary;
     devices_of(p, gpu, sizeof gpu);
-    size_str(res, sizeof res, p->reserved);
-    size_str(alloc, sizeof alloc, p->allocated);
-    size_str(gap, sizeof gap, p->reserved >= p->allocated ? p->reserved - p->allocated : 0);
+    size_str(res, sizeof res, sum->reserved_bytes);
+    size_str(alloc, sizeof alloc, sum->allocated_bytes);
+    size_str(gap, sizeof gap, sum->reserved_bytes >= sum->allocated_bytes ? sum->reserved_bytes - sum->allocated_bytes : 0);
     size_str(held, sizeof held, (uint64_t)live_held_by_owners(p));
-    if (p->has_class[0])
-        size_str(user, sizeof user, (uint64_t)p->class_bytes[0]);
+    if (tl_seen_has(&p->classes.seen, 0))
+        size_str(user, sizeof user, (uint64_t)p->classes.bytes[0]);
     else
         snprintf(user, sizeof user, "unknown");
-    long since;
-    int64_t g = top_growth(p, &since);
+    long long since;
+    uint64_t g = top_growth(p, &since);
     if (g > 0) {
-        size_str(grow, sizeof grow, (uint64_t)g);
-        snprintf(since_s, sizeof since_s, "mark %ld", since);
+        size_str(grow, sizeof grow, g);
+        snprintf(since_s, sizeof since_s, "mark %lld", since);
     } else {
         snprintf(grow, sizeof grow, "-");
         snprintf(since_s, sizeof since_s, "-");
     }
-    if (p->has_frag)
-        snprintf(frag, sizeof frag, "%.2f", p->frag);
+    if (tl_summary_has(sum, fragmentation))
+        snprintf(frag, sizeof frag, "%.2f", sum->fragmentation);
     else
         snprintf(frag, sizeof frag, "unkn");
-    if (p->has_largest)
-        size_str(largest, sizeof largest, p->largest);
+    if (tl_summary_has(sum, largest_free_block))
+        size_str(largest, sizeof largest, sum->largest_free_block);
     else
         snprintf(largest, sizeof largest, "unknown");
     budget_str(p, budget, sizeof budget);
     char name[16];
-    snprintf(name, sizeof name, "%.12s", p->process);
+    snprintf(name, sizeof name, "%.12s", live_process(p));
     int n = snprintf(out, len, "%-7d %-12s %-3.3s %7s %7s %7s %7s %7s %8s %-5s", p->pid, name, gpu, res, alloc, gap, held,
                      user, grow, frag);
     if (wide && n > 0 && (size_t)n < len)
@@ -156,15 +159,16 @@ static int format_devices(char lines[][160], int max, const struct live_set *s)
         uint64_t total = 0, free_b = 0, held = 0;
         double newest = -1;
         for (size_t i = 0; i < s->n; i++)
-            for (size_t d = 0; d < s->procs[i].ndevices; d++) {
-                const struct live_device *r = &s->procs[i].devices[d];
+            for (size_t d = 0; d < s->procs[i].model.device_count; d++) {
+                const struct tl_device *r = &s->procs[i].model.devices[d];
+                bool r_total = tl_seen_has(&r->seen, TL_F_DEVICE_total);
                 if (r->device != dev)
                     continue;
                 seen = true;
-                held += r->reserved;
-                if (s->procs[i].update_time > newest && (r->has_total || r->has_free)) {
-                    newest = s->procs[i].update_time;
-                    has_total = r->has_total, total = r->total;
+                held += r->reserved_bytes;
+                if (s->procs[i].live.update_time > newest && (r_total || r->has_free)) {
+                    newest = s->procs[i].live.update_time;
+                    has_total = r_total, total = r->total;
                     has_free = r->has_free, free_b = r->free;
                 }
             }
@@ -190,8 +194,8 @@ static json_t *ipc_json(const struct live_proc *p)
     if (!p->has_ipc)
         return json_null();
     json_t *o = json_object(), *devs = json_array();
-    json_object_set_new(o, "mapped_bytes", json_integer((json_int_t)p->ipc_mapped_bytes));
-    json_object_set_new(o, "mappings", json_integer((json_int_t)p->ipc_mappings));
+    json_object_set_new(o, "mapped_bytes", json_integer((json_int_t)p->model.summary.ipc_mapped_bytes));
+    json_object_set_new(o, "mappings", json_integer((json_int_t)p->model.summary.ipc_mappings));
     for (size_t k = 0; k < p->nipc; k++) {
         json_t *g = json_object();
         json_object_set_new(g, "device", json_integer(p->ipc[k].device));
@@ -209,14 +213,14 @@ static void ipc_line(const struct live_proc *p, char *out, size_t len)
 {
     char a[16];
     out[0] = 0;
-    if (!p->has_ipc || !p->ipc_mappings)
+    if (!p->has_ipc || !p->model.summary.ipc_mappings)
         return;
-    size_str(a, sizeof a, p->ipc_mapped_bytes);
+    size_str(a, sizeof a, p->model.summary.ipc_mapped_bytes);
     int n = snprintf(out, len, "CUDA IPC: %s of other processes' memory in %llu mapping(s)", a,
-                     (unsigned long long)p->ipc_mappings);
+                     (unsigned long long)p->model.summary.ipc_mappings);
     for (size_t k = 0; k < p->nipc && n > 0 && (size_t)n < len; k++) {
         size_str(a, sizeof a, p->ipc[k].mapped_bytes);
-        n += snprintf(out + n, len - (size_t)n, "%sgpu %d: %s", k ? ", " : " (", p->ipc[k].device, a);
+        n += snprintf(out + n, len - (size_t)n, "%sgpu %lld: %s", k ? ", " : " (", p->ipc[k].device, a);
     }
     if (p->nipc && n > 0 && (size_t)n + 1 < len)
         strcat(out, ")");
@@ -251,66 +255,73 @@ static void print_json(const struct live_set *s)
     json_t *arr = json_array();
     for (size_t i = 0; i < s->n; i++) {
         const struct live_proc *p = &s->procs[i];
+        const struct tl_summary *sum = &p->model.summary;
         json_t *o = json_object();
         json_object_set_new(o, "pid", json_integer(p->pid));
-        json_object_set_new(o, "process", json_string(p->process));
-        json_object_set_new(o, "rank", p->has_rank ? json_integer(p->rank) : json_null());
+        json_object_set_new(o, "process", json_string(live_process(p)));
+        json_object_set_new(o, "rank", p->model.has_rank ? json_integer(p->model.rank) : json_null());
         json_object_set_new(o, "stale", json_boolean(p->stale));
-        json_object_set_new(o, "update_time", json_real(p->update_time));
-        json_object_set_new(o, "reserved_bytes", json_integer((json_int_t)p->reserved));
-        json_object_set_new(o, "allocated_bytes", json_integer((json_int_t)p->allocated));
-        json_object_set_new(o, "gap_bytes", json_integer((json_int_t)(p->reserved - p->allocated)));
+        json_object_set_new(o, "update_time", json_real(p->live.update_time));
+        json_object_set_new(o, "reserved_bytes", json_integer((json_int_t)sum->reserved_bytes));
+        json_object_set_new(o, "allocated_bytes", json_integer((json_int_t)sum->allocated_bytes));
+        json_object_set_new(o, "gap_bytes", json_integer((json_int_t)(sum->reserved_bytes - sum->allocated_bytes)));
         json_object_set_new(o, "held_by_owners_bytes", json_integer(live_held_by_owners(p)));
-        json_object_set_new(o, "user_live_bytes", p->has_class[0] ? json_integer(p->class_bytes[0]) : json_null());
-        json_object_set_new(o, "peak_live_bytes", json_integer(p->peak_live_bytes));
-        json_object_set_new(o, "largest_free_block", opt_u64(p->has_largest, p->largest));
-        json_object_set_new(o, "fragmentation", p->has_frag ? json_real(p->frag) : json_null());
-        json_object_set_new(o, "marks", json_integer((json_int_t)p->marks));
+        json_object_set_new(o, "user_live_bytes",
+                            tl_seen_has(&p->classes.seen, 0) ? json_integer(p->classes.bytes[0]) : json_null());
+        json_object_set_new(o, "peak_live_bytes", json_integer((json_int_t)sum->peak_live_bytes));
+        json_object_set_new(o, "largest_free_block",
+                            opt_u64(tl_summary_has(sum, largest_free_block), sum->largest_free_block));
+        json_object_set_new(o, "fragmentation",
+                            tl_summary_has(sum, fragmentation) ? json_real(sum->fragmentation) : json_null());
+        json_object_set_new(o, "marks", json_integer((json_int_t)p->marks.count));
         json_t *growth = json_array();
-        for (size_t k = 0; k < p->ngrowth; k++) {
+        for (size_t k = 0; k < p->model.growth_count; k++) {
             json_t *g = json_object();
-            json_object_set_new(g, "scope", json_string(p->growth[k].scope));
-            json_object_set_new(g, "site", json_string(p->growth[k].site));
-            json_object_set_new(g, "bytes_per_mark", json_integer(p->growth[k].bytes_per_mark));
-            json_object_set_new(g, "since_mark", json_integer(p->growth[k].since_mark));
+            json_object_set_new(g, "scope", json_string(live_growth_scope(&p->model.growth[k])));
+            json_object_set_new(g, "site", json_string(live_text(p->lines[k].site, "unknown")));
+            json_object_set_new(g, "bytes_per_mark", json_integer((json_int_t)p->model.growth[k].bytes_per_mark));
+            json_object_set_new(g, "since_mark", json_integer(p->lines[k].since_mark));
             json_array_append_new(growth, g);
         }
         json_object_set_new(o, "growth", growth);
         json_t *devs = json_array();
-        for (size_t d = 0; d < p->ndevices; d++) {
-            const struct live_device *r = &p->devices[d];
+        for (size_t d = 0; d < p->model.device_count; d++) {
+            const struct tl_device *r = &p->model.devices[d];
             json_t *g = json_object();
             json_object_set_new(g, "device", json_integer(r->device));
-            json_object_set_new(g, "reserved_bytes", json_integer((json_int_t)r->reserved));
-            json_object_set_new(g, "allocated_bytes", json_integer((json_int_t)r->allocated));
+            json_object_set_new(g, "reserved_bytes", json_integer((json_int_t)r->reserved_bytes));
+            json_object_set_new(g, "allocated_bytes", json_integer((json_int_t)r->allocated_bytes));
             json_object_set_new(g, "free", opt_u64(r->has_free, r->free));
-            json_object_set_new(g, "total", opt_u64(r->has_total, r->total));
+            json_object_set_new(g, "total", opt_u64(tl_seen_has(&r->seen, TL_F_DEVICE_total), r->total));
             json_array_append_new(devs, g);
         }
         json_object_set_new(o, "devices", devs);
         json_t *pools = json_array();
-        for (size_t k = 0; k < p->npools; k++) {
-            const struct live_pool *q = &p->pools[k];
+        for (size_t k = 0; k < p->model.pool_count; k++) {
+            const struct tl_pool *q = &p->model.pools[k];
             json_t *g = json_object();
-            json_object_set_new(g, "name", json_string(q->name));
-            json_object_set_new(g, "kind", json_string(q->kind));
+            json_object_set_new(g, "name", json_string(live_text(q->name, "unknown")));
+            json_object_set_new(g, "kind", json_string(live_text(q->kind, "unknown")));
             json_object_set_new(g, "device", json_integer(q->device));
-            json_object_set_new(g, "reserved_bytes", json_integer((json_int_t)q->reserved));
-            json_object_set_new(g, "allocated_bytes", json_integer((json_int_t)q->allocated));
-            json_object_set_new(g, "largest_free_block", opt_u64(q->has_largest, q->largest));
-            json_object_set_new(g, "fragmentation", q->has_frag ? json_real(q->frag) : json_null());
+            json_object_set_new(g, "reserved_bytes", json_integer((json_int_t)q->reserved_bytes));
+            json_object_set_new(g, "allocated_bytes", json_integer((json_int_t)q->allocated_bytes));
+            json_object_set_new(g, "largest_free_block",
+                                opt_u64(tl_seen_has(&q->seen, TL_F_POOL_largest_free_block), q->largest_free_block));
+            json_object_set_new(g, "fragmentation", tl_seen_has(&q->seen, TL_F_POOL_fragmentation)
+                                                        ? json_real(q->fragmentation)
+                                                        : json_null());
             json_array_append_new(pools, g);
         }
         json_object_set_new(o, "pools", pools);
         json_object_set_new(o, "ipc", ipc_json(p));
         json_t *owners = p->has_owner_devices ? json_array() : json_null();
-        for (size_t k = 0; k < p->nowner_devices; k++) {
-            const struct live_owner *w = &p->owner_devices[k];
+        for (size_t k = 0; k < p->model.owner_device_count; k++) {
+            const struct tl_owner_device *w = &p->model.owner_devices[k];
             json_t *g = json_object();
             json_object_set_new(g, "device", w->device < 0 ? json_null() : json_integer(w->device));
-            json_object_set_new(g, "name", json_string(w->name));
-            json_object_set_new(g, "class", json_string(w->cls));
-            json_object_set_new(g, "live_bytes", json_integer(w->live_bytes));
+            json_object_set_new(g, "name", json_string(live_text(w->name, "unknown")));
+            json_object_set_new(g, "class", json_string(live_text(w->cls, "unknown")));
+            json_object_set_new(g, "live_bytes", json_integer((json_int_t)w->live_bytes));
             json_array_append_new(owners, g);
         }
         json_object_set_new(o, "owners_by_device", owners);
@@ -323,32 +334,41 @@ static void print_json(const struct live_set *s)
 
 /* ---- the interactive view ------------------------------------------------ */
 
+/* One owner row of the detail view: `where` is "" (process-wide), "host"
+ * or "gpu N". */
+static void owner_line(char *line, size_t len, const char *where, const char *name, const char *cls, uint64_t bytes)
+{
+    char a[16];
+    size_str(a, sizeof a, bytes);
+    snprintf(line, len, "  %-6s %-30.30s %-10s %s", where, live_text(name, "unknown"), live_text(cls, "unknown"), a);
+}
+
 static void draw_detail(const struct live_proc *p, int row, int rows, int cols)
 {
     char line[512], a[16], b[16];
     mvprintw(row++, 0, "%.*s", cols, "");
     attron(A_BOLD);
-    mvprintw(row++, 0, "%d %.40s: growing call sites (bytes per mark)", p->pid, p->process);
+    mvprintw(row++, 0, "%d %.40s: growing call sites (bytes per mark)", p->pid, live_process(p));
     attroff(A_BOLD);
-    for (size_t i = 0; i < p->ngrowth && row < rows - 1; i++) {
-        size_str(a, sizeof a, (uint64_t)p->growth[i].bytes_per_mark);
-        snprintf(line, sizeof line, "  %7s/mk since mark %ld  %s: %s", a, p->growth[i].since_mark, p->growth[i].scope,
-                 p->growth[i].site);
+    for (size_t i = 0; i < p->model.growth_count && row < rows - 1; i++) {
+        size_str(a, sizeof a, p->model.growth[i].bytes_per_mark);
+        snprintf(line, sizeof line, "  %7s/mk since mark %lld  %s: %s", a, p->lines[i].since_mark,
+                 live_growth_scope(&p->model.growth[i]), live_text(p->lines[i].site, "unknown"));
         mvprintw(row++, 0, "%.*s", cols, line);
     }
-    if (!p->ngrowth && row < rows - 1)
+    if (!p->model.growth_count && row < rows - 1)
         mvprintw(row++, 0, "  none");
     if (row < rows - 1)
         mvprintw(row++, 0, "pools:");
-    for (size_t i = 0; i < p->npools && row < rows - 1; i++) {
-        const struct live_pool *q = &p->pools[i];
-        size_str(a, sizeof a, q->reserved);
-        size_str(b, sizeof b, q->allocated);
+    for (size_t i = 0; i < p->model.pool_count && row < rows - 1; i++) {
+        const struct tl_pool *q = &p->model.pools[i];
+        size_str(a, sizeof a, q->reserved_bytes);
+        size_str(b, sizeof b, q->allocated_bytes);
         char frag[16] = "unknown";
-        if (q->has_frag)
-            snprintf(frag, sizeof frag, "%.2f", q->frag);
-        snprintf(line, sizeof line, "  %-28.28s %-14.14s gpu %d reserved %s allocated %s frag %s", q->name, q->kind, q->device,
-                 a, b, frag);
+        if (tl_seen_has(&q->seen, TL_F_POOL_fragmentation))
+            snprintf(frag, sizeof frag, "%.2f", q->fragmentation);
+        snprintf(line, sizeof line, "  %-28.28s %-14.14s gpu %lld reserved %s allocated %s frag %s",
+                 live_text(q->name, "unknown"), live_text(q->kind, "unknown"), q->device, a, b, frag);
         mvprintw(row++, 0, "%.*s", cols, line);
     }
     ipc_line(p, line, sizeof line);
@@ -356,19 +376,20 @@ static void draw_detail(const struct live_proc *p, int row, int rows, int cols)
         mvprintw(row++, 0, "%.*s", cols, line);
     /* Per device where the file says it (gpu N, or host for pinned host
      * memory), else process-wide. */
-    const struct live_owner *owners = p->has_owner_devices ? p->owner_devices : p->owners;
-    size_t nowners = p->has_owner_devices ? p->nowner_devices : p->nowners;
     if (row < rows - 1)
         mvprintw(row++, 0, "owners:");
+    size_t nowners = p->has_owner_devices ? p->model.owner_device_count : p->model.owner_count;
     for (size_t i = 0; i < nowners && row < rows - 1; i++) {
-        const struct live_owner *w = &owners[i];
-        char where[16] = "";
-        if (p->has_owner_devices && w->device < 0)
-            snprintf(where, sizeof where, "host");
-        else if (p->has_owner_devices)
-            snprintf(where, sizeof where, "gpu %d", w->device);
-        size_str(a, sizeof a, (uint64_t)(w->live_bytes > 0 ? w->live_bytes : 0));
-        snprintf(line, sizeof line, "  %-6s %-30.30s %-10s %s", where, w->name, w->cls, a);
+        if (p->has_owner_devices) {
+            const struct tl_owner_device *w = &p->model.owner_devices[i];
+            char where[32] = "host";
+            if (w->device >= 0)
+                snprintf(where, sizeof where, "gpu %lld", w->device);
+            owner_line(line, sizeof line, where, w->name, w->cls, w->live_bytes);
+        } else {
+            const struct tl_owner *w = &p->model.owners[i];
+            owner_line(line, sizeof line, "", w->name, w->cls, w->live_bytes);
+        }
         mvprintw(row++, 0, "%.*s", cols, line);
     }
 }

@@ -5,10 +5,13 @@
  * The directory may be shared (a volume with a sidecar) and its files are
  * input from other processes: each is opened without following links,
  * refused unless it is a regular file owned by the directory's owner with
- * no group/other bits, read up to LIVE_FILE_MAX, and every field is
- * type-checked; a field of the wrong type is absent (unknown), a document
- * that is not a live state is refused.  Strings lose their control bytes
- * (a terminal must never receive escapes from a file).
+ * no group/other bits, read up to LIVE_FILE_MAX, and parsed by the report
+ * model's reader (report_read_into, walking the same field tables as a
+ * report; what only the live file has walks tables of its own below).  It
+ * reads field by field and row by row: a field of the wrong type is absent
+ * (unknown), a row without the figures it is shown for is dropped, a
+ * document that is not a live state is refused.  Strings lose their
+ * control bytes (a terminal must never receive escapes from a file).
  *
  * A process that died without removing its entry (SIGKILL) is dropped:
  * when it ran in our pid namespace, its pid is gone, a zombie, or another
@@ -31,202 +34,287 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
-#include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-const char *const live_class_names[4] = {"user", "cache", "library", "workspace"};
 
-static void get_str(json_t *o, const char *key, char *out, size_t len, const char *dflt)
+/* ---- what only the live file has: tables of its own -------------------
+ * Read by the model's reader (report_read_into) as the report's objects
+ * are; their fields are docs/live.schema.json's. */
+#define LIVE_FIELD(T, member, name, type) {name, TL_FIELD_##type, TL_FIELD_NULLABLE, offsetof(T, member), 0, NULL}
+#define LIVE_TABLE(T, name, fields) {name, sizeof(T), offsetof(T, seen), fields, sizeof fields / sizeof fields[0], NULL}
+
+static const struct tl_field state_fields[] = {
+    LIVE_FIELD(struct live_state, process, "process", STRING),
+    LIVE_FIELD(struct live_state, start_time, "start_time", REAL),
+    LIVE_FIELD(struct live_state, start_ticks, "start_ticks", U64),
+    LIVE_FIELD(struct live_state, pid_namespace, "pid_namespace", STRING),
+    LIVE_FIELD(struct live_state, update_time, "update_time", REAL),
+    LIVE_FIELD(struct live_state, interval, "interval", REAL),
+};
+const struct tl_table live_state_table = LIVE_TABLE(struct live_state, "live", state_fields);
+
+static const struct tl_field marks_fields[] = {
+    LIVE_FIELD(struct live_marks, count, "count", U64),
+    LIVE_FIELD(struct live_marks, last_label, "last_label", STRING),
+    LIVE_FIELD(struct live_marks, last_time, "last_time", REAL),
+};
+const struct tl_table live_marks_table = LIVE_TABLE(struct live_marks, "marks", marks_fields);
+
+static const struct tl_field line_fields[] = {
+    LIVE_FIELD(struct live_growth_line, site, "site", STRING),
+    LIVE_FIELD(struct live_growth_line, since_mark, "since_mark", INT),
+};
+const struct tl_table live_growth_line_table = LIVE_TABLE(struct live_growth_line, "growth", line_fields);
+
+static const struct tl_field class_fields[] = {
+    LIVE_FIELD(struct live_classes, bytes[0], "user", INT),
+    LIVE_FIELD(struct live_classes, bytes[1], "cache", INT),
+    LIVE_FIELD(struct live_classes, bytes[2], "library", INT),
+    LIVE_FIELD(struct live_classes, bytes[3], "workspace", INT),
+};
+const struct tl_table live_classes_table = LIVE_TABLE(struct live_classes, "owner_classes", class_fields);
+
+static const struct tl_field ipc_fields[] = {
+    LIVE_FIELD(struct live_ipc_row, device, "device", INT),
+    LIVE_FIELD(struct live_ipc_row, mapped_bytes, "mapped_bytes", U64),
+    LIVE_FIELD(struct live_ipc_row, mappings, "mappings", U64),
+};
+const struct tl_table live_ipc_table = LIVE_TABLE(struct live_ipc_row, "ipc.devices", ipc_fields);
+
+static const struct tl_field budget_fields[] = {
+    LIVE_FIELD(struct live_budget_row, device, "device", INT),
+    LIVE_FIELD(struct live_budget_row, cls, "class", STRING),
+    LIVE_FIELD(struct live_budget_row, bytes, "bytes", U64),
+    LIVE_FIELD(struct live_budget_row, used_bytes, "used_bytes", INT),
+    LIVE_FIELD(struct live_budget_row, exceeded, "exceeded", BOOL),
+};
+const struct tl_table live_budget_table = LIVE_TABLE(struct live_budget_row, "budgets", budget_fields);
+
+/* Whether field `name` of `t` has a value in `elem` (present, not null). */
+bool live_has(const struct tl_table *t, const void *elem, const char *name)
 {
-    json_t *v = json_object_get(o, key);
-    tl_copy_terminal_safe(out, len, json_is_string(v) ? json_string_value(v) : dflt);
+    const struct tl_seen *seen = (const struct tl_seen *)((const char *)elem + t->seen_offset);
+    for (size_t i = 0; i < t->nfields; i++)
+        if (!strcmp(t->fields[i].name, name))
+            return tl_seen_has(seen, (unsigned)i);
+    return false;
 }
 
-/* An integer field that is a byte count: absent, negative or not an
- * integer reads as unknown. */
-static bool get_u64(json_t *o, const char *key, uint64_t *out)
+/* Forgets field `name` of `elem`: unknown from here on. */
+static void forget(const struct tl_table *t, void *elem, const char *name)
 {
-    json_t *v = json_object_get(o, key);
-    if (!json_is_integer(v) || json_integer_value(v) < 0)
-        return false;
-    *out = (uint64_t)json_integer_value(v);
-    return true;
+    struct tl_seen *seen = (struct tl_seen *)((char *)elem + t->seen_offset);
+    for (size_t i = 0; i < t->nfields; i++)
+        if (!strcmp(t->fields[i].name, name))
+            seen->present &= ~(1ull << i), seen->null &= ~(1ull << i);
 }
 
-static bool get_i64(json_t *o, const char *key, int64_t *out)
+/* A ratio outside [0, 1] is no ratio the library writes: unknown. */
+static void ratio_or_unknown(const struct tl_table *t, void *elem, const char *name, double v)
 {
-    json_t *v = json_object_get(o, key);
-    if (!json_is_integer(v))
-        return false;
-    *out = (int64_t)json_integer_value(v);
-    return true;
+    if (!(v >= 0.0 && v <= 1.0))
+        forget(t, elem, name);
 }
 
-static bool get_num(json_t *o, const char *key, double *out)
+/* Every string of the tree, as it may reach a terminal: control bytes as
+ * '?' (terminal_safe.h), cut to LIVE_TEXT_MAX bytes. */
+static void make_terminal_safe(json_t *v)
 {
-    json_t *v = json_object_get(o, key);
-    if (!json_is_number(v) || !isfinite(json_number_value(v)))
-        return false;
-    *out = json_number_value(v);
-    return true;
+    const char *key;
+    json_t *e;
+    size_t i;
+    if (json_is_string(v)) {
+        char text[LIVE_TEXT_MAX];
+        const char *s = json_string_value(v);
+        size_t n = tl_copy_terminal_safe(text, sizeof text, s);
+        if (n != json_string_length(v) || strcmp(text, s) != 0)
+            json_string_setn_nocheck(v, text, n);
+    } else if (json_is_object(v)) {
+        json_object_foreach(v, key, e) make_terminal_safe(e);
+    } else if (json_is_array(v)) {
+        json_array_foreach(v, i, e) make_terminal_safe(e);
+    }
 }
 
-static bool get_frac(json_t *o, const char *key, double *out)
-{
-    return get_num(o, key, out) && *out >= 0.0 && *out <= 1.0;
-}
-
-static int get_int(json_t *o, const char *key, int dflt)
-{
-    json_t *v = json_object_get(o, key);
-    return json_is_integer(v) && json_integer_value(v) >= INT_MIN && json_integer_value(v) <= INT_MAX
-               ? (int)json_integer_value(v)
-               : dflt;
-}
-
-/* Rows of an array of objects: at most LIVE_MAX_ROWS; a non-object
- * element is skipped. */
-static void *rows_of(json_t *arr, size_t each, size_t *n)
+/* The object elements of `arr` (at most `max`) read into rows of `t`, each
+ * field by field (one of the wrong type is unknown); a row `keep` refuses
+ * is dropped.  NULL only when out of memory. */
+typedef bool keep_fn(struct live_proc *p, void *row, json_t *raw);
+static void *read_rows(struct live_proc *p, json_t *arr, const struct tl_table *t, size_t max, keep_fn *keep,
+                       size_t *n)
 {
     *n = 0;
     size_t cap = json_is_array(arr) ? json_array_size(arr) : 0;
-    if (cap > LIVE_MAX_ROWS)
-        cap = LIVE_MAX_ROWS;
-    return calloc(cap + 1, each);
-}
-
-static void parse_devices(json_t *arr, struct live_proc *p)
-{
-    size_t i;
-    json_t *d;
-    json_array_foreach(arr, i, d) {
-        if (!json_is_object(d) || p->ndevices == LIVE_MAX_DEVICES)
-            continue;
-        struct live_device *r = &p->devices[p->ndevices];
-        memset(r, 0, sizeof *r);
-        r->device = get_int(d, "device", -1);
-        if (r->device < 0 || r->device >= LIVE_MAX_DEVICES)
-            continue;
-        get_str(d, "uuid", r->uuid, sizeof r->uuid, "");
-        if (strncmp(r->uuid, "GPU-", 4) != 0 || strspn(r->uuid + 4, "0123456789abcdef-") != strlen(r->uuid + 4))
-            r->uuid[0] = 0; /* not a UUID as the library writes one: no label */
-        r->has_free = get_u64(d, "free", &r->free);
-        r->has_total = get_u64(d, "total", &r->total);
-        get_u64(d, "reserved_bytes", &r->reserved);
-        get_u64(d, "allocated_bytes", &r->allocated);
-        r->gap = r->reserved >= r->allocated ? r->reserved - r->allocated : 0;
-        r->has_largest = get_u64(d, "largest_free_block", &r->largest);
-        r->has_frag = get_frac(d, "fragmentation", &r->frag);
-        p->ndevices++;
-    }
-}
-
-/* Owner rows: "owners" (process-wide) or, `by_device`, "owners_by_device"
- * (a device, or null for host memory; a row with any other device is
- * dropped). */
-static struct live_owner *parse_owners(json_t *arr, bool by_device, size_t *n)
-{
-    struct live_owner *rows = rows_of(arr, sizeof *rows, n);
+    char *rows = report_alloc(&p->model, (cap < max ? cap : max) * t->size + t->size);
     size_t i;
     json_t *o;
+    char why[160];
+    if (!rows)
+        return NULL;
     json_array_foreach(arr, i, o) {
-        if (!rows || !json_is_object(o) || *n == LIVE_MAX_ROWS)
+        char *row = rows + *n * t->size;
+        if (*n == max || !json_is_object(o))
             continue;
-        struct live_owner *w = &rows[*n];
-        get_str(o, "name", w->name, sizeof w->name, "unknown");
-        get_str(o, "class", w->cls, sizeof w->cls, "unknown");
-        json_t *dev = json_object_get(o, "device");
-        bool host = !by_device || json_is_null(dev);
-        w->device = host ? -1 : get_int(o, "device", -1);
-        if (!host && (w->device < 0 || w->device >= LIVE_MAX_DEVICES))
-            continue;
-        if (get_i64(o, "live_bytes", &w->live_bytes))
+        memset(row, 0, t->size);
+        report_read_into(&p->model, o, t, row, why, sizeof why);
+        if (!keep || keep(p, row, o))
             (*n)++;
     }
+    memset(rows + *n * t->size, 0, t->size);
     return rows;
 }
 
-static void parse_ipc(json_t *root, json_t *sum, struct live_proc *p)
+static const struct tl_table *table_of(const char *name)
 {
-    json_t *arr = json_object_get(json_object_get(root, "ipc"), "devices"), *o;
-    p->has_ipc = json_is_array(arr) && get_u64(sum, "ipc_mapped_bytes", &p->ipc_mapped_bytes) &&
-                 get_u64(sum, "ipc_mappings", &p->ipc_mappings);
-    if (!p->has_ipc)
-        return;
-    size_t i;
-    json_array_foreach(arr, i, o) {
-        if (!json_is_object(o) || p->nipc == LIVE_MAX_DEVICES)
-            continue;
-        struct live_ipc_device *r = &p->ipc[p->nipc];
-        r->device = get_int(o, "device", -1);
-        if (r->device >= 0 && r->device < LIVE_MAX_DEVICES && get_u64(o, "mapped_bytes", &r->mapped_bytes) &&
-            get_u64(o, "mappings", &r->mappings))
-            p->nipc++;
-    }
+    return report_field_table(&tl_report_table, name);
 }
 
-static int parse_rows(json_t *root, struct live_proc *p)
+static bool keep_device(struct live_proc *p, void *row, json_t *raw)
 {
-    json_t *arr, *o;
-    size_t i;
-    if (!(p->owners = parse_owners(json_object_get(root, "owners"), false, &p->nowners)))
+    (void)p, (void)raw;
+    struct tl_device *d = row;
+    const struct tl_table *t = table_of("devices");
+    if (!live_has(t, d, "device") || d->device < 0 || d->device >= LIVE_MAX_DEVICES)
+        return false;
+    if (d->uuid && (strncmp(d->uuid, "GPU-", 4) != 0 || strspn(d->uuid + 4, "0123456789abcdef-") != strlen(d->uuid + 4)))
+        d->uuid = NULL; /* not a UUID as the library writes one: no label */
+    ratio_or_unknown(t, d, "fragmentation", d->fragmentation);
+    d->gap_bytes = d->reserved_bytes >= d->allocated_bytes ? d->reserved_bytes - d->allocated_bytes : 0;
+    char why[16];
+    t->derive(&p->model, d, why, sizeof why);
+    return true;
+}
+
+static bool keep_owner(struct live_proc *p, void *row, json_t *raw)
+{
+    (void)p, (void)raw;
+    return live_has(table_of("owners"), row, "live_bytes");
+}
+
+/* A row of "owners_by_device": a device, or null for host memory (-1). */
+static bool keep_owner_device(struct live_proc *p, void *row, json_t *raw)
+{
+    (void)p;
+    struct tl_owner_device *w = row;
+    json_t *dev = json_object_get(raw, "device");
+    if (json_is_null(dev))
+        w->device = -1;
+    else if (!live_has(table_of("owners_by_device"), w, "device") || w->device < 0 || w->device >= LIVE_MAX_DEVICES)
+        return false;
+    return live_has(table_of("owners_by_device"), w, "live_bytes");
+}
+
+static bool keep_pool(struct live_proc *p, void *row, json_t *raw)
+{
+    (void)p;
+    struct tl_pool *q = row;
+    const struct tl_table *t = table_of("pools");
+    json_t *framework = json_object_get(raw, "framework");
+    /* A framework pool's "framework" is {name, version} (bridge.c), or
+     * its name alone in a file written before it was. */
+    if (json_is_string(framework))
+        q->framework.name = json_string_value(framework);
+    if (!live_has(t, q, "device"))
+        q->device = -1;
+    ratio_or_unknown(t, q, "fragmentation", q->fragmentation);
+    return live_has(t, q, "reserved_bytes") && live_has(t, q, "allocated_bytes");
+}
+
+/* A growth row and what only the live file says of it (its site's line and
+ * streak), side by side; a suppressed row is not shown. */
+static bool keep_growth(struct live_proc *p, void *row, json_t *raw)
+{
+    struct tl_growth *g = row;
+    if (g->suppressed || !live_has(table_of("growth"), g, "bytes_per_mark"))
+        return false;
+    struct live_growth_line *line = &p->lines[p->ngrowth_lines++];
+    char why[160];
+    report_read_into(&p->model, raw, &live_growth_line_table, line, why, sizeof why);
+    return true;
+}
+
+static bool keep_budget(struct live_proc *p, void *row, json_t *raw)
+{
+    (void)p, (void)raw;
+    const struct live_budget_row *b = row;
+    return b->device >= 0 && live_has(&live_budget_table, b, "device") && live_has(&live_budget_table, b, "bytes") &&
+           live_has(&live_budget_table, b, "used_bytes");
+}
+
+static bool keep_ipc(struct live_proc *p, void *row, json_t *raw)
+{
+    (void)p, (void)raw;
+    const struct live_ipc_row *r = row;
+    return live_has(&live_ipc_table, r, "device") && r->device >= 0 && r->device < LIVE_MAX_DEVICES &&
+           live_has(&live_ipc_table, r, "mapped_bytes") && live_has(&live_ipc_table, r, "mappings");
+}
+
+/* The report's own fields the live file carries (TL_FIELD_LIVE), read into
+ * the model field by field; its lists row by row. */
+static int read_model(struct live_proc *p, json_t *root)
+{
+    struct tl_report *r = &p->model;
+    char why[160];
+    json_t *scalars = json_object();
+    if (!scalars)
         return -1;
-    arr = json_object_get(root, "owners_by_device");
-    p->has_owner_devices = json_is_array(arr);
-    if (!(p->owner_devices = parse_owners(arr, true, &p->nowner_devices)))
-        return -1;
-    arr = json_object_get(root, "pools");
-    if (!(p->pools = rows_of(arr, sizeof *p->pools, &p->npools)))
-        return -1;
-    json_array_foreach(arr, i, o) {
-        if (!json_is_object(o) || p->npools == LIVE_MAX_ROWS)
+    for (size_t i = 0; i < tl_report_table.nfields; i++) {
+        const struct tl_field *f = &tl_report_table.fields[i];
+        json_t *v = json_object_get(root, f->name);
+        if (!(f->flags & TL_FIELD_LIVE) || !v)
             continue;
-        struct live_pool *q = &p->pools[p->npools];
-        get_str(o, "name", q->name, sizeof q->name, "unknown");
-        get_str(o, "kind", q->kind, sizeof q->kind, "unknown");
-        json_t *fw = json_object_get(o, "framework");
-        /* A framework pool's "framework" is {name, version} (bridge.c) or a name. */
-        get_str(json_is_object(fw) ? fw : o, json_is_object(fw) ? "name" : "framework", q->framework, sizeof q->framework,
-                "");
-        q->device = get_int(o, "device", -1);
-        if (!get_u64(o, "reserved_bytes", &q->reserved) || !get_u64(o, "allocated_bytes", &q->allocated))
-            continue;
-        q->has_largest = get_u64(o, "largest_free_block", &q->largest);
-        q->has_frag = get_frac(o, "fragmentation", &q->frag);
-        p->npools++;
+        if (f->type == TL_FIELD_OBJECT && json_is_object(v))
+            report_read_into(r, v, f->table, (char *)r + f->offset, why, sizeof why);
+        else if (f->type != TL_FIELD_OBJECT && f->type != TL_FIELD_LIST)
+            json_object_set(scalars, f->name, v);
     }
-    arr = json_object_get(root, "growth");
-    if (!(p->growth = rows_of(arr, sizeof *p->growth, &p->ngrowth)))
+    report_read_into(r, scalars, &tl_report_table, r, why, sizeof why);
+    json_decref(scalars);
+    ratio_or_unknown(&tl_summary_table, &r->summary, "fragmentation", r->summary.fragmentation);
+    json_t *growth = json_object_get(root, "growth");
+    size_t ngrowth = json_is_array(growth) ? json_array_size(growth) : 0;
+    p->lines = report_alloc(r, ((ngrowth < LIVE_MAX_ROWS ? ngrowth : LIVE_MAX_ROWS) + 1) * sizeof *p->lines);
+    if (!p->lines ||
+        !(r->devices = read_rows(p, json_object_get(root, "devices"), table_of("devices"), LIVE_MAX_DEVICES,
+                                 keep_device, &r->device_count)) ||
+        !(r->owners = read_rows(p, json_object_get(root, "owners"), table_of("owners"), LIVE_MAX_ROWS, keep_owner,
+                                &r->owner_count)) ||
+        !(r->owner_devices = read_rows(p, json_object_get(root, "owners_by_device"), table_of("owners_by_device"),
+                                       LIVE_MAX_ROWS, keep_owner_device, &r->owner_device_count)) ||
+        !(r->pools = read_rows(p, json_object_get(root, "pools"), table_of("pools"), LIVE_MAX_ROWS, keep_pool,
+                               &r->pool_count)) ||
+        !(r->growth = read_rows(p, growth, table_of("growth"), LIVE_MAX_ROWS, keep_growth, &r->growth_count)))
         return -1;
-    json_array_foreach(arr, i, o) {
-        if (!json_is_object(o) || p->ngrowth == LIVE_MAX_ROWS || json_is_true(json_object_get(o, "suppressed")))
-            continue;
-        struct live_growth *g = &p->growth[p->ngrowth];
-        get_str(o, "scope", g->scope, sizeof g->scope, "call_site");
-        get_str(o, "kind", g->kind, sizeof g->kind, "");
-        get_str(o, "site", g->site, sizeof g->site, "unknown");
-        g->marks = get_int(o, "marks", 0);
-        g->since_mark = get_int(o, "since_mark", 0);
-        if (get_i64(o, "bytes_per_mark", &g->bytes_per_mark))
-            p->ngrowth++;
-    }
-    arr = json_object_get(root, "budgets");
-    if (!(p->budgets = rows_of(arr, sizeof *p->budgets, &p->nbudgets)))
+    p->has_owner_devices = json_is_array(json_object_get(root, "owners_by_device"));
+    return 0;
+}
+
+/* What only the live file has. */
+static int read_live_parts(struct live_proc *p, json_t *root)
+{
+    char why[160];
+    report_read_into(&p->model, json_object_get(root, "live"), &live_state_table, &p->live, why, sizeof why);
+    if (!live_has(&live_state_table, &p->live, "interval") || p->live.interval <= 0)
+        p->live.interval = 1.0;
+    if (!live_has(&live_state_table, &p->live, "start_time"))
+        p->live.start_time = 0;
+    report_read_into(&p->model, json_object_get(root, "marks"), &live_marks_table, &p->marks, why, sizeof why);
+    report_read_into(&p->model, json_object_get(root, "owner_classes"), &live_classes_table, &p->classes, why,
+                     sizeof why);
+    json_t *ipc = json_object_get(json_object_get(root, "ipc"), "devices");
+    const struct tl_summary *sum = &p->model.summary;
+    p->has_ipc = json_is_array(ipc) && tl_summary_has(sum, ipc_mapped_bytes) && tl_summary_has(sum, ipc_mappings);
+    if (p->has_ipc &&
+        !(p->ipc = read_rows(p, ipc, &live_ipc_table, LIVE_MAX_DEVICES, keep_ipc, &p->nipc)))
         return -1;
-    json_array_foreach(arr, i, o) {
-        if (!json_is_object(o) || p->nbudgets == LIVE_MAX_ROWS)
-            continue;
-        struct live_budget *b = &p->budgets[p->nbudgets];
-        b->device = get_int(o, "device", -1);
-        get_str(o, "class", b->cls, sizeof b->cls, "device");
-        b->exceeded = json_is_true(json_object_get(o, "exceeded"));
-        if (b->device >= 0 && get_u64(o, "bytes", &b->bytes) && get_i64(o, "used_bytes", &b->used))
-            p->nbudgets++;
-    }
+    if (!(p->budgets = read_rows(p, json_object_get(root, "budgets"), &live_budget_table, LIVE_MAX_ROWS, keep_budget,
+                                 &p->nbudgets)))
+        return -1;
     return 0;
 }
 
@@ -239,76 +327,40 @@ int live_parse(const char *text, size_t len, struct live_proc *p, char *why, siz
         snprintf(why, whylen, "not JSON (%s)", err.text);
         return -1;
     }
-    json_t *live = json_object_get(root, "live"), *sum = json_object_get(root, "summary");
-    int pid = get_int(root, "pid", 0);
+    json_t *live = json_object_get(root, "live"), *pid = json_object_get(root, "pid"),
+           *update = json_object_get(live, "update_time");
     if (!json_is_object(root) || !json_is_string(json_object_get(root, "kind")) ||
-        strcmp(json_string_value(json_object_get(root, "kind")), "live") != 0 || !json_is_object(live) || pid <= 0 ||
-        !get_num(live, "update_time", &p->update_time)) {
+        strcmp(json_string_value(json_object_get(root, "kind")), "live") != 0 || !json_is_object(live) ||
+        !json_is_integer(pid) || json_integer_value(pid) <= 0 || json_integer_value(pid) > INT_MAX ||
+        !json_is_number(update)) {
         snprintf(why, whylen, "not a tensorleak live state");
         json_decref(root);
         return -1;
     }
-    p->pid = pid;
-    get_str(live, "process", p->process, sizeof p->process, "unknown");
-    get_str(root, "version", p->version, sizeof p->version, "unknown");
-    get_str(root, "host", p->host, sizeof p->host, "");
-    json_t *rank = json_object_get(root, "rank");
-    p->has_rank = json_is_integer(rank);
-    p->rank = p->has_rank ? (long)json_integer_value(rank) : 0;
-    get_str(live, "pid_namespace", p->pid_ns, sizeof p->pid_ns, "");
-    uint64_t ticks = 0;
-    p->start_ticks = get_u64(live, "start_ticks", &ticks) ? ticks : 0;
-    if (!get_num(live, "start_time", &p->start_time))
-        p->start_time = 0;
-    if (!get_num(live, "interval", &p->interval) || p->interval <= 0)
-        p->interval = 1.0;
-    if (json_is_object(sum)) {
-        get_i64(sum, "live_bytes", &p->live_bytes);
-        get_i64(sum, "peak_live_bytes", &p->peak_live_bytes);
-        get_i64(sum, "held_bytes", &p->held_bytes);
-        get_u64(sum, "reserved_bytes", &p->reserved);
-        get_u64(sum, "allocated_bytes", &p->allocated);
-        p->has_largest = get_u64(sum, "largest_free_block", &p->largest);
-        p->has_frag = get_frac(sum, "fragmentation", &p->frag);
-    }
-    json_t *classes = json_object_get(root, "owner_classes");
-    for (int c = 0; c < 4; c++)
-        p->has_class[c] = get_i64(classes, live_class_names[c], &p->class_bytes[c]);
-    json_t *marks = json_object_get(root, "marks");
-    uint64_t count = 0;
-    if (get_u64(marks, "count", &count))
-        p->marks = (unsigned long)count;
-    get_str(marks, "last_label", p->last_label, sizeof p->last_label, "");
-    parse_devices(json_object_get(root, "devices"), p);
-    parse_ipc(root, sum, p);
-    int rc = parse_rows(root, p);
-    json_decref(root);
-    if (rc != 0) {
+    make_terminal_safe(root);
+    p->model.source = root; /* the model's strings are the tree's */
+    if (read_model(p, root) != 0 || read_live_parts(p, root) != 0) {
         live_proc_free(p);
         snprintf(why, whylen, "out of memory");
+        return -1;
     }
-    return rc;
+    p->pid = (int)p->model.pid;
+    return 0;
 }
 
 int64_t live_held_by_owners(const struct live_proc *p)
 {
     int64_t held = 0;
-    for (int c = 1; c < 4; c++)
-        held += p->has_class[c] ? p->class_bytes[c] : 0;
+    for (unsigned c = 1; c < 4; c++)
+        held += tl_seen_has(&p->classes.seen, c) ? p->classes.bytes[c] : 0;
     return held;
 }
 
 void live_proc_free(struct live_proc *p)
 {
-    free(p->owners);
-    free(p->owner_devices);
-    free(p->pools);
-    free(p->growth);
-    free(p->budgets);
-    p->owners = NULL;
-    p->owner_devices = NULL;
-    p->pools = NULL;
-    p->growth = NULL;
+    report_free(&p->model);
+    p->lines = NULL;
+    p->ipc = NULL;
     p->budgets = NULL;
 }
 
@@ -416,17 +468,17 @@ enum verdict {
  * second (stopped, or its watcher is stuck). */
 static enum verdict judge_entry(struct live_proc *p, double now)
 {
-    double age = now - p->update_time;
-    bool silent = age > 2.0 * p->interval + 1.0;
-    if (!same_pid_namespace(p->pid_ns)) {
-        if (age > 10.0 * p->interval && age > 60.0)
+    double age = now - p->live.update_time;
+    bool silent = age > 2.0 * p->live.interval + 1.0;
+    if (!same_pid_namespace(p->live.pid_namespace)) {
+        if (age > 10.0 * p->live.interval && age > 60.0)
             return ENTRY_DEAD;
         return silent ? ENTRY_SILENT : ENTRY_LIVE;
     }
     unsigned long long now_ticks = 0;
     if (!proc_alive(p->pid, &now_ticks))
         return ENTRY_DEAD;
-    if (p->start_ticks && now_ticks && p->start_ticks != now_ticks)
+    if (p->live.start_ticks && now_ticks && p->live.start_ticks != now_ticks)
         return ENTRY_DEAD;
     p->stale = silent;
     return ENTRY_LIVE;
@@ -532,7 +584,7 @@ static int read_dir_owned(const char *dir, uid_t owner, bool remove_dead, struct
         if (rc == 0 && p.pid != pid) {
             live_proc_free(&p);
             snprintf(err, sizeof err, "its pid is not its name's");
-        } else if (rc == 0 && ns && live_ns_inode(p.pid_ns) != ns) {
+        } else if (rc == 0 && ns && live_ns_inode(p.live.pid_namespace) != ns) {
             live_proc_free(&p);
             snprintf(err, sizeof err, "its pid namespace is not its name's");
         }
@@ -541,7 +593,7 @@ static int read_dir_owned(const char *dir, uid_t owner, bool remove_dead, struct
             continue;
         }
         unsigned long long ticks;
-        if (me == 0 && st.st_uid != 0 && same_pid_namespace(p.pid_ns) && proc_alive(p.pid, &ticks) &&
+        if (me == 0 && st.st_uid != 0 && same_pid_namespace(p.live.pid_namespace) && proc_alive(p.pid, &ticks) &&
             !process_of(p.pid, st.st_uid)) {
             live_proc_free(&p);
             refuse(out, e->d_name, "its process belongs to another user");

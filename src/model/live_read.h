@@ -22,6 +22,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "model.h"
+
 /* The live directory for `uid`: `override` (TENSORLEAK_LIVE_DIR) when set,
  * else XDG/tensorleak when `xdg` is an absolute path, else
  * /tmp/tensorleak-UID.  0, or -1 when it does not fit in `len`. */
@@ -86,83 +88,92 @@ static inline const char *live_refusal(const struct stat *st, uid_t uid, bool wa
 #define LIVE_MAX_DEVICES 16
 #define LIVE_MAX_ROWS 256        /* pools, owners, growth rows, budgets: each */
 
-/* One process's live state, every field type-checked; `has_*` false means
- * the file did not say (unknown, shown as such, never as 0). */
-struct live_device {
-    int device;
-    char uuid[48]; /* "GPU-...", "" when unknown */
-    bool has_free, has_total, has_largest, has_frag;
-    uint64_t free, total, reserved, allocated, largest;
-    uint64_t gap; /* reserved - allocated, 0 when allocated is more */
-    double frag;
+#define LIVE_TEXT_MAX 256       /* a string longer is cut */
+
+/* What only the live file has (docs/live.schema.json), each read through a
+ * table of its own (live_read.c) by the model's reader, beside the report
+ * model that holds the rest. */
+struct live_state {             /* "live" */
+    const char *process;
+    double start_time;
+    uint64_t start_ticks;       /* /proc/PID/stat's start time: which process of that pid */
+    const char *pid_namespace;  /* "pid:[N]": whose pids these are */
+    double update_time, interval;
+    struct tl_seen seen;
 };
-struct live_owner {
-    char name[64], cls[16];
-    int device; /* owners_by_device rows: the device, -1 for host memory; owners rows: -1 */
-    int64_t live_bytes;
+struct live_marks {             /* "marks" */
+    uint64_t count;
+    const char *last_label;
+    double last_time;
+    struct tl_seen seen;
 };
-struct live_pool {
-    char name[96], kind[24], framework[32];
-    int device;
-    bool has_largest, has_frag;
-    uint64_t reserved, allocated, largest;
-    double frag;
+struct live_growth_line {       /* a "growth" row's own fields */
+    const char *site;           /* one line: the user's frame */
+    long long since_mark;
+    struct tl_seen seen;
 };
-struct live_growth {
-    char scope[16], kind[16], site[256];
-    int64_t bytes_per_mark;
-    int marks;
-    long since_mark;
+struct live_classes {           /* "owner_classes": user, cache, library, workspace */
+    long long bytes[4];
+    struct tl_seen seen;
 };
-struct live_budget {
-    int device;
-    char cls[16];
-    uint64_t bytes;
-    int64_t used;
-    bool exceeded;
-};
-struct live_ipc_device {
-    int device;
+struct live_ipc_row {           /* "ipc.devices" */
+    long long device;
     uint64_t mapped_bytes, mappings;
+    struct tl_seen seen;
 };
+struct live_budget_row {        /* "budgets" */
+    long long device;
+    const char *cls;
+    uint64_t bytes;
+    long long used_bytes;
+    bool exceeded;
+    struct tl_seen seen;
+};
+extern const struct tl_table live_state_table, live_marks_table, live_growth_line_table, live_classes_table,
+    live_ipc_table, live_budget_table;
+/* Whether field `name` of `elem`, a row of `t`, has a value (present, not
+ * null): unknown otherwise, shown as such, never as 0. */
+bool live_has(const struct tl_table *t, const void *elem, const char *name);
+
+/* One process's live state: the report model (its fields the live file
+ * carries, every one type-checked: one of the wrong type is unknown, a row
+ * without its figures dropped) and what only the live file has.  Strings
+ * are the model's (model.source), control bytes replaced by '?'. */
 struct live_proc {
-    char file[300];                  /* the entry's path */
+    char file[300];             /* the entry's path */
     int pid;
-    char process[64], version[32], host[64];
-    char pid_ns[64];                 /* "pid:[N]": whose pids these are */
-    unsigned long long start_ticks;  /* /proc/PID/stat's start time: which process of that pid */
-    bool has_rank;
-    long rank;
-    double start_time, update_time, interval;
-    bool stale;                      /* not updated for two intervals while the process lives */
-    int64_t live_bytes, peak_live_bytes, held_bytes;
-    uint64_t reserved, allocated;
-    bool has_largest, has_frag;
-    uint64_t largest;
-    double frag;
-    int64_t class_bytes[4];          /* user, cache, library, workspace */
-    bool has_class[4];
-    unsigned long marks;
-    char last_label[64];
-    /* CUDA IPC: other processes' memory mapped here (summary), and per
-     * importing device; has_ipc false for files written before they were. */
+    bool stale;                 /* not updated for two intervals while the process lives */
+    struct tl_report model;
+    struct live_state live;
+    struct live_marks marks;
+    struct live_classes classes;
+    struct live_growth_line *lines; /* lines[i]: model.growth[i]'s */
+    size_t ngrowth_lines;
+    /* CUDA IPC: other processes' memory mapped here, per importing device;
+     * has_ipc false for files written before they were. */
     bool has_ipc;
-    uint64_t ipc_mapped_bytes, ipc_mappings;
+    struct live_ipc_row *ipc;
     size_t nipc;
-    struct live_ipc_device ipc[LIVE_MAX_DEVICES];
-    size_t ndevices, nowners, npools, ngrowth, nbudgets;
-    struct live_device devices[LIVE_MAX_DEVICES];
-    struct live_owner *owners;
-    /* Each owner's live bytes per device; has_owner_devices false when the
-     * file does not say (an older library, or not attributed). */
+    struct live_budget_row *budgets;
+    size_t nbudgets;
+    /* "owners_by_device" is there (an older library's file does not say). */
     bool has_owner_devices;
-    size_t nowner_devices;
-    struct live_owner *owner_devices;
-    struct live_pool *pools;
-    struct live_growth *growth;
-    struct live_budget *budgets;
 };
-extern const char *const live_class_names[4];
+
+/* A string of the file, or what the readers show when it has none. */
+static inline const char *live_text(const char *s, const char *dflt)
+{
+    return s ? s : dflt;
+}
+static inline const char *live_process(const struct live_proc *p)
+{
+    return live_text(p->live.process, "unknown");
+}
+/* A growth row's scope: "call_site" when the row names none. */
+static inline const char *live_growth_scope(const struct tl_growth *g)
+{
+    return live_text(g->scope, "call_site");
+}
 
 struct live_set {
     struct live_proc *procs;

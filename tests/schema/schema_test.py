@@ -377,18 +377,59 @@ LIVE_ONLY = {
 }
 
 
+def dumped_tables(program):
+    """The tables a dump program of tests/schema prints (dump_tables.c,
+    dump_live_tables.c)."""
+    p = subprocess.run([os.path.join(BUILD, "tests", "schema", program)], capture_output=True, text=True, timeout=30)
+    check(p.returncode == 0, f"{program}: {p.stderr}")
+    return json.loads(p.stdout)
+
+
+def load_live_schema():
+    with open(LIVE_SCHEMA_PATH) as f:
+        return json.load(f)
+
+
+def the_live_files_own_parts_are_the_readers_tables():
+    """What only the live file has (LIVE_ONLY) is read by tables of the
+    readers' own (tools/live_read.c): each declares exactly the fields the
+    live schema gives that object, of the schema's type."""
+    tables, live = dumped_tables("dump_live_tables"), load_live_schema()
+    props = live["properties"]
+    objects = {
+        "live": props["live"],
+        "marks": props["marks"],
+        "growth": live["$defs"]["growth"],
+        "ipc.devices": props["ipc"]["properties"]["devices"]["items"],
+        "budgets": props["budgets"]["items"],
+    }
+    eq(set(tables), set(objects) | {"owner_classes"}, "the readers' tables")
+    json_types = {"u64": "integer", "int": "integer", "real": "number", "string": "string", "bool": "boolean"}
+    for name, obj in objects.items():
+        declared = set(obj["properties"])
+        if name == "growth":  # the report's growth row, plus the live file's own fields
+            declared &= LIVE_ONLY["growth"]
+        eq({f["name"] for f in tables[name]}, declared, f"live {name}: the reader's table")
+        for f in tables[name]:
+            node = obj["properties"][f["name"]]
+            types = node["type"] if isinstance(node["type"], list) else [node["type"]]
+            check(json_types[f["type"]] in types, f"live {name}.{f['name']}: {f['type']} is not {types}")
+            if f["type"] == "u64":
+                check(node.get("minimum", -1) >= 0, f"live {name}.{f['name']}: u64 without minimum 0")
+    # Owner classes: any class name to an integer; the reader knows the four.
+    eq(props["owner_classes"]["additionalProperties"], {"type": "integer"}, "live owner_classes")
+    eq(sorted(f["name"] for f in tables["owner_classes"]), sorted(["user", "cache", "library", "workspace"]),
+       "live owner_classes: the reader's table")
+    check(all(f["type"] == "int" for f in tables["owner_classes"]), "live owner_classes: integers")
+
+
 def the_live_schema_is_the_fields_the_tables_mark_live():
     """docs/live.schema.json declares exactly the fields the model's tables
     mark live (TL_FIELD_LIVE) plus the live file's own, each referring to the
     report schema's field of that name; it is Draft 2020-12 and resolves
     against docs/report.schema.json."""
     import referencing
-    p = subprocess.run([os.path.join(BUILD, "tests", "schema", "dump_tables")], capture_output=True, text=True,
-                       timeout=30)
-    check(p.returncode == 0, f"dump_tables: {p.stderr}")
-    tables = json.loads(p.stdout)
-    with open(LIVE_SCHEMA_PATH) as f:
-        live = json.load(f)
+    tables, live = dumped_tables("dump_tables"), load_live_schema()
     jsonschema.Draft202012Validator.check_schema(live)
     report = load_schema()
     objects = {"report": (live, ""), "pool": (live["$defs"]["pool"], "/$defs/pool"),
