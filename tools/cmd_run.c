@@ -23,6 +23,7 @@
  * passes silently otherwise).  What CMD starts later is not looked at.
  */
 #include "cli.h"
+#include "option_rules.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -38,63 +39,19 @@
 #define TL_LIBDIR "lib"
 #endif
 
-#define RUN_MAX_DEPTH 128 /* the library's TL_MAX_DEPTH */
-
 static const char usage[] =
     "usage: tensorleak run [--sim] [-o|--output PATTERN] [--depth N] [--python-depth N] [--fail-on KINDS]\n"
     "                      [--exitcode N] [--suppressions FILE] [--owners FILE] [--no-default-owners]\n"
     "                      [--budget SPEC] [--budget-enforce] [--interval SECONDS] [--quiet]\n"
     "                      [--] CMD ARGS...";
 
-/* Parses a decimal integer in [0, max]; no sign, no suffix. */
-static bool parse_bounded(const char *text, long max, long *out)
+/* Refuses a value the library would refuse: the rule is the library's
+ * (option_rules.h), said with the option's name. */
+static bool value_ok(bool ok, const char *option, const char *value, const char *why)
 {
-    if (!*text)
-        return false;
-    long v = 0;
-    for (const char *p = text; *p; p++) {
-        if (*p < '0' || *p > '9')
-            return false;
-        v = v * 10 + (*p - '0');
-        if (v > max)
-            return false;
-    }
-    *out = v;
-    return true;
-}
-
-/* Checks a --fail-on list: leak, growth, invalid-free, oom; or none alone. */
-static bool valid_fail_on(const char *list)
-{
-    static const char *const kinds[] = { "leak", "growth", "invalid-free", "oom", "none" };
-    size_t items = 0;
-    bool has_none = false;
-    const char *p = list;
-    for (;;) {
-        size_t len = strcspn(p, ",");
-        bool known = false;
-        for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
-            if (strlen(kinds[k]) == len && strncmp(p, kinds[k], len) == 0) {
-                known = true;
-                has_none |= k == 4;
-            }
-        }
-        if (!known) {
-            cli_error("run: --fail-on: unknown kind '%.*s' "
-                      "(expected a comma list of leak, growth, invalid-free, oom; or none)",
-                      (int)(len > 40 ? 40 : len), p);
-            return false;
-        }
-        items++;
-        if (!p[len])
-            break;
-        p += len + 1;
-    }
-    if (has_none && items > 1) {
-        cli_error("run: --fail-on: 'none' cannot be combined with other kinds");
-        return false;
-    }
-    return true;
+    if (!ok)
+        cli_error("run: --%s: invalid value '%.200s' (%s)", option, value, why);
+    return ok;
 }
 
 /* Resolves the preload library to an absolute path in `out`. */
@@ -299,7 +256,11 @@ int cmd_run(int argc, char **argv)
     const char *output = NULL, *depth = NULL, *python_depth = NULL, *fail_on = NULL, *exitcode = NULL;
     const char *owners = NULL, *budget = NULL, *interval = NULL;
     const char *supp_path = NULL;
-    long number;
+    /* The values are checked here and passed on as spelled. */
+    char why[TL_OPTION_WHY];
+    int number;
+    unsigned kinds;
+    double seconds;
     int opt;
     opterr = 0;
     optind = 1;
@@ -318,23 +279,18 @@ int cmd_run(int argc, char **argv)
             break;
         case OPT_DEPTH:
         case OPT_PYTHON_DEPTH:
-            if (!parse_bounded(optarg, RUN_MAX_DEPTH, &number)) {
-                cli_error("run: --%s: invalid value '%s' (expected 0 to %d frames)",
-                          opt == OPT_DEPTH ? "depth" : "python-depth", optarg, RUN_MAX_DEPTH);
+            if (!value_ok(tl_option_depth(optarg, &number, why), opt == OPT_DEPTH ? "depth" : "python-depth", optarg, why))
                 return CLI_EXIT_USAGE;
-            }
             *(opt == OPT_DEPTH ? &depth : &python_depth) = optarg;
             break;
         case OPT_FAIL_ON:
-            if (!valid_fail_on(optarg))
+            if (!value_ok(tl_option_fail_on(optarg, &kinds, why), "fail-on", optarg, why))
                 return CLI_EXIT_USAGE;
             fail_on = optarg;
             break;
         case OPT_EXITCODE:
-            if (!parse_bounded(optarg, 255, &number)) {
-                cli_error("run: --exitcode: invalid value '%s' (expected 0 to 255)", optarg);
+            if (!value_ok(tl_option_exitcode(optarg, &number, why), "exitcode", optarg, why))
                 return CLI_EXIT_USAGE;
-            }
             exitcode = optarg;
             break;
         case OPT_SUPPRESSIONS:
@@ -361,16 +317,11 @@ int cmd_run(int argc, char **argv)
         case OPT_BUDGET_ENFORCE:
             budget_enforce = true;
             break;
-        case OPT_INTERVAL: {
-            char *end;
-            double seconds = strtod(optarg, &end);
-            if (!*optarg || *end || !(seconds > 0) || seconds > 86400.0 * 365) {
-                cli_error("run: --interval: invalid value '%s' (expected seconds > 0)", optarg);
+        case OPT_INTERVAL:
+            if (!value_ok(tl_option_interval(optarg, &seconds, why), "interval", optarg, why))
                 return CLI_EXIT_USAGE;
-            }
             interval = optarg;
             break;
-        }
         case 'h':
             puts(usage);
             return CLI_EXIT_OK;
