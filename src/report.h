@@ -205,7 +205,6 @@ struct tl_leak {
     /* "bytes" is null: some of the allocations have a size the driver did
      * not report (unknown_size_allocations of them). */
     bool bytes_unknown;
-    bool has_rank;
     uint64_t counted_elsewhere; /* merge: bytes of its "shared" entries another input counts */
 };
 
@@ -272,7 +271,6 @@ struct tl_growth {
     const char *owner_class, *owner;  /* owner rows */
     long long rank, pid;
     struct tl_seen seen;
-    bool has_rank;
 };
 
 /* One allocated block of a pool segment (optional "layout", see tl_segment). */
@@ -346,7 +344,6 @@ struct tl_pool {
     bool has_utilization;
     bool layout_unknown;        /* largest_free_block/fragmentation null */
     bool has_layout;            /* "layout" present (possibly empty) */
-    bool has_rank;
     bool has_framework;
     bool has_read_at;
     bool bytes_unknown;         /* reserved_bytes null: a host pool without byte counts, or
@@ -380,7 +377,6 @@ struct tl_device {
     bool layout_unknown;           /* largest_free_block/fragmentation null */
     bool has_free;                 /* "free" known (null at exit when the driver
                                       stopped answering; "total" may be its last) */
-    bool has_rank;
 };
 
 /* One entry of "repairs": a figure that broke an invariant, repaired. */
@@ -407,7 +403,6 @@ struct tl_invalid_free {
     struct tl_stack stack;
     long long rank, pid;
     struct tl_seen seen;
-    bool has_rank;
 };
 
 /* One pool of the failing device as the out-of-memory post-mortem read it
@@ -532,7 +527,6 @@ struct tl_report {
     struct tl_seen seen;
 
     bool has_pid;               /* false for merged reports */
-    bool has_rank;
     bool has_leaks_array;
     bool has_sites;
     bool has_oom;

@@ -124,7 +124,6 @@ static bool site_derive(struct tl_report *r, void *e, char *error, size_t size)
         return false;
     }
     l->bytes_unknown = tl_seen_null(&l->seen, TL_F_SITE_bytes);
-    l->has_rank = tl_seen_has(&l->seen, TL_F_SITE_rank);
     l->counted_elsewhere = 0;
     for (size_t i = 0; i < l->share_count; i++)
         if (l->shared[i].counted_elsewhere)
@@ -145,7 +144,6 @@ static bool growth_derive(struct tl_report *r, void *e, char *error, size_t size
 {
     (void)r, (void)error, (void)size;
     struct tl_growth *g = e;
-    g->has_rank = tl_seen_has(&g->seen, TL_F_GROWTH_rank);
     return true;
 }
 
@@ -180,7 +178,6 @@ static bool pool_derive(struct tl_report *r, void *e, char *error, size_t size)
     p->bytes_unknown = tl_seen_null(&p->seen, TL_F_POOL_reserved_bytes);
     p->has_utilization = tl_seen_has(&p->seen, TL_F_POOL_utilization);
     p->has_layout = tl_seen_has(&p->seen, TL_F_POOL_layout);
-    p->has_rank = tl_seen_has(&p->seen, TL_F_POOL_rank);
     p->has_framework = tl_seen_has(&p->seen, TL_F_POOL_framework);
     p->has_read_at = tl_seen_has(&p->seen, TL_F_POOL_read_at);
     return true;
@@ -202,7 +199,6 @@ static bool device_derive(struct tl_report *r, void *e, char *error, size_t size
     d->layout_unknown = tl_seen_null(&d->seen, TL_F_DEVICE_largest_free_block) || tl_seen_null(&d->seen, TL_F_DEVICE_fragmentation);
     d->has_largest_free_block = tl_seen_has(&d->seen, TL_F_DEVICE_largest_free_block);
     d->has_fragmentation = tl_seen_has(&d->seen, TL_F_DEVICE_fragmentation);
-    d->has_rank = tl_seen_has(&d->seen, TL_F_DEVICE_rank);
     return true;
 }
 
@@ -210,7 +206,6 @@ static bool invalid_free_derive(struct tl_report *r, void *e, char *error, size_
 {
     (void)r, (void)error, (void)size;
     struct tl_invalid_free *f = e;
-    f->has_rank = tl_seen_has(&f->seen, TL_F_INVALID_rank);
     return true;
 }
 
@@ -226,7 +221,6 @@ static bool report_derive_root(struct tl_report *r, void *e, char *error, size_t
 {
     (void)e, (void)error, (void)size;
     r->has_pid = tl_seen_has(&r->seen, TL_F_REPORT_pid);
-    r->has_rank = tl_seen_has(&r->seen, TL_F_REPORT_rank);
     r->has_leaks_array = r->seen.present & TL_BIT(REPORT, leaks);
     r->has_sites = tl_seen_has(&r->seen, TL_F_REPORT_sites);
     r->has_oom = tl_seen_has(&r->seen, TL_F_REPORT_oom);

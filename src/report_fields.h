@@ -99,6 +99,11 @@ TL_F_ENUMERATE(TL_REPORT_NAMES, REPORT)
 #undef TL_F_ENUMERATE
 #undef TL_F_ENUM
 
+/* Field `field` of `obj`, an object of table TABLE, had a value in the
+ * report (not absent, not null): what a renderer asks before it shows an
+ * optional figure. */
+#define TL_HAS(obj, TABLE, field) tl_seen_has(&(obj)->seen, TL_F_##TABLE##_##field)
+
 /* A field's bit, for tl_seen.present and .null. */
 #define TL_BIT(table, name) (1ull << TL_F_##table##_##name)
 /* Every field of a table present. */

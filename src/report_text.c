@@ -204,7 +204,7 @@ static void leaks(FILE *out, const struct tl_report *r)
         fprintf(out, "Leak of %s%s in %" PRIu64 " allocation(s) [",
                 l->bytes_unknown ? "unknown size" : size_human(l->bytes, human), what, l->count);
         put_field(out, l->kind ? report_leak_kind(l) : NULL);
-        fprintf(out, "%s] allocated from:\n", rank_tag(l->has_rank, l->rank, ", ").text);
+        fprintf(out, "%s] allocated from:\n", rank_tag(TL_HAS(l, SITE, rank), l->rank, ", ").text);
         format_stack(out, &l->stack);
         fputc('\n', out);
     }
@@ -215,7 +215,7 @@ static void leaks(FILE *out, const struct tl_report *r)
 static bool scoped_growth(FILE *out, const struct tl_growth *g)
 {
     char human[SIZE_HUMAN_MAX];
-    const struct rank_tag tag = rank_tag(g->has_rank, g->rank, ", ");
+    const struct rank_tag tag = rank_tag(TL_HAS(g, GROWTH, rank), g->rank, ", ");
     const char *rank = tag.text;
     size_human(g->bytes_per_mark, human);
     if (!g->scope || strcmp(g->scope, "call_site") == 0)
@@ -256,7 +256,7 @@ static void growth(FILE *out, const struct tl_report *r)
             continue;
         fprintf(out, "Growth of %s per mark over %" PRIu64 " marks [", size_human(g->bytes_per_mark, human), g->marks);
         put_field(out, g->kind);
-        fprintf(out, "%s] allocated from:\n", rank_tag(g->has_rank, g->rank, ", ").text);
+        fprintf(out, "%s] allocated from:\n", rank_tag(TL_HAS(g, GROWTH, rank), g->rank, ", ").text);
         format_stack(out, &g->stack);
         fputc('\n', out);
     }
@@ -272,7 +272,7 @@ static void invalid_frees(FILE *out, const struct tl_report *r)
         put_field(out, f->address);
         fputs(" [", out);
         put_field(out, f->kind);
-        fprintf(out, "%s] from:\n", rank_tag(f->has_rank, f->rank, ", ").text);
+        fprintf(out, "%s] from:\n", rank_tag(TL_HAS(f, INVALID, rank), f->rank, ", ").text);
         format_stack(out, &f->stack);
         fputc('\n', out);
     }
@@ -428,7 +428,7 @@ static void devices(FILE *out, const struct tl_report *r)
         double frag = d->has_fragmentation ? d->fragmentation : r->summary.fragmentation;
         bool unknown = known_here ? d->layout_unknown : r->summary.layout_unknown;
         fprintf(out, "%s%s device %lld: reserved %s, allocated %s, gap %s; %s\n",
-                prefix_of(r).text, rank_tag(d->has_rank, d->rank, " ").text, d->device,
+                prefix_of(r).text, rank_tag(TL_HAS(d, DEVICE, rank), d->rank, " ").text, d->device,
                 size_human(d->reserved_bytes, reserved),
                 size_human(d->allocated_bytes, allocated), size_human(d->gap_bytes, gap),
                 free_space_words(unknown, block, frag, free_space, sizeof free_space));
@@ -465,7 +465,7 @@ static void pools(FILE *out, const struct tl_report *r)
     for (size_t i = 0; i < r->pool_count; i++) {
         const struct tl_pool *p = &r->pools[i];
         if (p->has_framework && p->device < 0) { /* a framework's host pool (CuPy pinned) */
-            fprintf(out, "%s%s pool '", prefix_of(r).text, rank_tag(p->has_rank, p->rank, " ").text);
+            fprintf(out, "%s%s pool '", prefix_of(r).text, rank_tag(TL_HAS(p, POOL, rank), p->rank, " ").text);
             put_field(out, p->name);
             fputs("' (", out);
             put_field(out, p->kind);
@@ -481,7 +481,7 @@ static void pools(FILE *out, const struct tl_report *r)
         }
         bool graph = p->kind && strcmp(p->kind, "graph") == 0;
         bool unknown = graph && p->bytes_unknown; /* the driver never reported graph memory */
-        fprintf(out, "%s%s pool '", prefix_of(r).text, rank_tag(p->has_rank, p->rank, " ").text);
+        fprintf(out, "%s%s pool '", prefix_of(r).text, rank_tag(TL_HAS(p, POOL, rank), p->rank, " ").text);
         put_field(out, p->name);
         fputs("' (", out);
         put_field(out, p->kind);

@@ -46,6 +46,7 @@
  */
 #include "cli.h"
 #include "report.h"
+#include "report_fields.h"
 
 #include "tl_version.h"
 
@@ -617,7 +618,7 @@ int cmd_merge(int argc, char **argv)
         }
         i->report.root = tree; /* what report_tree would build again */
         i->position = loaded;
-        i->rank = i->report.has_rank ? i->report.rank : (long long)loaded;
+        i->rank = TL_HAS(&i->report, REPORT, rank) ? i->report.rank : (long long)loaded;
     }
     qsort(in, n, sizeof(*in), by_rank);
     for (size_t i = 1; i < n; i++) {

@@ -28,6 +28,7 @@
  */
 #include "cli.h"
 #include "report.h"
+#include "report_fields.h"
 #include "sizes.h"
 #include "stack_view.h"
 
@@ -264,7 +265,7 @@ static void put_sites(FILE *out, const struct tl_leak *sites, size_t count, cons
                 "<span class=\"tag\">", cls, l->bytes, l->bytes_unknown ? "unknown size" : human(l->bytes, a), l->count);
         put_text(out, report_leak_kind(l));
         fputs("</span>", out);
-        if (l->has_rank)
+        if (TL_HAS(l, SITE, rank))
             fprintf(out, "<span class=\"tag\">rank %lld</span>", l->rank);
         if (l->owner) {
             fprintf(out, "<span class=\"tag owner\" style=\"border-left-color:%s\" data-owner=\"",
@@ -740,7 +741,7 @@ static void put_pool(FILE *out, const struct tl_pool *p)
         fputs(", host", out); /* a framework's pinned host pool */
     else
         fprintf(out, ", device %lld", p->device);
-    if (p->has_rank)
+    if (TL_HAS(p, POOL, rank))
         fprintf(out, ", rank %lld", p->rank);
     if (p->bytes_unknown) { /* CuPy's pinned pool publishes no byte counts: nothing to draw */
         fprintf(out, "): %" PRIu64 " free block(s); no byte counts published</figcaption>\n</figure>\n",
@@ -794,7 +795,7 @@ static size_t device_owner_parts(const struct tl_report *r, const struct tl_devi
         return 0;
     for (size_t i = 0; i < r->device_count; i++) {
         const struct tl_device *o = &r->devices[i];
-        if (o != d && o->has_rank == d->has_rank && (!d->has_rank || o->rank == d->rank))
+        if (o != d && TL_HAS(o, DEVICE, rank) == TL_HAS(d, DEVICE, rank) && (!TL_HAS(d, DEVICE, rank) || o->rank == d->rank))
             return 0;
     }
     size_t n = owner_rows(r, rows, cap);
@@ -806,7 +807,7 @@ static size_t device_owner_parts(const struct tl_report *r, const struct tl_devi
         for (size_t i = 0; i < counts[l]; i++) {
             const struct tl_leak *e = &lists[l][i];
             if (!e->owner || !device_kind(e->kind) ||
-                (d->has_rank && (!e->has_rank || e->rank != d->rank)))
+                (TL_HAS(d, DEVICE, rank) && (!TL_HAS(e, SITE, rank) || e->rank != d->rank)))
                 continue;
             for (size_t k = 0; k < n; k++)
                 if (same_owner(rows[k].name, e->owner)) {
@@ -833,7 +834,7 @@ static void put_device(FILE *out, const struct tl_report *r, const struct tl_dev
     size_t nrows = rows ? device_owner_parts(r, d, rows, cap) : 0;
     fprintf(out, "<figure class=\"device\" data-device=\"%lld\"><figcaption><b>device %lld</b>",
             d->device, d->device);
-    if (d->has_rank)
+    if (TL_HAS(d, DEVICE, rank))
         fprintf(out, " (rank %lld)", d->rank);
     fprintf(out, ": total %s, this process %s, others %s, free %s</figcaption>\n",
             human(d->total, a), human(mine, b), human(others, c), human(d->free, e));
@@ -1173,7 +1174,7 @@ static void put_report(FILE *out, const struct tl_report *r, size_t index, size_
         fprintf(out, " · pid %lld", r->pid);
     else if (r->rank_count > 0)
         fprintf(out, " · merged from %zu ranks", r->rank_count);
-    if (r->has_rank)
+    if (TL_HAS(r, REPORT, rank))
         fprintf(out, " · rank %lld", r->rank);
     if (r->host) {
         fputs(" · ", out);

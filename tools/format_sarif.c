@@ -20,6 +20,7 @@
  */
 #include "cli.h"
 #include "report.h"
+#include "report_fields.h"
 #include "sizes.h"
 #include "stack_view.h"
 
@@ -252,7 +253,7 @@ static void add_report(struct result_stream *results, const struct tl_report *re
             json_object_set_new(props, "imported", json_true());
         if (tag_report)
             json_object_set_new(props, "report", json_string(rep->path));
-        if (l->has_rank)
+        if (TL_HAS(l, SITE, rank))
             json_object_set_new(props, "rank", json_integer(l->rank));
         add_result(results, RULE_LEAK, text, l->kind, &l->stack, props, l->suppression,
                    l->suppressed);
@@ -292,7 +293,7 @@ static void add_report(struct result_stream *results, const struct tl_report *re
         }
         if (tag_report)
             json_object_set_new(props, "report", json_string(rep->path));
-        if (g->has_rank)
+        if (TL_HAS(g, GROWTH, rank))
             json_object_set_new(props, "rank", json_integer(g->rank));
         add_result(results, RULE_GROWTH, text, g->kind, &g->stack, props, NULL, g->suppressed);
     }
@@ -306,7 +307,7 @@ static void add_report(struct result_stream *results, const struct tl_report *re
             json_object_set_new(props, "address", json_string(f->address));
         if (tag_report)
             json_object_set_new(props, "report", json_string(rep->path));
-        if (f->has_rank)
+        if (TL_HAS(f, INVALID, rank))
             json_object_set_new(props, "rank", json_integer(f->rank));
         add_result(results, RULE_INVALID_FREE, text, f->kind, &f->stack, props, NULL,
                    f->suppressed);
@@ -379,7 +380,7 @@ static json_t *memory_properties(const struct tl_report *reports, size_t count)
             json_object_set_new(o, "text", json_string(text));
             if (count > 1)
                 json_object_set_new(o, "report", json_string(rep->path));
-            if (d->has_rank)
+            if (TL_HAS(d, DEVICE, rank))
                 json_object_set_new(o, "rank", json_integer(d->rank));
             json_array_append_new(memory, o);
         }
@@ -410,7 +411,7 @@ static json_t *memory_properties(const struct tl_report *reports, size_t count)
                 json_object_set_new(o, "reading", json_string(p->reading));
             if (count > 1)
                 json_object_set_new(o, "report", json_string(rep->path));
-            if (p->has_rank)
+            if (TL_HAS(p, POOL, rank))
                 json_object_set_new(o, "rank", json_integer(p->rank));
             json_array_append_new(memory, o);
         }
