@@ -109,7 +109,6 @@ static bool allocation_derive(struct tl_report *r, void *e, char *error, size_t 
     (void)r, (void)error, (void)size;
     struct tl_allocation *a = e;
     a->device = tl_seen_has(&a->seen, TL_F_ALLOC_device) ? a->device : -1;
-    a->has_address = tl_seen_has(&a->seen, TL_F_ALLOC_address);
     return true;
 }
 
@@ -117,7 +116,6 @@ static bool site_derive(struct tl_report *r, void *e, char *error, size_t size)
 {
     (void)r;
     struct tl_leak *l = e;
-    l->has_allocations = tl_seen_has(&l->seen, TL_F_SITE_allocations);
     if (l->allocation_count > l->count) {
         snprintf(error, size, ".allocations: %zu listed, more than its count (%" PRIu64 ")", l->allocation_count,
                  l->count);
@@ -137,13 +135,6 @@ static bool owner_device_derive(struct tl_report *r, void *e, char *error, size_
     struct tl_owner_device *o = e;
     if (tl_seen_null(&o->seen, TL_F_OWNDEV_device))
         o->device = -1; /* host memory, no device's */
-    return true;
-}
-
-static bool growth_derive(struct tl_report *r, void *e, char *error, size_t size)
-{
-    (void)r, (void)error, (void)size;
-    struct tl_growth *g = e;
     return true;
 }
 
@@ -176,18 +167,6 @@ static bool pool_derive(struct tl_report *r, void *e, char *error, size_t size)
     struct tl_pool *p = e;
     p->layout_unknown = tl_seen_null(&p->seen, TL_F_POOL_largest_free_block) || tl_seen_null(&p->seen, TL_F_POOL_fragmentation);
     p->bytes_unknown = tl_seen_null(&p->seen, TL_F_POOL_reserved_bytes);
-    p->has_utilization = tl_seen_has(&p->seen, TL_F_POOL_utilization);
-    p->has_layout = tl_seen_has(&p->seen, TL_F_POOL_layout);
-    p->has_framework = tl_seen_has(&p->seen, TL_F_POOL_framework);
-    p->has_read_at = tl_seen_has(&p->seen, TL_F_POOL_read_at);
-    return true;
-}
-
-static bool mark_derive(struct tl_report *r, void *e, char *error, size_t size)
-{
-    (void)r, (void)error, (void)size;
-    struct tl_mark *m = e;
-    m->has_device_free = tl_seen_has(&m->seen, TL_F_MARK_device_free);
     return true;
 }
 
@@ -195,17 +174,7 @@ static bool device_derive(struct tl_report *r, void *e, char *error, size_t size
 {
     (void)r, (void)error, (void)size;
     struct tl_device *d = e;
-    d->has_free = tl_seen_has(&d->seen, TL_F_DEVICE_free);
     d->layout_unknown = tl_seen_null(&d->seen, TL_F_DEVICE_largest_free_block) || tl_seen_null(&d->seen, TL_F_DEVICE_fragmentation);
-    d->has_largest_free_block = tl_seen_has(&d->seen, TL_F_DEVICE_largest_free_block);
-    d->has_fragmentation = tl_seen_has(&d->seen, TL_F_DEVICE_fragmentation);
-    return true;
-}
-
-static bool invalid_free_derive(struct tl_report *r, void *e, char *error, size_t size)
-{
-    (void)r, (void)error, (void)size;
-    struct tl_invalid_free *f = e;
     return true;
 }
 
@@ -214,16 +183,6 @@ static bool summary_derive(struct tl_report *r, void *e, char *error, size_t siz
     (void)r, (void)error, (void)size;
     struct tl_summary *s = e;
     s->layout_unknown = tl_seen_null(&s->seen, TL_SUMMARY_largest_free_block) || tl_seen_null(&s->seen, TL_SUMMARY_fragmentation);
-    return true;
-}
-
-static bool report_derive_root(struct tl_report *r, void *e, char *error, size_t size)
-{
-    (void)e, (void)error, (void)size;
-    r->has_pid = tl_seen_has(&r->seen, TL_F_REPORT_pid);
-    r->has_leaks_array = r->seen.present & TL_BIT(REPORT, leaks);
-    r->has_sites = tl_seen_has(&r->seen, TL_F_REPORT_sites);
-    r->has_oom = tl_seen_has(&r->seen, TL_F_REPORT_oom);
     return true;
 }
 
@@ -359,7 +318,7 @@ static const struct tl_field growth_fields[] = {
     FIELD(struct tl_growth, rank, INT, 0),
     FIELD(struct tl_growth, pid, INT, 0),
 };
-static const struct tl_table growth_table = TABLE(struct tl_growth, "growth", growth_fields, growth_derive);
+static const struct tl_table growth_table = TABLE(struct tl_growth, "growth", growth_fields, NULL);
 
 static const struct tl_field block_fields[] = {
     FIELD(struct tl_block, offset, U64, R),
@@ -458,7 +417,7 @@ static const struct tl_field mark_fields[] = {
     FIELD(struct tl_mark, device_free, U64, 0),
     FIELD(struct tl_mark, time, REAL, 0),
 };
-static const struct tl_table mark_table = TABLE(struct tl_mark, "mark", mark_fields, mark_derive);
+static const struct tl_table mark_table = TABLE(struct tl_mark, "mark", mark_fields, NULL);
 
 static const struct tl_field invalid_free_fields[] = {
     FIELD(struct tl_invalid_free, address, STRING, 0),
@@ -469,7 +428,7 @@ static const struct tl_field invalid_free_fields[] = {
     FIELD(struct tl_invalid_free, pid, INT, 0),
 };
 static const struct tl_table invalid_free_table =
-    TABLE(struct tl_invalid_free, "invalid_free", invalid_free_fields, invalid_free_derive);
+    TABLE(struct tl_invalid_free, "invalid_free", invalid_free_fields, NULL);
 
 static const struct tl_field oom_pool_fields[] = {
     FIELD(struct tl_oom_pool, name, STRING, R),
@@ -500,14 +459,7 @@ static const struct tl_field oom_fields[] = {
     FIELD(struct tl_oom, rank, INT, 0),
     FIELD(struct tl_oom, pid, INT, 0),
 };
-static bool oom_derive(struct tl_report *r, void *e, char *error, size_t size)
-{
-    (void)r, (void)error, (void)size;
-    struct tl_oom *o = e;
-    o->has_verdict = tl_seen_has(&o->seen, TL_F_OOM_verdict);
-    return true;
-}
-static const struct tl_table oom_table = TABLE(struct tl_oom, "oom", oom_fields, oom_derive);
+static const struct tl_table oom_table = TABLE(struct tl_oom, "oom", oom_fields, NULL);
 
 static const struct tl_field tracker_fields[] = {
     FIELD(struct tl_tracker, stacks_unwound, U64, 0),
@@ -591,7 +543,7 @@ static const struct tl_field report_fields[] = {
     OBJECT(struct tl_report, gate, "gate", gate_table, 0),
     LIST(struct tl_report, ranks, rank_count, "ranks", rank_table, 0),
 };
-const struct tl_table tl_report_table = TABLE(struct tl_report, "report", report_fields, report_derive_root);
+const struct tl_table tl_report_table = TABLE(struct tl_report, "report", report_fields, NULL);
 
 /* ---- deriving a built model ------------------------------------------------ */
 

@@ -124,7 +124,7 @@ struct prefix {
 static struct prefix prefix_of(const struct tl_report *r)
 {
     struct prefix p;
-    if (r->has_pid)
+    if (TL_HAS(r, REPORT, pid))
         snprintf(p.text, sizeof(p.text), "==%lld==", r->pid);
     else
         snprintf(p.text, sizeof(p.text), "==?==");
@@ -365,14 +365,14 @@ void report_oom_sentence(const struct tl_oom *o, char *buf, size_t size)
 static void oom(FILE *out, const struct tl_report *r)
 {
     char human[SIZE_HUMAN_MAX];
-    if (!r->has_oom)
+    if (!TL_HAS(r, REPORT, oom))
         return;
     fprintf(out, "Out of memory allocating %s [", size_human(r->oom.bytes, human));
     put_field(out, r->oom.kind);
     fprintf(out, "] on device %lld from:\n", r->oom.device);
     format_stack(out, &r->oom.stack);
     fputc('\n', out);
-    if (!r->oom.has_verdict) /* a report from before the verdict */
+    if (!TL_HAS(&r->oom, OOM, verdict)) /* a report from before the verdict */
         return;
     char line[512];
     report_oom_sentence(&r->oom, line, sizeof line);
@@ -422,10 +422,10 @@ static void devices(FILE *out, const struct tl_report *r)
     for (size_t i = 0; i < r->device_count; i++) {
         const struct tl_device *d = &r->devices[i];
         /* Reports of one device may keep these in the summary only. */
-        bool known_here = d->has_largest_free_block || d->layout_unknown;
-        uint64_t block = d->has_largest_free_block ? d->largest_free_block
+        bool known_here = TL_HAS(d, DEVICE, largest_free_block) || d->layout_unknown;
+        uint64_t block = TL_HAS(d, DEVICE, largest_free_block) ? d->largest_free_block
                                                    : r->summary.largest_free_block;
-        double frag = d->has_fragmentation ? d->fragmentation : r->summary.fragmentation;
+        double frag = TL_HAS(d, DEVICE, fragmentation) ? d->fragmentation : r->summary.fragmentation;
         bool unknown = known_here ? d->layout_unknown : r->summary.layout_unknown;
         fprintf(out, "%s%s device %lld: reserved %s, allocated %s, gap %s; %s\n",
                 prefix_of(r).text, rank_tag(TL_HAS(d, DEVICE, rank), d->rank, " ").text, d->device,
@@ -441,7 +441,7 @@ static void framework_note(FILE *out, const struct tl_pool *p)
 {
     const char *v = p->framework.version, *m = p->framework.mode;
     char when[64] = "??";
-    if (p->has_read_at && p->read_at >= 0 && p->read_at < 1e11)
+    if (TL_HAS(p, POOL, read_at) && p->read_at >= 0 && p->read_at < 1e11)
         tl_format_realtime(p->read_at, when, sizeof when);
     const char *said = !p->state || strcmp(p->state, "fresh") == 0 ? ""
                        : strcmp(p->state, "final") == 0        ? ", read at exit"
@@ -464,7 +464,7 @@ static void pools(FILE *out, const struct tl_report *r)
     char reserved[SIZE_HUMAN_MAX], allocated[SIZE_HUMAN_MAX], free_space[96];
     for (size_t i = 0; i < r->pool_count; i++) {
         const struct tl_pool *p = &r->pools[i];
-        if (p->has_framework && p->device < 0) { /* a framework's host pool (CuPy pinned) */
+        if (TL_HAS(p, POOL, framework) && p->device < 0) { /* a framework's host pool (CuPy pinned) */
             fprintf(out, "%s%s pool '", prefix_of(r).text, rank_tag(TL_HAS(p, POOL, rank), p->rank, " ").text);
             put_field(out, p->name);
             fputs("' (", out);
@@ -502,7 +502,7 @@ static void pools(FILE *out, const struct tl_report *r)
         }
         else if (p->reading && strcmp(p->reading, "none") == 0)
             fprintf(out, " [the driver never answered]");
-        if (p->has_framework)
+        if (TL_HAS(p, POOL, framework))
             framework_note(out, p);
         fputc('\n', out);
     }

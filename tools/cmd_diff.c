@@ -13,6 +13,7 @@
  */
 #include "cli.h"
 #include "report.h"
+#include "report_fields.h"
 #include "sizes.h"
 #include "terminal_safe.h"
 
@@ -162,7 +163,7 @@ static size_t combine(struct diff_site *sites, size_t n)
 
 static int diff_reports(const struct tl_report *old, const struct tl_report *new)
 {
-    bool use_sites = old->has_sites && new->has_sites;
+    bool use_sites = TL_HAS(old, REPORT, sites) && TL_HAS(new, REPORT, sites);
     const struct tl_leak *old_e = use_sites ? old->sites : old->leaks;
     const struct tl_leak *new_e = use_sites ? new->sites : new->leaks;
     size_t old_n = use_sites ? old->site_count : old->leak_count;

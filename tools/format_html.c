@@ -411,7 +411,7 @@ static void put_verdicts(FILE *out, const struct tl_report *r)
                 "not live allocations.",
                 s->invalid_frees > r->invalid_free_count ? s->invalid_frees
                                                          : (uint64_t)r->invalid_free_count);
-    if (r->has_oom)
+    if (TL_HAS(r, REPORT, oom))
         verdict(out, "bad", "<b>Out of memory:</b> a request of %s on device %lld failed.",
                 human(r->oom.bytes, a), r->oom.device);
     char kinds[128];
@@ -737,7 +737,7 @@ static void put_pool(FILE *out, const struct tl_pool *p)
     put_text(out, p->name ? p->name : "(unnamed pool)");
     fputs("</b> (", out);
     put_text(out, p->kind ? p->kind : "pool");
-    if (p->has_framework && p->device < 0)
+    if (TL_HAS(p, POOL, framework) && p->device < 0)
         fputs(", host", out); /* a framework's pinned host pool */
     else
         fprintf(out, ", device %lld", p->device);
@@ -823,7 +823,7 @@ static void put_device(FILE *out, const struct tl_report *r, const struct tl_dev
     char a[SIZE_HUMAN_MAX], b[SIZE_HUMAN_MAX], c[SIZE_HUMAN_MAX], e[SIZE_HUMAN_MAX];
     /* Without the driver's free (at exit it may not answer) the others' and
      * the free share are unknown: no map rather than a wrong one. */
-    if (d->total == 0 || !d->has_free)
+    if (d->total == 0 || !TL_HAS(d, DEVICE, free))
         return;
     uint64_t used = d->total > d->free ? d->total - d->free : 0;
     uint64_t mine = d->reserved_bytes < used ? d->reserved_bytes : used;
@@ -1050,7 +1050,7 @@ static void put_timeline(FILE *out, const struct tl_report *r)
         v[n + i] = r->marks[i].reserved_bytes;
         v[2 * n + i] = r->marks[i].device_free;
         seq[i] = r->marks[i].seq;
-        device_free |= r->marks[i].has_device_free;
+        device_free |= TL_HAS(&r->marks[i], MARK, device_free);
     }
     fputs("<h3>Timeline of marks</h3>\n<p class=\"meta\">One point per "
           "<code>tensorleak_mark()</code>", out);
@@ -1084,7 +1084,7 @@ static void put_oom(FILE *out, const struct tl_report *r)
     fprintf(out, "<p>A request of <b>%s</b> (", human(o->bytes, a));
     put_text(out, o->kind ? o->kind : "device");
     fprintf(out, ") failed on device %lld.", o->device);
-    if (o->has_verdict) { /* the post-mortem's own figures, read at the failure */
+    if (TL_HAS(o, OOM, verdict)) { /* the post-mortem's own figures, read at the failure */
         char why[512];
         report_oom_sentence(o, why, sizeof why);
         fputs(" Why: ", out);
@@ -1170,7 +1170,7 @@ static void put_report(FILE *out, const struct tl_report *r, size_t index, size_
         put_text(out, r->label);
         fputs("”", out);
     }
-    if (r->has_pid)
+    if (TL_HAS(r, REPORT, pid))
         fprintf(out, " · pid %lld", r->pid);
     else if (r->rank_count > 0)
         fprintf(out, " · merged from %zu ranks", r->rank_count);
@@ -1226,7 +1226,7 @@ static void put_report(FILE *out, const struct tl_report *r, size_t index, size_
     }
     if (r->invalid_free_count > 0)
         put_invalid_frees(out, r);
-    if (r->has_oom)
+    if (TL_HAS(r, REPORT, oom))
         put_oom(out, r);
     fputs("</section>\n", out);
 }

@@ -312,7 +312,7 @@ static void add_report(struct result_stream *results, const struct tl_report *re
         add_result(results, RULE_INVALID_FREE, text, f->kind, &f->stack, props, NULL,
                    f->suppressed);
     }
-    if (rep->has_oom) {
+    if (TL_HAS(rep, REPORT, oom)) {
         const struct tl_oom *o = &rep->oom;
         snprintf(text, sizeof(text),
                  "Out of memory: a %s [%s] allocation failed on device %lld in %s",
@@ -320,7 +320,7 @@ static void add_report(struct result_stream *results, const struct tl_report *re
                  where_text(&o->stack));
         json_t *props = json_pack("{sIsssI}", "bytes", (json_int_t)o->bytes, "kind",
                                   o->kind ? o->kind : "device", "device", (json_int_t)o->device);
-        if (o->has_verdict) { /* the post-mortem: why, and what would serve it */
+        if (TL_HAS(o, OOM, verdict)) { /* the post-mortem: why, and what would serve it */
             char why[512];
             report_oom_sentence(o, why, sizeof why);
             size_t n = strlen(text);
@@ -360,10 +360,10 @@ static json_t *memory_properties(const struct tl_report *reports, size_t count)
         const struct tl_report *rep = &reports[i];
         for (size_t k = 0; k < rep->device_count; k++) {
             const struct tl_device *d = &rep->devices[k];
-            bool here = d->has_largest_free_block || d->layout_unknown;
+            bool here = TL_HAS(d, DEVICE, largest_free_block) || d->layout_unknown;
             bool unknown = here ? d->layout_unknown : rep->summary.layout_unknown;
-            uint64_t largest = d->has_largest_free_block ? d->largest_free_block : rep->summary.largest_free_block;
-            double frag = d->has_fragmentation ? d->fragmentation : rep->summary.fragmentation;
+            uint64_t largest = TL_HAS(d, DEVICE, largest_free_block) ? d->largest_free_block : rep->summary.largest_free_block;
+            double frag = TL_HAS(d, DEVICE, fragmentation) ? d->fragmentation : rep->summary.fragmentation;
             if (unknown)
                 snprintf(text, sizeof text, "device %lld: reserved %s, allocated %s; largest free block unknown "
                          "(fragmentation unknown)", d->device, size_human(d->reserved_bytes, a),
