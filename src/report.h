@@ -182,7 +182,9 @@ struct tl_share {
 struct tl_leak {
     const char *kind;           /* "device", "host_pinned", ... */
     long long site;             /* the call site's id (tensorleak_site_bytes) */
-    uint64_t bytes;             /* 0 when bytes_unknown */
+    /* Null (0 here) when some of the allocations have a size the driver did
+     * not report (unknown_size_allocations of them). */
+    uint64_t bytes;
     uint64_t count;
     uint64_t unknown_size_allocations;
     bool suppressed;
@@ -201,9 +203,6 @@ struct tl_leak {
     long long rank;             /* entries of a merged report carry their rank */
     long long pid;              /* ... and the input's pid */
     struct tl_seen seen;
-    /* "bytes" is null: some of the allocations have a size the driver did
-     * not report (unknown_size_allocations of them). */
-    bool bytes_unknown;
     uint64_t counted_elsewhere; /* merge: bytes of its "shared" entries another input counts */
 };
 
@@ -310,6 +309,8 @@ struct tl_pool {
     const char *name;
     const char *kind;           /* "annotated" | "stream_ordered" | "graph" | a framework's */
     long long device;
+    /* reserved_bytes null: a host pool without byte counts, or graph memory
+     * the driver never reported. */
     uint64_t reserved_bytes, allocated_bytes, free_bytes, largest_free_block;
     double fragmentation;
     double utilization;
@@ -341,8 +342,6 @@ struct tl_pool {
     long long rank, pid;
     struct tl_seen seen;
     bool layout_unknown;        /* largest_free_block/fragmentation null */
-    bool bytes_unknown;         /* reserved_bytes null: a host pool without byte counts, or
-                                 * graph memory the driver never reported */
 };
 
 /* One entry of "marks": the totals when tensorleak_mark() was called. */

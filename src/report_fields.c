@@ -121,7 +121,6 @@ static bool site_derive(struct tl_report *r, void *e, char *error, size_t size)
                  l->count);
         return false;
     }
-    l->bytes_unknown = tl_seen_null(&l->seen, TL_F_SITE_bytes);
     l->counted_elsewhere = 0;
     for (size_t i = 0; i < l->share_count; i++)
         if (l->shared[i].counted_elsewhere)
@@ -166,7 +165,6 @@ static bool pool_derive(struct tl_report *r, void *e, char *error, size_t size)
     (void)r, (void)error, (void)size;
     struct tl_pool *p = e;
     p->layout_unknown = tl_seen_null(&p->seen, TL_F_POOL_largest_free_block) || tl_seen_null(&p->seen, TL_F_POOL_fragmentation);
-    p->bytes_unknown = tl_seen_null(&p->seen, TL_F_POOL_reserved_bytes);
     return true;
 }
 

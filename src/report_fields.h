@@ -103,6 +103,8 @@ TL_F_ENUMERATE(TL_REPORT_NAMES, REPORT)
  * report (not absent, not null): what a renderer asks before it shows an
  * optional figure. */
 #define TL_HAS(obj, TABLE, field) tl_seen_has(&(obj)->seen, TL_F_##TABLE##_##field)
+/* ... was null there: a figure the report says is unknown, not 0. */
+#define TL_NULL(obj, TABLE, field) tl_seen_null(&(obj)->seen, TL_F_##TABLE##_##field)
 
 /* A field's bit, for tl_seen.present and .null. */
 #define TL_BIT(table, name) (1ull << TL_F_##table##_##name)

@@ -160,7 +160,7 @@ static void header(FILE *out, const struct tl_report *r)
         sites += !l->suppressed;
         if (!l->suppressed)
             tl_headline_add(&headline, l->kind, (long long)l->count, l->bytes,
-                            l->bytes_unknown ? (long long)l->unknown_size_allocations : 0);
+                            TL_NULL(l, SITE, bytes) ? (long long)l->unknown_size_allocations : 0);
     }
     fprintf(out, "%s tensorleak: ", pfx.text);
     if (tl_headline_matches(&headline, (long long)s->leaked_allocations, s->leaked_bytes))
@@ -202,7 +202,7 @@ static void leaks(FILE *out, const struct tl_report *r)
         /* As the library prints it: address space is not memory. */
         const char *what = report_kind_apart_words(l->kind);
         fprintf(out, "Leak of %s%s in %" PRIu64 " allocation(s) [",
-                l->bytes_unknown ? "unknown size" : size_human(l->bytes, human), what, l->count);
+                TL_NULL(l, SITE, bytes) ? "unknown size" : size_human(l->bytes, human), what, l->count);
         put_field(out, l->kind ? report_leak_kind(l) : NULL);
         fprintf(out, "%s] allocated from:\n", rank_tag(TL_HAS(l, SITE, rank), l->rank, ", ").text);
         format_stack(out, &l->stack);
@@ -470,7 +470,7 @@ static void pools(FILE *out, const struct tl_report *r)
             fputs("' (", out);
             put_field(out, p->kind);
             fputs(", host): ", out);
-            if (p->bytes_unknown)
+            if (TL_NULL(p, POOL, reserved_bytes))
                 fprintf(out, "%" PRIu64 " free block(s); no byte counts published", p->free_blocks);
             else
                 fprintf(out, "reserved %s, allocated %s", size_human(p->reserved_bytes, reserved),
@@ -480,7 +480,7 @@ static void pools(FILE *out, const struct tl_report *r)
             continue;
         }
         bool graph = p->kind && strcmp(p->kind, "graph") == 0;
-        bool unknown = graph && p->bytes_unknown; /* the driver never reported graph memory */
+        bool unknown = graph && TL_NULL(p, POOL, reserved_bytes); /* the driver never reported graph memory */
         fprintf(out, "%s%s pool '", prefix_of(r).text, rank_tag(TL_HAS(p, POOL, rank), p->rank, " ").text);
         put_field(out, p->name);
         fputs("' (", out);

@@ -122,7 +122,7 @@ static bool add_side(struct diff_site *sites, size_t *n, const struct tl_leak *e
         s->key = site_key(l);
         if (!s->key)
             return false;
-        s->size_unknown = l->bytes_unknown;
+        s->size_unknown = TL_NULL(l, SITE, bytes);
         if (is_new) {
             s->new_bytes = clamp64(l->bytes);
             s->new_count = clamp64(l->count);

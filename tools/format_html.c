@@ -262,7 +262,7 @@ static void put_sites(FILE *out, const struct tl_leak *sites, size_t count, cons
         const struct tl_leak *l = &sites[i];
         fprintf(out, "<details class=\"site %s\" data-bytes-site=\"%" PRIu64 "\"><summary>"
                 "<span class=\"bytes\">%s</span> in %" PRIu64 " allocation(s) "
-                "<span class=\"tag\">", cls, l->bytes, l->bytes_unknown ? "unknown size" : human(l->bytes, a), l->count);
+                "<span class=\"tag\">", cls, l->bytes, TL_NULL(l, SITE, bytes) ? "unknown size" : human(l->bytes, a), l->count);
         put_text(out, report_leak_kind(l));
         fputs("</span>", out);
         if (TL_HAS(l, SITE, rank))
@@ -743,7 +743,7 @@ static void put_pool(FILE *out, const struct tl_pool *p)
         fprintf(out, ", device %lld", p->device);
     if (TL_HAS(p, POOL, rank))
         fprintf(out, ", rank %lld", p->rank);
-    if (p->bytes_unknown) { /* CuPy's pinned pool publishes no byte counts: nothing to draw */
+    if (TL_NULL(p, POOL, reserved_bytes)) { /* CuPy's pinned pool publishes no byte counts: nothing to draw */
         fprintf(out, "): %" PRIu64 " free block(s); no byte counts published</figcaption>\n</figure>\n",
                 p->free_blocks);
         return;

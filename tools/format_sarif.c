@@ -237,7 +237,7 @@ static void add_report(struct result_stream *results, const struct tl_report *re
         const struct tl_leak *l = &rep->leaks[i];
         /* A range or a mapping is address space, not memory. */
         const char *what = report_kind_apart_words(l->kind);
-        if (l->bytes_unknown) /* the driver gave no size: unknown, not 0 */
+        if (TL_NULL(l, SITE, bytes)) /* the driver gave no size: unknown, not 0 */
             snprintf(text, sizeof(text), "%s of unknown size in %" PRIu64 " allocation(s) [%s] allocated in %s",
                      snapshot ? "Live" : "Leak", l->count, report_leak_kind(l), where_text(&l->stack));
         else
@@ -247,7 +247,7 @@ static void add_report(struct result_stream *results, const struct tl_report *re
                      report_leak_kind(l), where_text(&l->stack));
         json_t *props = json_pack("{sIsIss}", "bytes", (json_int_t)l->bytes, "count",
                                   (json_int_t)l->count, "kind", l->kind ? l->kind : "device");
-        if (l->bytes_unknown)
+        if (TL_NULL(l, SITE, bytes))
             json_object_set_new(props, "bytes", json_null());
         if (l->imported)
             json_object_set_new(props, "imported", json_true());
@@ -392,7 +392,7 @@ static json_t *memory_properties(const struct tl_report *reports, size_t count)
                                   "free_bytes", (json_int_t)p->free_bytes);
             json_object_set_new(o, "largest_free_block", u64_or_unknown(p->layout_unknown, p->largest_free_block));
             json_object_set_new(o, "fragmentation", real_or_unknown(p->layout_unknown, p->fragmentation));
-            if (p->bytes_unknown) { /* a framework's host pool without byte counts (CuPy pinned) */
+            if (TL_NULL(p, POOL, reserved_bytes)) { /* a framework's host pool without byte counts (CuPy pinned) */
                 json_object_set_new(o, "reserved_bytes", json_null());
                 json_object_set_new(o, "allocated_bytes", json_null());
                 json_object_set_new(o, "free_bytes", json_null());

@@ -364,7 +364,7 @@ static bool in_pool_layout(const struct tl_report *r, long long device, uint64_t
 {
     for (size_t i = 0; i < r->pool_count; i++) {
         const struct tl_pool *p = &r->pools[i];
-        if (p->device != device || !TL_HAS(p, POOL, layout) || p->bytes_unknown)
+        if (p->device != device || !TL_HAS(p, POOL, layout) || TL_NULL(p, POOL, reserved_bytes))
             continue;
         for (size_t k = 0; k < p->layout_count; k++) {
             uint64_t base = strtoull(p->layout[k].base, NULL, 16);
@@ -490,7 +490,7 @@ bool format_torch_snapshot(FILE *out, const struct tl_report *r)
     pk_list(out);
     for (size_t i = 0; i < r->pool_count; i++) {
         const struct tl_pool *p = &r->pools[i];
-        if (p->device < 0 || p->bytes_unknown)
+        if (p->device < 0 || TL_NULL(p, POOL, reserved_bytes))
             continue;   /* host memory, or a pool that publishes no bytes */
         uint64_t shown = put_pool(out, p);
         if (p->device > max_device)
