@@ -83,8 +83,8 @@
  * and when it was null there (null; the member then holds 0).  The writer
  * writes exactly the present fields, so a model read from a report writes
  * that report back.  A renderer asks these bits whether an optional field
- * had a value (TL_HAS, report_fields.h); the few *_unknown members beside
- * are bits combined or figures the library sets before it marks them. */
+ * had a value or was null (TL_HAS, TL_NULL, tl_*_layout_unknown in
+ * report_fields.h); no member beside them repeats what they say. */
 struct tl_seen {
     uint64_t present, null;
 };
@@ -106,9 +106,6 @@ struct tl_summary {
     /* Bit TL_SUMMARY_<name>: the field was in the report (present), or was
      * null there (null; its value above is 0). */
     struct tl_seen seen;
-    /* largest_free_block or fragmentation was null: unknown, not 0 (some
-     * free space has no layout tensorleak can see). */
-    bool layout_unknown;
 };
 
 /* Field `bit` of an object had a value (present, not null) / was null. */
@@ -341,7 +338,6 @@ struct tl_pool {
     size_t site_count;
     long long rank, pid;
     struct tl_seen seen;
-    bool layout_unknown;        /* largest_free_block/fragmentation null */
 };
 
 /* One entry of "marks": the totals when tensorleak_mark() was called. */
@@ -365,7 +361,6 @@ struct tl_device {
     double fragmentation;
     long long rank, pid;
     struct tl_seen seen;
-    bool layout_unknown;           /* largest_free_block/fragmentation null */
 };
 
 /* One entry of "repairs": a figure that broke an invariant, repaired. */
@@ -557,9 +552,10 @@ struct tl_table {
     size_t seen_offset;  /* of its struct tl_seen */
     const struct tl_field *fields;
     size_t nfields;
-    /* Once an element is read or built: its derived members (*_unknown,
-     * a null device as -1) and the checks types cannot say; false with a message
-     * (appended to the element's path) when the element is wrong. */
+    /* Once an element is read or built: its derived members (a null device
+     * as -1, a site's counted_elsewhere) and the checks types cannot say;
+     * false with a message (appended to the element's path) when the
+     * element is wrong. */
     bool (*derive)(struct tl_report *r, void *element, char *error, size_t size);
 };
 /* The report itself; its fields' tables hang below it. */

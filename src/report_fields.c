@@ -160,30 +160,6 @@ static bool segment_derive(struct tl_report *r, void *e, char *error, size_t siz
     return true;
 }
 
-static bool pool_derive(struct tl_report *r, void *e, char *error, size_t size)
-{
-    (void)r, (void)error, (void)size;
-    struct tl_pool *p = e;
-    p->layout_unknown = tl_seen_null(&p->seen, TL_F_POOL_largest_free_block) || tl_seen_null(&p->seen, TL_F_POOL_fragmentation);
-    return true;
-}
-
-static bool device_derive(struct tl_report *r, void *e, char *error, size_t size)
-{
-    (void)r, (void)error, (void)size;
-    struct tl_device *d = e;
-    d->layout_unknown = tl_seen_null(&d->seen, TL_F_DEVICE_largest_free_block) || tl_seen_null(&d->seen, TL_F_DEVICE_fragmentation);
-    return true;
-}
-
-static bool summary_derive(struct tl_report *r, void *e, char *error, size_t size)
-{
-    (void)r, (void)error, (void)size;
-    struct tl_summary *s = e;
-    s->layout_unknown = tl_seen_null(&s->seen, TL_SUMMARY_largest_free_block) || tl_seen_null(&s->seen, TL_SUMMARY_fragmentation);
-    return true;
-}
-
 /* ---- the tables ------------------------------------------------------------ */
 
 #define R TL_FIELD_REQUIRED
@@ -379,7 +355,7 @@ static const struct tl_field pool_fields[] = {
     FIELD(struct tl_pool, rank, INT, 0),
     FIELD(struct tl_pool, pid, INT, 0),
 };
-static const struct tl_table pool_table = TABLE(struct tl_pool, "pool", pool_fields, pool_derive);
+static const struct tl_table pool_table = TABLE(struct tl_pool, "pool", pool_fields, NULL);
 
 static const struct tl_field device_fields[] = {
     FIELD(struct tl_device, device, INT, 0),
@@ -396,7 +372,7 @@ static const struct tl_field device_fields[] = {
     FIELD(struct tl_device, rank, INT, 0),
     FIELD(struct tl_device, pid, INT, 0),
 };
-static const struct tl_table device_table = TABLE(struct tl_device, "device", device_fields, device_derive);
+static const struct tl_table device_table = TABLE(struct tl_device, "device", device_fields, NULL);
 
 static const struct tl_field repair_fields[] = {
     FIELD(struct tl_repair_entry, invariant, STRING, R),
@@ -505,7 +481,7 @@ static const struct tl_table rank_table = TABLE(struct tl_rank, "ranks", rank_fi
 #define TL_SUMMARY_TABLE_FIELD(name, type, flags, merge) FIELD(struct tl_summary, name, type, TL_SUMMARY_FLAG_##flags),
 static const struct tl_field summary_fields[] = {TL_SUMMARY_FIELDS(TL_SUMMARY_TABLE_FIELD)};
 #undef TL_SUMMARY_TABLE_FIELD
-const struct tl_table tl_summary_table = TABLE(struct tl_summary, "summary", summary_fields, summary_derive);
+const struct tl_table tl_summary_table = TABLE(struct tl_summary, "summary", summary_fields, NULL);
 
 static const struct tl_field report_fields[] = {
     FIELD(struct tl_report, tool, STRING, 0),

@@ -422,11 +422,11 @@ static void devices(FILE *out, const struct tl_report *r)
     for (size_t i = 0; i < r->device_count; i++) {
         const struct tl_device *d = &r->devices[i];
         /* Reports of one device may keep these in the summary only. */
-        bool known_here = TL_HAS(d, DEVICE, largest_free_block) || d->layout_unknown;
+        bool known_here = TL_HAS(d, DEVICE, largest_free_block) || tl_device_layout_unknown(d);
         uint64_t block = TL_HAS(d, DEVICE, largest_free_block) ? d->largest_free_block
                                                    : r->summary.largest_free_block;
         double frag = TL_HAS(d, DEVICE, fragmentation) ? d->fragmentation : r->summary.fragmentation;
-        bool unknown = known_here ? d->layout_unknown : r->summary.layout_unknown;
+        bool unknown = known_here ? tl_device_layout_unknown(d) : tl_summary_layout_unknown(&r->summary);
         fprintf(out, "%s%s device %lld: reserved %s, allocated %s, gap %s; %s\n",
                 prefix_of(r).text, rank_tag(TL_HAS(d, DEVICE, rank), d->rank, " ").text, d->device,
                 size_human(d->reserved_bytes, reserved),
@@ -488,7 +488,7 @@ static void pools(FILE *out, const struct tl_report *r)
         fprintf(out, ", device %lld): reserved %s, allocated %s; %s", p->device,
                 unknown ? "unknown" : size_human(p->reserved_bytes, reserved),
                 unknown ? "unknown" : size_human(p->allocated_bytes, allocated),
-                free_space_words(p->layout_unknown, p->largest_free_block, p->fragmentation,
+                free_space_words(tl_pool_layout_unknown(p), p->largest_free_block, p->fragmentation,
                                  free_space, sizeof free_space));
         if (graph) /* the allocation nodes it holds */
             fprintf(out, "; %" PRIu64 " allocation node(s), %s", p->allocation_nodes,

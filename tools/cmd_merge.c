@@ -102,7 +102,7 @@ static json_t *merged_summary(const struct input *in, size_t n)
     struct tl_summary sum = {0};
     bool layout_unknown = false;
     for (size_t i = 0; i < n; i++)
-        layout_unknown |= in[i].report.summary.layout_unknown;
+        layout_unknown |= tl_summary_layout_unknown(&in[i].report.summary);
     for (size_t k = 0; k < TL_SUMMARY_NFIELDS; k++) {
         const struct tl_summary_field_info *f = &tl_summary_fields[k];
         if (f->merge != TL_SUMMARY_MERGE_SUM && f->merge != TL_SUMMARY_MERGE_MAX)
@@ -284,7 +284,7 @@ static void keep_device_fragmentation(json_t *device, const struct tl_report *fr
     json_t *gap = json_object_get(device, "gap_bytes");
     if (json_is_integer(gap) && json_integer_value(gap) < 0)
         json_object_set_new(device, "gap_bytes", json_integer(0));
-    bool unknown = from->summary.layout_unknown; /* null stays null */
+    bool unknown = tl_summary_layout_unknown(&from->summary); /* null stays null */
     if (!json_object_get(device, "largest_free_block"))
         json_object_set_new(device, "largest_free_block",
                             unknown ? json_null() : json_u64(from->summary.largest_free_block));

@@ -359,7 +359,7 @@ static void put_verdicts(FILE *out, const struct tl_report *r)
                 "other process.",
                 human(s->reserved_bytes, a), human(s->allocated_bytes, b), human(s->gap_bytes, c),
                 percent(s->gap_bytes, s->reserved_bytes));
-        if (s->gap_bytes > 0 && s->layout_unknown) {
+        if (s->gap_bytes > 0 && tl_summary_layout_unknown(s)) {
             verdict(out, "", "<b>Fragmentation unknown:</b> part of the %s free lies in pools "
                     "whose layout tensorleak cannot see (driver mempools, caches nobody "
                     "annotated), so its largest free block is unknown.", human(s->gap_bytes, a));
@@ -434,13 +434,13 @@ static void put_summary_table(FILE *out, const struct tl_report *r)
     ROW_BYTES("reserved", s->reserved_bytes);
     ROW_BYTES("allocated", s->allocated_bytes);
     ROW_BYTES("gap (reserved − allocated)", s->gap_bytes);
-    if (s->layout_unknown)
+    if (tl_summary_layout_unknown(s))
         fputs("<tr><th>largest free block</th><td class=\"n\">unknown</td><td></td></tr>\n", out);
     else
         ROW_BYTES("largest free block", s->largest_free_block);
     ROW_BYTES(has_owners(r) ? "held by pools and owners" : "held by pools", s->held_bytes);
 #undef ROW_BYTES
-    if (s->layout_unknown)
+    if (tl_summary_layout_unknown(s))
         fputs("<tr><th>fragmentation</th><td class=\"n\">unknown</td><td></td></tr>\n", out);
     else
         fprintf(out, "<tr><th>fragmentation</th><td class=\"n\">%.2f</td><td></td></tr>\n",
@@ -748,7 +748,7 @@ static void put_pool(FILE *out, const struct tl_pool *p)
                 p->free_blocks);
         return;
     }
-    if (p->layout_unknown)
+    if (tl_pool_layout_unknown(p))
         fprintf(out, "): reserved %s, allocated %s, free %s, largest free block unknown, "
                 "fragmentation unknown", human(p->reserved_bytes, a), human(p->allocated_bytes, b),
                 human(p->free_bytes, c));
@@ -1118,7 +1118,7 @@ static void put_oom(FILE *out, const struct tl_report *r)
             continue;
         fputs(" At that moment pool <b>", out);
         put_text(out, p->name ? p->name : "?");
-        if (p->layout_unknown) {
+        if (tl_pool_layout_unknown(p)) {
             fprintf(out, "</b> had %s free, in pieces of unknown size.", human(p->free_bytes, b));
             continue;
         }
@@ -1263,7 +1263,7 @@ static void put_sequence(FILE *out, const struct tl_report *reports, size_t coun
             fputs("”", out);
         }
         char frag[16];
-        if (r->summary.layout_unknown)
+        if (tl_summary_layout_unknown(&r->summary))
             snprintf(frag, sizeof frag, "unknown");
         else
             snprintf(frag, sizeof frag, "%.2f", r->summary.fragmentation);

@@ -360,8 +360,8 @@ static json_t *memory_properties(const struct tl_report *reports, size_t count)
         const struct tl_report *rep = &reports[i];
         for (size_t k = 0; k < rep->device_count; k++) {
             const struct tl_device *d = &rep->devices[k];
-            bool here = TL_HAS(d, DEVICE, largest_free_block) || d->layout_unknown;
-            bool unknown = here ? d->layout_unknown : rep->summary.layout_unknown;
+            bool here = TL_HAS(d, DEVICE, largest_free_block) || tl_device_layout_unknown(d);
+            bool unknown = here ? tl_device_layout_unknown(d) : tl_summary_layout_unknown(&rep->summary);
             uint64_t largest = TL_HAS(d, DEVICE, largest_free_block) ? d->largest_free_block : rep->summary.largest_free_block;
             double frag = TL_HAS(d, DEVICE, fragmentation) ? d->fragmentation : rep->summary.fragmentation;
             if (unknown)
@@ -390,15 +390,15 @@ static json_t *memory_properties(const struct tl_report *reports, size_t count)
                                   p->kind ? p->kind : "?", "device", (json_int_t)p->device, "reserved_bytes",
                                   (json_int_t)p->reserved_bytes, "allocated_bytes", (json_int_t)p->allocated_bytes,
                                   "free_bytes", (json_int_t)p->free_bytes);
-            json_object_set_new(o, "largest_free_block", u64_or_unknown(p->layout_unknown, p->largest_free_block));
-            json_object_set_new(o, "fragmentation", real_or_unknown(p->layout_unknown, p->fragmentation));
+            json_object_set_new(o, "largest_free_block", u64_or_unknown(tl_pool_layout_unknown(p), p->largest_free_block));
+            json_object_set_new(o, "fragmentation", real_or_unknown(tl_pool_layout_unknown(p), p->fragmentation));
             if (TL_NULL(p, POOL, reserved_bytes)) { /* a framework's host pool without byte counts (CuPy pinned) */
                 json_object_set_new(o, "reserved_bytes", json_null());
                 json_object_set_new(o, "allocated_bytes", json_null());
                 json_object_set_new(o, "free_bytes", json_null());
                 snprintf(text, sizeof text, "pool '%s' (%s, host): %" PRIu64 " free block(s); no byte counts published",
                          p->name ? p->name : "?", p->kind ? p->kind : "?", p->free_blocks);
-            } else if (p->layout_unknown)
+            } else if (tl_pool_layout_unknown(p))
                 snprintf(text, sizeof text, "pool '%s': reserved %s, allocated %s; largest free block unknown "
                          "(fragmentation unknown)", p->name ? p->name : "?", size_human(p->reserved_bytes, a),
                          size_human(p->allocated_bytes, b));

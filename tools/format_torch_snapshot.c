@@ -532,7 +532,7 @@ bool format_torch_snapshot(FILE *out, const struct tl_report *r)
     pk_key_u64(out, "reserved_bytes", r->summary.reserved_bytes);
     pk_key_u64(out, "allocated_bytes", r->summary.allocated_bytes);
     pk_str(out, "fragmentation");
-    if (r->summary.layout_unknown)
+    if (tl_summary_layout_unknown(&r->summary))
         fputc(OP_NONE, out);
     else
         pk_float(out, r->summary.fragmentation);
