@@ -17,6 +17,7 @@
  */
 #include "cli.h"
 #include "model.h"
+#include "report_fields.h"
 #include "sizes.h"
 
 #include <getopt.h>
@@ -95,7 +96,7 @@ int cmd_check(int argc, char **argv)
     }
 
     uint64_t leaked = 0, growth = 0;
-    if (report.has_leaks_array) {
+    if (report.seen.present & TL_BIT(REPORT, leaks)) {
         for (size_t i = 0; i < report.leak_count; i++) {
             const struct tl_leak *l = &report.leaks[i];
             if (l->suppressed || report_kind_is_address_space(l->kind) || /* not memory */

@@ -13,6 +13,7 @@
  */
 #include "cli.h"
 #include "model.h"
+#include "report_fields.h"
 #include "sizes.h"
 #include "terminal_safe.h"
 
@@ -121,7 +122,7 @@ static bool add_side(struct diff_site *sites, size_t *n, const struct tl_leak *e
         s->key = site_key(l);
         if (!s->key)
             return false;
-        s->size_unknown = l->bytes_unknown;
+        s->size_unknown = TL_NULL(l, SITE, bytes);
         if (is_new) {
             s->new_bytes = clamp64(l->bytes);
             s->new_count = clamp64(l->count);
@@ -162,7 +163,7 @@ static size_t combine(struct diff_site *sites, size_t n)
 
 static int diff_reports(const struct tl_report *old, const struct tl_report *new)
 {
-    bool use_sites = old->has_sites && new->has_sites;
+    bool use_sites = TL_HAS(old, REPORT, sites) && TL_HAS(new, REPORT, sites);
     const struct tl_leak *old_e = use_sites ? old->sites : old->leaks;
     const struct tl_leak *new_e = use_sites ? new->sites : new->leaks;
     size_t old_n = use_sites ? old->site_count : old->leak_count;

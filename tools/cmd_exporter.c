@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "live_read.h"
 #include "model.h"
+#include "report_fields.h"
 
 #include "tl_version.h"
 
@@ -56,7 +57,7 @@ static void proc_labels(FILE *out, const struct live_proc *p)
     fprintf(out, "pid=\"%d\",process=\"", p->pid);
     put_escaped(out, live_process(p));
     fputc('"', out);
-    if (p->model.has_rank)
+    if (TL_HAS(&p->model, REPORT, rank))
         fprintf(out, ",rank=\"%lld\"", p->model.rank);
 }
 

@@ -46,6 +46,7 @@
  */
 #include "cli.h"
 #include "model.h"
+#include "report_fields.h"
 
 #include "tl_version.h"
 
@@ -101,7 +102,7 @@ static json_t *merged_summary(const struct input *in, size_t n)
     struct tl_summary sum = {0};
     bool layout_unknown = false;
     for (size_t i = 0; i < n; i++)
-        layout_unknown |= in[i].report.summary.layout_unknown;
+        layout_unknown |= tl_summary_layout_unknown(&in[i].report.summary);
     for (size_t k = 0; k < TL_SUMMARY_NFIELDS; k++) {
         const struct tl_summary_field_info *f = &tl_summary_fields[k];
         if (f->merge != TL_SUMMARY_MERGE_SUM && f->merge != TL_SUMMARY_MERGE_MAX)
@@ -283,7 +284,7 @@ static void keep_device_fragmentation(json_t *device, const struct tl_report *fr
     json_t *gap = json_object_get(device, "gap_bytes");
     if (json_is_integer(gap) && json_integer_value(gap) < 0)
         json_object_set_new(device, "gap_bytes", json_integer(0));
-    bool unknown = from->summary.layout_unknown; /* null stays null */
+    bool unknown = tl_summary_layout_unknown(&from->summary); /* null stays null */
     if (!json_object_get(device, "largest_free_block"))
         json_object_set_new(device, "largest_free_block",
                             unknown ? json_null() : json_u64(from->summary.largest_free_block));
@@ -617,7 +618,7 @@ int cmd_merge(int argc, char **argv)
         }
         i->report.root = tree; /* what report_tree would build again */
         i->position = loaded;
-        i->rank = i->report.has_rank ? i->report.rank : (long long)loaded;
+        i->rank = TL_HAS(&i->report, REPORT, rank) ? i->report.rank : (long long)loaded;
     }
     qsort(in, n, sizeof(*in), by_rank);
     for (size_t i = 1; i < n; i++) {

@@ -166,10 +166,10 @@ static int format_devices(char lines[][160], int max, const struct live_set *s)
                     continue;
                 seen = true;
                 held += r->reserved_bytes;
-                if (s->procs[i].live.update_time > newest && (r_total || r->has_free)) {
+                if (s->procs[i].live.update_time > newest && (r_total || TL_HAS(r, DEVICE, free))) {
                     newest = s->procs[i].live.update_time;
                     has_total = r_total, total = r->total;
-                    has_free = r->has_free, free_b = r->free;
+                    has_free = TL_HAS(r, DEVICE, free), free_b = r->free;
                 }
             }
         if (!seen)
@@ -259,7 +259,7 @@ static void print_json(const struct live_set *s)
         json_t *o = json_object();
         json_object_set_new(o, "pid", json_integer(p->pid));
         json_object_set_new(o, "process", json_string(live_process(p)));
-        json_object_set_new(o, "rank", p->model.has_rank ? json_integer(p->model.rank) : json_null());
+        json_object_set_new(o, "rank", TL_HAS(&p->model, REPORT, rank) ? json_integer(p->model.rank) : json_null());
         json_object_set_new(o, "stale", json_boolean(p->stale));
         json_object_set_new(o, "update_time", json_real(p->live.update_time));
         json_object_set_new(o, "reserved_bytes", json_integer((json_int_t)sum->reserved_bytes));
@@ -291,7 +291,7 @@ static void print_json(const struct live_set *s)
             json_object_set_new(g, "device", json_integer(r->device));
             json_object_set_new(g, "reserved_bytes", json_integer((json_int_t)r->reserved_bytes));
             json_object_set_new(g, "allocated_bytes", json_integer((json_int_t)r->allocated_bytes));
-            json_object_set_new(g, "free", opt_u64(r->has_free, r->free));
+            json_object_set_new(g, "free", opt_u64(TL_HAS(r, DEVICE, free), r->free));
             json_object_set_new(g, "total", opt_u64(tl_seen_has(&r->seen, TL_F_DEVICE_total), r->total));
             json_array_append_new(devs, g);
         }

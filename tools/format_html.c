@@ -28,6 +28,7 @@
  */
 #include "cli.h"
 #include "model.h"
+#include "report_fields.h"
 #include "sizes.h"
 #include "stack_view.h"
 
@@ -261,10 +262,10 @@ static void put_sites(FILE *out, const struct tl_leak *sites, size_t count, cons
         const struct tl_leak *l = &sites[i];
         fprintf(out, "<details class=\"site %s\" data-bytes-site=\"%" PRIu64 "\"><summary>"
                 "<span class=\"bytes\">%s</span> in %" PRIu64 " allocation(s) "
-                "<span class=\"tag\">", cls, l->bytes, l->bytes_unknown ? "unknown size" : human(l->bytes, a), l->count);
+                "<span class=\"tag\">", cls, l->bytes, TL_NULL(l, SITE, bytes) ? "unknown size" : human(l->bytes, a), l->count);
         put_text(out, report_leak_kind(l));
         fputs("</span>", out);
-        if (l->has_rank)
+        if (TL_HAS(l, SITE, rank))
             fprintf(out, "<span class=\"tag\">rank %lld</span>", l->rank);
         if (l->owner) {
             fprintf(out, "<span class=\"tag owner\" style=\"border-left-color:%s\" data-owner=\"",
@@ -358,7 +359,7 @@ static void put_verdicts(FILE *out, const struct tl_report *r)
                 "other process.",
                 human(s->reserved_bytes, a), human(s->allocated_bytes, b), human(s->gap_bytes, c),
                 percent(s->gap_bytes, s->reserved_bytes));
-        if (s->gap_bytes > 0 && s->layout_unknown) {
+        if (s->gap_bytes > 0 && tl_summary_layout_unknown(s)) {
             verdict(out, "", "<b>Fragmentation unknown:</b> part of the %s free lies in pools "
                     "whose layout tensorleak cannot see (driver mempools, caches nobody "
                     "annotated), so its largest free block is unknown.", human(s->gap_bytes, a));
@@ -410,7 +411,7 @@ static void put_verdicts(FILE *out, const struct tl_report *r)
                 "not live allocations.",
                 s->invalid_frees > r->invalid_free_count ? s->invalid_frees
                                                          : (uint64_t)r->invalid_free_count);
-    if (r->has_oom)
+    if (TL_HAS(r, REPORT, oom))
         verdict(out, "bad", "<b>Out of memory:</b> a request of %s on device %lld failed.",
                 human(r->oom.bytes, a), r->oom.device);
     char kinds[128];
@@ -433,13 +434,13 @@ static void put_summary_table(FILE *out, const struct tl_report *r)
     ROW_BYTES("reserved", s->reserved_bytes);
     ROW_BYTES("allocated", s->allocated_bytes);
     ROW_BYTES("gap (reserved − allocated)", s->gap_bytes);
-    if (s->layout_unknown)
+    if (tl_summary_layout_unknown(s))
         fputs("<tr><th>largest free block</th><td class=\"n\">unknown</td><td></td></tr>\n", out);
     else
         ROW_BYTES("largest free block", s->largest_free_block);
     ROW_BYTES(has_owners(r) ? "held by pools and owners" : "held by pools", s->held_bytes);
 #undef ROW_BYTES
-    if (s->layout_unknown)
+    if (tl_summary_layout_unknown(s))
         fputs("<tr><th>fragmentation</th><td class=\"n\">unknown</td><td></td></tr>\n", out);
     else
         fprintf(out, "<tr><th>fragmentation</th><td class=\"n\">%.2f</td><td></td></tr>\n",
@@ -736,18 +737,18 @@ static void put_pool(FILE *out, const struct tl_pool *p)
     put_text(out, p->name ? p->name : "(unnamed pool)");
     fputs("</b> (", out);
     put_text(out, p->kind ? p->kind : "pool");
-    if (p->has_framework && p->device < 0)
+    if (TL_HAS(p, POOL, framework) && p->device < 0)
         fputs(", host", out); /* a framework's pinned host pool */
     else
         fprintf(out, ", device %lld", p->device);
-    if (p->has_rank)
+    if (TL_HAS(p, POOL, rank))
         fprintf(out, ", rank %lld", p->rank);
-    if (p->bytes_unknown) { /* CuPy's pinned pool publishes no byte counts: nothing to draw */
+    if (TL_NULL(p, POOL, reserved_bytes)) { /* CuPy's pinned pool publishes no byte counts: nothing to draw */
         fprintf(out, "): %" PRIu64 " free block(s); no byte counts published</figcaption>\n</figure>\n",
                 p->free_blocks);
         return;
     }
-    if (p->layout_unknown)
+    if (tl_pool_layout_unknown(p))
         fprintf(out, "): reserved %s, allocated %s, free %s, largest free block unknown, "
                 "fragmentation unknown", human(p->reserved_bytes, a), human(p->allocated_bytes, b),
                 human(p->free_bytes, c));
@@ -794,7 +795,7 @@ static size_t device_owner_parts(const struct tl_report *r, const struct tl_devi
         return 0;
     for (size_t i = 0; i < r->device_count; i++) {
         const struct tl_device *o = &r->devices[i];
-        if (o != d && o->has_rank == d->has_rank && (!d->has_rank || o->rank == d->rank))
+        if (o != d && TL_HAS(o, DEVICE, rank) == TL_HAS(d, DEVICE, rank) && (!TL_HAS(d, DEVICE, rank) || o->rank == d->rank))
             return 0;
     }
     size_t n = owner_rows(r, rows, cap);
@@ -806,7 +807,7 @@ static size_t device_owner_parts(const struct tl_report *r, const struct tl_devi
         for (size_t i = 0; i < counts[l]; i++) {
             const struct tl_leak *e = &lists[l][i];
             if (!e->owner || !device_kind(e->kind) ||
-                (d->has_rank && (!e->has_rank || e->rank != d->rank)))
+                (TL_HAS(d, DEVICE, rank) && (!TL_HAS(e, SITE, rank) || e->rank != d->rank)))
                 continue;
             for (size_t k = 0; k < n; k++)
                 if (same_owner(rows[k].name, e->owner)) {
@@ -822,7 +823,7 @@ static void put_device(FILE *out, const struct tl_report *r, const struct tl_dev
     char a[SIZE_HUMAN_MAX], b[SIZE_HUMAN_MAX], c[SIZE_HUMAN_MAX], e[SIZE_HUMAN_MAX];
     /* Without the driver's free (at exit it may not answer) the others' and
      * the free share are unknown: no map rather than a wrong one. */
-    if (d->total == 0 || !d->has_free)
+    if (d->total == 0 || !TL_HAS(d, DEVICE, free))
         return;
     uint64_t used = d->total > d->free ? d->total - d->free : 0;
     uint64_t mine = d->reserved_bytes < used ? d->reserved_bytes : used;
@@ -833,7 +834,7 @@ static void put_device(FILE *out, const struct tl_report *r, const struct tl_dev
     size_t nrows = rows ? device_owner_parts(r, d, rows, cap) : 0;
     fprintf(out, "<figure class=\"device\" data-device=\"%lld\"><figcaption><b>device %lld</b>",
             d->device, d->device);
-    if (d->has_rank)
+    if (TL_HAS(d, DEVICE, rank))
         fprintf(out, " (rank %lld)", d->rank);
     fprintf(out, ": total %s, this process %s, others %s, free %s</figcaption>\n",
             human(d->total, a), human(mine, b), human(others, c), human(d->free, e));
@@ -1049,7 +1050,7 @@ static void put_timeline(FILE *out, const struct tl_report *r)
         v[n + i] = r->marks[i].reserved_bytes;
         v[2 * n + i] = r->marks[i].device_free;
         seq[i] = r->marks[i].seq;
-        device_free |= r->marks[i].has_device_free;
+        device_free |= TL_HAS(&r->marks[i], MARK, device_free);
     }
     fputs("<h3>Timeline of marks</h3>\n<p class=\"meta\">One point per "
           "<code>tensorleak_mark()</code>", out);
@@ -1083,7 +1084,7 @@ static void put_oom(FILE *out, const struct tl_report *r)
     fprintf(out, "<p>A request of <b>%s</b> (", human(o->bytes, a));
     put_text(out, o->kind ? o->kind : "device");
     fprintf(out, ") failed on device %lld.", o->device);
-    if (o->has_verdict) { /* the post-mortem's own figures, read at the failure */
+    if (TL_HAS(o, OOM, verdict)) { /* the post-mortem's own figures, read at the failure */
         char why[512];
         report_oom_sentence(o, why, sizeof why);
         fputs(" Why: ", out);
@@ -1117,7 +1118,7 @@ static void put_oom(FILE *out, const struct tl_report *r)
             continue;
         fputs(" At that moment pool <b>", out);
         put_text(out, p->name ? p->name : "?");
-        if (p->layout_unknown) {
+        if (tl_pool_layout_unknown(p)) {
             fprintf(out, "</b> had %s free, in pieces of unknown size.", human(p->free_bytes, b));
             continue;
         }
@@ -1169,11 +1170,11 @@ static void put_report(FILE *out, const struct tl_report *r, size_t index, size_
         put_text(out, r->label);
         fputs("”", out);
     }
-    if (r->has_pid)
+    if (TL_HAS(r, REPORT, pid))
         fprintf(out, " · pid %lld", r->pid);
     else if (r->rank_count > 0)
         fprintf(out, " · merged from %zu ranks", r->rank_count);
-    if (r->has_rank)
+    if (TL_HAS(r, REPORT, rank))
         fprintf(out, " · rank %lld", r->rank);
     if (r->host) {
         fputs(" · ", out);
@@ -1225,7 +1226,7 @@ static void put_report(FILE *out, const struct tl_report *r, size_t index, size_
     }
     if (r->invalid_free_count > 0)
         put_invalid_frees(out, r);
-    if (r->has_oom)
+    if (TL_HAS(r, REPORT, oom))
         put_oom(out, r);
     fputs("</section>\n", out);
 }
@@ -1262,7 +1263,7 @@ static void put_sequence(FILE *out, const struct tl_report *reports, size_t coun
             fputs("”", out);
         }
         char frag[16];
-        if (r->summary.layout_unknown)
+        if (tl_summary_layout_unknown(&r->summary))
             snprintf(frag, sizeof frag, "unknown");
         else
             snprintf(frag, sizeof frag, "%.2f", r->summary.fragmentation);

@@ -20,6 +20,7 @@
  */
 #include "cli.h"
 #include "model.h"
+#include "report_fields.h"
 #include "sizes.h"
 #include "stack_view.h"
 
@@ -236,7 +237,7 @@ static void add_report(struct result_stream *results, const struct tl_report *re
         const struct tl_leak *l = &rep->leaks[i];
         /* A range or a mapping is address space, not memory. */
         const char *what = report_kind_apart_words(l->kind);
-        if (l->bytes_unknown) /* the driver gave no size: unknown, not 0 */
+        if (TL_NULL(l, SITE, bytes)) /* the driver gave no size: unknown, not 0 */
             snprintf(text, sizeof(text), "%s of unknown size in %" PRIu64 " allocation(s) [%s] allocated in %s",
                      snapshot ? "Live" : "Leak", l->count, report_leak_kind(l), where_text(&l->stack));
         else
@@ -246,13 +247,13 @@ static void add_report(struct result_stream *results, const struct tl_report *re
                      report_leak_kind(l), where_text(&l->stack));
         json_t *props = json_pack("{sIsIss}", "bytes", (json_int_t)l->bytes, "count",
                                   (json_int_t)l->count, "kind", l->kind ? l->kind : "device");
-        if (l->bytes_unknown)
+        if (TL_NULL(l, SITE, bytes))
             json_object_set_new(props, "bytes", json_null());
         if (l->imported)
             json_object_set_new(props, "imported", json_true());
         if (tag_report)
             json_object_set_new(props, "report", json_string(rep->path));
-        if (l->has_rank)
+        if (TL_HAS(l, SITE, rank))
             json_object_set_new(props, "rank", json_integer(l->rank));
         add_result(results, RULE_LEAK, text, l->kind, &l->stack, props, l->suppression,
                    l->suppressed);
@@ -292,7 +293,7 @@ static void add_report(struct result_stream *results, const struct tl_report *re
         }
         if (tag_report)
             json_object_set_new(props, "report", json_string(rep->path));
-        if (g->has_rank)
+        if (TL_HAS(g, GROWTH, rank))
             json_object_set_new(props, "rank", json_integer(g->rank));
         add_result(results, RULE_GROWTH, text, g->kind, &g->stack, props, NULL, g->suppressed);
     }
@@ -306,12 +307,12 @@ static void add_report(struct result_stream *results, const struct tl_report *re
             json_object_set_new(props, "address", json_string(f->address));
         if (tag_report)
             json_object_set_new(props, "report", json_string(rep->path));
-        if (f->has_rank)
+        if (TL_HAS(f, INVALID, rank))
             json_object_set_new(props, "rank", json_integer(f->rank));
         add_result(results, RULE_INVALID_FREE, text, f->kind, &f->stack, props, NULL,
                    f->suppressed);
     }
-    if (rep->has_oom) {
+    if (TL_HAS(rep, REPORT, oom)) {
         const struct tl_oom *o = &rep->oom;
         snprintf(text, sizeof(text),
                  "Out of memory: a %s [%s] allocation failed on device %lld in %s",
@@ -319,7 +320,7 @@ static void add_report(struct result_stream *results, const struct tl_report *re
                  where_text(&o->stack));
         json_t *props = json_pack("{sIsssI}", "bytes", (json_int_t)o->bytes, "kind",
                                   o->kind ? o->kind : "device", "device", (json_int_t)o->device);
-        if (o->has_verdict) { /* the post-mortem: why, and what would serve it */
+        if (TL_HAS(o, OOM, verdict)) { /* the post-mortem: why, and what would serve it */
             char why[512];
             report_oom_sentence(o, why, sizeof why);
             size_t n = strlen(text);
@@ -359,10 +360,10 @@ static json_t *memory_properties(const struct tl_report *reports, size_t count)
         const struct tl_report *rep = &reports[i];
         for (size_t k = 0; k < rep->device_count; k++) {
             const struct tl_device *d = &rep->devices[k];
-            bool here = d->has_largest_free_block || d->layout_unknown;
-            bool unknown = here ? d->layout_unknown : rep->summary.layout_unknown;
-            uint64_t largest = d->has_largest_free_block ? d->largest_free_block : rep->summary.largest_free_block;
-            double frag = d->has_fragmentation ? d->fragmentation : rep->summary.fragmentation;
+            bool here = TL_HAS(d, DEVICE, largest_free_block) || tl_device_layout_unknown(d);
+            bool unknown = here ? tl_device_layout_unknown(d) : tl_summary_layout_unknown(&rep->summary);
+            uint64_t largest = TL_HAS(d, DEVICE, largest_free_block) ? d->largest_free_block : rep->summary.largest_free_block;
+            double frag = TL_HAS(d, DEVICE, fragmentation) ? d->fragmentation : rep->summary.fragmentation;
             if (unknown)
                 snprintf(text, sizeof text, "device %lld: reserved %s, allocated %s; largest free block unknown "
                          "(fragmentation unknown)", d->device, size_human(d->reserved_bytes, a),
@@ -379,7 +380,7 @@ static json_t *memory_properties(const struct tl_report *reports, size_t count)
             json_object_set_new(o, "text", json_string(text));
             if (count > 1)
                 json_object_set_new(o, "report", json_string(rep->path));
-            if (d->has_rank)
+            if (TL_HAS(d, DEVICE, rank))
                 json_object_set_new(o, "rank", json_integer(d->rank));
             json_array_append_new(memory, o);
         }
@@ -389,15 +390,15 @@ static json_t *memory_properties(const struct tl_report *reports, size_t count)
                                   p->kind ? p->kind : "?", "device", (json_int_t)p->device, "reserved_bytes",
                                   (json_int_t)p->reserved_bytes, "allocated_bytes", (json_int_t)p->allocated_bytes,
                                   "free_bytes", (json_int_t)p->free_bytes);
-            json_object_set_new(o, "largest_free_block", u64_or_unknown(p->layout_unknown, p->largest_free_block));
-            json_object_set_new(o, "fragmentation", real_or_unknown(p->layout_unknown, p->fragmentation));
-            if (p->bytes_unknown) { /* a framework's host pool without byte counts (CuPy pinned) */
+            json_object_set_new(o, "largest_free_block", u64_or_unknown(tl_pool_layout_unknown(p), p->largest_free_block));
+            json_object_set_new(o, "fragmentation", real_or_unknown(tl_pool_layout_unknown(p), p->fragmentation));
+            if (TL_NULL(p, POOL, reserved_bytes)) { /* a framework's host pool without byte counts (CuPy pinned) */
                 json_object_set_new(o, "reserved_bytes", json_null());
                 json_object_set_new(o, "allocated_bytes", json_null());
                 json_object_set_new(o, "free_bytes", json_null());
                 snprintf(text, sizeof text, "pool '%s' (%s, host): %" PRIu64 " free block(s); no byte counts published",
                          p->name ? p->name : "?", p->kind ? p->kind : "?", p->free_blocks);
-            } else if (p->layout_unknown)
+            } else if (tl_pool_layout_unknown(p))
                 snprintf(text, sizeof text, "pool '%s': reserved %s, allocated %s; largest free block unknown "
                          "(fragmentation unknown)", p->name ? p->name : "?", size_human(p->reserved_bytes, a),
                          size_human(p->allocated_bytes, b));
@@ -410,7 +411,7 @@ static json_t *memory_properties(const struct tl_report *reports, size_t count)
                 json_object_set_new(o, "reading", json_string(p->reading));
             if (count > 1)
                 json_object_set_new(o, "report", json_string(rep->path));
-            if (p->has_rank)
+            if (TL_HAS(p, POOL, rank))
                 json_object_set_new(o, "rank", json_integer(p->rank));
             json_array_append_new(memory, o);
         }

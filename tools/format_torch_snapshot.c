@@ -32,6 +32,7 @@
  */
 #include "cli.h"
 #include "model.h"
+#include "report_fields.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -312,7 +313,7 @@ static uint64_t put_layout_segment(FILE *out, const struct tl_pool *p, const str
 static uint64_t put_pool(FILE *out, const struct tl_pool *p)
 {
     uint64_t listed = 0;
-    for (size_t i = 0; i < p->layout_count && p->has_layout; i++) {
+    for (size_t i = 0; i < p->layout_count && TL_HAS(p, POOL, layout); i++) {
         if (listed + p->layout[i].bytes > p->reserved_bytes)
             break;
         listed += put_layout_segment(out, p, &p->layout[i]);
@@ -321,7 +322,7 @@ static uint64_t put_pool(FILE *out, const struct tl_pool *p)
         return listed;
     uint64_t rest = p->reserved_bytes - listed;
     uint64_t allocated = 0;
-    if (!p->has_layout || p->layout_count == 0)
+    if (!TL_HAS(p, POOL, layout) || p->layout_count == 0)
         allocated = p->allocated_bytes < rest ? p->allocated_bytes : rest;
     struct segment s = {
         .device = p->device, .total = rest, .allocated = allocated,
@@ -363,7 +364,7 @@ static bool in_pool_layout(const struct tl_report *r, long long device, uint64_t
 {
     for (size_t i = 0; i < r->pool_count; i++) {
         const struct tl_pool *p = &r->pools[i];
-        if (p->device != device || !p->has_layout || p->bytes_unknown)
+        if (p->device != device || !TL_HAS(p, POOL, layout) || TL_NULL(p, POOL, reserved_bytes))
             continue;
         for (size_t k = 0; k < p->layout_count; k++) {
             uint64_t base = strtoull(p->layout[k].base, NULL, 16);
@@ -384,7 +385,7 @@ static uint64_t put_site_allocations(FILE *out, const struct tl_report *r, const
     *ndone = 0;
     for (size_t k = 0; k < site->allocation_count; k++) {
         const struct tl_allocation *a = &site->allocations[k];
-        if (!a->has_address || a->device < 0 || a->bytes == 0)
+        if (!TL_HAS(a, ALLOC, address) || a->device < 0 || a->bytes == 0)
             continue;
         if (in_pool_layout(r, a->device, a->address, a->bytes)) {
             done += a->bytes;   /* shown as the pool's segment already */
@@ -454,7 +455,7 @@ static void put_marks(FILE *out, const struct tl_report *r)
         pk_list_end(out);
         pk_str(out, "time_us");
         pk_int(out, (long long)(m->time * 1e6));
-        if (m->has_device_free)
+        if (TL_HAS(m, MARK, device_free))
             pk_key_u64(out, "device_free", m->device_free);
         pk_key_str(out, "tensorleak_mark", m->label);
         pk_dict_end(out);
@@ -489,7 +490,7 @@ bool format_torch_snapshot(FILE *out, const struct tl_report *r)
     pk_list(out);
     for (size_t i = 0; i < r->pool_count; i++) {
         const struct tl_pool *p = &r->pools[i];
-        if (p->device < 0 || p->bytes_unknown)
+        if (p->device < 0 || TL_NULL(p, POOL, reserved_bytes))
             continue;   /* host memory, or a pool that publishes no bytes */
         uint64_t shown = put_pool(out, p);
         if (p->device > max_device)
@@ -498,8 +499,8 @@ bool format_torch_snapshot(FILE *out, const struct tl_report *r)
             if (room[d].device == p->device || r->device_count == 0)
                 room[d].left = room[d].left > shown ? room[d].left - shown : 0;
     }
-    const struct tl_leak *sites = r->has_leaks_array || !r->has_sites ? r->leaks : r->sites;
-    size_t site_count = r->has_leaks_array || !r->has_sites ? r->leak_count : r->site_count;
+    const struct tl_leak *sites = (r->seen.present & TL_BIT(REPORT, leaks)) || !TL_HAS(r, REPORT, sites) ? r->leaks : r->sites;
+    size_t site_count = (r->seen.present & TL_BIT(REPORT, leaks)) || !TL_HAS(r, REPORT, sites) ? r->leak_count : r->site_count;
     for (int cache_owners = 0; cache_owners <= 1; cache_owners++) {
         put_sites(out, r, sites, site_count, cache_owners, room, nroom);
         put_sites(out, r, r->held, r->held_count, cache_owners, room, nroom);
@@ -531,7 +532,7 @@ bool format_torch_snapshot(FILE *out, const struct tl_report *r)
     pk_key_u64(out, "reserved_bytes", r->summary.reserved_bytes);
     pk_key_u64(out, "allocated_bytes", r->summary.allocated_bytes);
     pk_str(out, "fragmentation");
-    if (r->summary.layout_unknown)
+    if (tl_summary_layout_unknown(&r->summary))
         fputc(OP_NONE, out);
     else
         pk_float(out, r->summary.fragmentation);

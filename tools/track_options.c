@@ -10,6 +10,7 @@
  * own working directory.
  */
 #include "cli.h"
+#include "option_rules.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -17,56 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRACK_MAX_DEPTH 128 /* the library's TL_MAX_DEPTH */
-
-/* Parses a decimal integer in [0, max]; no sign, no suffix. */
-static bool parse_bounded(const char *text, long max)
+/* Refuses a value the library would refuse: the rule is the library's
+ * (option_rules.h), said with the option's name. */
+static bool value_ok(const char *command, bool ok, const char *option, const char *value, const char *why)
 {
-    if (!*text)
-        return false;
-    long v = 0;
-    for (const char *p = text; *p; p++) {
-        if (*p < '0' || *p > '9')
-            return false;
-        v = v * 10 + (*p - '0');
-        if (v > max)
-            return false;
-    }
-    return true;
-}
-
-/* Checks a --fail-on list: leak, growth, invalid-free, oom; or none alone. */
-static bool valid_fail_on(const char *command, const char *list)
-{
-    static const char *const kinds[] = { "leak", "growth", "invalid-free", "oom", "none" };
-    size_t items = 0;
-    bool has_none = false;
-    const char *p = list;
-    for (;;) {
-        size_t len = strcspn(p, ",");
-        bool known = false;
-        for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
-            if (strlen(kinds[k]) == len && strncmp(p, kinds[k], len) == 0) {
-                known = true;
-                has_none |= k == 4;
-            }
-        }
-        if (!known) {
-            cli_error("%s: --fail-on: unknown kind '%.*s' "
-                      "(expected a comma list of leak, growth, invalid-free, oom; or none)",
-                      command, (int)(len > 40 ? 40 : len), p);
-            return false;
-        }
-        items++;
-        if (!p[len])
-            break;
-        p += len + 1;
-    }
-    if (has_none && items > 1) {
-        cli_error("%s: --fail-on: 'none' cannot be combined with other kinds", command);
-        return false;
-    }
-    return true;
+    if (!ok)
+        cli_error("%s: --%s: invalid value '%.200s' (%s)", command, option, value, why);
+    return ok;
 }
 
 /* Sets NAME (replacing an earlier value of the same option); false when out of memory. */
@@ -124,7 +82,11 @@ int cli_settings_parse(const char *command, bool attach, const char *usage, int 
     memset(out, 0, sizeof *out);
     bool budget_enforce = false, has_budget = false, ok = true;
     char abs_path[PATH_MAX];
-    int opt;
+    /* The values are checked here and passed on as spelled. */
+    char why[TL_OPTION_WHY];
+    int opt, number;
+    unsigned kinds;
+    double seconds;
     opterr = 0;
     optind = 1;
     /* '+': stop at the first operand (run's CMD, whose own options are left alone). */
@@ -151,23 +113,19 @@ int cli_settings_parse(const char *command, bool attach, const char *usage, int 
             break;
         case OPT_DEPTH:
         case OPT_PYTHON_DEPTH:
-            if (!parse_bounded(optarg, TRACK_MAX_DEPTH)) {
-                cli_error("%s: --%s: invalid value '%s' (expected 0 to %d frames)", command,
-                          opt == OPT_DEPTH ? "depth" : "python-depth", optarg, TRACK_MAX_DEPTH);
+            if (!value_ok(command, tl_option_depth(optarg, &number, why), opt == OPT_DEPTH ? "depth" : "python-depth",
+                          optarg, why))
                 goto usage;
-            }
             ok = settings_put(out, opt == OPT_DEPTH ? "TENSORLEAK_DEPTH" : "TENSORLEAK_PYTHON_DEPTH", optarg);
             break;
         case OPT_FAIL_ON:
-            if (!valid_fail_on(command, optarg))
+            if (!value_ok(command, tl_option_fail_on(optarg, &kinds, why), "fail-on", optarg, why))
                 goto usage;
             ok = settings_put(out, "TENSORLEAK_FAIL_ON", optarg);
             break;
         case OPT_EXITCODE:
-            if (!parse_bounded(optarg, 255)) {
-                cli_error("%s: --exitcode: invalid value '%s' (expected 0 to 255)", command, optarg);
+            if (!value_ok(command, tl_option_exitcode(optarg, &number, why), "exitcode", optarg, why))
                 goto usage;
-            }
             ok = settings_put(out, "TENSORLEAK_EXITCODE", optarg);
             break;
         case OPT_SUPPRESSIONS: {
@@ -210,16 +168,11 @@ int cli_settings_parse(const char *command, bool attach, const char *usage, int 
             budget_enforce = true;
             ok = settings_put(out, "TENSORLEAK_BUDGET_ENFORCE", "1");
             break;
-        case OPT_INTERVAL: {
-            char *end;
-            double seconds = strtod(optarg, &end);
-            if (!*optarg || *end || !(seconds > 0) || seconds > 86400.0 * 365) {
-                cli_error("%s: --interval: invalid value '%s' (expected seconds > 0)", command, optarg);
+        case OPT_INTERVAL:
+            if (!value_ok(command, tl_option_interval(optarg, &seconds, why), "interval", optarg, why))
                 goto usage;
-            }
             ok = settings_put(out, "TENSORLEAK_INTERVAL", optarg);
             break;
-        }
         case 'h':
             puts(usage);
             cli_settings_free(out);

@@ -25,23 +25,6 @@ extern char **environ;
 
 struct tl_options tl_opt;
 
-static void set_defaults(void)
-{
-    memset(&tl_opt, 0, sizeof tl_opt);
-    strcpy(tl_opt.output, "tensorleak.%p.json");
-    tl_opt.depth = 32;
-    tl_opt.python_depth = 32;
-    tl_opt.addresses = 256;
-    tl_opt.exitcode = 23;
-    tl_opt.signal = SIGUSR1;
-    tl_opt.growth_marks = 3;
-    tl_opt.follow_fork = true;
-    tl_opt.default_owners = true;
-    tl_opt.live = true;
-    tl_opt.live_interval = 1.0;
-    tl_opt.keep = 100;
-}
-
 int tl_parse_bool(const char *s, bool *out)
 {
     static const char *const yes[] = {"1", "true", "yes", "on"};
@@ -82,42 +65,6 @@ int tl_parse_size(const char *s, uint64_t *out)
     return 0;
 }
 
-int tl_parse_int(const char *s, long min, long max, long *out)
-{
-    /* strtol would skip leading blanks and accept "+5": ask for digits. */
-    if (!*s || !(isdigit((unsigned char)*s) || (*s == '-' && isdigit((unsigned char)s[1]))))
-        return -1;
-    errno = 0;
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < min || v > max)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-int tl_parse_fail_on(const char *s, unsigned *out)
-{
-    unsigned bits = 0;
-    char buf[256];
-    if (strlen(s) >= sizeof buf || !*s)
-        return -1;
-    strcpy(buf, s);
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        while (*tok == ' ') tok++;
-        if (strcmp(tok, "leak") == 0) bits |= TL_FAIL_LEAK;
-        else if (strcmp(tok, "growth") == 0) bits |= TL_FAIL_GROWTH;
-        else if (strcmp(tok, "invalid-free") == 0) bits |= TL_FAIL_INVALID_FREE;
-        else if (strcmp(tok, "oom") == 0) bits |= TL_FAIL_OOM;
-        else if (strcmp(tok, "none") == 0) bits |= 0;
-        else if (strcmp(tok, "all") == 0) bits |= TL_FAIL_LEAK | TL_FAIL_GROWTH | TL_FAIL_INVALID_FREE | TL_FAIL_OOM;
-        else return -1;
-    }
-    *out = bits;
-    return 0;
-}
-
 int tl_parse_signal(const char *s, int *out)
 {
     static const struct { const char *name; int sig; } names[] = {
@@ -150,7 +97,6 @@ static void bad(const char *name, const char *value, const char *why)
     tl_warn(NULL, "ignoring %s='%.200s' (%s); using the default", name, value, why);
 }
 
-/* The option table: one row per variable, applied in order. */
 typedef void (*apply_fn)(const char *name, const char *value);
 
 static void apply_output(const char *name, const char *v)
@@ -167,16 +113,16 @@ static void apply_output(const char *name, const char *v)
 
 static void apply_depth(const char *name, const char *v)
 {
-    long n;
-    if (tl_parse_int(v, 0, TL_MAX_DEPTH, &n) != 0) { bad(name, v, "expected 0.." "128"); return; }
-    tl_opt.depth = (int)n;
+    char why[TL_OPTION_WHY];
+    if (!tl_option_depth(v, &tl_opt.depth, why))
+        bad(name, v, why);
 }
 
 static void apply_python_depth(const char *name, const char *v)
 {
-    long n;
-    if (tl_parse_int(v, 0, TL_MAX_DEPTH, &n) != 0) { bad(name, v, "expected 0.." "128"); return; }
-    tl_opt.python_depth = (int)n;
+    char why[TL_OPTION_WHY];
+    if (!tl_option_depth(v, &tl_opt.python_depth, why))
+        bad(name, v, why);
 }
 
 static void apply_addresses(const char *name, const char *v)
@@ -188,16 +134,16 @@ static void apply_addresses(const char *name, const char *v)
 
 static void apply_fail_on(const char *name, const char *v)
 {
-    unsigned bits;
-    if (tl_parse_fail_on(v, &bits) != 0) { bad(name, v, "expected a comma list of leak, growth, invalid-free, oom, none"); return; }
-    tl_opt.fail_on = bits;
+    char why[TL_OPTION_WHY];
+    if (!tl_option_fail_on(v, &tl_opt.fail_on, why))
+        bad(name, v, why);
 }
 
 static void apply_exitcode(const char *name, const char *v)
 {
-    long n;
-    if (tl_parse_int(v, 1, 255, &n) != 0) { bad(name, v, "expected 1..255"); return; }
-    tl_opt.exitcode = (int)n;
+    char why[TL_OPTION_WHY];
+    if (!tl_option_exitcode(v, &tl_opt.exitcode, why))
+        bad(name, v, why);
 }
 
 static void apply_suppressions(const char *name, const char *v)
@@ -244,11 +190,9 @@ static void apply_default_owners(const char *name, const char *v)
 
 static void apply_interval(const char *name, const char *v)
 {
-    char *end;
-    errno = 0;
-    double d = strtod(v, &end);
-    if (!*v || *end || errno || !(d >= 0.0) || d > 86400.0 * 365) { bad(name, v, "expected seconds >= 0"); return; }
-    tl_opt.interval = d;
+    char why[TL_OPTION_WHY];
+    if (!tl_option_interval(v, &tl_opt.interval, why))
+        bad(name, v, why);
 }
 
 static void apply_growth_marks(const char *name, const char *v)
@@ -334,30 +278,38 @@ static void apply_python(const char *name, const char *v)
         snprintf(tl_opt.python_rejected, sizeof tl_opt.python_rejected, "%s", v);
 }
 
-static const struct { const char *name; apply_fn apply; } table[] = {
-    {"TENSORLEAK_OUTPUT", apply_output},
-    {"TENSORLEAK_DEPTH", apply_depth},
-    {"TENSORLEAK_PYTHON_DEPTH", apply_python_depth},
-    {"TENSORLEAK_FRAMES", apply_frames},
-    {"TENSORLEAK_ADDRESSES", apply_addresses},
-    {"TENSORLEAK_FAIL_ON", apply_fail_on},
-    {"TENSORLEAK_EXITCODE", apply_exitcode},
-    {"TENSORLEAK_SUPPRESSIONS", apply_suppressions},
-    {"TENSORLEAK_SIGNAL", apply_signal},
-    {"TENSORLEAK_MARK_SIGNAL", apply_mark_signal},
-    {"TENSORLEAK_QUIET", apply_quiet},
-    {"TENSORLEAK_INTERVAL", apply_interval},
-    {"TENSORLEAK_GROWTH_MARKS", apply_growth_marks},
-    {"TENSORLEAK_FOLLOW_FORK", apply_follow_fork},
-    {"TENSORLEAK_DEFAULT_OWNERS", apply_default_owners},
-    {"TENSORLEAK_LIVE", apply_live},
-    {"TENSORLEAK_LIVE_DIR", apply_live_dir},
-    {"TENSORLEAK_LIVE_INTERVAL", apply_live_interval},
-    {"TENSORLEAK_KEEP", apply_keep},
-    {"TENSORLEAK_OWNERS", apply_owners},
-    {"TENSORLEAK_BUDGET", apply_budget},
-    {"TENSORLEAK_BUDGET_ENFORCE", apply_budget_enforce},
-    {"TENSORLEAK_PYTHON", apply_python},
+/* The option table: one row per variable, applied in order, with its
+ * default as the variable would spell it (NULL: empty, none).  Defaults go
+ * through the same apply function as a set variable, so a default is what
+ * `TENSORLEAK_X=<default>` gives; tl_opt is zeroed first. */
+static const struct {
+    const char *name;
+    const char *default_value;
+    apply_fn apply;
+} table[] = {
+    {"TENSORLEAK_OUTPUT", "tensorleak.%p.json", apply_output},
+    {"TENSORLEAK_DEPTH", "32", apply_depth},
+    {"TENSORLEAK_PYTHON_DEPTH", "32", apply_python_depth},
+    {"TENSORLEAK_FRAMES", "python", apply_frames},
+    {"TENSORLEAK_ADDRESSES", "256", apply_addresses},
+    {"TENSORLEAK_FAIL_ON", "none", apply_fail_on},
+    {"TENSORLEAK_EXITCODE", "23", apply_exitcode},
+    {"TENSORLEAK_SUPPRESSIONS", NULL, apply_suppressions},
+    {"TENSORLEAK_SIGNAL", "USR1", apply_signal},
+    {"TENSORLEAK_MARK_SIGNAL", "none", apply_mark_signal},
+    {"TENSORLEAK_QUIET", "0", apply_quiet},
+    {"TENSORLEAK_INTERVAL", "0", apply_interval},
+    {"TENSORLEAK_GROWTH_MARKS", "3", apply_growth_marks},
+    {"TENSORLEAK_FOLLOW_FORK", "1", apply_follow_fork},
+    {"TENSORLEAK_DEFAULT_OWNERS", "1", apply_default_owners},
+    {"TENSORLEAK_LIVE", "1", apply_live},
+    {"TENSORLEAK_LIVE_DIR", NULL, apply_live_dir},
+    {"TENSORLEAK_LIVE_INTERVAL", "1", apply_live_interval},
+    {"TENSORLEAK_KEEP", "100", apply_keep},
+    {"TENSORLEAK_OWNERS", NULL, apply_owners},
+    {"TENSORLEAK_BUDGET", NULL, apply_budget},
+    {"TENSORLEAK_BUDGET_ENFORCE", "0", apply_budget_enforce},
+    {"TENSORLEAK_PYTHON", "0", apply_python},
 };
 
 /* Variables read by the other programs, known so that setting them draws no
@@ -409,6 +361,15 @@ static const char *find(char **envp, const char *name)
         if (strncmp(*e, name, len) == 0 && (*e)[len] == '=')
             return *e + len + 1;
     return NULL;
+}
+
+/* Every row's default, as if each variable were set to it. */
+static void set_defaults(void)
+{
+    memset(&tl_opt, 0, sizeof tl_opt);
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (table[i].default_value)
+            table[i].apply(table[i].name, table[i].default_value);
 }
 
 void tl_options_load(char **envp)

@@ -15,6 +15,7 @@
 #include <pthread.h>
 
 #include "kinds.h"
+#include "option_rules.h" /* TL_MAX_DEPTH, the gate's kinds, the shared value checks */
 
 #define TL_EXPORT __attribute__((visibility("default")))
 #define TL_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -29,7 +30,6 @@
  * NULL when out of memory (counted as a dropped event). */
 void *tl_thread_block(void **slot, size_t size);
 
-#define TL_MAX_DEPTH 128
 /* A stored stack: up to TENSORLEAK_DEPTH native frames and, besides them,
  * up to TENSORLEAK_PYTHON_DEPTH Python frames (each at most TL_MAX_DEPTH). */
 #define TL_MAX_FRAMES (2 * TL_MAX_DEPTH)
@@ -64,13 +64,6 @@ void tl_note_dropped(const char *why);
 extern atomic_ulong tl_dropped_events;
 
 /* ---- options.c ---------------------------------------------------------- */
-enum tl_fail_kind {
-    TL_FAIL_LEAK = 1u << 0,
-    TL_FAIL_GROWTH = 1u << 1,
-    TL_FAIL_INVALID_FREE = 1u << 2,
-    TL_FAIL_OOM = 1u << 3,
-};
-
 /* A TENSORLEAK_BUDGET value: bytes per device in all, and per owner class
  * in owners.c's class order (cache, workspace, library, user); 0 = none. */
 #define TL_BUDGET_CLASSES 4
@@ -113,11 +106,10 @@ extern struct tl_options tl_opt;
 void tl_options_load(char **envp);
 /* Values and names tl_options_load rejected (a warning each), ever. */
 extern unsigned tl_options_rejected;
-/* Parsers shared with the CLI and the unit tests; return 0 on success. */
+/* Parsers shared with the unit tests (tl_parse_int and tl_parse_fail_on:
+ * option_rules.h); return 0 on success. */
 int tl_parse_bool(const char *s, bool *out);
 int tl_parse_size(const char *s, uint64_t *out);
-int tl_parse_int(const char *s, long min, long max, long *out);
-int tl_parse_fail_on(const char *s, unsigned *out);
 int tl_parse_signal(const char *s, int *out);
 /* The process's rank for %r and the report's "rank": the first of RANK,
  * OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID set and not empty, NULL when

@@ -185,8 +185,10 @@ static bool keep_device(struct live_proc *p, void *row, json_t *raw)
         d->uuid = NULL; /* not a UUID as the library writes one: no label */
     ratio_or_unknown(t, d, "fragmentation", d->fragmentation);
     d->gap_bytes = d->reserved_bytes >= d->allocated_bytes ? d->reserved_bytes - d->allocated_bytes : 0;
-    char why[16];
-    t->derive(&p->model, d, why, sizeof why);
+    if (t->derive) { /* the table's derived figures, where it has any */
+        char why[16];
+        t->derive(&p->model, d, why, sizeof why);
+    }
     return true;
 }
 

@@ -82,8 +82,9 @@
  * object's table (report_fields.c), set when the field was there (present)
  * and when it was null there (null; the member then holds 0).  The writer
  * writes exactly the present fields, so a model read from a report writes
- * that report back.  The has_* and *_unknown members beside are these bits
- * said for the formatters (report_derive). */
+ * that report back.  A renderer asks these bits whether an optional field
+ * had a value or was null (TL_HAS, TL_NULL, tl_*_layout_unknown in
+ * report_fields.h); no member beside them repeats what they say. */
 struct tl_seen {
     uint64_t present, null;
 };
@@ -105,9 +106,6 @@ struct tl_summary {
     /* Bit TL_SUMMARY_<name>: the field was in the report (present), or was
      * null there (null; its value above is 0). */
     struct tl_seen seen;
-    /* largest_free_block or fragmentation was null: unknown, not 0 (some
-     * free space has no layout tensorleak can see). */
-    bool layout_unknown;
 };
 
 /* Field `bit` of an object had a value (present, not null) / was null. */
@@ -161,8 +159,7 @@ struct tl_stack {
 
 /* One entry of a site's optional "allocations" list. */
 struct tl_allocation {
-    uint64_t address;
-    bool has_address;           /* false: a row keyed by a handle (null) */
+    uint64_t address;           /* null (unset): a row keyed by a handle */
     uint64_t bytes;             /* 0 when the size is unknown (null) */
     long long device;           /* -1: host memory (null) */
     struct tl_seen seen;
@@ -182,7 +179,9 @@ struct tl_share {
 struct tl_leak {
     const char *kind;           /* "device", "host_pinned", ... */
     long long site;             /* the call site's id (tensorleak_site_bytes) */
-    uint64_t bytes;             /* 0 when bytes_unknown */
+    /* Null (0 here) when some of the allocations have a size the driver did
+     * not report (unknown_size_allocations of them). */
+    uint64_t bytes;
     uint64_t count;
     uint64_t unknown_size_allocations;
     bool suppressed;
@@ -193,19 +192,14 @@ struct tl_leak {
     struct tl_share *shared;
     size_t share_count;
     struct tl_stack stack;
-    /* Optional "allocations": some of its live allocations; has_allocations
-     * false in reports written before they were listed. */
+    /* Optional "allocations": some of its live allocations (absent from
+     * reports written before they were listed). */
     struct tl_allocation *allocations;
     size_t allocation_count;
     uint64_t allocations_unlisted;
     long long rank;             /* entries of a merged report carry their rank */
     long long pid;              /* ... and the input's pid */
     struct tl_seen seen;
-    bool has_allocations;
-    /* "bytes" is null: some of the allocations have a size the driver did
-     * not report (unknown_size_allocations of them). */
-    bool bytes_unknown;
-    bool has_rank;
     uint64_t counted_elsewhere; /* merge: bytes of its "shared" entries another input counts */
 };
 
@@ -272,7 +266,6 @@ struct tl_growth {
     const char *owner_class, *owner;  /* owner rows */
     long long rank, pid;
     struct tl_seen seen;
-    bool has_rank;
 };
 
 /* One allocated block of a pool segment (optional "layout", see tl_segment). */
@@ -313,6 +306,8 @@ struct tl_pool {
     const char *name;
     const char *kind;           /* "annotated" | "stream_ordered" | "graph" | a framework's */
     long long device;
+    /* reserved_bytes null: a host pool without byte counts, or graph memory
+     * the driver never reported. */
     uint64_t reserved_bytes, allocated_bytes, free_bytes, largest_free_block;
     double fragmentation;
     double utilization;
@@ -343,14 +338,6 @@ struct tl_pool {
     size_t site_count;
     long long rank, pid;
     struct tl_seen seen;
-    bool has_utilization;
-    bool layout_unknown;        /* largest_free_block/fragmentation null */
-    bool has_layout;            /* "layout" present (possibly empty) */
-    bool has_rank;
-    bool has_framework;
-    bool has_read_at;
-    bool bytes_unknown;         /* reserved_bytes null: a host pool without byte counts, or
-                                 * graph memory the driver never reported */
 };
 
 /* One entry of "marks": the totals when tensorleak_mark() was called. */
@@ -361,7 +348,6 @@ struct tl_mark {
     uint64_t device_free;
     double time;                /* seconds, as recorded */
     struct tl_seen seen;
-    bool has_device_free;
 };
 
 struct tl_device {
@@ -375,12 +361,6 @@ struct tl_device {
     double fragmentation;
     long long rank, pid;
     struct tl_seen seen;
-    bool has_largest_free_block;   /* else the summary's applies */
-    bool has_fragmentation;
-    bool layout_unknown;           /* largest_free_block/fragmentation null */
-    bool has_free;                 /* "free" known (null at exit when the driver
-                                      stopped answering; "total" may be its last) */
-    bool has_rank;
 };
 
 /* One entry of "repairs": a figure that broke an invariant, repaired. */
@@ -407,7 +387,6 @@ struct tl_invalid_free {
     struct tl_stack stack;
     long long rank, pid;
     struct tl_seen seen;
-    bool has_rank;
 };
 
 /* One pool of the failing device as the out-of-memory post-mortem read it
@@ -442,7 +421,6 @@ struct tl_oom {
     size_t pool_count;
     long long rank, pid;
     struct tl_seen seen;
-    bool has_verdict;           /* "verdict" present */
 };
 
 /* "tracker": what tracking cost (report-format.md says each count). */
@@ -550,11 +528,6 @@ struct tl_report {
     size_t rank_count;
     struct tl_seen seen;
 
-    bool has_pid;               /* false for merged reports */
-    bool has_rank;
-    bool has_leaks_array;
-    bool has_sites;
-    bool has_oom;
 };
 
 /* ---- report_fields.c: the tables of fields -------------------------------
@@ -602,9 +575,10 @@ struct tl_table {
     size_t seen_offset;  /* of its struct tl_seen */
     const struct tl_field *fields;
     size_t nfields;
-    /* Once an element is read or built: its derived members (has_*,
-     * *_unknown) and the checks types cannot say; false with a message
-     * (appended to the element's path) when the element is wrong. */
+    /* Once an element is read or built: its derived members (a null device
+     * as -1, a site's counted_elsewhere) and the checks types cannot say;
+     * false with a message (appended to the element's path) when the
+     * element is wrong. */
     bool (*derive)(struct tl_report *r, void *element, char *error, size_t size);
 };
 /* The report itself; its fields' tables hang below it. */
@@ -723,7 +697,7 @@ size_t format_stack_rows(const struct tl_stack *stack, struct tl_view_row **rows
 /* A folded row's words: "7 native frames: libffi, _ctypes, libpython3.11". */
 void format_fold_words(const struct tl_stack *stack, const struct tl_view_row *row, char *buf, size_t size);
 /* The out-of-memory verdict in one sentence, as every format says it (the
- * report has one: oom.has_verdict): "fragmentation: 620.0 MiB free (20.0
+ * report has one: TL_HAS(&r->oom, OOM, verdict)): "fragmentation: 620.0 MiB free (20.0
  * MiB on the device, 600.0 MiB in caches), no free block of 50.0 MiB
  * (largest 15.0 MiB); would serve it: PYTORCH_CUDA_ALLOC_CONF=...". */
 void report_oom_sentence(const struct tl_oom *oom, char *buf, size_t size);

@@ -109,7 +109,6 @@ static bool allocation_derive(struct tl_report *r, void *e, char *error, size_t 
     (void)r, (void)error, (void)size;
     struct tl_allocation *a = e;
     a->device = tl_seen_has(&a->seen, TL_F_ALLOC_device) ? a->device : -1;
-    a->has_address = tl_seen_has(&a->seen, TL_F_ALLOC_address);
     return true;
 }
 
@@ -117,14 +116,11 @@ static bool site_derive(struct tl_report *r, void *e, char *error, size_t size)
 {
     (void)r;
     struct tl_leak *l = e;
-    l->has_allocations = tl_seen_has(&l->seen, TL_F_SITE_allocations);
     if (l->allocation_count > l->count) {
         snprintf(error, size, ".allocations: %zu listed, more than its count (%" PRIu64 ")", l->allocation_count,
                  l->count);
         return false;
     }
-    l->bytes_unknown = tl_seen_null(&l->seen, TL_F_SITE_bytes);
-    l->has_rank = tl_seen_has(&l->seen, TL_F_SITE_rank);
     l->counted_elsewhere = 0;
     for (size_t i = 0; i < l->share_count; i++)
         if (l->shared[i].counted_elsewhere)
@@ -138,14 +134,6 @@ static bool owner_device_derive(struct tl_report *r, void *e, char *error, size_
     struct tl_owner_device *o = e;
     if (tl_seen_null(&o->seen, TL_F_OWNDEV_device))
         o->device = -1; /* host memory, no device's */
-    return true;
-}
-
-static bool growth_derive(struct tl_report *r, void *e, char *error, size_t size)
-{
-    (void)r, (void)error, (void)size;
-    struct tl_growth *g = e;
-    g->has_rank = tl_seen_has(&g->seen, TL_F_GROWTH_rank);
     return true;
 }
 
@@ -169,67 +157,6 @@ static bool segment_derive(struct tl_report *r, void *e, char *error, size_t siz
         }
         end = b->offset + b->bytes;
     }
-    return true;
-}
-
-static bool pool_derive(struct tl_report *r, void *e, char *error, size_t size)
-{
-    (void)r, (void)error, (void)size;
-    struct tl_pool *p = e;
-    p->layout_unknown = tl_seen_null(&p->seen, TL_F_POOL_largest_free_block) || tl_seen_null(&p->seen, TL_F_POOL_fragmentation);
-    p->bytes_unknown = tl_seen_null(&p->seen, TL_F_POOL_reserved_bytes);
-    p->has_utilization = tl_seen_has(&p->seen, TL_F_POOL_utilization);
-    p->has_layout = tl_seen_has(&p->seen, TL_F_POOL_layout);
-    p->has_rank = tl_seen_has(&p->seen, TL_F_POOL_rank);
-    p->has_framework = tl_seen_has(&p->seen, TL_F_POOL_framework);
-    p->has_read_at = tl_seen_has(&p->seen, TL_F_POOL_read_at);
-    return true;
-}
-
-static bool mark_derive(struct tl_report *r, void *e, char *error, size_t size)
-{
-    (void)r, (void)error, (void)size;
-    struct tl_mark *m = e;
-    m->has_device_free = tl_seen_has(&m->seen, TL_F_MARK_device_free);
-    return true;
-}
-
-static bool device_derive(struct tl_report *r, void *e, char *error, size_t size)
-{
-    (void)r, (void)error, (void)size;
-    struct tl_device *d = e;
-    d->has_free = tl_seen_has(&d->seen, TL_F_DEVICE_free);
-    d->layout_unknown = tl_seen_null(&d->seen, TL_F_DEVICE_largest_free_block) || tl_seen_null(&d->seen, TL_F_DEVICE_fragmentation);
-    d->has_largest_free_block = tl_seen_has(&d->seen, TL_F_DEVICE_largest_free_block);
-    d->has_fragmentation = tl_seen_has(&d->seen, TL_F_DEVICE_fragmentation);
-    d->has_rank = tl_seen_has(&d->seen, TL_F_DEVICE_rank);
-    return true;
-}
-
-static bool invalid_free_derive(struct tl_report *r, void *e, char *error, size_t size)
-{
-    (void)r, (void)error, (void)size;
-    struct tl_invalid_free *f = e;
-    f->has_rank = tl_seen_has(&f->seen, TL_F_INVALID_rank);
-    return true;
-}
-
-static bool summary_derive(struct tl_report *r, void *e, char *error, size_t size)
-{
-    (void)r, (void)error, (void)size;
-    struct tl_summary *s = e;
-    s->layout_unknown = tl_seen_null(&s->seen, TL_SUMMARY_largest_free_block) || tl_seen_null(&s->seen, TL_SUMMARY_fragmentation);
-    return true;
-}
-
-static bool report_derive_root(struct tl_report *r, void *e, char *error, size_t size)
-{
-    (void)e, (void)error, (void)size;
-    r->has_pid = tl_seen_has(&r->seen, TL_F_REPORT_pid);
-    r->has_rank = tl_seen_has(&r->seen, TL_F_REPORT_rank);
-    r->has_leaks_array = r->seen.present & TL_BIT(REPORT, leaks);
-    r->has_sites = tl_seen_has(&r->seen, TL_F_REPORT_sites);
-    r->has_oom = tl_seen_has(&r->seen, TL_F_REPORT_oom);
     return true;
 }
 
@@ -366,7 +293,7 @@ static const struct tl_field growth_fields[] = {
     FIELD(struct tl_growth, rank, INT, 0),
     FIELD(struct tl_growth, pid, INT, 0),
 };
-static const struct tl_table growth_table = TABLE(struct tl_growth, "growth", growth_fields, growth_derive);
+static const struct tl_table growth_table = TABLE(struct tl_growth, "growth", growth_fields, NULL);
 
 static const struct tl_field block_fields[] = {
     FIELD(struct tl_block, offset, U64, R),
@@ -429,7 +356,7 @@ static const struct tl_field pool_fields[] = {
     FIELD(struct tl_pool, rank, INT, 0),
     FIELD(struct tl_pool, pid, INT, 0),
 };
-static const struct tl_table pool_table = TABLE(struct tl_pool, "pool", pool_fields, pool_derive);
+static const struct tl_table pool_table = TABLE(struct tl_pool, "pool", pool_fields, NULL);
 
 static const struct tl_field device_fields[] = {
     FIELD(struct tl_device, device, INT, 0),
@@ -446,7 +373,7 @@ static const struct tl_field device_fields[] = {
     FIELD(struct tl_device, rank, INT, 0),
     FIELD(struct tl_device, pid, INT, 0),
 };
-static const struct tl_table device_table = TABLE(struct tl_device, "device", device_fields, device_derive);
+static const struct tl_table device_table = TABLE(struct tl_device, "device", device_fields, NULL);
 
 static const struct tl_field repair_fields[] = {
     FIELD(struct tl_repair_entry, invariant, STRING, R),
@@ -465,7 +392,7 @@ static const struct tl_field mark_fields[] = {
     FIELD(struct tl_mark, device_free, U64, 0),
     FIELD(struct tl_mark, time, REAL, 0),
 };
-static const struct tl_table mark_table = TABLE(struct tl_mark, "mark", mark_fields, mark_derive);
+static const struct tl_table mark_table = TABLE(struct tl_mark, "mark", mark_fields, NULL);
 
 static const struct tl_field invalid_free_fields[] = {
     FIELD(struct tl_invalid_free, address, STRING, 0),
@@ -476,7 +403,7 @@ static const struct tl_field invalid_free_fields[] = {
     FIELD(struct tl_invalid_free, pid, INT, 0),
 };
 static const struct tl_table invalid_free_table =
-    TABLE(struct tl_invalid_free, "invalid_free", invalid_free_fields, invalid_free_derive);
+    TABLE(struct tl_invalid_free, "invalid_free", invalid_free_fields, NULL);
 
 static const struct tl_field oom_pool_fields[] = {
     FIELD(struct tl_oom_pool, name, STRING, R),
@@ -507,14 +434,7 @@ static const struct tl_field oom_fields[] = {
     FIELD(struct tl_oom, rank, INT, 0),
     FIELD(struct tl_oom, pid, INT, 0),
 };
-static bool oom_derive(struct tl_report *r, void *e, char *error, size_t size)
-{
-    (void)r, (void)error, (void)size;
-    struct tl_oom *o = e;
-    o->has_verdict = tl_seen_has(&o->seen, TL_F_OOM_verdict);
-    return true;
-}
-static const struct tl_table oom_table = TABLE(struct tl_oom, "oom", oom_fields, oom_derive);
+static const struct tl_table oom_table = TABLE(struct tl_oom, "oom", oom_fields, NULL);
 
 static const struct tl_field tracker_fields[] = {
     FIELD(struct tl_tracker, stacks_unwound, U64, 0),
@@ -577,7 +497,7 @@ static const struct tl_table rank_table = TABLE(struct tl_rank, "ranks", rank_fi
 #define TL_SUMMARY_TABLE_FIELD(name, type, flags, merge) FIELD(struct tl_summary, name, type, TL_SUMMARY_FLAG_##flags),
 static const struct tl_field summary_fields[] = {TL_SUMMARY_FIELDS(TL_SUMMARY_TABLE_FIELD)};
 #undef TL_SUMMARY_TABLE_FIELD
-const struct tl_table tl_summary_table = TABLE(struct tl_summary, "summary", summary_fields, summary_derive);
+const struct tl_table tl_summary_table = TABLE(struct tl_summary, "summary", summary_fields, NULL);
 
 static const struct tl_field report_fields[] = {
     FIELD(struct tl_report, tool, STRING, L),
@@ -614,7 +534,7 @@ static const struct tl_field report_fields[] = {
     LIST(struct tl_report, ranks, rank_count, "ranks", rank_table, 0),
     OBJECT(struct tl_report, attach, "attach", attach_table, 0),
 };
-const struct tl_table tl_report_table = TABLE(struct tl_report, "report", report_fields, report_derive_root);
+const struct tl_table tl_report_table = TABLE(struct tl_report, "report", report_fields, NULL);
 
 /* ---- deriving a built model ------------------------------------------------ */
 

@@ -103,6 +103,28 @@ TL_F_ENUMERATE(TL_REPORT_NAMES, REPORT)
 #undef TL_F_ENUMERATE
 #undef TL_F_ENUM
 
+/* Field `field` of `obj`, an object of table TABLE, had a value in the
+ * report (not absent, not null): what a renderer asks before it shows an
+ * optional figure. */
+#define TL_HAS(obj, TABLE, field) tl_seen_has(&(obj)->seen, TL_F_##TABLE##_##field)
+/* ... was null there: a figure the report says is unknown, not 0. */
+#define TL_NULL(obj, TABLE, field) tl_seen_null(&(obj)->seen, TL_F_##TABLE##_##field)
+
+/* Free space with no layout tensorleak can see: largest_free_block or
+ * fragmentation null (unknown, not 0). */
+static inline bool tl_pool_layout_unknown(const struct tl_pool *p)
+{
+    return TL_NULL(p, POOL, largest_free_block) || TL_NULL(p, POOL, fragmentation);
+}
+static inline bool tl_device_layout_unknown(const struct tl_device *d)
+{
+    return TL_NULL(d, DEVICE, largest_free_block) || TL_NULL(d, DEVICE, fragmentation);
+}
+static inline bool tl_summary_layout_unknown(const struct tl_summary *s)
+{
+    return tl_seen_null(&s->seen, TL_SUMMARY_largest_free_block) || tl_seen_null(&s->seen, TL_SUMMARY_fragmentation);
+}
+
 /* A field's bit, for tl_seen.present and .null. */
 #define TL_BIT(table, name) (1ull << TL_F_##table##_##name)
 /* Every field of a table present. */

@@ -124,7 +124,7 @@ struct prefix {
 static struct prefix prefix_of(const struct tl_report *r)
 {
     struct prefix p;
-    if (r->has_pid)
+    if (TL_HAS(r, REPORT, pid))
         snprintf(p.text, sizeof(p.text), "==%lld==", r->pid);
     else
         snprintf(p.text, sizeof(p.text), "==?==");
@@ -160,7 +160,7 @@ static void header(FILE *out, const struct tl_report *r)
         sites += !l->suppressed;
         if (!l->suppressed)
             tl_headline_add(&headline, l->kind, (long long)l->count, l->bytes,
-                            l->bytes_unknown ? (long long)l->unknown_size_allocations : 0);
+                            TL_NULL(l, SITE, bytes) ? (long long)l->unknown_size_allocations : 0);
     }
     fprintf(out, "%s tensorleak: ", pfx.text);
     if (tl_headline_matches(&headline, (long long)s->leaked_allocations, s->leaked_bytes))
@@ -202,9 +202,9 @@ static void leaks(FILE *out, const struct tl_report *r)
         /* As the library prints it: address space is not memory. */
         const char *what = report_kind_apart_words(l->kind);
         fprintf(out, "Leak of %s%s in %" PRIu64 " allocation(s) [",
-                l->bytes_unknown ? "unknown size" : size_human(l->bytes, human), what, l->count);
+                TL_NULL(l, SITE, bytes) ? "unknown size" : size_human(l->bytes, human), what, l->count);
         put_field(out, l->kind ? report_leak_kind(l) : NULL);
-        fprintf(out, "%s] allocated from:\n", rank_tag(l->has_rank, l->rank, ", ").text);
+        fprintf(out, "%s] allocated from:\n", rank_tag(TL_HAS(l, SITE, rank), l->rank, ", ").text);
         format_stack(out, &l->stack);
         fputc('\n', out);
     }
@@ -215,7 +215,7 @@ static void leaks(FILE *out, const struct tl_report *r)
 static bool scoped_growth(FILE *out, const struct tl_growth *g)
 {
     char human[SIZE_HUMAN_MAX];
-    const struct rank_tag tag = rank_tag(g->has_rank, g->rank, ", ");
+    const struct rank_tag tag = rank_tag(TL_HAS(g, GROWTH, rank), g->rank, ", ");
     const char *rank = tag.text;
     size_human(g->bytes_per_mark, human);
     if (!g->scope || strcmp(g->scope, "call_site") == 0)
@@ -256,7 +256,7 @@ static void growth(FILE *out, const struct tl_report *r)
             continue;
         fprintf(out, "Growth of %s per mark over %" PRIu64 " marks [", size_human(g->bytes_per_mark, human), g->marks);
         put_field(out, g->kind);
-        fprintf(out, "%s] allocated from:\n", rank_tag(g->has_rank, g->rank, ", ").text);
+        fprintf(out, "%s] allocated from:\n", rank_tag(TL_HAS(g, GROWTH, rank), g->rank, ", ").text);
         format_stack(out, &g->stack);
         fputc('\n', out);
     }
@@ -272,7 +272,7 @@ static void invalid_frees(FILE *out, const struct tl_report *r)
         put_field(out, f->address);
         fputs(" [", out);
         put_field(out, f->kind);
-        fprintf(out, "%s] from:\n", rank_tag(f->has_rank, f->rank, ", ").text);
+        fprintf(out, "%s] from:\n", rank_tag(TL_HAS(f, INVALID, rank), f->rank, ", ").text);
         format_stack(out, &f->stack);
         fputc('\n', out);
     }
@@ -365,14 +365,14 @@ void report_oom_sentence(const struct tl_oom *o, char *buf, size_t size)
 static void oom(FILE *out, const struct tl_report *r)
 {
     char human[SIZE_HUMAN_MAX];
-    if (!r->has_oom)
+    if (!TL_HAS(r, REPORT, oom))
         return;
     fprintf(out, "Out of memory allocating %s [", size_human(r->oom.bytes, human));
     put_field(out, r->oom.kind);
     fprintf(out, "] on device %lld from:\n", r->oom.device);
     format_stack(out, &r->oom.stack);
     fputc('\n', out);
-    if (!r->oom.has_verdict) /* a report from before the verdict */
+    if (!TL_HAS(&r->oom, OOM, verdict)) /* a report from before the verdict */
         return;
     char line[512];
     report_oom_sentence(&r->oom, line, sizeof line);
@@ -422,13 +422,13 @@ static void devices(FILE *out, const struct tl_report *r)
     for (size_t i = 0; i < r->device_count; i++) {
         const struct tl_device *d = &r->devices[i];
         /* Reports of one device may keep these in the summary only. */
-        bool known_here = d->has_largest_free_block || d->layout_unknown;
-        uint64_t block = d->has_largest_free_block ? d->largest_free_block
+        bool known_here = TL_HAS(d, DEVICE, largest_free_block) || tl_device_layout_unknown(d);
+        uint64_t block = TL_HAS(d, DEVICE, largest_free_block) ? d->largest_free_block
                                                    : r->summary.largest_free_block;
-        double frag = d->has_fragmentation ? d->fragmentation : r->summary.fragmentation;
-        bool unknown = known_here ? d->layout_unknown : r->summary.layout_unknown;
+        double frag = TL_HAS(d, DEVICE, fragmentation) ? d->fragmentation : r->summary.fragmentation;
+        bool unknown = known_here ? tl_device_layout_unknown(d) : tl_summary_layout_unknown(&r->summary);
         fprintf(out, "%s%s device %lld: reserved %s, allocated %s, gap %s; %s\n",
-                prefix_of(r).text, rank_tag(d->has_rank, d->rank, " ").text, d->device,
+                prefix_of(r).text, rank_tag(TL_HAS(d, DEVICE, rank), d->rank, " ").text, d->device,
                 size_human(d->reserved_bytes, reserved),
                 size_human(d->allocated_bytes, allocated), size_human(d->gap_bytes, gap),
                 free_space_words(unknown, block, frag, free_space, sizeof free_space));
@@ -468,7 +468,7 @@ static void framework_note(FILE *out, const struct tl_pool *p)
 {
     const char *v = p->framework.version, *m = p->framework.mode;
     char when[64] = "??";
-    if (p->has_read_at && p->read_at >= 0 && p->read_at < 1e11)
+    if (TL_HAS(p, POOL, read_at) && p->read_at >= 0 && p->read_at < 1e11)
         tl_format_realtime(p->read_at, when, sizeof when);
     const char *said = !p->state || strcmp(p->state, "fresh") == 0 ? ""
                        : strcmp(p->state, "final") == 0        ? ", read at exit"
@@ -491,13 +491,13 @@ static void pools(FILE *out, const struct tl_report *r)
     char reserved[SIZE_HUMAN_MAX], allocated[SIZE_HUMAN_MAX], free_space[96];
     for (size_t i = 0; i < r->pool_count; i++) {
         const struct tl_pool *p = &r->pools[i];
-        if (p->has_framework && p->device < 0) { /* a framework's host pool (CuPy pinned) */
-            fprintf(out, "%s%s pool '", prefix_of(r).text, rank_tag(p->has_rank, p->rank, " ").text);
+        if (TL_HAS(p, POOL, framework) && p->device < 0) { /* a framework's host pool (CuPy pinned) */
+            fprintf(out, "%s%s pool '", prefix_of(r).text, rank_tag(TL_HAS(p, POOL, rank), p->rank, " ").text);
             put_field(out, p->name);
             fputs("' (", out);
             put_field(out, p->kind);
             fputs(", host): ", out);
-            if (p->bytes_unknown)
+            if (TL_NULL(p, POOL, reserved_bytes))
                 fprintf(out, "%" PRIu64 " free block(s); no byte counts published", p->free_blocks);
             else
                 fprintf(out, "reserved %s, allocated %s", size_human(p->reserved_bytes, reserved),
@@ -507,15 +507,15 @@ static void pools(FILE *out, const struct tl_report *r)
             continue;
         }
         bool graph = p->kind && strcmp(p->kind, "graph") == 0;
-        bool unknown = graph && p->bytes_unknown; /* the driver never reported graph memory */
-        fprintf(out, "%s%s pool '", prefix_of(r).text, rank_tag(p->has_rank, p->rank, " ").text);
+        bool unknown = graph && TL_NULL(p, POOL, reserved_bytes); /* the driver never reported graph memory */
+        fprintf(out, "%s%s pool '", prefix_of(r).text, rank_tag(TL_HAS(p, POOL, rank), p->rank, " ").text);
         put_field(out, p->name);
         fputs("' (", out);
         put_field(out, p->kind);
         fprintf(out, ", device %lld): reserved %s, allocated %s; %s", p->device,
                 unknown ? "unknown" : size_human(p->reserved_bytes, reserved),
                 unknown ? "unknown" : size_human(p->allocated_bytes, allocated),
-                free_space_words(p->layout_unknown, p->largest_free_block, p->fragmentation,
+                free_space_words(tl_pool_layout_unknown(p), p->largest_free_block, p->fragmentation,
                                  free_space, sizeof free_space));
         if (graph) /* the allocation nodes it holds */
             fprintf(out, "; %" PRIu64 " allocation node(s), %s", p->allocation_nodes,
@@ -529,7 +529,7 @@ static void pools(FILE *out, const struct tl_report *r)
         }
         else if (p->reading && strcmp(p->reading, "none") == 0)
             fprintf(out, " [the driver never answered]");
-        if (p->has_framework)
+        if (TL_HAS(p, POOL, framework))
             framework_note(out, p);
         fputc('\n', out);
     }

@@ -15,6 +15,7 @@
  */
 #include "report_gather.h"
 #include "model.h"
+#include "report_fields.h"
 #include "counts.h"
 #include "tl_version.h"
 
@@ -988,7 +989,7 @@ static int report_write(enum tl_reason reason, const char *label, const struct t
         } else if (reason == TL_REASON_OOM && oom) {
             char want[32], why[512];
             tl_format_size(oom->bytes, want, sizeof want);
-            if (have_model && model.oom.has_verdict)
+            if (have_model && TL_HAS(&model.oom, OOM, verdict))
                 report_oom_sentence(&model.oom, why, sizeof why);
             else
                 snprintf(why, sizeof why, "verdict unknown");

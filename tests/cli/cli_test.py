@@ -467,7 +467,7 @@ def a_warning_shows_control_characters_of_an_environment_value_as_question_marks
     rc, out, err = c.run(["run", "--sim", "--quiet", "-o", os.path.join(work, "r.%p.json"), "--", c.alloc_three],
                          cwd=work, env={"TENSORLEAK_DEPTH": "4" + HOSTILE})
     check_eq((rc, out), (0, ""), f"alloc_three (stderr: {err!r})")
-    want = f"tensorleak: ignoring TENSORLEAK_DEPTH='4{HOSTILE_SHOWN}' (expected 0..128); using the default\n"
+    want = f"tensorleak: ignoring TENSORLEAK_DEPTH='4{HOSTILE_SHOWN}' (expected 0 to 128 frames); using the default\n"
     if want not in err:
         raise Failure(f"{want!r} not in stderr {err!r}")
     check_eq(control_characters(err), [], "control characters in stderr")
@@ -575,6 +575,9 @@ def run_sets_the_documented_environment(c):
     c.expect(["run", "--owners", "supp_leaks.txt", "--no-default-owners", "--budget", "8G,user:2G",
               "--budget-enforce", "--interval", "0.5", "--", "/bin/sh", "-c", owners_script], 0, stderr="",
              env=fake_env(c), stdout="\n".join([supp, "0", "8G,user:2G", "1", "0.5"]) + "\n")
+    # 0 is the interval's "off", as the library reads it.
+    c.expect(["run", "--interval", "0", "--", "/bin/sh", "-c", 'printf "%s\\n" "$TENSORLEAK_INTERVAL"'], 0, stderr="",
+             env=fake_env(c), stdout="0\n")
 
 
 @case
@@ -590,18 +593,21 @@ def run_rejects_bad_options_before_starting_anything(c):
                  stderr=f"tensorleak: run: {msg}\n", env=fake_env(c))
     bad(["--depth", "-1"], "--depth: invalid value '-1' (expected 0 to 128 frames)")
     bad(["--budget-enforce"], "--budget-enforce needs --budget (or TENSORLEAK_BUDGET)")
-    bad(["--interval", "0"], "--interval: invalid value '0' (expected seconds > 0)")
+    bad(["--interval", "-1"], "--interval: invalid value '-1' (expected seconds, 0 (off) to 31536000)")
     bad(["--owners", "no-such-file"], "--owners: no-such-file: No such file or directory")
     bad(["--depth", "12abc"], "--depth: invalid value '12abc' (expected 0 to 128 frames)")
     bad(["--python-depth", "129"], "--python-depth: invalid value '129' (expected 0 to 128 frames)")
     bad(["--depth", "99999999999999999999"],
         "--depth: invalid value '99999999999999999999' (expected 0 to 128 frames)")
-    bad(["--fail-on", "leak,leaks"], "--fail-on: unknown kind 'leaks' "
-        "(expected a comma list of leak, growth, invalid-free, oom; or none)")
-    bad(["--fail-on", ""], "--fail-on: unknown kind '' "
-        "(expected a comma list of leak, growth, invalid-free, oom; or none)")
-    bad(["--fail-on", "none,leak"], "--fail-on: 'none' cannot be combined with other kinds")
-    bad(["--exitcode", "256"], "--exitcode: invalid value '256' (expected 0 to 255)")
+    bad(["--fail-on", "leak,leaks"], "--fail-on: invalid value 'leak,leaks' (unknown kind 'leaks': "
+        "expected a comma list of leak, growth, invalid-free, oom; or none)")
+    bad(["--fail-on", ""], "--fail-on: invalid value '' (unknown kind '': "
+        "expected a comma list of leak, growth, invalid-free, oom; or none)")
+    bad(["--fail-on", "all"], "--fail-on: invalid value 'all' (unknown kind 'all': "
+        "expected a comma list of leak, growth, invalid-free, oom; or none)")
+    bad(["--fail-on", "none,leak"], "--fail-on: invalid value 'none,leak' ('none' cannot be combined with other kinds)")
+    bad(["--exitcode", "256"], "--exitcode: invalid value '256' (expected 1 to 255)")
+    bad(["--exitcode", "0"], "--exitcode: invalid value '0' (expected 1 to 255)")
     bad(["--output", ""], "--output: empty pattern")
     c.expect(["run", "--suppressions", "supp_bad.txt", "/bin/true"], 2, stdout="",
              stderr="tensorleak: supp_bad.txt:3: unknown suppression kind 'leaks' "

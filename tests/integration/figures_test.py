@@ -152,11 +152,12 @@ def every_variable_the_readme_and_man_page_document_is_known_to_the_library():
 
 
 def quoted_strings(source, array):
-    """The upper-case string literals of C array `array` in `source`: the
-    variable names (a table row's other members are functions)."""
+    """The variable names of C array `array` in `source`: each entry's or
+    row's first string literal (a row's default is its second)."""
     m = re.search(r"\b" + array + r"\[\]\s*=\s*\{(.*?)\};", source, re.S)
     check(m, f"no array {array} in src/base/options.c: the extraction is broken")
-    return re.findall(r'"([A-Z][A-Z0-9_]*)"', m.group(1))
+    rows = re.findall(r'\{\s*"([A-Z][A-Z0-9_]*)"', m.group(1))
+    return rows or re.findall(r'"([A-Z][A-Z0-9_]*)"', m.group(1))
 
 
 def every_variable_the_library_knows_is_in_the_readme_settings_table():

@@ -660,7 +660,7 @@ def python_frames_have_a_budget_of_their_own_beside_a_deep_native_stack():
         eq(python_frames(stack), py, f"{env}: Python frames")
         eq(stack[:32], native, f"{env}: the Python frames come after the native ones")
     p, rep = run([sys.executable, app, lib], env={"TENSORLEAK_PYTHON_DEPTH": "many"})
-    check("ignoring TENSORLEAK_PYTHON_DEPTH='many' (expected 0..128); using the default" in p.stderr, p.stderr)
+    check("ignoring TENSORLEAK_PYTHON_DEPTH='many' (expected 0 to 128 frames); using the default" in p.stderr, p.stderr)
     eq(rep["python_depth"], 32, "a bad value keeps the default")
 
 

@@ -427,6 +427,11 @@ Test(options, booleans_fail_on_lists_and_signals)
     cr_assert_eq(tl_parse_fail_on("none", &k), 0);
     cr_assert_eq(k, 0);
     cr_assert_eq(tl_parse_fail_on("leak,bogus", &k), -1);
+    /* The documented spelling only, as `tensorleak run --fail-on` has it. */
+    cr_assert_eq(tl_parse_fail_on("all", &k), -1);
+    cr_assert_eq(tl_parse_fail_on("none,leak", &k), -1);
+    cr_assert_eq(tl_parse_fail_on("leak, oom", &k), -1);
+    cr_assert_eq(tl_parse_fail_on("leak,,oom", &k), -1);
     int s;
     cr_assert_eq(tl_parse_signal("SIGUSR2", &s), 0);
     cr_assert_eq(s, SIGUSR2);
@@ -447,6 +452,57 @@ Test(options, bad_values_keep_defaults)
     cr_assert_eq(tl_opt.exitcode, 23);
     cr_assert_str_eq(tl_opt.output, "tensorleak.%p.json");
     cr_assert(tl_opt.quiet);
+}
+
+/* The rows' defaults are the documented ones (README.md's table). */
+Test(options, defaults_from_the_rows)
+{
+    char *env[] = {NULL};
+    tl_options_load(env);
+    cr_assert_str_eq(tl_opt.output, "tensorleak.%p.json");
+    cr_assert(!tl_opt.output_null);
+    cr_assert_eq(tl_opt.depth, 32);
+    cr_assert_eq(tl_opt.python_depth, 32);
+    cr_assert(!tl_opt.frames_all);
+    cr_assert_eq(tl_opt.addresses, 256);
+    cr_assert_eq(tl_opt.fail_on, 0);
+    cr_assert_eq(tl_opt.exitcode, 23);
+    cr_assert_str_eq(tl_opt.suppressions, "");
+    cr_assert_eq(tl_opt.signal, SIGUSR1);
+    cr_assert_eq(tl_opt.mark_signal, 0);
+    cr_assert(!tl_opt.quiet);
+    cr_assert_eq(tl_opt.interval, 0.0);
+    cr_assert_eq(tl_opt.growth_marks, 3);
+    cr_assert(tl_opt.follow_fork);
+    cr_assert(tl_opt.default_owners);
+    cr_assert(tl_opt.live);
+    cr_assert_str_eq(tl_opt.live_dir, "");
+    cr_assert_eq(tl_opt.live_interval, 1.0);
+    cr_assert_eq(tl_opt.keep, 100);
+    cr_assert_str_eq(tl_opt.owners, "");
+    cr_assert_eq(tl_opt.budget.total, 0);
+    cr_assert(!tl_opt.budget_enforce);
+    cr_assert(!tl_opt.python);
+    cr_assert_str_eq(tl_opt.python_rejected, "");
+}
+
+/* The rules `tensorleak run` shares: 0 is the interval's off; a gate's
+ * status is never 0. */
+Test(options, shared_rules_interval_zero_exitcode_nonzero)
+{
+    char *env[] = {"TENSORLEAK_INTERVAL=0", "TENSORLEAK_FAIL_ON=all", NULL};
+    tl_options_load(env);
+    cr_assert_eq(tl_opt.interval, 0.0);
+    cr_assert_eq(tl_opt.fail_on, 0, "'all' is no documented kind");
+    char why[TL_OPTION_WHY];
+    int n;
+    cr_assert(!tl_option_exitcode("0", &n, why));
+    cr_assert_str_eq(why, "expected 1 to 255");
+    cr_assert(tl_option_exitcode("255", &n, why));
+    cr_assert_eq(n, 255);
+    double d;
+    cr_assert(tl_option_interval("0", &d, why));
+    cr_assert(!tl_option_interval("-1", &d, why));
 }
 
 Test(report_path, pattern_expands_pid_sequence_rank_and_percent)
