@@ -804,6 +804,11 @@ static bool package_dir(char *out, size_t len)
 }
 
 static char boot_dir[PATH_MAX];
+/* The library's own path when `tensorleak attach` loaded it: that copy is
+ * not in the program's global scope, where the bridge otherwise finds the
+ * exports (ctypes.CDLL(None)), so the bridge opens it by name (RTLD_NOLOAD:
+ * this copy, never a second).  Empty for a preloaded library. */
+static char boot_library[PATH_MAX];
 
 /* Runs in the main thread with the GIL (a pending call).  The bridge's own
  * failure is one stderr line and 0: never raised in the program.  Python
@@ -837,7 +842,7 @@ static int boot(void *arg)
     /* exec in a dict of its own: nothing is bound in the program's __main__.
      * sys.path gets the directory appended, so a tensorleak the program
      * installed itself wins.  Only Exception is caught: see above. */
-    char code[PATH_MAX + 1024];
+    char code[2 * PATH_MAX + 1024];
     snprintf(code, sizeof code,
              "__import__('builtins').exec(\"\"\"\n"
              "import sys\n"
@@ -847,14 +852,18 @@ static int boot(void *arg)
              "        if d and d not in sys.path:\n"
              "            sys.path.append(d)\n"
              "        import tensorleak.bridge\n"
-             "        tensorleak.bridge.activate()\n"
+             "        lib = '%s'\n"
+             "        if lib:\n"
+             "            tensorleak.bridge.activate(library=lib)\n"
+             "        else:\n"
+             "            tensorleak.bridge.activate()\n"
              "except Exception as e:\n"
              "    try:\n"
              "        sys.stderr.write('tensorleak: the Python bridge did not start: %%r\\\\n' %% (e,))\n"
              "    except Exception:\n"
              "        pass\n"
              "\"\"\", {'__name__': '_tensorleak_boot'})\n",
-             boot_dir);
+             boot_dir, boot_library);
     void *main_module = add_module("__main__"); /* borrowed */
     void *globals = main_module ? module_dict(main_module) : NULL;
     if (!globals) {
@@ -947,6 +956,13 @@ void tl_bridge_kick(void)
     if (!package_dir(boot_dir, sizeof boot_dir) || strpbrk(boot_dir, "'\\\"\n")) {
         boot_dir[0] = 0; /* `import tensorleak` may still work from sys.path */
     }
+    Dl_info self;
+    boot_library[0] = 0;
+    if (atomic_load(&tl_attached) && dladdr((void *)tl_bridge_kick, &self) && self.dli_fname &&
+        !realpath(self.dli_fname, boot_library))
+        boot_library[0] = 0;
+    if (strpbrk(boot_library, "'\\\"\n"))
+        boot_library[0] = 0; /* the bridge stays off rather than run a path as code */
     pending_call = pending;
     if (pending(boot, NULL) != 0)
         tl_warn(NULL, "the Python bridge could not be scheduled (Py_AddPendingCall failed)");
