@@ -99,6 +99,42 @@ void tl_attach_measure_before(void)
     (void)tl_driver_symbol("cuPointerGetAttribute");
 }
 
+static atomic_ullong total_base;
+
+/* Tracking is off (the hooks forward) and the earlier attach's rows are
+ * dropped, out of every total: nothing changes these meanwhile.  The peaks
+ * start at what is live (nothing); the total is folded from the shards'
+ * counts since the library loaded, so it keeps a base. */
+void tl_attach_reset_counts(void)
+{
+    tl_live_fold();
+    atomic_store(&total_base, atomic_load(&tl_stats.total_allocs));
+    atomic_store(&tl_stats.failed_allocs, 0);
+    atomic_store(&tl_stats.oom_failures, 0);
+    atomic_store(&tl_stats.invalid_frees, 0);
+    atomic_store(&tl_stats.teardown_bytes, 0);
+    atomic_store(&tl_stats.teardown_allocs, 0);
+    atomic_store(&tl_stats.peak_live_bytes, atomic_load(&tl_stats.live_bytes));
+    for (int d = 0; d < TL_MAX_DEVICES; d++) {
+        /* Exact from here if this attach set a budget (counts.h). */
+        long long live = tl_live_sum_device_bytes(d);
+        atomic_store(&tl_stats.device[d].live_bytes, live);
+        atomic_store(&tl_stats.device[d].peak_bytes, live);
+    }
+    for (int o = 0; o < TL_MAX_OWNERS; o++)
+        atomic_store(&tl_owner_running[o].peak, atomic_load(&tl_owner_running[o].live));
+}
+
+unsigned long long tl_attach_total_base(void)
+{
+    return atomic_load(&total_base);
+}
+
+void tl_attach_total_base_clear(void)
+{
+    atomic_store(&total_base, 0);
+}
+
 bool tl_attach_freed_before(uint8_t space, uint64_t addr)
 {
     if (space != TL_SPACE_MEM)

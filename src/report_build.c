@@ -523,7 +523,7 @@ static void build_summary(const struct tl_gather *m, struct tl_summary *s)
         .invalid_frees = atomic_load(&tl_stats.invalid_frees),
         .suppressed_allocations = (uint64_t)m->suppressed_count,
         .suppressed_bytes = (uint64_t)m->suppressed_bytes,
-        .total_allocations = atomic_load(&tl_stats.total_allocs),
+        .total_allocations = atomic_load(&tl_stats.total_allocs) - tl_attach_total_base(),
         .failed_allocations = atomic_load(&tl_stats.failed_allocs),
         .oom_failures = atomic_load(&tl_stats.oom_failures),
         .released_by_teardown_bytes = atomic_load(&tl_stats.teardown_bytes),
