@@ -280,8 +280,15 @@ void tl_attach_begin_tracking(void)
     tl_attach_measure_before();
     atomic_store(&tl_attached, true);
     tl_live_state_resume();
+    /* The watcher starts now, not at the first tracked allocation as under
+     * the preload: the driver is loaded and the program has run on it, and a
+     * program whose caches already hold what it needs (PyTorch's pool) may
+     * make no tracked allocation for a long time, while its interval marks
+     * and the bridge's pool figures are due from the attach on. */
+    atomic_store(&tl_watch_pending, false);
+    tl_driver_symbols_prefetch();
+    tl_snapshot_watch();
     atomic_store(&tl_active, true);
-    atomic_store_explicit(&tl_watch_pending, true, memory_order_release);
     tl_snapshot_wake(); /* a watcher of an earlier attach: this attach's interval */
     tl_bridge_kick(); /* a Python program's bridge starts at its next bytecode, under the GIL */
 }

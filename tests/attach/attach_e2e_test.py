@@ -1,8 +1,9 @@
 """tensorleak attach against libtensorleak.so itself (suite 'attach'): a C
-server on the driver API and a Python server on cuda.bindings, started
+server on the driver API and a Python server on cuda.bindings and a PyTorch loop on the simulator, started
 without tensorleak and attached to while they serve.  The Python case needs
 NVIDIA's cuda.bindings: without it, it says "skipped" in one line, and fails
-under CI=true (scripts/install-deps.sh installs it)."""
+under CI=true (scripts/install-deps.sh installs it); the torch case the
+same without torch."""
 import glob
 import json
 import os
@@ -16,6 +17,7 @@ CLI = os.environ["TL_CLI"]
 LIBRARY = os.environ["TL_LIBRARY"]
 SERVER = os.environ["TL_SERVER"]
 PY_SERVER = os.environ["TL_PY_SERVER"]
+TORCH_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attach_torch_server.py")
 SIM_DIR = os.environ["TL_SIM_DIR"]
 
 
@@ -104,19 +106,7 @@ def a_python_server_grows_at_its_python_line_with_interval_marks(tmp):
     s = Server([sys.executable, PY_SERVER])
     try:
         tl("attach", "--interval", "0.5", "-o", f"{tmp}/r.%p.%n.json", str(s.proc.pid))
-        # One request right after each interval report appears, so that every
-        # interval holds one (a call site grows when it rose at each of the
-        # last marks; a request-free interval would be a flat step).  The
-        # timer starts at the first tracked allocation.
-        s.ask("req")
-        written = 0
-        for _ in range(7):
-            deadline = time.monotonic() + 60
-            while len(glob.glob(os.path.join(tmp, "r.*.json"))) == written:
-                assert time.monotonic() < deadline, "no interval report"
-                time.sleep(0.01)
-            written = len(glob.glob(os.path.join(tmp, "r.*.json")))
-            s.ask("req")
+        requests_one_per_interval(s, tmp, 8)
         lines, err, rc = s.quit()
     finally:
         s.kill()
@@ -125,9 +115,51 @@ def a_python_server_grows_at_its_python_line_with_interval_marks(tmp):
     assert r["summary"]["leaked_allocations"] == 8, r["summary"]
     rows = [g for g in r["growth"] if any(f.get("python") and f.get("line") == leak_line for f in g["stack"])]
     assert rows and rows[0]["bytes_per_mark"] == 1 << 20, (r["growth"], r["marks"], err)
-    # The bridge started in the attached process and answered every mark.
-    bridge = [x["bridge"] for x in reports(tmp, "interval")]
+    # The bridge started in the attached process (at the main thread's first
+    # bytecode after the attach: the first request) and answered every mark
+    # from then on.
+    bridge = [x["bridge"] for x in sorted(reports(tmp, "interval"), key=lambda x: x["seq"])][1:]
     assert len(bridge) >= 7 and all(b["state"] == "fresh" for b in bridge), bridge
+
+
+def requests_one_per_interval(s, tmp, count):
+    """Sends COUNT requests, each right after an interval report appears, so
+    that every interval holds one (a call site grows when it rose at each of
+    the last marks; a request-free interval would be a flat step)."""
+    written = 0
+    for _ in range(count):
+        deadline = time.monotonic() + 120
+        while len(glob.glob(os.path.join(tmp, "r.*.json"))) == written:
+            assert time.monotonic() < deadline, "no interval report"
+            time.sleep(0.01)
+        written = len(glob.glob(os.path.join(tmp, "r.*.json")))
+        s.ask("req")
+
+
+def a_torch_loop_on_the_simulator_grows_in_its_pool_at_its_python_line(tmp):
+    leak_line = next(i + 1 for i, l in enumerate(pathlib.Path(TORCH_SERVER).read_text().splitlines()) if "# LEAK" in l)
+    # `tensorleak sim` execs the program on the simulated driver, untracked.
+    s = Server([CLI, "sim", "--", sys.executable, TORCH_SERVER])
+    try:
+        tl("attach", "--interval", "1", "-o", f"{tmp}/r.%p.%n.json", str(s.proc.pid))
+        requests_one_per_interval(s, tmp, 8)
+        lines, err, rc = s.quit()
+    finally:
+        s.kill()
+    assert rc == 0 and lines[-1] == "served 8", (lines, err)
+    (r,) = reports(tmp, "exit")
+    # torch's pool, as the bridge started in the attached process reads it:
+    # two 20 MiB segments for the 4 MiB from before the attach and the 8
+    # requests' 3 MiB (read at exit, after main() dropped them).
+    (pool,) = [p for p in r["pools"] if p["name"] == "torch cuda:0"]
+    assert pool["reserved_bytes"] == 40 << 20 and pool["peak_allocated_bytes"] >= (4 << 20) + 8 * (3 << 20), pool
+    # Growth in the pool, named at the Python line that keeps the tensors.
+    rows = [g for g in r["growth"] if g["scope"] == "pool" and g["pool"] == "torch cuda:0"
+            and any(f.get("python") and f.get("line") == leak_line for f in g["stack"])]
+    assert rows, r["growth"]
+    # torch's first 20 MiB segment was taken before the attach: no leak.
+    assert r["attach"]["before"][0]["process_bytes"] == 20 << 20, r["attach"]
+    assert r["summary"]["leaked_allocations"] == 0 and r["summary"]["invalid_frees"] == 0, r["summary"]
 
 
 def eight_threads_allocating_during_the_attach_leave_exact_counts(tmp):
@@ -178,6 +210,14 @@ def attaching_and_detaching_100_times_to_a_busy_server_loses_nothing(tmp):
 
 if __name__ == "__main__":
     case = sys.argv[1]
+    if "torch" in case:
+        probe = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, text=True, timeout=300)
+        if probe.returncode != 0:
+            why = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+            if os.environ.get("CI") == "true":
+                sys.exit(f"FAIL {case}: torch cannot be imported under CI=true: {why}")
+            print(f"skipped {case}: torch cannot be imported: {why}")
+            sys.exit(77)
     if "python" in case:
         try:
             import cuda.bindings  # noqa: F401
