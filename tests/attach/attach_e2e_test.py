@@ -101,17 +101,38 @@ def a_c_server_attached_while_serving_counts_leaks_from_the_attach_exactly(tmp):
     assert r["summary"]["invalid_frees"] == 0, r["invalid_frees"]
 
 
-def a_python_server_grows_at_its_python_line_with_interval_marks(tmp):
-    leak_line = next(i + 1 for i, l in enumerate(pathlib.Path(PY_SERVER).read_text().splitlines()) if "# LEAK" in l)
-    s = Server([sys.executable, PY_SERVER])
+def leak_line_of(path):
+    return next(i + 1 for i, l in enumerate(pathlib.Path(path).read_text().splitlines()) if "# LEAK" in l)
+
+
+def serve_with_interval(tmp, argv, interval, count):
+    """Starts ARGV, attaches with --interval INTERVAL and sends COUNT
+    requests, each right after an interval report appears, so that every
+    interval holds one (a call site grows when it rose at each of the last
+    marks; a request-free interval would be a flat step).  Checks that all
+    were served and the exit status 0; the exit report."""
+    s = Server(argv)
     try:
-        tl("attach", "--interval", "0.5", "-o", f"{tmp}/r.%p.%n.json", str(s.proc.pid))
-        requests_one_per_interval(s, tmp, 8)
+        tl("attach", "--interval", str(interval), "-o", f"{tmp}/r.%p.%n.json", str(s.proc.pid))
+        written = 0
+        for _ in range(count):
+            deadline = time.monotonic() + 120
+            while len(glob.glob(os.path.join(tmp, "r.*.json"))) == written:
+                assert time.monotonic() < deadline, "no interval report"
+                time.sleep(0.01)
+            written = len(glob.glob(os.path.join(tmp, "r.*.json")))
+            s.ask("req")
         lines, err, rc = s.quit()
     finally:
         s.kill()
-    assert rc == 0 and lines[-1] == "served 8", (lines, err)
+    assert rc == 0 and lines[-1] == f"served {count}", (lines, err)
     (r,) = reports(tmp, "exit")
+    return r, err
+
+
+def a_python_server_grows_at_its_python_line_with_interval_marks(tmp):
+    leak_line = leak_line_of(PY_SERVER)
+    r, err = serve_with_interval(tmp, [sys.executable, PY_SERVER], 0.5, 8)
     assert r["summary"]["leaked_allocations"] == 8, r["summary"]
     rows = [g for g in r["growth"] if any(f.get("python") and f.get("line") == leak_line for f in g["stack"])]
     assert rows and rows[0]["bytes_per_mark"] == 1 << 20, (r["growth"], r["marks"], err)
@@ -122,32 +143,10 @@ def a_python_server_grows_at_its_python_line_with_interval_marks(tmp):
     assert len(bridge) >= 7 and all(b["state"] == "fresh" for b in bridge), bridge
 
 
-def requests_one_per_interval(s, tmp, count):
-    """Sends COUNT requests, each right after an interval report appears, so
-    that every interval holds one (a call site grows when it rose at each of
-    the last marks; a request-free interval would be a flat step)."""
-    written = 0
-    for _ in range(count):
-        deadline = time.monotonic() + 120
-        while len(glob.glob(os.path.join(tmp, "r.*.json"))) == written:
-            assert time.monotonic() < deadline, "no interval report"
-            time.sleep(0.01)
-        written = len(glob.glob(os.path.join(tmp, "r.*.json")))
-        s.ask("req")
-
-
 def a_torch_loop_on_the_simulator_grows_in_its_pool_at_its_python_line(tmp):
-    leak_line = next(i + 1 for i, l in enumerate(pathlib.Path(TORCH_SERVER).read_text().splitlines()) if "# LEAK" in l)
+    leak_line = leak_line_of(TORCH_SERVER)
     # `tensorleak sim` execs the program on the simulated driver, untracked.
-    s = Server([CLI, "sim", "--", sys.executable, TORCH_SERVER])
-    try:
-        tl("attach", "--interval", "1", "-o", f"{tmp}/r.%p.%n.json", str(s.proc.pid))
-        requests_one_per_interval(s, tmp, 8)
-        lines, err, rc = s.quit()
-    finally:
-        s.kill()
-    assert rc == 0 and lines[-1] == "served 8", (lines, err)
-    (r,) = reports(tmp, "exit")
+    r, _ = serve_with_interval(tmp, [CLI, "sim", "--", sys.executable, TORCH_SERVER], 1, 8)
     # torch's pool, as the bridge started in the attached process reads it:
     # two 20 MiB segments for the 4 MiB from before the attach and the 8
     # requests' 3 MiB (read at exit, after main() dropped them).
