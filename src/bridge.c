@@ -202,6 +202,8 @@ void tensorleak_bridge_reading(void)
 /* Stores the framework state (a JSON object with "time", "pools", "errors")
  * and wakes a report waiting for it.  0, or -1 when the text is not JSON. */
 TL_EXPORT int tensorleak_bridge_submit(const char *text);
+static long long int_or(json_t *o, const char *key, long long dflt);
+
 int tensorleak_bridge_submit(const char *text)
 {
     pthread_once(&br_cond_once, init_cond);
@@ -223,6 +225,17 @@ int tensorleak_bridge_submit(const char *text)
         static atomic_bool once;
         tl_warn(&once, "the Python bridge could not read a framework: %s (reports list it under bridge.errors)",
                 json_string_value(json_array_get(errors, 0)) ? json_string_value(json_array_get(errors, 0)) : "?");
+    }
+    if (TL_UNLIKELY(tl_attach_wants_pools())) {
+        uint64_t reserved[TL_MAX_DEVICES] = {0};
+        size_t i;
+        json_t *p;
+        json_array_foreach(json_object_get(j, "pools"), i, p) {
+            long long d = int_or(p, "device", -1), bytes = int_or(p, "reserved_bytes", 0);
+            if (d >= 0 && d < TL_MAX_DEVICES && bytes > 0)
+                reserved[d] += (uint64_t)bytes;
+        }
+        tl_attach_pools_read(reserved);
     }
     double t = now_realtime();
     bool full = !json_is_false(json_object_get(j, "full"));

@@ -587,9 +587,12 @@ static void build_attach(struct build *b)
         o->process_bytes = rows[i].process_bytes;
         o->freed_bytes = rows[i].freed_bytes;
         o->freed_allocations = rows[i].freed_allocations;
+        o->framework_reserved_bytes = rows[i].pools_reserved;
         o->seen.present = TL_ALL(BEFORE);
         if (!rows[i].known)
             o->seen.null |= TL_BIT(BEFORE, process_bytes);
+        if (!rows[i].pools_known)
+            o->seen.null |= TL_BIT(BEFORE, framework_reserved_bytes);
     }
 }
 

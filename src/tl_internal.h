@@ -780,7 +780,13 @@ struct tl_attach_row {
     int device;
     bool known; /* process_bytes is the driver's */
     uint64_t process_bytes, freed_bytes, freed_allocations;
+    bool pools_known; /* pools_reserved is the bridge's */
+    uint64_t pools_reserved;
 };
+/* The bridge's first state after the commit is wanted (bridge.c), and its
+ * pools' reserved bytes per device, recorded once per attach. */
+bool tl_attach_wants_pools(void);
+void tl_attach_pools_read(const uint64_t reserved[TL_MAX_DEVICES]);
 /* The rows (up to max) and when tracking began; false when not attached. */
 bool tl_attach_before_rows(struct tl_attach_row *out, size_t max, size_t *count, long long *when);
 

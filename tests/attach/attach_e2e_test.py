@@ -156,8 +156,11 @@ def a_torch_loop_on_the_simulator_grows_in_its_pool_at_its_python_line(tmp):
     rows = [g for g in r["growth"] if g["scope"] == "pool" and g["pool"] == "torch cuda:0"
             and any(f.get("python") and f.get("line") == leak_line for f in g["stack"])]
     assert rows, r["growth"]
-    # torch's first 20 MiB segment was taken before the attach: no leak.
+    # torch's first 20 MiB segment was taken before the attach: no leak, and
+    # the pool's reserve at the bridge's first read after the attach (the
+    # first 5 requests fit in that segment).
     assert r["attach"]["before"][0]["process_bytes"] == 20 << 20, r["attach"]
+    assert r["attach"]["before"][0]["framework_reserved_bytes"] == 20 << 20, r["attach"]
     assert r["summary"]["leaked_allocations"] == 0 and r["summary"]["invalid_frees"] == 0, r["summary"]
 
 

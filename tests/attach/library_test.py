@@ -81,7 +81,8 @@ def leaks_are_counted_from_the_attach_on(c):
     check(s["invalid_frees"] == 0 and r["invalid_frees"] == [], f"invalid frees {r['invalid_frees']}")
     a = r["attach"]
     check(a["interval"] is None, f"interval {a['interval']}")
-    check(a["before"] == [{"device": 0, "process_bytes": 4608, "freed_bytes": 4096, "freed_allocations": 1}],
+    check(a["before"] == [{"device": 0, "process_bytes": 4608, "freed_bytes": 4096, "freed_allocations": 1,
+                           "framework_reserved_bytes": None}],
           f"before {a['before']}")
 
 
