@@ -38,10 +38,16 @@ _state = {"lib": None, "thread": None, "closed": False, "history": False, "hooks
           "oom_observer": False}
 
 
-def _library():
-    """The preloaded library's exports, typed; None when not under tensorleak."""
+def _library(path=None):
+    """The library's exports, typed; None when not under tensorleak.  A
+    preloaded library is in the process's global namespace; one that
+    `tensorleak attach` loaded is not, and comes as PATH, opened without
+    loading (RTLD_NOLOAD: the copy in the process, never a second one)."""
     try:
-        proc = ctypes.CDLL(None)
+        if path:
+            proc = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LOCAL)
+        else:
+            proc = ctypes.CDLL(None)
         wait, submit, close = (proc.tensorleak_bridge_wait, proc.tensorleak_bridge_submit,
                                proc.tensorleak_bridge_close)
     except (OSError, AttributeError):
@@ -234,8 +240,9 @@ def _at_exit():
         _state["lib"].tensorleak_bridge_close()
 
 
-def activate():
-    """Starts the bridge once (idempotent).  False when not under tensorleak."""
+def activate(library=None):
+    """Starts the bridge once (idempotent).  False when not under tensorleak.
+    LIBRARY: the path of a library `tensorleak attach` loaded (see _library)."""
     with _lock:
         if _state["thread"] is not None:
             # Started already: the library schedules this again after the
@@ -245,7 +252,7 @@ def activate():
             except Exception:
                 pass
             return True
-        lib = _library()
+        lib = _library(library)
         if lib is None:
             return False
         _state["lib"] = lib

@@ -260,6 +260,8 @@ struct tl_callsite *tl_stack_site(enum tl_kind kind, int max);
 /* Calls fn for every call site; the table lock is held. */
 void tl_callsite_foreach(void (*fn)(struct tl_callsite *, void *), void *arg);
 size_t tl_callsite_count(void);
+/* Every call site's owner undecided again (a later attach's owner rules). */
+void tl_callsite_forget_owners(void);
 void tl_callsite_reset_after_fork(void);
 
 /* ---- live_table.c ------------------------------------------------------- */
@@ -588,8 +590,8 @@ void tl_mark(const char *label);
 void tl_growth_after_fork(void);
 
 /* ---- snapshot.c (signals, interval reports, the watcher thread) ----------- */
-/* At the first CUDA or client API call: the semaphore and the handlers, no
- * thread. */
+/* At the first CUDA or client API call, and at each later attach (with its
+ * settings): the semaphore (created once) and the handlers, no thread. */
 void tl_snapshot_start(void);
 /* Installs `handler` on `sig` if the program left it at SIG_DFL; false
  * otherwise (*old, when given, gets the program's disposition).  A
@@ -597,10 +599,8 @@ void tl_snapshot_start(void);
 struct sigaction;
 bool tl_signal_install_if_default(int sig, void (*handler)(int), int flags, struct sigaction *old);
 /* Every disposition tl_signal_install_if_default set that is still ours goes
- * back to SIG_DFL (a detach); tl_snapshot_signals_again installs the
- * snapshot signals again (the next attach). */
+ * back to SIG_DFL (a detach); tl_snapshot_start installs the next attach's. */
 void tl_signals_restore(void);
-void tl_snapshot_signals_again(void);
 /* At the program's first CUDA call: starts the watcher thread. */
 void tl_snapshot_watch(void);
 void tl_snapshot_after_fork(bool follow);
@@ -743,6 +743,9 @@ void tl_live_state_after_fork(void);
 void tl_live_state_remove(void);
 /* Publishing again after tl_live_state_remove (a second attach). */
 void tl_live_state_resume(void);
+/* A later attach's prepare, after the earlier attach's file was removed:
+ * its live directory (TENSORLEAK_LIVE_DIR) is chosen at its first update. */
+void tl_live_state_forget_dir(void);
 /* An interval report was written to `path` (assemble.c, report lock held):
  * the oldest beyond TENSORLEAK_KEEP that this process wrote are removed. */
 void tl_interval_reports_retain(const char *path);
@@ -757,6 +760,14 @@ int tl_report_with_model(void (*fn)(struct tl_gather *m, void *arg), void *arg);
 extern atomic_bool tl_attached;
 /* At the attach: each device's per-process figure (NVML). */
 void tl_attach_measure_before(void);
+/* At commit: the counts a report gives (total, failed, out of memory,
+ * invalid frees, teardown; the peaks) start from this attach. */
+void tl_attach_reset_counts(void);
+/* The total allocations of earlier attaches, which tl_stats.total_allocs
+ * (folded from every shard's count since the library loaded) includes. */
+unsigned long long tl_attach_total_base(void);
+/* In a forked child, whose counts start at 0. */
+void tl_attach_total_base_clear(void);
 /* A free the table does not know, while attached: true when the driver still
  * knows `addr` as an allocation's base (one from before the attach; its size
  * comes off that figure), false when it is an invalid free. */
@@ -765,7 +776,13 @@ struct tl_attach_row {
     int device;
     bool known; /* process_bytes is the driver's */
     uint64_t process_bytes, freed_bytes, freed_allocations;
+    bool pools_known; /* pools_reserved is the bridge's */
+    uint64_t pools_reserved;
 };
+/* The bridge's first state after the commit is wanted (bridge.c), and its
+ * pools' reserved bytes per device, recorded once per attach. */
+bool tl_attach_wants_pools(void);
+void tl_attach_pools_read(const uint64_t reserved[TL_MAX_DEVICES]);
 /* The rows (up to max) and when tracking began; false when not attached. */
 bool tl_attach_before_rows(struct tl_attach_row *out, size_t max, size_t *count, long long *when);
 

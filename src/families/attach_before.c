@@ -29,7 +29,11 @@ static struct {
     bool known;
     uint64_t process_bytes;
     atomic_ullong freed_bytes, freed_allocations;
+    uint64_t pools_reserved; /* valid once pools_read */
 } before[TL_MAX_DEVICES];
+/* The frameworks' pools as the bridge read them first after the commit
+ * (under the GIL, at the program's next bytecode): set once per attach. */
+static atomic_bool pools_read, pools_wanted;
 static int device_count;
 static time_t attached_at;
 
@@ -70,8 +74,10 @@ static bool nvml_process_bytes(void *nvml, const char *bus, uint64_t *bytes)
 
 void tl_attach_measure_before(void)
 {
+    atomic_store(&pools_read, false);
     memset(before, 0, sizeof before);
     attached_at = time(NULL);
+    atomic_store(&pools_wanted, true);
     CUresult (*count)(int *) = (CUresult(*)(int *))tl_driver_symbol("cuDeviceGetCount");
     CUresult (*get)(CUdevice *, int) = (CUresult(*)(CUdevice *, int))tl_driver_symbol("cuDeviceGet");
     CUresult (*bus_id)(char *, int, CUdevice) = (CUresult(*)(char *, int, CUdevice))tl_driver_symbol("cuDeviceGetPCIBusId");
@@ -97,6 +103,56 @@ void tl_attach_measure_before(void)
     /* The hook path's query, looked up now rather than inside a free. */
     (void)tl_driver_symbol("cuMemGetAddressRange_v2");
     (void)tl_driver_symbol("cuPointerGetAttribute");
+}
+
+bool tl_attach_wants_pools(void)
+{
+    return atomic_load_explicit(&pools_wanted, memory_order_relaxed) && atomic_load(&tl_attached);
+}
+
+void tl_attach_pools_read(const uint64_t reserved[TL_MAX_DEVICES])
+{
+    if (!atomic_exchange(&pools_wanted, false))
+        return;
+    for (int d = 0; d < TL_MAX_DEVICES; d++)
+        before[d].pools_reserved = reserved[d];
+    atomic_store_explicit(&pools_read, true, memory_order_release);
+}
+
+static atomic_ullong total_base;
+
+/* Tracking is off (the hooks forward) and the earlier attach's rows are
+ * dropped, out of every total: nothing changes these meanwhile.  The peaks
+ * start at what is live (nothing); the total is folded from the shards'
+ * counts since the library loaded, so it keeps a base. */
+void tl_attach_reset_counts(void)
+{
+    tl_live_fold();
+    atomic_store(&total_base, atomic_load(&tl_stats.total_allocs));
+    atomic_store(&tl_stats.failed_allocs, 0);
+    atomic_store(&tl_stats.oom_failures, 0);
+    atomic_store(&tl_stats.invalid_frees, 0);
+    atomic_store(&tl_stats.teardown_bytes, 0);
+    atomic_store(&tl_stats.teardown_allocs, 0);
+    atomic_store(&tl_stats.peak_live_bytes, atomic_load(&tl_stats.live_bytes));
+    for (int d = 0; d < TL_MAX_DEVICES; d++) {
+        /* Exact from here if this attach set a budget (counts.h). */
+        long long live = tl_live_sum_device_bytes(d);
+        atomic_store(&tl_stats.device[d].live_bytes, live);
+        atomic_store(&tl_stats.device[d].peak_bytes, live);
+    }
+    for (int o = 0; o < TL_MAX_OWNERS; o++)
+        atomic_store(&tl_owner_running[o].peak, atomic_load(&tl_owner_running[o].live));
+}
+
+unsigned long long tl_attach_total_base(void)
+{
+    return atomic_load(&total_base);
+}
+
+void tl_attach_total_base_clear(void)
+{
+    atomic_store(&total_base, 0);
 }
 
 bool tl_attach_freed_before(uint8_t space, uint64_t addr)
@@ -131,7 +187,9 @@ bool tl_attach_before_rows(struct tl_attach_row *out, size_t max, size_t *count,
                                           .known = before[d].known,
                                           .process_bytes = before[d].process_bytes,
                                           .freed_bytes = atomic_load(&before[d].freed_bytes),
-                                          .freed_allocations = atomic_load(&before[d].freed_allocations)};
+                                          .freed_allocations = atomic_load(&before[d].freed_allocations),
+                                          .pools_known = atomic_load_explicit(&pools_read, memory_order_acquire),
+                                          .pools_reserved = before[d].pools_reserved};
     *count = n;
     return true;
 }

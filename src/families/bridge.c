@@ -202,6 +202,8 @@ void tensorleak_bridge_reading(void)
 /* Stores the framework state (a JSON object with "time", "pools", "errors")
  * and wakes a report waiting for it.  0, or -1 when the text is not JSON. */
 TL_EXPORT int tensorleak_bridge_submit(const char *text);
+static long long int_or(json_t *o, const char *key, long long dflt);
+
 int tensorleak_bridge_submit(const char *text)
 {
     pthread_once(&br_cond_once, init_cond);
@@ -223,6 +225,17 @@ int tensorleak_bridge_submit(const char *text)
         static atomic_bool once;
         tl_warn(&once, "the Python bridge could not read a framework: %s (reports list it under bridge.errors)",
                 json_string_value(json_array_get(errors, 0)) ? json_string_value(json_array_get(errors, 0)) : "?");
+    }
+    if (TL_UNLIKELY(tl_attach_wants_pools())) {
+        uint64_t reserved[TL_MAX_DEVICES] = {0};
+        size_t i;
+        json_t *p;
+        json_array_foreach(json_object_get(j, "pools"), i, p) {
+            long long d = int_or(p, "device", -1), bytes = int_or(p, "reserved_bytes", 0);
+            if (d >= 0 && d < TL_MAX_DEVICES && bytes > 0)
+                reserved[d] += (uint64_t)bytes;
+        }
+        tl_attach_pools_read(reserved);
     }
     double t = now_realtime();
     bool full = !json_is_false(json_object_get(j, "full"));
@@ -804,6 +817,11 @@ static bool package_dir(char *out, size_t len)
 }
 
 static char boot_dir[PATH_MAX];
+/* The library's own path when `tensorleak attach` loaded it: that copy is
+ * not in the program's global scope, where the bridge otherwise finds the
+ * exports (ctypes.CDLL(None)), so the bridge opens it by name (RTLD_NOLOAD:
+ * this copy, never a second).  Empty for a preloaded library. */
+static char boot_library[PATH_MAX];
 
 /* Runs in the main thread with the GIL (a pending call).  The bridge's own
  * failure is one stderr line and 0: never raised in the program.  Python
@@ -837,7 +855,7 @@ static int boot(void *arg)
     /* exec in a dict of its own: nothing is bound in the program's __main__.
      * sys.path gets the directory appended, so a tensorleak the program
      * installed itself wins.  Only Exception is caught: see above. */
-    char code[PATH_MAX + 1024];
+    char code[2 * PATH_MAX + 1024];
     snprintf(code, sizeof code,
              "__import__('builtins').exec(\"\"\"\n"
              "import sys\n"
@@ -847,14 +865,18 @@ static int boot(void *arg)
              "        if d and d not in sys.path:\n"
              "            sys.path.append(d)\n"
              "        import tensorleak.bridge\n"
-             "        tensorleak.bridge.activate()\n"
+             "        lib = '%s'\n"
+             "        if lib:\n"
+             "            tensorleak.bridge.activate(library=lib)\n"
+             "        else:\n"
+             "            tensorleak.bridge.activate()\n"
              "except Exception as e:\n"
              "    try:\n"
              "        sys.stderr.write('tensorleak: the Python bridge did not start: %%r\\\\n' %% (e,))\n"
              "    except Exception:\n"
              "        pass\n"
              "\"\"\", {'__name__': '_tensorleak_boot'})\n",
-             boot_dir);
+             boot_dir, boot_library);
     void *main_module = add_module("__main__"); /* borrowed */
     void *globals = main_module ? module_dict(main_module) : NULL;
     if (!globals) {
@@ -947,6 +969,13 @@ void tl_bridge_kick(void)
     if (!package_dir(boot_dir, sizeof boot_dir) || strpbrk(boot_dir, "'\\\"\n")) {
         boot_dir[0] = 0; /* `import tensorleak` may still work from sys.path */
     }
+    Dl_info self;
+    boot_library[0] = 0;
+    if (atomic_load(&tl_attached) && dladdr((void *)tl_bridge_kick, &self) && self.dli_fname &&
+        !realpath(self.dli_fname, boot_library))
+        boot_library[0] = 0;
+    if (strpbrk(boot_library, "'\\\"\n"))
+        boot_library[0] = 0; /* the bridge stays off rather than run a path as code */
     pending_call = pending;
     if (pending(boot, NULL) != 0)
         tl_warn(NULL, "the Python bridge could not be scheduled (Py_AddPendingCall failed)");

@@ -78,6 +78,14 @@ int tl_budget_parse(const char *v, struct tl_budget_spec *out)
 
 void tl_budget_load(void)
 {
+    /* A later attach starts its own count, with no budget crossed yet. */
+    atomic_store(&crossings, 0);
+    atomic_store(&refusals, 0);
+    for (int d = 0; d < TL_MAX_DEVICES; d++) {
+        atomic_store(&over_total[d], false);
+        for (int c = 0; c < CLASSES; c++)
+            atomic_store(&over_class[c][d], false);
+    }
     total_budget = tl_opt.budget.total;
     memcpy(class_budget, tl_opt.budget.per_class, sizeof class_budget);
     bool any = total_budget != 0;

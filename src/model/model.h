@@ -447,6 +447,7 @@ struct tl_attach_before {
     uint64_t process_bytes;     /* the driver's per-process figure at the attach (NVML); null when unknown */
     uint64_t freed_bytes;       /* pointers from before the attach freed since (cuMemGetAddressRange sizes) */
     uint64_t freed_allocations;
+    uint64_t framework_reserved_bytes; /* the frameworks' pools, the bridge's first read after the attach; null when none */
     struct tl_seen seen;
 };
 

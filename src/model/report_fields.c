@@ -468,6 +468,7 @@ static const struct tl_field before_fields[] = {
     FIELD(struct tl_attach_before, process_bytes, U64, N),
     FIELD(struct tl_attach_before, freed_bytes, U64, 0),
     FIELD(struct tl_attach_before, freed_allocations, U64, 0),
+    FIELD(struct tl_attach_before, framework_reserved_bytes, U64, N),
 };
 static const struct tl_table before_table = TABLE(struct tl_attach_before, "before_attach", before_fields, NULL);
 

@@ -58,7 +58,8 @@
     X(TRACKER, table_owner_claims) X(TRACKER, walk_verdicts_evicted)
 #define TL_BRIDGE_NAMES(X) X(BRIDGE, state) X(BRIDGE, read_at) X(BRIDGE, note) X(BRIDGE, errors)
 #define TL_GATE_NAMES(X) X(GATE, fail_on) X(GATE, failed) X(GATE, failed_kinds)
-#define TL_BEFORE_NAMES(X) X(BEFORE, device) X(BEFORE, process_bytes) X(BEFORE, freed_bytes) X(BEFORE, freed_allocations)
+#define TL_BEFORE_NAMES(X) X(BEFORE, device) X(BEFORE, process_bytes) X(BEFORE, freed_bytes) X(BEFORE, freed_allocations) \
+    X(BEFORE, framework_reserved_bytes)
 #define TL_ATTACH_NAMES(X) X(ATTACH, time) X(ATTACH, interval) X(ATTACH, before)
 #define TL_RANK_NAMES(X) X(RANK, rank) X(RANK, pid) X(RANK, host) X(RANK, file) X(RANK, leaked_bytes) \
     X(RANK, leaked_allocations) X(RANK, live_bytes) X(RANK, reserved_bytes)

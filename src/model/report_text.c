@@ -459,6 +459,11 @@ static void before_attach(FILE *out, const struct tl_report *r)
             fprintf(out, "%s device %lld before attach: %s held, %s of it freed since in %" PRIu64 " allocation(s)\n",
                     prefix_of(r).text, b->device, size_human(b->process_bytes, held),
                     size_human(b->freed_bytes, freed), b->freed_allocations);
+        if (!(b->seen.null & TL_BIT(BEFORE, framework_reserved_bytes))) {
+            char pools[SIZE_HUMAN_MAX];
+            fprintf(out, "%s device %lld before attach: %s reserved by framework pools\n", prefix_of(r).text,
+                    b->device, size_human(b->framework_reserved_bytes, pools));
+        }
     }
 }
 

@@ -40,6 +40,7 @@
  * nothing.  Exec'd children inherit LD_PRELOAD and are tracked as
  * programs of their own.
  */
+#include "counts.h"
 #include "hooks.h"
 
 #include <dlfcn.h>
@@ -63,6 +64,7 @@ static void after_fork_child(void)
     tl_vmm_share_after_fork();
     tl_ipc_after_fork();
     memset(&tl_stats, 0, sizeof tl_stats);
+    tl_attach_total_base_clear();
     atomic_store(&tl_dropped_events, 0);
     pthread_mutex_init(&tl_report_lock, NULL);
     if (!tl_opt.follow_fork) {
@@ -234,14 +236,26 @@ bool tl_attach_options(char **settings, char *err, size_t errlen)
     return true;
 }
 
+/* A later attach's prepare: its settings replace the earlier attach's
+ * (tl_init, which read them the first time, runs once).  Tracking is off
+ * and the watcher idle since the detach (nothing reads these meanwhile). */
+static void settings_again(void)
+{
+    tl_suppressions_load();
+    tl_callsite_forget_owners(); /* decided under the earlier attach's rules */
+    tl_owners_load();
+    tl_budget_load();
+    tl_live_state_forget_dir();
+    tl_snapshot_start(); /* a detach put the signals back to their defaults */
+    install_fatal_handlers();
+}
+
 void tl_attach_init(void)
 {
     static bool again;
     tl_init();
-    if (again) { /* a detach put the signals back to their defaults */
-        tl_snapshot_signals_again();
-        install_fatal_handlers();
-    }
+    if (again)
+        settings_again();
     again = true;
     atomic_store(&tl_active, false); /* the hooks only forward until commit */
     tl_resolve_all();
@@ -249,20 +263,32 @@ void tl_attach_init(void)
     atomic_store_explicit(&tl_used, true, memory_order_relaxed); /* TL_ENTER never runs tl_ensure_init */
 }
 
+/* Under the row's shard lock (tl_live_foreach): the row leaves every
+ * total it was counted in (process, device, call site, owner), as a free
+ * would take it out. */
 static bool drop_row(const struct tl_live *rec, void *arg)
 {
-    (void)rec, (void)arg;
+    (void)arg;
+    tl_count_row(tl_live_counts_of(rec), rec, -1, false, false);
     return true;
 }
 
 void tl_attach_begin_tracking(void)
 {
     tl_live_foreach(drop_row, NULL); /* rows of an earlier attach ended with its detach */
+    tl_attach_reset_counts();
     tl_attach_measure_before();
     atomic_store(&tl_attached, true);
     tl_live_state_resume();
+    /* The watcher starts now, not at the first tracked allocation as under
+     * the preload: the driver is loaded and the program has run on it, and a
+     * program whose caches already hold what it needs (PyTorch's pool) may
+     * make no tracked allocation for a long time, while its interval marks
+     * and the bridge's pool figures are due from the attach on. */
+    atomic_store(&tl_watch_pending, false);
+    tl_driver_symbols_prefetch();
+    tl_snapshot_watch();
     atomic_store(&tl_active, true);
-    atomic_store_explicit(&tl_watch_pending, true, memory_order_release);
     tl_snapshot_wake(); /* a watcher of an earlier attach: this attach's interval */
     tl_bridge_kick(); /* a Python program's bridge starts at its next bytecode, under the GIL */
 }

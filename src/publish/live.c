@@ -180,10 +180,11 @@ static int open_tmp_fallback(char *out, size_t len)
  * directory of our own (open_tmp_fallback).  Its path is chosen at the
  * first update and kept (the exit handler removes the files from there).
  * The descriptor, or -1 (warned). */
+static char chosen[PATH_MAX];
+static bool settled; /* a file may be there: never another directory */
+
 static int open_dir(char *dir, size_t len)
 {
-    static char chosen[PATH_MAX];
-    static bool settled; /* a file may be there: never another directory */
     const char *xdg = getenv("XDG_RUNTIME_DIR");
     if (!chosen[0] && live_dir_path(chosen, sizeof chosen, tl_opt.live_dir, xdg, (unsigned)geteuid()) != 0) {
         chosen[0] = 0;
@@ -433,6 +434,14 @@ static void remove_entry(void)
 void tl_live_state_resume(void)
 {
     atomic_store(&stopped, false);
+}
+
+void tl_live_state_forget_dir(void)
+{
+    chosen[0] = 0;
+    settled = false;
+    atomic_store(&exit_pid, 0); /* names_ready sets this directory's paths */
+    atomic_store(&live_off, false);
 }
 
 /* Async-signal-safe (atomics, getpid, unlink): also the fatal-signal

@@ -523,7 +523,7 @@ static void build_summary(const struct tl_gather *m, struct tl_summary *s)
         .invalid_frees = atomic_load(&tl_stats.invalid_frees),
         .suppressed_allocations = (uint64_t)m->suppressed_count,
         .suppressed_bytes = (uint64_t)m->suppressed_bytes,
-        .total_allocations = atomic_load(&tl_stats.total_allocs),
+        .total_allocations = atomic_load(&tl_stats.total_allocs) - tl_attach_total_base(),
         .failed_allocations = atomic_load(&tl_stats.failed_allocs),
         .oom_failures = atomic_load(&tl_stats.oom_failures),
         .released_by_teardown_bytes = atomic_load(&tl_stats.teardown_bytes),
@@ -587,9 +587,12 @@ static void build_attach(struct build *b)
         o->process_bytes = rows[i].process_bytes;
         o->freed_bytes = rows[i].freed_bytes;
         o->freed_allocations = rows[i].freed_allocations;
+        o->framework_reserved_bytes = rows[i].pools_reserved;
         o->seen.present = TL_ALL(BEFORE);
         if (!rows[i].known)
             o->seen.null |= TL_BIT(BEFORE, process_bytes);
+        if (!rows[i].pools_known)
+            o->seen.null |= TL_BIT(BEFORE, framework_reserved_bytes);
     }
 }
 

@@ -249,19 +249,13 @@ void tl_snapshot_start(void)
 {
     if (!(tl_opt.signal || tl_opt.mark_signal || tl_opt.interval > 0 || tl_opt.live))
         return;
-    if (sem_init(&wake, 0, 0) != 0) {
-        tl_warn(NULL, "cannot create the snapshot semaphore (%s); signal snapshots are off", strerror(errno));
-        return;
+    if (!wake_ready) { /* once: a later attach's watcher is the same */
+        if (sem_init(&wake, 0, 0) != 0) {
+            tl_warn(NULL, "cannot create the snapshot semaphore (%s); signal snapshots are off", strerror(errno));
+            return;
+        }
+        wake_ready = true;
     }
-    wake_ready = true;
-    install(tl_opt.signal);
-    install(tl_opt.mark_signal);
-}
-
-void tl_snapshot_signals_again(void)
-{
-    if (!wake_ready)
-        return;
     install(tl_opt.signal);
     install(tl_opt.mark_signal);
 }

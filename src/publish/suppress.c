@@ -30,6 +30,14 @@ static void on_error(void *ctx, unsigned line, const char *reason)
 
 void tl_suppressions_load(void)
 {
+    /* A later attach's file replaces the earlier attach's rules. */
+    if (rule_names) {
+        for (size_t i = 0; i < rules.count; i++)
+            free(rule_names[i]);
+        free(rule_names);
+        rule_names = NULL;
+    }
+    tl_suppressions_free(&rules);
     if (!tl_opt.suppressions[0])
         return;
     const char *path = tl_opt.suppressions;

@@ -184,6 +184,18 @@ size_t tl_callsite_count(void)
     return atomic_load(&next_id) - 1;
 }
 
+/* A later attach decides owners under its own rules (owners.c): every call
+ * site's owner is undecided again.  Tracking is off (the hooks forward). */
+void tl_callsite_forget_owners(void)
+{
+    uint32_t end = atomic_load(&next_id);
+    for (uint32_t id = 1; id < end; id++) {
+        struct tl_callsite *cs = tl_callsite_by_id(id);
+        if (cs)
+            atomic_store(&cs->owner, 0);
+    }
+}
+
 /* In a forked child: the stacks stay valid (same address space image), the
  * totals belong to the parent. */
 void tl_callsite_reset_after_fork(void)

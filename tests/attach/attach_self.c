@@ -21,8 +21,10 @@
 #include "cuda_compat.h"
 #include "tensorleak_attach.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,13 +93,58 @@ static CUdeviceptr alloc(size_t bytes)
     return p;
 }
 
+/* The second attach's allocations of mode "again", each from a function of
+ * its own that the second attach's owner and suppression rules name. */
+__attribute__((noinline)) CUdeviceptr held_for_good(size_t bytes)
+{
+    CUdeviceptr p = alloc(bytes);
+    __asm__ volatile("" ::: "memory"); /* not a tail call: the frame stays */
+    return p;
+}
+
+__attribute__((noinline)) CUdeviceptr suppressed_for_good(size_t bytes)
+{
+    CUdeviceptr p = alloc(bytes);
+    __asm__ volatile("" ::: "memory");
+    return p;
+}
+
+/* Whether a file appears in DIR within 10 s (the watcher's live update). */
+static bool live_file_in(const char *dir)
+{
+    for (int i = 0; i < 1000; i++) {
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        while (d && (e = readdir(d)))
+            if (strstr(e->d_name, ".json")) {
+                closedir(d);
+                return true;
+            }
+        if (d)
+            closedir(d);
+        usleep(10 * 1000);
+    }
+    return false;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4)
         die("usage", "attach_self LIBRARY SETTINGS MODE");
-    char settings[1024];
+    /* SETTINGS: lines separated by ';'; mode "again" takes the second
+     * attach's after a '|'. */
+    char settings[1024], again[1024] = "";
     snprintf(settings, sizeof settings, "%s\n", argv[2]);
+    char *bar = strchr(settings, '|');
+    if (bar) {
+        *bar = 0;
+        snprintf(again, sizeof again, "%s", bar + 1);
+        strcat(settings, "\n");
+    }
     for (char *c = settings; *c; c++)
+        if (*c == ';')
+            *c = '\n';
+    for (char *c = again; *c; c++)
         if (*c == ';')
             *c = '\n';
     const char *mode = argv[3];
@@ -166,6 +213,28 @@ int main(int argc, char **argv)
         attach(settings);
         (void)alloc(2000);
         (void)alloc(2000);
+    } else if (strcmp(mode, "again") == 0) {
+        /* The first attach: 8000 B allocated and freed (its peak), 1000 B
+         * kept; none of the second attach's settings. */
+        CUdeviceptr big = alloc(8000);
+        (void)alloc(1000);
+        if (cuMemFree_v2(big) != CUDA_SUCCESS)
+            die("cuMemFree_v2", "failed");
+        detach();
+        attach(again);
+        struct sigaction sa;
+        if (sigaction(SIGUSR2, NULL, &sa) != 0 || sa.sa_handler == SIG_DFL)
+            die("again", "SIGUSR2 (the second attach's TENSORLEAK_SIGNAL) has no snapshot handler");
+        (void)held_for_good(2000);
+        (void)suppressed_for_good(2000);
+        (void)alloc(2000);
+        const char *dir = strstr(again, "TENSORLEAK_LIVE_DIR=");
+        if (dir) {
+            char path[512];
+            snprintf(path, sizeof path, "%s", dir + strlen("TENSORLEAK_LIVE_DIR="));
+            path[strcspn(path, "\n")] = 0;
+            printf("live %s\n", live_file_in(path) ? "yes" : "no");
+        }
     } else {
         die("mode", mode);
     }

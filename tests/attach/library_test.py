@@ -81,7 +81,8 @@ def leaks_are_counted_from_the_attach_on(c):
     check(s["invalid_frees"] == 0 and r["invalid_frees"] == [], f"invalid frees {r['invalid_frees']}")
     a = r["attach"]
     check(a["interval"] is None, f"interval {a['interval']}")
-    check(a["before"] == [{"device": 0, "process_bytes": 4608, "freed_bytes": 4096, "freed_allocations": 1}],
+    check(a["before"] == [{"device": 0, "process_bytes": 4608, "freed_bytes": 4096, "freed_allocations": 1,
+                           "framework_reserved_bytes": None}],
           f"before {a['before']}")
 
 
@@ -119,6 +120,34 @@ def attaching_again_after_a_detach_tracks_again(c):
     # driver counts it (1000 B take 1024: the simulated driver's granularity).
     check(s["leaked_allocations"] == 2 and s["leaked_bytes"] == 4000, f"leaked {s['leaked_allocations']} {s['leaked_bytes']}")
     check(last["attach"]["before"][0]["process_bytes"] == 4608 + 1024, f"before {last['attach']['before']}")
+
+
+def a_second_attach_takes_its_own_settings_and_counts_from_itself(c):
+    supp = os.path.join(c.tmp, "s.supp")
+    owners = os.path.join(c.tmp, "owners.txt")
+    live = os.path.join(c.tmp, "live")
+    with open(supp, "w") as f:
+        f.write("leak:suppressed_for_good\n")
+    with open(owners, "w") as f:
+        f.write("owner:kept cache:cache:*:held_for_good\n")
+    second = ";".join([f"TENSORLEAK_OUTPUT={c.tmp}/r2.json", f"TENSORLEAK_SUPPRESSIONS={supp}",
+                       f"TENSORLEAK_OWNERS={owners}", "TENSORLEAK_BUDGET=5000", "TENSORLEAK_SIGNAL=SIGUSR2",
+                       "TENSORLEAK_LIVE=1", "TENSORLEAK_LIVE_INTERVAL=0.05", f"TENSORLEAK_LIVE_DIR={live}"])
+    p = c.run("again", settings=f"TENSORLEAK_OUTPUT={c.tmp}/r1.json|{second}")
+    check(p.stdout == f"plan {SIM_DRIVER_ROWS}\nplan {SIM_DRIVER_ROWS}\nlive yes\nok\n", f"stdout: {p.stdout!r}\n{p.stderr}")
+    reports = [c.load(f) for f in c.reports()]
+    (first,) = [r for r in reports if r["reason"] == "detach"]
+    check(first["summary"]["total_allocations"] == 2 and first["summary"]["peak_live_bytes"] == 9000,
+          f"first {first['summary']}")
+    (last,) = [r for r in reports if r["reason"] == "exit"]
+    s = last["summary"]
+    # The second attach's three allocations of 2000 B: one held by its owner
+    # rule, one suppressed, one leaked; its budget of 5000 B crossed at the
+    # third.  Its total and peak start at its commit.
+    check(s["total_allocations"] == 3 and s["peak_live_bytes"] == 6000, f"total/peak {s}")
+    check(s["leaked_allocations"] == 1 and s["leaked_bytes"] == 2000, f"leaked {s}")
+    check(s["suppressed_allocations"] == 1 and s["held_bytes"] == 2000, f"suppressed/held {s}")
+    check(s["budget_crossings"] == 1, f"budget {s}")
 
 
 def options_come_from_the_settings_not_the_environment(c):
@@ -174,6 +203,7 @@ CASES = {f.__name__: f for f in (
     leaks_are_counted_from_the_attach_on,
     an_unmovable_prologue_is_refused_by_name_and_the_rest_go_on,
     attaching_again_after_a_detach_tracks_again,
+    a_second_attach_takes_its_own_settings_and_counts_from_itself,
     options_come_from_the_settings_not_the_environment,
     the_watcher_writes_nothing_after_a_detach,
     a_python_program_gets_its_python_frames,
