@@ -17,6 +17,13 @@
  *       50 ms so the watcher is inside that report, and times one fork():
  *       how long the watcher's report holds a fork (snapshot.c).
  *
+ * `attach LIBRARY` (driver/cuda rows): the process starts without the
+ * preload and, after the runtime's start and before the workers, attaches
+ * to itself as `tensorleak attach` would (tensorleak_attach_prepare, the
+ * plan's bytes written into its own code with mprotect + memcpy,
+ * tensorleak_attach_commit), so its pairs pass through the trampolines.
+ * Settings: the TENSORLEAK_* variables of its environment, one line each.
+ *
  * Built a second time as `tracker_churn` (-DCHURN_TRACKER, linked with the
  * tracker's internals and the simulated driver): the api word is `tracker`,
  * and an allocation is a direct tl_track_alloc/tl_track_free of an address
@@ -44,6 +51,10 @@
 #include "tl_internal.h"
 #else
 #include "cudart_compat.h"
+#include "tensorleak_attach.h"
+
+#include <dlfcn.h>
+#include <sys/mman.h>
 #endif
 
 #define SITE_LEVELS 8 /* innermost levels that branch on the site: 4^8 sites */
@@ -175,6 +186,68 @@ struct worker {
 
 #ifndef CHURN_TRACKER
 static CUcontext driver_ctx; /* the runtime's primary context, for the driver rows */
+
+/* Writes LEN bytes of the plan into this process's own code. */
+static int write_code(uint64_t address, const uint8_t *bytes, uint32_t len)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)address & ~(uintptr_t)(page - 1);
+    uintptr_t hi = ((uintptr_t)address + len + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
+    if (mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE | PROT_EXEC) != 0)
+        return -1;
+    memcpy((void *)(uintptr_t)address, bytes, len);
+    mprotect((void *)lo, hi - lo, PROT_READ | PROT_EXEC);
+    __builtin___clear_cache((char *)lo, (char *)hi);
+    return 0;
+}
+
+extern char **environ;
+
+/* Attaches LIBRARY to this process (see the header comment); 0 or -1 with
+ * a message on stderr.  The library stays attached until exit. */
+static int attach_self(const char *library)
+{
+    typedef const struct tensorleak_attach_plan *(*prepare_fn)(const char *, char *, size_t);
+    typedef int (*commit_fn)(char *, size_t);
+    char settings[4096] = "", err[256] = "";
+    size_t used = 0;
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "TENSORLEAK_", 11) == 0) {
+            int n = snprintf(settings + used, sizeof settings - used, "%s\n", *e);
+            if (n < 0 || (size_t)n >= sizeof settings - used) {
+                fprintf(stderr, "churn: attach: the TENSORLEAK_* settings are too long\n");
+                return -1;
+            }
+            used += (size_t)n;
+        }
+    void *lib = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "churn: attach: %s\n", dlerror());
+        return -1;
+    }
+    prepare_fn prepare = (prepare_fn)dlsym(lib, "tensorleak_attach_prepare");
+    commit_fn commit = (commit_fn)dlsym(lib, "tensorleak_attach_commit");
+    if (!prepare || !commit) {
+        fprintf(stderr, "churn: attach: %s has no attach interface\n", library);
+        return -1;
+    }
+    const struct tensorleak_attach_plan *plan = prepare(settings, err, sizeof err);
+    if (!plan || plan->abi != TENSORLEAK_ATTACH_ABI) {
+        fprintf(stderr, "churn: attach: prepare: %s\n", plan ? "ABI mismatch" : err);
+        return -1;
+    }
+    for (uint32_t i = 0; i < plan->count; i++)
+        if (write_code(plan->patches[i].address, plan->patches[i].replacement, plan->patches[i].length) != 0) {
+            fprintf(stderr, "churn: attach: mprotect failed\n");
+            return -1;
+        }
+    if (commit(err, sizeof err) != 0) {
+        fprintf(stderr, "churn: attach: commit: %s\n", err);
+        return -1;
+    }
+    fprintf(stderr, "churn: attached, %u entry points patched\n", plan->count);
+    return 0;
+}
 #endif
 
 static void *run_worker(void *arg)
@@ -214,6 +287,7 @@ static long rss_kb(void)
 static void usage(void)
 {
     fprintf(stderr, "usage: churn cuda|driver|host|tracker pairs N [depth D] [threads T] [sites S] [size B] [sizes K]\n"
+                    "                  [attach LIBRARY]\n"
                     "       churn cuda|driver|host|tracker live L [depth D] [sites C] [size B] [sizes K] [snapfork 1]\n"
                     "       (tracker: only the tracker_churn build)\n");
     exit(2);
@@ -249,9 +323,11 @@ int main(int argc, char **argv)
     int depth = 10, threads = 1;
     unsigned sites = 1;
     int snapfork = 0;
+    const char *attach_library = NULL;
     for (int i = 4; i + 1 < argc; i += 2) {
         long v = atol(argv[i + 1]);
-        if (strcmp(argv[i], "depth") == 0) depth = (int)v;
+        if (strcmp(argv[i], "attach") == 0) attach_library = argv[i + 1];
+        else if (strcmp(argv[i], "depth") == 0) depth = (int)v;
         else if (strcmp(argv[i], "threads") == 0) threads = (int)v;
         else if (strcmp(argv[i], "sites") == 0) sites = (unsigned)v;
         else if (strcmp(argv[i], "size") == 0) alloc_size = (size_t)v;
@@ -264,6 +340,8 @@ int main(int argc, char **argv)
 #ifdef CHURN_TRACKER
     if (snapfork)
         usage(); /* no preloaded library here to catch SIGUSR1 */
+    if (attach_library)
+        usage(); /* the tracker is linked in: nothing to attach */
 #endif
 #ifndef CHURN_TRACKER
     if (use_cuda) {
@@ -279,6 +357,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (attach_library && (!use_cuda || attach_self(attach_library) != 0))
+        return 2;
     const char *api = use_driver ? "driver" : use_cuda ? "cuda" : "host";
 #endif
 

@@ -20,6 +20,16 @@ library linked into the program (bench/churn_heaptrack: valgrind cannot run
 heaptrack's wrapper script, and a library linked in costs what a preloaded
 one does).  "extra" is a tool's figure minus its no-tool figure.
 
+--attached adds the rows of an attached process: the same churn, started
+without the preload, attaches to itself before its workers start (churn's
+`attach LIBRARY`: tensorleak_attach_prepare, the plan's bytes written into
+its own code, tensorleak_attach_commit, as `tensorleak attach` does from
+outside), so its pairs reach the tracker through the patched entry points'
+trampolines; the same slope at depth 0 and 32, printed beside the
+preload's.  Valgrind runs these with --smc-check=all: the patched code is
+in a file-backed mapping, which valgrind's default check does not watch for
+writes, so a translation made before the patch could otherwise outlive it.
+
 --check BASELINE fails (exit 1) when tensorleak's extra instructions at
 depth 0 or depth 32 exceed the baseline's by more than 10 %: a change that
 makes the hot path dearer must say so by updating the baseline (and
@@ -46,6 +56,7 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--build', default=os.path.join(ROOT, 'build'), help='meson build directory')
     ap.add_argument('--json', help='write the figures to this file')
+    ap.add_argument('--attached', action='store_true', help='also measure an attached process (depth 0 and 32)')
     ap.add_argument('--check', metavar='BASELINE', help='fail if an extra figure exceeds the baseline by > 10%%')
     ap.add_argument('--write-baseline', metavar='FILE', help='record the extra figures as the new baseline')
     return ap.parse_args()
@@ -69,8 +80,9 @@ class Runner:
         e = {k: v for k, v in os.environ.items() if not k.startswith('TENSORLEAK_') and k != 'LD_PRELOAD'}
         e['LD_LIBRARY_PATH'] = self.sim + (':' + e['LD_LIBRARY_PATH'] if e.get('LD_LIBRARY_PATH') else '')
         e['SIMCUDA_MEMORY'] = '64G'
-        if tool.startswith('tl'):
-            e['LD_PRELOAD'] = self.lib
+        if tool.startswith('tl') or tool.startswith('at'):
+            if tool.startswith('tl'):
+                e['LD_PRELOAD'] = self.lib
             e['TENSORLEAK_DEPTH'] = tool[2:]
             e['TENSORLEAK_QUIET'] = '1'
             e['TENSORLEAK_OUTPUT'] = os.path.join(self.tmp, 'report-%p.json')
@@ -83,10 +95,13 @@ class Runner:
         api = 'host' if tool in ('host', 'heaptrack') else 'driver'
         prog = self.churn_ht if tool == 'heaptrack' else self.churn
         out = os.path.join(self.tmp, 'callgrind.out')
-        cmd = [self.valgrind, '--tool=callgrind', '--toggle-collect=run_worker', f'--callgrind-out-file={out}',
-               prog, api, 'pairs', str(pairs)] + [str(a) for a in SHAPE]
+        attached = tool.startswith('at')
+        cmd = ([self.valgrind, '--tool=callgrind', '--toggle-collect=run_worker', f'--callgrind-out-file={out}']
+               + (['--smc-check=all'] if attached else [])
+               + [prog, api, 'pairs', str(pairs)] + [str(a) for a in SHAPE]
+               + (['attach', self.lib] if attached else []))
         p = subprocess.run(cmd, env=self.env(tool), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if p.returncode != 0:
+        if p.returncode != 0 or (attached and 'churn: attached' not in p.stderr):
             raise RuntimeError(f'{" ".join(cmd)}: exit {p.returncode}\n{p.stdout}\n{p.stderr[-4000:]}')
         total = None
         with open(out) as f:
@@ -106,12 +121,15 @@ class Runner:
 def main():
     args = parse_args()
     r = Runner(args.build)
-    tools = ['bare', 'tl0', 'tl32', 'host']
+    tools = ['bare', 'tl0', 'tl32', 'host'] + (['at0', 'at32'] if args.attached else [])
     if os.path.exists(r.churn_ht):
         tools.append('heaptrack')
     fig = {t: r.slope(t) for t in tools}
     shutil.rmtree(r.tmp, ignore_errors=True)
     extra = {'tl0': fig['tl0'] - fig['bare'], 'tl32': fig['tl32'] - fig['bare']}
+    for t in ('at0', 'at32'):
+        if t in fig:
+            extra[t] = fig[t] - fig['bare']
     if 'heaptrack' in fig:
         extra['heaptrack'] = fig['heaptrack'] - fig['host']
 
@@ -120,6 +138,10 @@ def main():
     print(f'  no tool (the simulated driver)      {fig["bare"]:8.0f}')
     print(f'  tensorleak depth 0                  {fig["tl0"]:8.0f}   extra {extra["tl0"]:6.0f}')
     print(f'  tensorleak depth 32                 {fig["tl32"]:8.0f}   extra {extra["tl32"]:6.0f}')
+    for d in ('0', '32'):
+        if 'at' + d in fig:
+            print(f'  tensorleak depth {d:<2} attached         {fig["at" + d]:8.0f}   extra {extra["at" + d]:6.0f}'
+                  f'   (preloaded {extra["tl" + d]:.0f})')
     print(f'  malloc+free, no tool                {fig["host"]:8.0f}')
     if 'heaptrack' in extra:
         print(f'  heaptrack (linked in)               {fig["heaptrack"]:8.0f}   extra {extra["heaptrack"]:6.0f}')
