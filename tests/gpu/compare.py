@@ -619,6 +619,68 @@ def eval_torch(rec):
     return row
 
 
+# `tensorleak: attach: NAME is not hooked: WHY`, the library's warning in the target's
+# stderr for each entry point the attach refused (src/preload/attach.c).
+NOT_HOOKED = re.compile(r"tensorleak: attach: (\S+) is not hooked: (.*)")
+# The entry points PyTorch's native allocator reaches: refusing one loses its events.
+ATTACH_NEEDED = ("cuMemAlloc_v2", "cuMemFree_v2")
+
+
+def eval_attach(rec, base):
+    """torch_loop.py --leak started without tensorleak, `tensorleak attach --interval 1`
+    while it serves (run.sh attach_row); base: the untracked run's record or None."""
+    row = Row("attach", (rec["name"], rec["build"], rec["tool"]))
+    row.cells = {"loop": rec["name"], "run": rec["tool"]}
+    gt = tagged_json(rec["stdout"], "TL_GROUND_TRUTH")
+    if rec["tool"] == "none":
+        check_run_basics(row, rec, gt)
+        row.cells["rc"] = str(rec["rc"])
+        return row
+    d = rec["reports_dir"]
+    cli_rc = read_text(os.path.join(d, "attach.rc")).strip()
+    cli_err = read_text(os.path.join(d, "attach.err")).strip()
+    row.add("tensorleak attach", OK if cli_rc == "0" else BAD,
+            "exit %s%s" % (cli_rc or "?", (": " + cli_err.splitlines()[-1]) if cli_err and cli_rc != "0" else ""))
+    want_rc = base["rc"] if base is not None else 0
+    row.cells["rc"] = "%d (untracked %s)" % (rec["rc"], base["rc"] if base is not None else "?")
+    row.add("exit status", OK if rec["rc"] == want_rc and not rec["timeout"] else BAD,
+            "%d attached, %s untracked" % (rec["rc"], base["rc"] if base is not None else "no untracked run"))
+    refused = NOT_HOOKED.findall(read_text(rec["stderr"]))
+    row.cells["refused"] = ", ".join("%s (%s)" % r for r in refused) if refused else "none"
+    row.add("refused entry points", INFO, row.cells["refused"])
+    lost = [n for n, _ in refused if n in ATTACH_NEEDED]
+    if lost:
+        row.add("torch's entry points hooked", BAD, "refused: %s" % ", ".join(lost))
+    if gt is None:
+        row.add("ground truth", BAD, "no TL_GROUND_TRUTH line in %s" % os.path.basename(rec["stdout"]))
+        return row
+    if not gt.get("attached"):
+        row.add("attached", BAD, "libtensorleak.so never appeared in the loop's maps")
+    reports, errors = load_reports(d)
+    for e in errors:
+        row.add("report parses", BAD, e)
+    exit_r = pick(reports, gt.get("pid"), "exit")
+    if exit_r is None:
+        row.add("exit report", BAD, "no exit report for pid %s" % gt.get("pid"))
+        return row
+    if "attach" not in exit_r:
+        row.add("attach section", BAD, "the exit report has no attach{}")
+    n = summary(exit_r, "total_allocations")
+    row.cells["allocs"] = "%s" % n
+    row.add("allocations tracked", OK if n else BAD, "%s driver allocations after the attach" % n)
+    inv = summary(exit_r, "invalid_frees")
+    row.add("invalid frees", OK if inv == 0 else BAD, "%s" % inv)
+    tp = fw_pool(exit_r, "pytorch")
+    row.cells["pool"] = tp.get("name") if tp is not None else "**none**"
+    row.add("torch pool", OK if tp is not None and tp.get("name") == "torch cuda:0" else BAD,
+            "pool %s" % (tp.get("name") if tp is not None else "missing"))
+    growth = exit_r.get("growth") or []
+    row.cells["growth"] = ("flagged %s/interval" % fmt_b(growth[0].get("bytes_per_mark"))) if growth else "**not flagged**"
+    row.add("growth", OK if growth else BAD, "%d growth entr(y/ies) with --interval 1" % len(growth))
+    check_user_line(row, [exit_r], "torch_loop.py", gt.get("user_lines") or [], False)
+    return row
+
+
 CACHING_ALLOCATOR = "PyTorch caching allocator"
 # Kinds that are device memory (src/families/budget.c): not pinned host memory, not VMM
 # mappings or address ranges (which are the handles' bytes again, or no bytes).
@@ -1429,6 +1491,20 @@ def evaluate(records, env):
             [[row.cells.get(k, "") for k in ("loop", "conf", "tool", "torch_res", "tl_res", "torch_alloc", "tl_alloc",
                                      "delta", "growth", "owners", "line")] + [row.verdict()] for row in trows])))
 
+    # `tensorleak attach` to a torch loop started without tensorleak
+    bases = {r["name"]: r for r in records if r["kind"] == "attach" and r["tool"] == "none"}
+    arows = [eval_attach(r, bases.get(r["name"]) if r["tool"] != "none" else None)
+             for r in records if r["kind"] == "attach"]
+    rows.extend(arows)
+    if arows:
+        sections.append(("tensorleak attach to a PyTorch loop started without it (--interval 1): the torch pool, "
+                         "growth at the leaking line, exit status, entry points refused", md_table(
+                             ["loop", "run", "exit status", "allocations", "pool", "growth", "user's line",
+                              "refused entry points", "verdict"],
+                             [[row.cells.get(k, "") for k in ("loop", "run", "rc", "allocs", "pool", "growth",
+                                                              "line", "refused")] + [row.verdict()]
+                              for row in arows])))
+
     # PyTorch's out-of-memory of each verdict
     orows = [eval_torch_oom(r) for r in records if r["kind"] == "torch_oom"]
     rows.extend(orows)
@@ -1786,6 +1862,40 @@ def cmd_selftest(_a):
             p = evaluate([dict(trecs[0], stdout=out3, stderr=out3, reports_dir=os.path.join(d, "t3%d" % n),
                                extra="", tool="cli")], {"tensorleak_lib": "x"})[2]
             assert p == [] if n == 0 else (len(p) == 1 and "bridge pool allocated" in p[0]), p
+        # 4c: attach to a loop started without tensorleak; the refused entry points are reported,
+        # and a refused cuMemAlloc_v2, a missing pool, an invalid free or another exit status fail
+        def attach_case(n, rc, refused, pool, invalid):
+            pid = 60 + n
+            gt = dict(json.loads(torch_gt(pid, "leak", "").split(" ", 1)[1]), attached=True,
+                      user_lines=[52])
+            out = put("a%d.out" % n, "TL_READY %d\nTL_GROUND_TRUTH %s\n" % (pid, json.dumps(gt)))
+            err = put("a%d.err" % n, "".join("tensorleak: attach: %s is not hooked: %s\n" % r for r in refused))
+            put("a%d/attach.rc" % n, "0\n")
+            put("a%d/tl.%d.exit.json" % (n, pid), json.dumps({
+                "tool": "tensorleak", "schema": 1, "reason": "exit", "pid": pid,
+                "attach": {"interval": 1, "before": []},
+                "summary": {"total_allocations": 12, "invalid_frees": invalid, "leaked_bytes": 0},
+                "pools": [{"name": pool, "kind": "pytorch", "device": 0}] if pool else [],
+                "growth": [{"bytes_per_mark": 32 * MiB, "stack": [
+                    {"function": "serve_request", "file": "/k/tests/gpu/torch_loop.py", "line": 52,
+                     "python": True}]}]}))
+            base = {"kind": "attach", "name": "torch_loop", "build": "native", "tool": "none", "rc": 0,
+                    "seconds": 5.0, "timeout": False, "stdout": out, "stderr": err, "reports_dir": "",
+                    "extra": ""}
+            return evaluate([base, dict(base, tool="attach", rc=rc, reports_dir=os.path.join(d, "a%d" % n))],
+                            {"tensorleak_lib": "x"})
+        rows, sections, p = attach_case(0, 0, [("cuMemAllocManaged", "a conditional branch in the first 5 bytes")],
+                                        "torch cuda:0", 0)
+        arow = [r for r in rows if r.table == "attach" and r.key[2] == "attach"][0]
+        assert p == [] and arow.cells["refused"].startswith("cuMemAllocManaged (a conditional"), (p, arow.cells)
+        assert arow.cells["line"] == "torch_loop.py:52 (growth)" and arow.cells["pool"] == "torch cuda:0", arow.cells
+        assert any(t.startswith("tensorleak attach") for t, _ in sections), sections
+        p = attach_case(1, 1, [("cuMemAlloc_v2", "a call in the first 5 bytes")], None, 1)[2]
+        whats = " ".join(p)
+        assert len(p) == 4, p
+        for w in ("exit status: 1 attached, 0 untracked", "torch's entry points hooked: refused: cuMemAlloc_v2",
+                  "invalid frees: 1", "torch pool: pool missing"):
+            assert w in whats, (w, p)
         # 7: owners at exit, per allocator mode
         def site(kind, nbytes, owner, cls):
             return {"kind": kind, "bytes": nbytes, "count": 1, "owner": owner, "owner_class": cls,

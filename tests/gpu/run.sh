@@ -9,7 +9,8 @@
 #   2. builds the CUDA samples of tests/gpu, each .cu with static and shared cudart;
 #   3. runs, in this order (step names for TL_GPU_STEPS in brackets): each sample plain,
 #      under LD_PRELOAD and under `tensorleak run` [samples]; the PyTorch loops under
-#      three allocator modes, torch_snapshot.py's two snapshots [torch]; GPT-2, JAX,
+#      three allocator modes, torch_snapshot.py's two snapshots,
+#      `tensorleak attach` to a loop started without it [torch]; GPT-2, JAX,
 #      CuPy, cuda.bindings and numba-cuda loops under `tensorleak run`, the bridges on,
 #      GPT-2 once more with `tensorleak exporter` running [frameworks]; compute-sanitizer
 #      --leak-check full [sanitizer]; the overhead benchmark, ABBA [bench];
@@ -33,7 +34,7 @@ case "${1:-}" in
 --dry-run) DRY=1 ;;
 "") ;;
 -h | --help)
-    sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
 *)
@@ -203,6 +204,40 @@ stop_exporter() {
 skip_rec() { # name build tool why required
     printf 'skip\t%s\t%s\t%s\t0\t0\t%s\t\t\t%s\n' "$1" "$2" "$3" "$4" "$5" >>"$RECORDS"
     say "SKIP  $1 $2 $3: $4"
+}
+# attach_row: torch_loop.py --leak, paced, started without tensorleak: once untracked (its
+# exit status), once with `tensorleak attach --interval 1` while it serves (it waits for the
+# attach after its warm-up, so libcuda.so.1 is loaded and torch holds its entry points).
+# compare.py's "attach" rows: the torch pool, growth at the leaking line, no invalid free,
+# the exit status of the untracked run, and the entry points the attach refused.
+attach_row() {
+    local args=(--leak --requests 20 --pace 0.25) dir=$REP/attach-torch_loop-native-attach
+    local out=$LOGS/attach-torch_loop-native-attach.out err=$LOGS/attach-torch_loop-native-attach.err
+    local pid rc t0 t1 i
+    rec attach torch_loop native none "" 120 required -- "$PY" "$KIT/torch_loop.py" "${args[@]}"
+    if [ "$(left)" -lt 60 ]; then
+        skip_rec torch_loop native attach "out of time ($(left)s left)" required
+        return 0
+    fi
+    mkdir -p "$dir"
+    t0=$(now)
+    # No timeout wrapper: the pid attached to must be python's own; the loop ends by
+    # itself (at most 60 s of waiting, then 20 requests).
+    env -u PYTORCH_CUDA_ALLOC_CONF "$PY" "$KIT/torch_loop.py" "${args[@]}" --wait-attach 60 >"$out" 2>"$err" &
+    pid=$!
+    for i in $(seq 1 1200); do
+        grep -q '^TL_READY' "$out" 2>/dev/null && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    timeout -k 5 60 "$TL_CLI" attach --interval 1 -o "$dir/tl.%p.%n.json" "$pid" >"$dir/attach.out" 2>"$dir/attach.err"
+    echo $? >"$dir/attach.rc"
+    wait "$pid"
+    rc=$?
+    t1=$(now)
+    printf '%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n' attach torch_loop native attach "$rc" \
+        "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}')" "$out" "$err" "$dir" "" >>"$RECORDS"
+    printf '%-5s %-45s rc=%-3d\n' "$([ "$rc" = 0 ] && echo ran || echo EXIT)" attach-torch_loop-native-attach "$rc"
 }
 # tsnap_row [PYTHONPATH-PREFIX]: torch_snapshot.py under `tensorleak run` (the bridge on)
 # pickles torch.cuda.memory._snapshot() and writes a tensorleak snapshot at the same
@@ -594,6 +629,8 @@ else
         done
     done
     [ -n "$TL_CLI" ] && rec torch leak - cli "" 120 required -- "$PY" "$KIT/torch_loop.py" --leak --requests 20
+    # `tensorleak attach` to the loop started without tensorleak (a real driver's entry points)
+    [ -n "$TL_CLI" ] && attach_row
     # PyTorch's out-of-memory of each verdict (torch_oom.py; tests/torch/test_torch_oom.py on
     # the simulated GPU): compare.py holds the report at the failure against torch's figures
     if [ -n "$TL_CLI" ]; then

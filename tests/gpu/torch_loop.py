@@ -18,6 +18,7 @@ import ctypes
 import json
 import os
 import sys
+import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the checkout for the import below
 from serve_loop import tagged_lines  # noqa: E402 (the kit's folder is sys.path[0])
@@ -60,6 +61,11 @@ def main():
     ap.add_argument("--requests", type=int, default=20)
     ap.add_argument("--kv-mib", type=int, default=32, help="bytes kept per request (MiB)")
     ap.add_argument("--act-mib", type=int, default=8, help="activation bytes per request (MiB)")
+    ap.add_argument("--wait-attach", type=float, default=0, metavar="SECONDS",
+                    help="after the warm-up, print TL_READY and wait up to SECONDS for "
+                         "`tensorleak attach` (libtensorleak.so in /proc/self/maps) before serving")
+    ap.add_argument("--pace", type=float, default=0, metavar="SECONDS",
+                    help="sleep after each request (a server that lives across --interval marks)")
     args = ap.parse_args()
 
     import torch
@@ -78,6 +84,16 @@ def main():
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     free_start, total = torch.cuda.mem_get_info()
+    attached = None
+    if args.wait_attach > 0:
+        print("TL_READY %d" % os.getpid(), flush=True)
+        deadline = time.monotonic() + args.wait_attach
+        attached = False
+        while not attached and time.monotonic() < deadline:
+            with open("/proc/self/maps") as f:
+                attached = "libtensorleak" in f.read()
+            if not attached:
+                time.sleep(0.05)
 
     kept = []
     marks = 0
@@ -87,6 +103,8 @@ def main():
         if mark is not None:
             mark(b"request")
             marks += 1
+        if args.pace > 0:
+            time.sleep(args.pace)
     torch.cuda.synchronize()
     stats = torch.cuda.memory_stats()
     free_end, total = torch.cuda.mem_get_info()
@@ -100,6 +118,7 @@ def main():
         "requests": args.requests,
         "marks": marks,
         "snapshot_rc": snapshot_rc,
+        "attached": attached,
         "expect_growth": bool(args.leak),
         "kept_bytes": len(kept) * kv_elems,
         "reserved": int(stats.get("reserved_bytes.all.current", 0)),
