@@ -54,6 +54,7 @@ int cmd_run(int argc, char **argv);
 /* cmd_attach.c: `attach` and `detach` */
 int cmd_attach(int argc, char **argv);
 int cmd_detach(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
 /* cmd_sim.c */
 int cmd_sim(int argc, char **argv);
 

@@ -46,6 +46,8 @@ static const char attach_usage[] =
     "  (the report goes to ./tensorleak.%p.json unless -o says otherwise)";
 static const char detach_usage[] = "usage: tensorleak detach PID\n"
                                    "  stop tracking PID: final report, everything changed put back";
+static const char snapshot_usage[] = "usage: tensorleak snapshot PID [LABEL]\n"
+                                     "  have the tracked process PID write a report now (attached or preloaded)";
 
 /* ---- the process as /proc shows it ------------------------------------ */
 
@@ -744,7 +746,70 @@ int cmd_detach(int argc, char **argv)
     return rc;
 }
 
+/* `tensorleak snapshot PID [LABEL]`: a report of the tracked process now,
+ * written by the library in one borrowed thread, for a process whose own
+ * handling of TENSORLEAK_SIGNAL (SIGUSR1) tensorleak left alone, attached
+ * or preloaded alike. */
+int cmd_snapshot(int argc, char **argv)
+{
+    if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        puts(snapshot_usage);
+        return CLI_EXIT_OK;
+    }
+    pid_t pid;
+    if (argc != 2 && argc != 3) {
+        cli_error("snapshot: expected a process id and at most a label\n%s", snapshot_usage);
+        return CLI_EXIT_USAGE;
+    }
+    if (!parse_pid("snapshot", argv[1], &pid))
+        return CLI_EXIT_USAGE;
+    const char *label = argc == 3 ? argv[2] : "snapshot";
+    struct proc_status st;
+    if (!check_process("snapshot", pid, &st))
+        return CLI_EXIT_FAIL;
+    struct inject_map *maps;
+    size_t count;
+    if (!inject_maps_read(pid, &maps, &count)) {
+        cli_error("snapshot: %d: cannot read its maps: %s", (int)pid, strerror(errno));
+        return CLI_EXIT_FAIL;
+    }
+    const struct inject_map *lib = inject_maps_find(maps, count, "libtensorleak.so");
+    uint64_t fn = 0;
+    char err[ERR_LEN];
+    bool found = lib && inject_symbol(pid, maps, count, lib, "tensorleak_snapshot", &fn, err, sizeof err);
+    free(maps);
+    if (!found) {
+        cli_error("snapshot: %d: not tracked (no libtensorleak.so with tensorleak_snapshot loaded in it)", (int)pid);
+        return CLI_EXIT_FAIL;
+    }
+    struct session s = { .command = "snapshot", .pid = pid };
+    if (!begin(&s, &st))
+        return CLI_EXIT_FAIL;
+    uint64_t label_at, rc;
+    if (!push_string(&s, label, &label_at))
+        return finish(&s, inject_error(s.in));
+    uint64_t args[] = { label_at };
+    if (!inject_call(s.in, fn, args, 1, CALL_TIMEOUT_S, &rc)) {
+        snprintf(err, sizeof err, "%.400s", inject_error(s.in));
+        return finish(&s, err);
+    }
+    if ((int)rc != 0)
+        return finish(&s, "the library wrote no report (tracking is off: detached, or never started)");
+    int code = finish(&s, NULL);
+    if (code == CLI_EXIT_OK)
+        fprintf(stderr, "tensorleak: snapshot: %d: report written where its output pattern says\n", (int)pid);
+    return code;
+}
+
 #else /* not x86-64 */
+
+int cmd_snapshot(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    cli_error("snapshot: not supported on this architecture (x86-64 only); use kill -USR1");
+    return CLI_EXIT_FAIL;
+}
 
 int cmd_attach(int argc, char **argv)
 {

@@ -37,6 +37,7 @@ static const char usage_text[] =
     "                            start tracking a running process (run's options but\n"
     "                            --sim; docs/attach.md); --wait: until it loads libcuda.so.1\n"
     "  detach PID                stop tracking it: final report, its code put back\n"
+    "  snapshot PID [LABEL]      have a tracked process (attached or preloaded) write a report now\n"
     "  sim [--] CMD ARGS...      run CMD on the simulated CUDA driver, runtime and NVML,\n"
     "                            untracked (run --sim's environment without tensorleak)\n"
     "  report FILE... [--format text|json|folded|html|sarif] [-o OUT]\n"
@@ -113,6 +114,7 @@ static const struct command commands[] = {
     { "run", cmd_run },
     { "attach", cmd_attach },
     { "detach", cmd_detach },
+    { "snapshot", cmd_snapshot },
     { "sim", cmd_sim },
     { "report", cmd_report },
     { "check", cmd_check },

@@ -192,6 +192,32 @@ def a_fork_after_the_attach_runs_its_child_unharmed(tmp):
     assert len(parent) == 1, reports(tmp, "exit")
 
 
+def snapshot_asks_a_tracked_process_for_a_report_now(tmp):
+    s = Server([SERVER])
+    pid = s.proc.pid
+    try:
+        r = tl("snapshot", str(pid), check=1)
+        assert r.stderr == (f"tensorleak: snapshot: {pid}: not tracked (no libtensorleak.so with "
+                            "tensorleak_snapshot loaded in it)\n"), r.stderr
+        tl("attach", "-o", f"{tmp}/r.%p.%n.json", str(pid))
+        s.ask("req")
+        s.ask("req")
+        r = tl("snapshot", str(pid), "now")
+        assert r.stderr == f"tensorleak: snapshot: {pid}: report written where its output pattern says\n", r.stderr
+        (snap,) = reports(tmp, "api")
+        # The two requests since the attach, 1 MiB each, live at that moment.
+        assert (snap["label"], snap["summary"]["live_allocations"], snap["summary"]["live_bytes"]) == \
+            ("now", 2, 2 << 20), snap["summary"]
+        tl("detach", str(pid))
+        r = tl("snapshot", str(pid), check=1)
+        assert r.stderr == (f"tensorleak: snapshot: {pid}: the library wrote no report (tracking is off: "
+                            "detached, or never started)\n"), r.stderr
+        assert len(reports(tmp, "api")) == 1
+        s.quit()
+    finally:
+        s.kill()
+
+
 def attaching_and_detaching_100_times_to_a_busy_server_loses_nothing(tmp):
     s = Server([SERVER])
     try:
