@@ -614,20 +614,29 @@ def the_live_schema_is_the_fields_the_tables_mark_live():
         if any(f["live"] for f in table):
             marked_objects.add(name)
     eq(marked_objects, set(objects), "tables that mark fields live")
+    written = always_written(report, tables)
     for name, (obj, path) in objects.items():
         marked = {f["name"] for f in tables[name] if f["live"]}
         props = set(obj["properties"])
         eq(props - LIVE_ONLY[name], marked, f"live {name}: the fields its table marks live")
         check(obj.get("additionalProperties") is False, f"live {name}: additionalProperties false")
+        # What a report always holds there, of the fields the file carries.
+        eq(set(obj.get("required", [])) - LIVE_ONLY[name], set(written[name]) & marked, f"live {name}: required")
         for f in tables[name]:
             if not f["live"]:
                 continue
             node = obj["properties"][f["name"]]
             if f["table"] in objects:  # a list of objects the live file projects too
                 eq(node.get("items", {}).get("$ref"), "#/$defs/" + f["table"], f"live {name}.{f['name']}: items")
-            else:
-                eq(node.get("$ref"), "urn:tensorleak:report:1#" + path + "/properties/" + f["name"],
-                   f"live {name}.{f['name']}: the report's field")
+                continue
+            eq(node.get("$ref"), "urn:tensorleak:report:1#" + path + "/properties/" + f["name"],
+               f"live {name}.{f['name']}: the report's field")
+            # An object the file carries whole: what a report always holds in it.
+            child = f["table"] and f["table"].replace(".", "_") + "_as_written"
+            if child in report["$defs"]:
+                ref = {"$ref": "urn:tensorleak:report:1#/$defs/" + child}
+                eq(node.get("items") if f["type"] == "list" else (node.get("allOf") or [None])[0], ref,
+                   f"live {name}.{f['name']}: what a report always holds there")
     # Every reference resolves in the report schema.
     registry = referencing.Registry().with_resource(report["$id"], referencing.Resource.from_contents(report))
     resolver = registry.resolver()
