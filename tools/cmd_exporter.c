@@ -98,7 +98,7 @@ static bool growth_repeats(const struct live_proc *p, size_t i)
 {
     for (size_t k = 0; k < i; k++)
         if (!strcmp(live_growth_scope(&p->model.growth[k]), live_growth_scope(&p->model.growth[i])) &&
-            !strcmp(live_text(p->lines[k].site, "unknown"), live_text(p->lines[i].site, "unknown")))
+            !strcmp(live_text(p->doc.growth[k].site, "unknown"), live_text(p->doc.growth[i].site, "unknown")))
             return true;
     return false;
 }
@@ -186,7 +186,7 @@ static void one_series(FILE *out, const struct metric *m, const struct live_proc
 
 static void state_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
-    one_series(out, m, p, &live_state_table, &p->live);
+    one_series(out, m, p, &live_state_table, &p->doc.live);
 }
 
 static void summary_series(FILE *out, const struct metric *m, const struct live_proc *p)
@@ -196,13 +196,13 @@ static void summary_series(FILE *out, const struct metric *m, const struct live_
 
 static void marks_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
-    one_series(out, m, p, &live_marks_table, &p->marks);
+    one_series(out, m, p, &live_marks_table, &p->doc.marks);
 }
 
 /* Absent, not 0, where the file does not say. */
 static void ipc_summary_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
-    if (p->has_ipc)
+    if (live_has_ipc(p))
         summary_series(out, m, p);
 }
 
@@ -244,7 +244,7 @@ static void pool_series(FILE *out, const struct metric *m, const struct live_pro
  * without a device label. */
 static void owner_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
-    if (!p->has_owner_devices) {
+    if (!live_has_owner_devices(p)) {
         const struct tl_table *t = report_field_table(&tl_report_table, "owners");
         for (size_t i = 0; i < p->model.owner_count; i++) {
             const struct tl_owner *w = &p->model.owners[i];
@@ -281,7 +281,7 @@ static void growth_series(FILE *out, const struct metric *m, const struct live_p
             continue;
         sample_start(out, m, p);
         put_label(out, "scope", live_growth_scope(&p->model.growth[i]));
-        put_label(out, "site", live_text(p->lines[i].site, "unknown"));
+        put_label(out, "site", live_text(p->doc.growth[i].site, "unknown"));
         fputc('}', out);
         put_value(out, &m->figure, t, &p->model.growth[i]);
     }
@@ -289,8 +289,8 @@ static void growth_series(FILE *out, const struct metric *m, const struct live_p
 
 static void budget_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
-    for (size_t i = 0; i < p->nbudgets; i++) {
-        const struct live_budget_row *b = &p->budgets[i];
+    for (size_t i = 0; i < p->doc.nbudgets; i++) {
+        const struct live_budget_row *b = &p->doc.budgets[i];
         sample_start(out, m, p);
         fprintf(out, ",device=\"%lld\"", b->device);
         put_label(out, "class", live_text(b->cls, "device"));
@@ -301,10 +301,10 @@ static void budget_series(FILE *out, const struct metric *m, const struct live_p
 
 static void ipc_device_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
-    for (size_t i = 0; p->has_ipc && i < p->nipc; i++) {
+    for (size_t i = 0; live_has_ipc(p) && i < p->doc.ipc.ndevices; i++) {
         sample_start(out, m, p);
-        fprintf(out, ",device=\"%lld\"}", p->ipc[i].device);
-        put_value(out, &m->figure, &live_ipc_table, &p->ipc[i]);
+        fprintf(out, ",device=\"%lld\"}", p->doc.ipc.devices[i].device);
+        put_value(out, &m->figure, &live_ipc_table, &p->doc.ipc.devices[i]);
     }
 }
 
