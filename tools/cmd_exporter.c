@@ -123,6 +123,7 @@ struct metric {
     const char *name, *type, *help;
     series_fn *series;
     struct figure figure;
+    const char *word; /* pools: what `top`'s detail view calls it (live_pool_words); NULL: not shown there */
 };
 
 static const struct tl_field *field_of(const struct tl_table *t, const char *name)
@@ -308,14 +309,17 @@ static void ipc_device_series(FILE *out, const struct metric *m, const struct li
     }
 }
 
-#define ALWAYS(series, field, format) series, {field, FIG_##format, true}
-#define KNOWN(series, field, format) series, {field, FIG_##format, false}
+#define ALWAYS(series, field, format) series, {field, FIG_##format, true}, NULL
+#define KNOWN(series, field, format) series, {field, FIG_##format, false}, NULL
+/* A pool's figure that `top`'s detail view shows too, as `word`. */
+#define ALWAYS_AS(word, series, field, format) series, {field, FIG_##format, true}, word
+#define KNOWN_AS(word, series, field, format) series, {field, FIG_##format, false}, word
 
 /* Every metric, in the order of the exposition: its name, type and help
  * (a contract: add, never rename; docs/live.md) and the field it shows. */
 static const struct metric metrics[] = {
     {"tensorleak_process_info", "gauge", "A process tracked by tensorleak (always 1); its labels name it.", info_series,
-     {0}},
+     {0}, NULL},
     {"tensorleak_live_update_timestamp_seconds", "gauge", "When the process last wrote its live state (Unix time).",
      ALWAYS(state_series, "update_time", TIME)},
     {"tensorleak_device_reserved_bytes", "gauge",
@@ -334,14 +338,15 @@ static const struct metric metrics[] = {
      ALWAYS(owner_series, "live_bytes", PLAIN)},
     {"tensorleak_peak_live_bytes", "gauge", "The most live bytes the process ever held.",
      ALWAYS(summary_series, "peak_live_bytes", PLAIN)},
-    {"tensorleak_pool_reserved_bytes", "gauge", "Bytes a pool holds.", ALWAYS(pool_series, "reserved_bytes", PLAIN)},
+    {"tensorleak_pool_reserved_bytes", "gauge", "Bytes a pool holds.",
+     ALWAYS_AS("reserved", pool_series, "reserved_bytes", PLAIN)},
     {"tensorleak_pool_allocated_bytes", "gauge", "Bytes of a pool in use.",
-     ALWAYS(pool_series, "allocated_bytes", PLAIN)},
+     ALWAYS_AS("allocated", pool_series, "allocated_bytes", PLAIN)},
     {"tensorleak_pool_largest_free_block_bytes", "gauge", "A pool's largest free block; absent when unknown.",
      KNOWN(pool_series, "largest_free_block", PLAIN)},
     {"tensorleak_pool_fragmentation_ratio", "gauge",
      "1 - largest free block / free bytes of a pool; absent when unknown.",
-     KNOWN(pool_series, "fragmentation", RATIO)},
+     KNOWN_AS("frag", pool_series, "fragmentation", RATIO)},
     {"tensorleak_growth_bytes_per_mark", "gauge", "Bytes a flagged growth row gains per mark (request).",
      ALWAYS(growth_series, "bytes_per_mark", PLAIN)},
     {"tensorleak_marks_total", "counter", "Marks (requests) the process has made.",
@@ -356,6 +361,28 @@ static const struct metric metrics[] = {
     {"tensorleak_ipc_mappings", "gauge", "Open CUDA IPC mappings of other processes' memory.",
      ALWAYS(ipc_summary_series, "ipc_mappings", PLAIN)},
 };
+
+void live_pool_words(char *out, size_t len, const struct tl_pool *q, live_size_fn *size)
+{
+    const struct tl_table *t = report_field_table(&tl_report_table, "pools");
+    size_t n = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < sizeof metrics / sizeof metrics[0] && n < len; i++) {
+        const struct metric *m = &metrics[i];
+        if (m->series != pool_series || !m->word)
+            continue;
+        const struct tl_field *f = field_of(t, m->figure.field);
+        const char *at = (const char *)q + f->offset;
+        char v[32] = "unknown";
+        bool known = figure_known(&m->figure, t, q);
+        if (known && f->type == TL_FIELD_REAL)
+            snprintf(v, sizeof v, "%.2f", *(const double *)at);
+        else if (known)
+            size(v, sizeof v, *(const uint64_t *)at);
+        int w = snprintf(out + n, len - n, "%s%s %s", n ? " " : "", m->word, v);
+        n += w > 0 ? (size_t)w : 0;
+    }
+}
 
 /* The exposition of every process in `s`, metrics in a fixed order. */
 void exporter_write_metrics(FILE *out, const struct live_set *s)

@@ -264,7 +264,7 @@ static void owner_line(char *line, size_t len, const char *where, const char *na
 
 static void draw_detail(const struct live_proc *p, int row, int rows, int cols)
 {
-    char line[512], a[16], b[16];
+    char line[512], a[16];
     mvprintw(row++, 0, "%.*s", cols, "");
     attron(A_BOLD);
     mvprintw(row++, 0, "%d %.40s: growing call sites (bytes per mark)", p->pid, live_process(p));
@@ -281,13 +281,10 @@ static void draw_detail(const struct live_proc *p, int row, int rows, int cols)
         mvprintw(row++, 0, "pools:");
     for (size_t i = 0; i < p->model.pool_count && row < rows - 1; i++) {
         const struct tl_pool *q = &p->model.pools[i];
-        size_str(a, sizeof a, q->reserved_bytes);
-        size_str(b, sizeof b, q->allocated_bytes);
-        char frag[16] = "unknown";
-        if (tl_seen_has(&q->seen, TL_F_POOL_fragmentation))
-            snprintf(frag, sizeof frag, "%.2f", q->fragmentation);
-        snprintf(line, sizeof line, "  %-28.28s %-14.14s gpu %lld reserved %s allocated %s frag %s",
-                 live_text(q->name, "unknown"), live_text(q->kind, "unknown"), q->device, a, b, frag);
+        char figures[256];
+        live_pool_words(figures, sizeof figures, q, size_str);
+        snprintf(line, sizeof line, "  %-28.28s %-14.14s gpu %lld %s", live_text(q->name, "unknown"),
+                 live_text(q->kind, "unknown"), q->device, figures);
         mvprintw(row++, 0, "%.*s", cols, line);
     }
     ipc_line(p, line, sizeof line);

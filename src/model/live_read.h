@@ -173,5 +173,10 @@ int cmd_top(int argc, char **argv);
 int cmd_exporter(int argc, char **argv);
 /* The Prometheus text exposition of `s` (cmd_exporter.c). */
 void exporter_write_metrics(FILE *out, const struct live_set *s);
+/* A pool's figures as `top`'s detail view words them, from the exporter's
+ * metrics that name a word, in their order: "reserved 8.0M allocated 4.0M
+ * frag 0.50", "unknown" where the file does not say (cmd_exporter.c). */
+typedef void live_size_fn(char *out, size_t len, uint64_t bytes);
+void live_pool_words(char *out, size_t len, const struct tl_pool *q, live_size_fn *size);
 
 #endif
