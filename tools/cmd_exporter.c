@@ -98,7 +98,7 @@ static bool growth_repeats(const struct live_proc *p, size_t i)
 {
     for (size_t k = 0; k < i; k++)
         if (!strcmp(live_growth_scope(&p->model.growth[k]), live_growth_scope(&p->model.growth[i])) &&
-            !strcmp(live_text(p->lines[k].site, "unknown"), live_text(p->lines[i].site, "unknown")))
+            !strcmp(live_text(p->doc.growth[k].site, "unknown"), live_text(p->doc.growth[i].site, "unknown")))
             return true;
     return false;
 }
@@ -123,6 +123,7 @@ struct metric {
     const char *name, *type, *help;
     series_fn *series;
     struct figure figure;
+    const char *word; /* pools: what `top`'s detail view calls it (live_pool_words); NULL: not shown there */
 };
 
 static const struct tl_field *field_of(const struct tl_table *t, const char *name)
@@ -186,7 +187,7 @@ static void one_series(FILE *out, const struct metric *m, const struct live_proc
 
 static void state_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
-    one_series(out, m, p, &live_state_table, &p->live);
+    one_series(out, m, p, &live_state_table, &p->doc.live);
 }
 
 static void summary_series(FILE *out, const struct metric *m, const struct live_proc *p)
@@ -196,13 +197,13 @@ static void summary_series(FILE *out, const struct metric *m, const struct live_
 
 static void marks_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
-    one_series(out, m, p, &live_marks_table, &p->marks);
+    one_series(out, m, p, &live_marks_table, &p->doc.marks);
 }
 
 /* Absent, not 0, where the file does not say. */
 static void ipc_summary_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
-    if (p->has_ipc)
+    if (live_has_ipc(p))
         summary_series(out, m, p);
 }
 
@@ -244,7 +245,7 @@ static void pool_series(FILE *out, const struct metric *m, const struct live_pro
  * without a device label. */
 static void owner_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
-    if (!p->has_owner_devices) {
+    if (!live_has_owner_devices(p)) {
         const struct tl_table *t = report_field_table(&tl_report_table, "owners");
         for (size_t i = 0; i < p->model.owner_count; i++) {
             const struct tl_owner *w = &p->model.owners[i];
@@ -281,7 +282,7 @@ static void growth_series(FILE *out, const struct metric *m, const struct live_p
             continue;
         sample_start(out, m, p);
         put_label(out, "scope", live_growth_scope(&p->model.growth[i]));
-        put_label(out, "site", live_text(p->lines[i].site, "unknown"));
+        put_label(out, "site", live_text(p->doc.growth[i].site, "unknown"));
         fputc('}', out);
         put_value(out, &m->figure, t, &p->model.growth[i]);
     }
@@ -289,8 +290,8 @@ static void growth_series(FILE *out, const struct metric *m, const struct live_p
 
 static void budget_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
-    for (size_t i = 0; i < p->nbudgets; i++) {
-        const struct live_budget_row *b = &p->budgets[i];
+    for (size_t i = 0; i < p->doc.nbudgets; i++) {
+        const struct live_budget_row *b = &p->doc.budgets[i];
         sample_start(out, m, p);
         fprintf(out, ",device=\"%lld\"", b->device);
         put_label(out, "class", live_text(b->cls, "device"));
@@ -301,21 +302,24 @@ static void budget_series(FILE *out, const struct metric *m, const struct live_p
 
 static void ipc_device_series(FILE *out, const struct metric *m, const struct live_proc *p)
 {
-    for (size_t i = 0; p->has_ipc && i < p->nipc; i++) {
+    for (size_t i = 0; live_has_ipc(p) && i < p->doc.ipc.ndevices; i++) {
         sample_start(out, m, p);
-        fprintf(out, ",device=\"%lld\"}", p->ipc[i].device);
-        put_value(out, &m->figure, &live_ipc_table, &p->ipc[i]);
+        fprintf(out, ",device=\"%lld\"}", p->doc.ipc.devices[i].device);
+        put_value(out, &m->figure, &live_ipc_table, &p->doc.ipc.devices[i]);
     }
 }
 
-#define ALWAYS(series, field, format) series, {field, FIG_##format, true}
-#define KNOWN(series, field, format) series, {field, FIG_##format, false}
+#define ALWAYS(series, field, format) series, {field, FIG_##format, true}, NULL
+#define KNOWN(series, field, format) series, {field, FIG_##format, false}, NULL
+/* A pool's figure that `top`'s detail view shows too, as `word`. */
+#define ALWAYS_AS(word, series, field, format) series, {field, FIG_##format, true}, word
+#define KNOWN_AS(word, series, field, format) series, {field, FIG_##format, false}, word
 
 /* Every metric, in the order of the exposition: its name, type and help
  * (a contract: add, never rename; docs/live.md) and the field it shows. */
 static const struct metric metrics[] = {
     {"tensorleak_process_info", "gauge", "A process tracked by tensorleak (always 1); its labels name it.", info_series,
-     {0}},
+     {0}, NULL},
     {"tensorleak_live_update_timestamp_seconds", "gauge", "When the process last wrote its live state (Unix time).",
      ALWAYS(state_series, "update_time", TIME)},
     {"tensorleak_device_reserved_bytes", "gauge",
@@ -334,14 +338,15 @@ static const struct metric metrics[] = {
      ALWAYS(owner_series, "live_bytes", PLAIN)},
     {"tensorleak_peak_live_bytes", "gauge", "The most live bytes the process ever held.",
      ALWAYS(summary_series, "peak_live_bytes", PLAIN)},
-    {"tensorleak_pool_reserved_bytes", "gauge", "Bytes a pool holds.", ALWAYS(pool_series, "reserved_bytes", PLAIN)},
+    {"tensorleak_pool_reserved_bytes", "gauge", "Bytes a pool holds.",
+     ALWAYS_AS("reserved", pool_series, "reserved_bytes", PLAIN)},
     {"tensorleak_pool_allocated_bytes", "gauge", "Bytes of a pool in use.",
-     ALWAYS(pool_series, "allocated_bytes", PLAIN)},
+     ALWAYS_AS("allocated", pool_series, "allocated_bytes", PLAIN)},
     {"tensorleak_pool_largest_free_block_bytes", "gauge", "A pool's largest free block; absent when unknown.",
      KNOWN(pool_series, "largest_free_block", PLAIN)},
     {"tensorleak_pool_fragmentation_ratio", "gauge",
      "1 - largest free block / free bytes of a pool; absent when unknown.",
-     KNOWN(pool_series, "fragmentation", RATIO)},
+     KNOWN_AS("frag", pool_series, "fragmentation", RATIO)},
     {"tensorleak_growth_bytes_per_mark", "gauge", "Bytes a flagged growth row gains per mark (request).",
      ALWAYS(growth_series, "bytes_per_mark", PLAIN)},
     {"tensorleak_marks_total", "counter", "Marks (requests) the process has made.",
@@ -356,6 +361,28 @@ static const struct metric metrics[] = {
     {"tensorleak_ipc_mappings", "gauge", "Open CUDA IPC mappings of other processes' memory.",
      ALWAYS(ipc_summary_series, "ipc_mappings", PLAIN)},
 };
+
+void live_pool_words(char *out, size_t len, const struct tl_pool *q, live_size_fn *size)
+{
+    const struct tl_table *t = report_field_table(&tl_report_table, "pools");
+    size_t n = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < sizeof metrics / sizeof metrics[0] && n < len; i++) {
+        const struct metric *m = &metrics[i];
+        if (m->series != pool_series || !m->word)
+            continue;
+        const struct tl_field *f = field_of(t, m->figure.field);
+        const char *at = (const char *)q + f->offset;
+        char v[32] = "unknown";
+        bool known = figure_known(&m->figure, t, q);
+        if (known && f->type == TL_FIELD_REAL)
+            snprintf(v, sizeof v, "%.2f", *(const double *)at);
+        else if (known)
+            size(v, sizeof v, *(const uint64_t *)at);
+        int w = snprintf(out + n, len - n, "%s%s %s", n ? " " : "", m->word, v);
+        n += w > 0 ? (size_t)w : 0;
+    }
+}
 
 /* The exposition of every process in `s`, metrics in a fixed order. */
 void exporter_write_metrics(FILE *out, const struct live_set *s)

@@ -45,7 +45,7 @@ static uint64_t top_growth(const struct live_proc *p, long long *since)
     for (size_t i = 0; i < p->model.growth_count; i++)
         if (p->model.growth[i].bytes_per_mark > best) {
             best = p->model.growth[i].bytes_per_mark;
-            *since = p->lines[i].since_mark;
+            *since = p->doc.growth[i].since_mark;
         }
     return best;
 }
@@ -90,11 +90,11 @@ static void budget_str(const struct live_proc *p, char *out, size_t len)
 {
     double worst = -1;
     bool over = false;
-    for (size_t i = 0; i < p->nbudgets; i++) {
-        double use = p->budgets[i].bytes ? (double)p->budgets[i].used_bytes / (double)p->budgets[i].bytes : 0;
+    for (size_t i = 0; i < p->doc.nbudgets; i++) {
+        double use = p->doc.budgets[i].bytes ? (double)p->doc.budgets[i].used_bytes / (double)p->doc.budgets[i].bytes : 0;
         if (use > worst)
             worst = use;
-        over |= p->budgets[i].exceeded;
+        over |= p->doc.budgets[i].exceeded;
     }
     if (worst < 0)
         snprintf(out, len, "-");
@@ -119,8 +119,8 @@ static void format_row(char *out, size_t len, const struct live_proc *p, bool wi
     size_str(alloc, sizeof alloc, sum->allocated_bytes);
     size_str(gap, sizeof gap, sum->reserved_bytes >= sum->allocated_bytes ? sum->reserved_bytes - sum->allocated_bytes : 0);
     size_str(held, sizeof held, (uint64_t)live_held_by_owners(p));
-    if (tl_seen_has(&p->classes.seen, 0))
-        size_str(user, sizeof user, (uint64_t)p->classes.bytes[0]);
+    if (tl_seen_has(&p->doc.classes.seen, LIVE_CLASS_USER))
+        size_str(user, sizeof user, (uint64_t)p->doc.classes.bytes[LIVE_CLASS_USER]);
     else
         snprintf(user, sizeof user, "unknown");
     long long since;
@@ -166,8 +166,8 @@ static int format_devices(char lines[][160], int max, const struct live_set *s)
                     continue;
                 seen = true;
                 held += r->reserved_bytes;
-                if (s->procs[i].live.update_time > newest && (r_total || TL_HAS(r, DEVICE, free))) {
-                    newest = s->procs[i].live.update_time;
+                if (s->procs[i].doc.live.update_time > newest && (r_total || TL_HAS(r, DEVICE, free))) {
+                    newest = s->procs[i].doc.live.update_time;
                     has_total = r_total, total = r->total;
                     has_free = TL_HAS(r, DEVICE, free), free_b = r->free;
                 }
@@ -187,42 +187,22 @@ static int format_devices(char lines[][160], int max, const struct live_set *s)
     return n;
 }
 
-/* Other processes' memory mapped here (CUDA IPC); null where the file
- * does not say. */
-static json_t *ipc_json(const struct live_proc *p)
-{
-    if (!p->has_ipc)
-        return json_null();
-    json_t *o = json_object(), *devs = json_array();
-    json_object_set_new(o, "mapped_bytes", json_integer((json_int_t)p->model.summary.ipc_mapped_bytes));
-    json_object_set_new(o, "mappings", json_integer((json_int_t)p->model.summary.ipc_mappings));
-    for (size_t k = 0; k < p->nipc; k++) {
-        json_t *g = json_object();
-        json_object_set_new(g, "device", json_integer(p->ipc[k].device));
-        json_object_set_new(g, "mapped_bytes", json_integer((json_int_t)p->ipc[k].mapped_bytes));
-        json_object_set_new(g, "mappings", json_integer((json_int_t)p->ipc[k].mappings));
-        json_array_append_new(devs, g);
-    }
-    json_object_set_new(o, "devices", devs);
-    return o;
-}
-
 /* "CUDA IPC: 4.0M of other processes' memory in 1 mapping(s) (gpu 0: 4.0M)",
  * or "" when nothing is mapped: their memory, counted by the exporters. */
 static void ipc_line(const struct live_proc *p, char *out, size_t len)
 {
     char a[16];
     out[0] = 0;
-    if (!p->has_ipc || !p->model.summary.ipc_mappings)
+    if (!live_has_ipc(p) || !p->model.summary.ipc_mappings)
         return;
     size_str(a, sizeof a, p->model.summary.ipc_mapped_bytes);
     int n = snprintf(out, len, "CUDA IPC: %s of other processes' memory in %llu mapping(s)", a,
                      (unsigned long long)p->model.summary.ipc_mappings);
-    for (size_t k = 0; k < p->nipc && n > 0 && (size_t)n < len; k++) {
-        size_str(a, sizeof a, p->ipc[k].mapped_bytes);
-        n += snprintf(out + n, len - (size_t)n, "%sgpu %lld: %s", k ? ", " : " (", p->ipc[k].device, a);
+    for (size_t k = 0; k < p->doc.ipc.ndevices && n > 0 && (size_t)n < len; k++) {
+        size_str(a, sizeof a, p->doc.ipc.devices[k].mapped_bytes);
+        n += snprintf(out + n, len - (size_t)n, "%sgpu %lld: %s", k ? ", " : " (", p->doc.ipc.devices[k].device, a);
     }
-    if (p->nipc && n > 0 && (size_t)n + 1 < len)
+    if (p->doc.ipc.ndevices && n > 0 && (size_t)n + 1 < len)
         strcat(out, ")");
 }
 
@@ -245,87 +225,26 @@ static void print_once(const struct live_set *s)
     }
 }
 
-static json_t *opt_u64(bool has, uint64_t v)
-{
-    return has ? json_integer((json_int_t)v) : json_null();
-}
-
+/* Each process as the model's writer writes it (live_to_json): its live
+ * file as read, a figure the reader refused left out, and whether it is
+ * stale, the reader's judgement. */
 static void print_json(const struct live_set *s)
 {
     json_t *arr = json_array();
-    for (size_t i = 0; i < s->n; i++) {
-        const struct live_proc *p = &s->procs[i];
-        const struct tl_summary *sum = &p->model.summary;
-        json_t *o = json_object();
-        json_object_set_new(o, "pid", json_integer(p->pid));
-        json_object_set_new(o, "process", json_string(live_process(p)));
-        json_object_set_new(o, "rank", TL_HAS(&p->model, REPORT, rank) ? json_integer(p->model.rank) : json_null());
-        json_object_set_new(o, "stale", json_boolean(p->stale));
-        json_object_set_new(o, "update_time", json_real(p->live.update_time));
-        json_object_set_new(o, "reserved_bytes", json_integer((json_int_t)sum->reserved_bytes));
-        json_object_set_new(o, "allocated_bytes", json_integer((json_int_t)sum->allocated_bytes));
-        json_object_set_new(o, "gap_bytes", json_integer((json_int_t)(sum->reserved_bytes - sum->allocated_bytes)));
-        json_object_set_new(o, "held_by_owners_bytes", json_integer(live_held_by_owners(p)));
-        json_object_set_new(o, "user_live_bytes",
-                            tl_seen_has(&p->classes.seen, 0) ? json_integer(p->classes.bytes[0]) : json_null());
-        json_object_set_new(o, "peak_live_bytes", json_integer((json_int_t)sum->peak_live_bytes));
-        json_object_set_new(o, "largest_free_block",
-                            opt_u64(tl_summary_has(sum, largest_free_block), sum->largest_free_block));
-        json_object_set_new(o, "fragmentation",
-                            tl_summary_has(sum, fragmentation) ? json_real(sum->fragmentation) : json_null());
-        json_object_set_new(o, "marks", json_integer((json_int_t)p->marks.count));
-        json_t *growth = json_array();
-        for (size_t k = 0; k < p->model.growth_count; k++) {
-            json_t *g = json_object();
-            json_object_set_new(g, "scope", json_string(live_growth_scope(&p->model.growth[k])));
-            json_object_set_new(g, "site", json_string(live_text(p->lines[k].site, "unknown")));
-            json_object_set_new(g, "bytes_per_mark", json_integer((json_int_t)p->model.growth[k].bytes_per_mark));
-            json_object_set_new(g, "since_mark", json_integer(p->lines[k].since_mark));
-            json_array_append_new(growth, g);
+    for (size_t i = 0; arr && i < s->n; i++) {
+        json_t *o = live_to_json(&s->procs[i].model, &s->procs[i].doc);
+        if (o && json_object_set_new(o, "stale", json_boolean(s->procs[i].stale)) != 0) {
+            json_decref(o);
+            o = NULL;
         }
-        json_object_set_new(o, "growth", growth);
-        json_t *devs = json_array();
-        for (size_t d = 0; d < p->model.device_count; d++) {
-            const struct tl_device *r = &p->model.devices[d];
-            json_t *g = json_object();
-            json_object_set_new(g, "device", json_integer(r->device));
-            json_object_set_new(g, "reserved_bytes", json_integer((json_int_t)r->reserved_bytes));
-            json_object_set_new(g, "allocated_bytes", json_integer((json_int_t)r->allocated_bytes));
-            json_object_set_new(g, "free", opt_u64(TL_HAS(r, DEVICE, free), r->free));
-            json_object_set_new(g, "total", opt_u64(tl_seen_has(&r->seen, TL_F_DEVICE_total), r->total));
-            json_array_append_new(devs, g);
+        if (!o || json_array_append_new(arr, o) != 0) {
+            json_decref(arr);
+            arr = NULL;
         }
-        json_object_set_new(o, "devices", devs);
-        json_t *pools = json_array();
-        for (size_t k = 0; k < p->model.pool_count; k++) {
-            const struct tl_pool *q = &p->model.pools[k];
-            json_t *g = json_object();
-            json_object_set_new(g, "name", json_string(live_text(q->name, "unknown")));
-            json_object_set_new(g, "kind", json_string(live_text(q->kind, "unknown")));
-            json_object_set_new(g, "device", json_integer(q->device));
-            json_object_set_new(g, "reserved_bytes", json_integer((json_int_t)q->reserved_bytes));
-            json_object_set_new(g, "allocated_bytes", json_integer((json_int_t)q->allocated_bytes));
-            json_object_set_new(g, "largest_free_block",
-                                opt_u64(tl_seen_has(&q->seen, TL_F_POOL_largest_free_block), q->largest_free_block));
-            json_object_set_new(g, "fragmentation", tl_seen_has(&q->seen, TL_F_POOL_fragmentation)
-                                                        ? json_real(q->fragmentation)
-                                                        : json_null());
-            json_array_append_new(pools, g);
-        }
-        json_object_set_new(o, "pools", pools);
-        json_object_set_new(o, "ipc", ipc_json(p));
-        json_t *owners = p->has_owner_devices ? json_array() : json_null();
-        for (size_t k = 0; k < p->model.owner_device_count; k++) {
-            const struct tl_owner_device *w = &p->model.owner_devices[k];
-            json_t *g = json_object();
-            json_object_set_new(g, "device", w->device < 0 ? json_null() : json_integer(w->device));
-            json_object_set_new(g, "name", json_string(live_text(w->name, "unknown")));
-            json_object_set_new(g, "class", json_string(live_text(w->cls, "unknown")));
-            json_object_set_new(g, "live_bytes", json_integer((json_int_t)w->live_bytes));
-            json_array_append_new(owners, g);
-        }
-        json_object_set_new(o, "owners_by_device", owners);
-        json_array_append_new(arr, o);
+    }
+    if (!arr) {
+        cli_error("top: out of memory");
+        return;
     }
     json_dumpf(arr, stdout, JSON_INDENT(1));
     fputc('\n', stdout);
@@ -345,15 +264,15 @@ static void owner_line(char *line, size_t len, const char *where, const char *na
 
 static void draw_detail(const struct live_proc *p, int row, int rows, int cols)
 {
-    char line[512], a[16], b[16];
+    char line[512], a[16];
     mvprintw(row++, 0, "%.*s", cols, "");
     attron(A_BOLD);
     mvprintw(row++, 0, "%d %.40s: growing call sites (bytes per mark)", p->pid, live_process(p));
     attroff(A_BOLD);
     for (size_t i = 0; i < p->model.growth_count && row < rows - 1; i++) {
         size_str(a, sizeof a, p->model.growth[i].bytes_per_mark);
-        snprintf(line, sizeof line, "  %7s/mk since mark %lld  %s: %s", a, p->lines[i].since_mark,
-                 live_growth_scope(&p->model.growth[i]), live_text(p->lines[i].site, "unknown"));
+        snprintf(line, sizeof line, "  %7s/mk since mark %lld  %s: %s", a, p->doc.growth[i].since_mark,
+                 live_growth_scope(&p->model.growth[i]), live_text(p->doc.growth[i].site, "unknown"));
         mvprintw(row++, 0, "%.*s", cols, line);
     }
     if (!p->model.growth_count && row < rows - 1)
@@ -362,13 +281,10 @@ static void draw_detail(const struct live_proc *p, int row, int rows, int cols)
         mvprintw(row++, 0, "pools:");
     for (size_t i = 0; i < p->model.pool_count && row < rows - 1; i++) {
         const struct tl_pool *q = &p->model.pools[i];
-        size_str(a, sizeof a, q->reserved_bytes);
-        size_str(b, sizeof b, q->allocated_bytes);
-        char frag[16] = "unknown";
-        if (tl_seen_has(&q->seen, TL_F_POOL_fragmentation))
-            snprintf(frag, sizeof frag, "%.2f", q->fragmentation);
-        snprintf(line, sizeof line, "  %-28.28s %-14.14s gpu %lld reserved %s allocated %s frag %s",
-                 live_text(q->name, "unknown"), live_text(q->kind, "unknown"), q->device, a, b, frag);
+        char figures[256];
+        live_pool_words(figures, sizeof figures, q, size_str);
+        snprintf(line, sizeof line, "  %-28.28s %-14.14s gpu %lld %s", live_text(q->name, "unknown"),
+                 live_text(q->kind, "unknown"), q->device, figures);
         mvprintw(row++, 0, "%.*s", cols, line);
     }
     ipc_line(p, line, sizeof line);
@@ -378,9 +294,9 @@ static void draw_detail(const struct live_proc *p, int row, int rows, int cols)
      * memory), else process-wide. */
     if (row < rows - 1)
         mvprintw(row++, 0, "owners:");
-    size_t nowners = p->has_owner_devices ? p->model.owner_device_count : p->model.owner_count;
+    size_t nowners = live_has_owner_devices(p) ? p->model.owner_device_count : p->model.owner_count;
     for (size_t i = 0; i < nowners && row < rows - 1; i++) {
-        if (p->has_owner_devices) {
+        if (live_has_owner_devices(p)) {
             const struct tl_owner_device *w = &p->model.owner_devices[i];
             char where[32] = "host";
             if (w->device >= 0)

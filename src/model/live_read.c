@@ -7,7 +7,7 @@
  * refused unless it is a regular file owned by the directory's owner with
  * no group/other bits, read up to LIVE_FILE_MAX, and parsed by the report
  * model's reader (report_read_into, walking the same field tables as a
- * report; what only the live file has walks tables of its own below).  It
+ * report; what only the live file has walks its own, live_fields.c).  It
  * reads field by field and row by row: a field of the wrong type is absent
  * (unknown), a row without the figures it is shown for is dropped, a
  * document that is not a live state is refused.  Strings lose their
@@ -41,69 +41,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
-/* ---- what only the live file has: tables of its own -------------------
- * Read by the model's reader (report_read_into) as the report's objects
- * are; their fields are docs/live.schema.json's. */
-#define LIVE_FIELD(T, member, name, type) {name, TL_FIELD_##type, TL_FIELD_NULLABLE, offsetof(T, member), 0, NULL}
-#define LIVE_TABLE(T, name, fields) {name, sizeof(T), offsetof(T, seen), fields, sizeof fields / sizeof fields[0], NULL}
-
-static const struct tl_field state_fields[] = {
-    LIVE_FIELD(struct live_state, process, "process", STRING),
-    LIVE_FIELD(struct live_state, start_time, "start_time", REAL),
-    LIVE_FIELD(struct live_state, start_ticks, "start_ticks", U64),
-    LIVE_FIELD(struct live_state, pid_namespace, "pid_namespace", STRING),
-    LIVE_FIELD(struct live_state, update_time, "update_time", REAL),
-    LIVE_FIELD(struct live_state, interval, "interval", REAL),
-};
-const struct tl_table live_state_table = LIVE_TABLE(struct live_state, "live", state_fields);
-
-static const struct tl_field marks_fields[] = {
-    LIVE_FIELD(struct live_marks, count, "count", U64),
-    LIVE_FIELD(struct live_marks, last_label, "last_label", STRING),
-    LIVE_FIELD(struct live_marks, last_time, "last_time", REAL),
-};
-const struct tl_table live_marks_table = LIVE_TABLE(struct live_marks, "marks", marks_fields);
-
-static const struct tl_field line_fields[] = {
-    LIVE_FIELD(struct live_growth_line, site, "site", STRING),
-    LIVE_FIELD(struct live_growth_line, since_mark, "since_mark", INT),
-};
-const struct tl_table live_growth_line_table = LIVE_TABLE(struct live_growth_line, "growth", line_fields);
-
-static const struct tl_field class_fields[] = {
-    LIVE_FIELD(struct live_classes, bytes[0], "user", INT),
-    LIVE_FIELD(struct live_classes, bytes[1], "cache", INT),
-    LIVE_FIELD(struct live_classes, bytes[2], "library", INT),
-    LIVE_FIELD(struct live_classes, bytes[3], "workspace", INT),
-};
-const struct tl_table live_classes_table = LIVE_TABLE(struct live_classes, "owner_classes", class_fields);
-
-static const struct tl_field ipc_fields[] = {
-    LIVE_FIELD(struct live_ipc_row, device, "device", INT),
-    LIVE_FIELD(struct live_ipc_row, mapped_bytes, "mapped_bytes", U64),
-    LIVE_FIELD(struct live_ipc_row, mappings, "mappings", U64),
-};
-const struct tl_table live_ipc_table = LIVE_TABLE(struct live_ipc_row, "ipc.devices", ipc_fields);
-
-static const struct tl_field budget_fields[] = {
-    LIVE_FIELD(struct live_budget_row, device, "device", INT),
-    LIVE_FIELD(struct live_budget_row, cls, "class", STRING),
-    LIVE_FIELD(struct live_budget_row, bytes, "bytes", U64),
-    LIVE_FIELD(struct live_budget_row, used_bytes, "used_bytes", INT),
-    LIVE_FIELD(struct live_budget_row, exceeded, "exceeded", BOOL),
-};
-const struct tl_table live_budget_table = LIVE_TABLE(struct live_budget_row, "budgets", budget_fields);
-
-/* Whether field `name` of `t` has a value in `elem` (present, not null). */
-bool live_has(const struct tl_table *t, const void *elem, const char *name)
-{
-    const struct tl_seen *seen = (const struct tl_seen *)((const char *)elem + t->seen_offset);
-    for (size_t i = 0; i < t->nfields; i++)
-        if (!strcmp(t->fields[i].name, name))
-            return tl_seen_has(seen, (unsigned)i);
-    return false;
-}
 
 /* Forgets field `name` of `elem`: unknown from here on. */
 static void forget(const struct tl_table *t, void *elem, const char *name)
@@ -234,7 +171,7 @@ static bool keep_growth(struct live_proc *p, void *row, json_t *raw)
     struct tl_growth *g = row;
     if (g->suppressed || !live_has(table_of("growth"), g, "bytes_per_mark"))
         return false;
-    struct live_growth_line *line = &p->lines[p->ngrowth_lines++];
+    struct live_growth_line *line = &p->doc.growth[p->doc.ngrowth++];
     char why[160];
     report_read_into(&p->model, raw, &live_growth_line_table, line, why, sizeof why);
     return true;
@@ -256,6 +193,19 @@ static bool keep_ipc(struct live_proc *p, void *row, json_t *raw)
            live_has(&live_ipc_table, r, "mapped_bytes") && live_has(&live_ipc_table, r, "mappings");
 }
 
+/* A list of the report the live file carries, row by row: present in the
+ * model when the file has it as an array. */
+static bool read_list(struct live_proc *p, json_t *root, unsigned bit, size_t max, keep_fn *keep)
+{
+    const struct tl_field *f = &tl_report_table.fields[bit];
+    json_t *arr = json_object_get(root, f->name);
+    char *at = (char *)&p->model + f->offset;
+    if (!(*(void **)at = read_rows(p, arr, f->table, max, keep, (size_t *)((char *)&p->model + f->count_offset))))
+        return false;
+    p->model.seen.present |= json_is_array(arr) ? 1ull << bit : 0;
+    return true;
+}
+
 /* The report's own fields the live file carries (TL_FIELD_LIVE), read into
  * the model field by field; its lists row by row. */
 static int read_model(struct live_proc *p, json_t *root)
@@ -270,53 +220,66 @@ static int read_model(struct live_proc *p, json_t *root)
         json_t *v = json_object_get(root, f->name);
         if (!(f->flags & TL_FIELD_LIVE) || !v)
             continue;
-        if (f->type == TL_FIELD_OBJECT && json_is_object(v))
+        if (f->type == TL_FIELD_OBJECT && json_is_object(v)) {
             report_read_into(r, v, f->table, (char *)r + f->offset, why, sizeof why);
-        else if (f->type != TL_FIELD_OBJECT && f->type != TL_FIELD_LIST)
+            r->seen.present |= 1ull << i;
+        } else if (f->type != TL_FIELD_OBJECT && f->type != TL_FIELD_LIST) {
             json_object_set(scalars, f->name, v);
+        }
     }
     report_read_into(r, scalars, &tl_report_table, r, why, sizeof why);
     json_decref(scalars);
     ratio_or_unknown(&tl_summary_table, &r->summary, "fragmentation", r->summary.fragmentation);
     json_t *growth = json_object_get(root, "growth");
     size_t ngrowth = json_is_array(growth) ? json_array_size(growth) : 0;
-    p->lines = report_alloc(r, ((ngrowth < LIVE_MAX_ROWS ? ngrowth : LIVE_MAX_ROWS) + 1) * sizeof *p->lines);
-    if (!p->lines ||
-        !(r->devices = read_rows(p, json_object_get(root, "devices"), table_of("devices"), LIVE_MAX_DEVICES,
-                                 keep_device, &r->device_count)) ||
-        !(r->owners = read_rows(p, json_object_get(root, "owners"), table_of("owners"), LIVE_MAX_ROWS, keep_owner,
-                                &r->owner_count)) ||
-        !(r->owner_devices = read_rows(p, json_object_get(root, "owners_by_device"), table_of("owners_by_device"),
-                                       LIVE_MAX_ROWS, keep_owner_device, &r->owner_device_count)) ||
-        !(r->pools = read_rows(p, json_object_get(root, "pools"), table_of("pools"), LIVE_MAX_ROWS, keep_pool,
-                               &r->pool_count)) ||
-        !(r->growth = read_rows(p, growth, table_of("growth"), LIVE_MAX_ROWS, keep_growth, &r->growth_count)))
+    p->doc.growth = report_alloc(r, ((ngrowth < LIVE_MAX_ROWS ? ngrowth : LIVE_MAX_ROWS) + 1) * sizeof *p->doc.growth);
+    if (!p->doc.growth || !read_list(p, root, TL_F_REPORT_devices, LIVE_MAX_DEVICES, keep_device) ||
+        !read_list(p, root, TL_F_REPORT_owners, LIVE_MAX_ROWS, keep_owner) ||
+        !read_list(p, root, TL_F_REPORT_owners_by_device, LIVE_MAX_ROWS, keep_owner_device) ||
+        !read_list(p, root, TL_F_REPORT_pools, LIVE_MAX_ROWS, keep_pool) ||
+        !read_list(p, root, TL_F_REPORT_growth, LIVE_MAX_ROWS, keep_growth))
         return -1;
-    p->has_owner_devices = json_is_array(json_object_get(root, "owners_by_device"));
+    p->doc.seen.present |= json_is_array(growth) ? LIVE_BIT(DOC, growth) : 0;
     return 0;
 }
 
-/* What only the live file has. */
+/* What only the live file has: an object of it read into `elem` with its
+ * table, present in the document when the file has it. */
+static void read_part(struct live_proc *p, json_t *root, unsigned bit, void *elem)
+{
+    const struct tl_field *f = &live_doc_table.fields[bit];
+    json_t *v = json_object_get(root, f->name);
+    char why[160];
+    if (!json_is_object(v))
+        return;
+    report_read_into(&p->model, v, f->table, elem, why, sizeof why);
+    p->doc.seen.present |= 1ull << bit;
+}
+
 static int read_live_parts(struct live_proc *p, json_t *root)
 {
-    char why[160];
-    report_read_into(&p->model, json_object_get(root, "live"), &live_state_table, &p->live, why, sizeof why);
-    if (!live_has(&live_state_table, &p->live, "interval") || p->live.interval <= 0)
-        p->live.interval = 1.0;
-    if (!live_has(&live_state_table, &p->live, "start_time"))
-        p->live.start_time = 0;
-    report_read_into(&p->model, json_object_get(root, "marks"), &live_marks_table, &p->marks, why, sizeof why);
-    report_read_into(&p->model, json_object_get(root, "owner_classes"), &live_classes_table, &p->classes, why,
-                     sizeof why);
+    struct live_doc *d = &p->doc;
+    d->kind = "live";
+    d->seen.present |= LIVE_BIT(DOC, kind);
+    read_part(p, root, LIVE_F_DOC_live, &d->live);
+    if (!live_has(&live_state_table, &d->live, "interval") || d->live.interval <= 0)
+        d->live.interval = 1.0;
+    if (!live_has(&live_state_table, &d->live, "start_time"))
+        d->live.start_time = 0;
+    read_part(p, root, LIVE_F_DOC_marks, &d->marks);
+    read_part(p, root, LIVE_F_DOC_owner_classes, &d->classes);
     json_t *ipc = json_object_get(json_object_get(root, "ipc"), "devices");
     const struct tl_summary *sum = &p->model.summary;
-    p->has_ipc = json_is_array(ipc) && tl_summary_has(sum, ipc_mapped_bytes) && tl_summary_has(sum, ipc_mappings);
-    if (p->has_ipc &&
-        !(p->ipc = read_rows(p, ipc, &live_ipc_table, LIVE_MAX_DEVICES, keep_ipc, &p->nipc)))
+    if (json_is_array(ipc) && tl_summary_has(sum, ipc_mapped_bytes) && tl_summary_has(sum, ipc_mappings)) {
+        if (!(d->ipc.devices = read_rows(p, ipc, &live_ipc_table, LIVE_MAX_DEVICES, keep_ipc, &d->ipc.ndevices)))
+            return -1;
+        d->ipc.seen.present = LIVE_ALL(IPC);
+        d->seen.present |= LIVE_BIT(DOC, ipc);
+    }
+    json_t *budgets = json_object_get(root, "budgets");
+    if (!(d->budgets = read_rows(p, budgets, &live_budget_table, LIVE_MAX_ROWS, keep_budget, &d->nbudgets)))
         return -1;
-    if (!(p->budgets = read_rows(p, json_object_get(root, "budgets"), &live_budget_table, LIVE_MAX_ROWS, keep_budget,
-                                 &p->nbudgets)))
-        return -1;
+    d->seen.present |= json_is_array(budgets) ? LIVE_BIT(DOC, budgets) : 0;
     return 0;
 }
 
@@ -353,17 +316,16 @@ int live_parse(const char *text, size_t len, struct live_proc *p, char *why, siz
 int64_t live_held_by_owners(const struct live_proc *p)
 {
     int64_t held = 0;
-    for (unsigned c = 1; c < 4; c++)
-        held += tl_seen_has(&p->classes.seen, c) ? p->classes.bytes[c] : 0;
+    for (unsigned c = 0; c < LIVE_CLASSES; c++)
+        if (c != LIVE_CLASS_USER)
+        held += tl_seen_has(&p->doc.classes.seen, c) ? p->doc.classes.bytes[c] : 0;
     return held;
 }
 
 void live_proc_free(struct live_proc *p)
 {
     report_free(&p->model);
-    p->lines = NULL;
-    p->ipc = NULL;
-    p->budgets = NULL;
+    memset(&p->doc, 0, sizeof p->doc);
 }
 
 void live_set_free(struct live_set *s)
@@ -470,17 +432,17 @@ enum verdict {
  * second (stopped, or its watcher is stuck). */
 static enum verdict judge_entry(struct live_proc *p, double now)
 {
-    double age = now - p->live.update_time;
-    bool silent = age > 2.0 * p->live.interval + 1.0;
-    if (!same_pid_namespace(p->live.pid_namespace)) {
-        if (age > 10.0 * p->live.interval && age > 60.0)
+    double age = now - p->doc.live.update_time;
+    bool silent = age > 2.0 * p->doc.live.interval + 1.0;
+    if (!same_pid_namespace(p->doc.live.pid_namespace)) {
+        if (age > 10.0 * p->doc.live.interval && age > 60.0)
             return ENTRY_DEAD;
         return silent ? ENTRY_SILENT : ENTRY_LIVE;
     }
     unsigned long long now_ticks = 0;
     if (!proc_alive(p->pid, &now_ticks))
         return ENTRY_DEAD;
-    if (p->live.start_ticks && now_ticks && p->live.start_ticks != now_ticks)
+    if (p->doc.live.start_ticks && now_ticks && p->doc.live.start_ticks != now_ticks)
         return ENTRY_DEAD;
     p->stale = silent;
     return ENTRY_LIVE;
@@ -586,7 +548,7 @@ static int read_dir_owned(const char *dir, uid_t owner, bool remove_dead, struct
         if (rc == 0 && p.pid != pid) {
             live_proc_free(&p);
             snprintf(err, sizeof err, "its pid is not its name's");
-        } else if (rc == 0 && ns && live_ns_inode(p.live.pid_namespace) != ns) {
+        } else if (rc == 0 && ns && live_ns_inode(p.doc.live.pid_namespace) != ns) {
             live_proc_free(&p);
             snprintf(err, sizeof err, "its pid namespace is not its name's");
         }
@@ -595,7 +557,7 @@ static int read_dir_owned(const char *dir, uid_t owner, bool remove_dead, struct
             continue;
         }
         unsigned long long ticks;
-        if (me == 0 && st.st_uid != 0 && same_pid_namespace(p.live.pid_namespace) && proc_alive(p.pid, &ticks) &&
+        if (me == 0 && st.st_uid != 0 && same_pid_namespace(p.doc.live.pid_namespace) && proc_alive(p.pid, &ticks) &&
             !process_of(p.pid, st.st_uid)) {
             live_proc_free(&p);
             refuse(out, e->d_name, "its process belongs to another user");

@@ -22,7 +22,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include "model.h"
+#include "live_model.h"
+#include "report_fields.h"
 
 /* The live directory for `uid`: `override` (TENSORLEAK_LIVE_DIR) when set,
  * else XDG/tensorleak when `xdg` is an absolute path, else
@@ -90,75 +91,31 @@ static inline const char *live_refusal(const struct stat *st, uid_t uid, bool wa
 
 #define LIVE_TEXT_MAX 256       /* a string longer is cut */
 
-/* What only the live file has (docs/live.schema.json), each read through a
- * table of its own (live_read.c) by the model's reader, beside the report
- * model that holds the rest. */
-struct live_state {             /* "live" */
-    const char *process;
-    double start_time;
-    uint64_t start_ticks;       /* /proc/PID/stat's start time: which process of that pid */
-    const char *pid_namespace;  /* "pid:[N]": whose pids these are */
-    double update_time, interval;
-    struct tl_seen seen;
-};
-struct live_marks {             /* "marks" */
-    uint64_t count;
-    const char *last_label;
-    double last_time;
-    struct tl_seen seen;
-};
-struct live_growth_line {       /* a "growth" row's own fields */
-    const char *site;           /* one line: the user's frame */
-    long long since_mark;
-    struct tl_seen seen;
-};
-struct live_classes {           /* "owner_classes": user, cache, library, workspace */
-    long long bytes[4];
-    struct tl_seen seen;
-};
-struct live_ipc_row {           /* "ipc.devices" */
-    long long device;
-    uint64_t mapped_bytes, mappings;
-    struct tl_seen seen;
-};
-struct live_budget_row {        /* "budgets" */
-    long long device;
-    const char *cls;
-    uint64_t bytes;
-    long long used_bytes;
-    bool exceeded;
-    struct tl_seen seen;
-};
-extern const struct tl_table live_state_table, live_marks_table, live_growth_line_table, live_classes_table,
-    live_ipc_table, live_budget_table;
-/* Whether field `name` of `elem`, a row of `t`, has a value (present, not
- * null): unknown otherwise, shown as such, never as 0. */
-bool live_has(const struct tl_table *t, const void *elem, const char *name);
-
 /* One process's live state: the report model (its fields the live file
  * carries, every one type-checked: one of the wrong type is unknown, a row
- * without its figures dropped) and what only the live file has.  Strings
- * are the model's (model.source), control bytes replaced by '?'. */
+ * without its figures dropped) and what only the live file has
+ * (live_model.h), read with the same tables.  Strings are the model's
+ * (model.source), control bytes replaced by '?'. */
 struct live_proc {
     char file[300];             /* the entry's path */
     int pid;
     bool stale;                 /* not updated for two intervals while the process lives */
     struct tl_report model;
-    struct live_state live;
-    struct live_marks marks;
-    struct live_classes classes;
-    struct live_growth_line *lines; /* lines[i]: model.growth[i]'s */
-    size_t ngrowth_lines;
-    /* CUDA IPC: other processes' memory mapped here, per importing device;
-     * has_ipc false for files written before they were. */
-    bool has_ipc;
-    struct live_ipc_row *ipc;
-    size_t nipc;
-    struct live_budget_row *budgets;
-    size_t nbudgets;
-    /* "owners_by_device" is there (an older library's file does not say). */
-    bool has_owner_devices;
+    struct live_doc doc;        /* doc.growth[i]: model.growth[i]'s own part */
 };
+
+/* Whether the file says which memory of other processes is mapped here
+ * (CUDA IPC): a file written before it did does not. */
+static inline bool live_has_ipc(const struct live_proc *p)
+{
+    return tl_seen_has(&p->doc.seen, LIVE_F_DOC_ipc);
+}
+/* Whether it says where the owners' memory is ("owners_by_device"): an
+ * older library's file does not. */
+static inline bool live_has_owner_devices(const struct live_proc *p)
+{
+    return TL_HAS(&p->model, REPORT, owners_by_device);
+}
 
 /* A string of the file, or what the readers show when it has none. */
 static inline const char *live_text(const char *s, const char *dflt)
@@ -167,7 +124,7 @@ static inline const char *live_text(const char *s, const char *dflt)
 }
 static inline const char *live_process(const struct live_proc *p)
 {
-    return live_text(p->live.process, "unknown");
+    return live_text(p->doc.live.process, "unknown");
 }
 /* A growth row's scope: "call_site" when the row names none. */
 static inline const char *live_growth_scope(const struct tl_growth *g)
@@ -216,5 +173,10 @@ int cmd_top(int argc, char **argv);
 int cmd_exporter(int argc, char **argv);
 /* The Prometheus text exposition of `s` (cmd_exporter.c). */
 void exporter_write_metrics(FILE *out, const struct live_set *s);
+/* A pool's figures as `top`'s detail view words them, from the exporter's
+ * metrics that name a word, in their order: "reserved 8.0M allocated 4.0M
+ * frag 0.50", "unknown" where the file does not say (cmd_exporter.c). */
+typedef void live_size_fn(char *out, size_t len, uint64_t bytes);
+void live_pool_words(char *out, size_t len, const struct tl_pool *q, live_size_fn *size);
 
 #endif

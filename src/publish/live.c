@@ -6,13 +6,14 @@
  * The file is a projection of the report model: assemble.c gathers the
  * figures exactly as for a snapshot, under the same locks;
  * tl_report_build_live builds the model without call sites, stacks or pool
- * layouts (nothing symbolized once a second), and the model's writer writes
- * the fields its tables mark live (TL_FIELD_LIVE: never the command line,
- * whose arguments can hold secrets).  What only the live file has is added
- * here: marks so far, a growth row's site (one frame, the user's or the
- * Python line) and streak, live bytes per owner class, IPC mappings per
- * device, budgets and the process's identity (docs/live.schema.json).  The
- * allocation path never sees any of this.
+ * layouts (nothing symbolized once a second).  What only the live file has
+ * is filled here into its own tables (live_model.h): marks so far, a growth
+ * row's site (the user's frame, stack_view.h) and streak, live bytes per
+ * owner class, IPC mappings per device, budgets and the process's identity.
+ * live_to_json writes the two, the report's fields its tables mark live
+ * (TL_FIELD_LIVE: never the command line, whose arguments can hold secrets)
+ * and these after them (docs/live.schema.json).  The allocation path never
+ * sees any of this.
  *
  * The file DIR/PID-NS.json (NS: the pid namespace, live_read.h) is written to
  * DIR/.PID-NS.tmp (O_EXCL|O_NOFOLLOW, 0600) and renamed over the previous
@@ -287,10 +288,11 @@ static const char *site_of(struct tl_gather *m, const struct tl_callsite *cs)
     return e->text;
 }
 
-/* The growth rows of the model (growth.c's, as the report has them) as the
- * live file carries them, each with one line for its site: a call site's
- * from its stack, "unknown" for a pool's, owner's or Python line's. */
-static json_t *growth_rows(struct tl_gather *m, const struct tl_report *r, unsigned long marks)
+/* The live file's own part of each growth row of `r` (row i of the model
+ * is row i of what was gathered, tl_report_build_live): one line for its
+ * site (a call site's from its stack; "unknown" for a pool's, owner's or
+ * Python line's) and its streak, spanning `marks` marks up to the last. */
+static bool growth_lines(struct tl_gather *m, struct tl_report *r, struct live_doc *d, unsigned long marks)
 {
     unsigned long long loads[2];
     tl_module_loads(loads);
@@ -299,31 +301,27 @@ static json_t *growth_rows(struct tl_gather *m, const struct tl_report *r, unsig
         site_loads[0] = loads[0];
         site_loads[1] = loads[1];
     }
-    json_t *out = json_array();
-    /* Row i of the model is row i of what was gathered (tl_report_build_live). */
-    for (size_t i = 0; out && i < r->growth_count && i < m->ngrowth && i < LIVE_GROWTH_ROWS; i++) {
+    if (r->growth_count > m->ngrowth)
+        r->growth_count = m->ngrowth;
+    if (r->growth_count > LIVE_GROWTH_ROWS)
+        r->growth_count = LIVE_GROWTH_ROWS;
+    d->ngrowth = r->growth_count;
+    if (d->ngrowth && !(d->growth = report_alloc(r, d->ngrowth * sizeof *d->growth)))
+        return false;
+    for (size_t i = 0; i < d->ngrowth; i++) {
         const struct tl_growth_row *g = &m->growth[i];
-        json_t *o = report_live_object_to_json(report_field_table(&tl_report_table, "growth"), &r->growth[i]);
-        if (!o)
-            continue;
-        json_object_set_new(o, "site", json_string(g->cs ? site_of(m, g->cs) : "unknown"));
-        /* The streak spans `marks` marks up to the last one. */
-        json_object_set_new(o, "since_mark",
-                            json_integer(marks > (unsigned long)g->marks ? (json_int_t)(marks - (unsigned long)g->marks) : 0));
-        json_array_append_new(out, o);
+        d->growth[i] = (struct live_growth_line){
+            .site = g->cs ? site_of(m, g->cs) : "unknown",
+            .since_mark = marks > (unsigned long)g->marks ? (long long)(marks - (unsigned long)g->marks) : 0,
+            .seen.present = LIVE_ALL(LINE)};
     }
-    return out;
+    return true;
 }
 
-struct build {
-    char *text;
-};
-
-/* Other processes' memory mapped here (CUDA IPC), per importing device:
- * {"devices": [{"device", "mapped_bytes", "mappings"}]}, devices in
+/* Other processes' memory mapped here (CUDA IPC), per importing device in
  * ascending order.  A mapping whose size the driver did not say counts as a
  * mapping and in no byte figure, as in the report's summary. */
-static json_t *ipc_devices(const struct tl_gather *m)
+static bool ipc_devices(const struct tl_gather *m, struct tl_report *r, struct live_ipc *ipc)
 {
     uint64_t bytes[TL_MAX_DEVICES] = {0};
     unsigned long long count[TL_MAX_DEVICES] = {0};
@@ -332,22 +330,48 @@ static json_t *ipc_devices(const struct tl_gather *m)
         if (d < 0 || d >= TL_MAX_DEVICES)
             continue;
         bytes[d] += m->ipc_mapped[i].bytes;
-        count[d]++;
+        ipc->ndevices += !count[d]++;
     }
-    json_t *ipc = json_object(), *devices = json_array();
-    for (int d = 0; d < TL_MAX_DEVICES; d++) {
-        if (!count[d])
-            continue;
-        json_t *o = json_object();
-        json_object_set_new(o, "device", json_integer(d));
-        json_object_set_new(o, "mapped_bytes", json_integer((json_int_t)bytes[d]));
-        json_object_set_new(o, "mappings", json_integer((json_int_t)count[d]));
-        json_array_append_new(devices, o);
-    }
-    json_object_set_new(ipc, "devices", devices);
-    return ipc;
+    ipc->seen.present = LIVE_ALL(IPC);
+    if (ipc->ndevices && !(ipc->devices = report_alloc(r, ipc->ndevices * sizeof *ipc->devices)))
+        return false;
+    for (int d = 0, k = 0; d < TL_MAX_DEVICES; d++)
+        if (count[d])
+            ipc->devices[k++] = (struct live_ipc_row){d, bytes[d], count[d], .seen.present = LIVE_ALL(IPCDEV)};
+    return true;
 }
 
+/* Live bytes per owner class, from the owner rows (owners.c); a class is
+ * there when an owner of it is. */
+static void owner_classes(const struct tl_gather *m, struct live_classes *c)
+{
+    for (size_t i = 0; i < m->nowners; i++)
+        for (unsigned k = 0; k < LIVE_CLASSES; k++)
+            if (!strcmp(m->owners[i].cls, live_classes_table.fields[k].name)) {
+                c->bytes[k] += m->owners[i].live_bytes;
+                c->seen.present |= 1ull << k;
+            }
+}
+
+/* The budgets (budget.c): each a device's, of one class or of all. */
+static bool budgets(struct tl_report *r, struct live_doc *d)
+{
+    struct tl_budget_row rows[TL_MAX_DEVICES * 5];
+    int nb = tl_budget_rows(rows, (int)(sizeof rows / sizeof rows[0]));
+    if (nb > 0 && !(d->budgets = report_alloc(r, (size_t)nb * sizeof *d->budgets)))
+        return false;
+    for (int i = 0; i < nb; i++)
+        d->budgets[d->nbudgets++] = (struct live_budget_row){
+            rows[i].device, rows[i].cls, rows[i].bytes, rows[i].used, rows[i].exceeded, .seen.present = LIVE_ALL(BUDGET)};
+    return true;
+}
+
+struct build {
+    char *text;
+};
+
+/* The model (the report's live fields and the live file's own) as the
+ * model's writer writes it. */
 static void build_document(struct tl_gather *m, void *arg)
 {
     struct build *b = arg;
@@ -356,56 +380,24 @@ static void build_document(struct tl_gather *m, void *arg)
         return;
     if (r.pool_count > LIVE_POOL_ROWS)
         r.pool_count = LIVE_POOL_ROWS;
-    json_t *root = report_live_object_to_json(&tl_report_table, &r);
-    if (!root) {
-        report_free(&r);
-        return;
+    const struct tl_mark_row *last = m->nmarks ? &m->marks[m->nmarks - 1] : NULL;
+    unsigned long marks = last ? last->seq : 0;
+    struct live_doc d = {
+        .kind = "live",
+        .marks = {marks, last ? last->label : NULL, last ? last->time : 0, .seen.present = LIVE_ALL(MARKS),
+                  .seen.null = last ? 0 : LIVE_BIT(MARKS, last_label) | LIVE_BIT(MARKS, last_time)},
+        .live = {self.process, self.start_time, self.start_ticks, self.pid_ns, clock_s(CLOCK_REALTIME),
+                 tl_opt.live_interval, .seen.present = LIVE_ALL(STATE),
+                 .seen.null = self.start_time > 0 ? 0 : LIVE_BIT(STATE, start_time)},
+        .seen.present = LIVE_ALL(DOC),
+    };
+    owner_classes(m, &d.classes);
+    if (growth_lines(m, &r, &d, marks) && ipc_devices(m, &r, &d.ipc) && budgets(&r, &d)) {
+        json_t *root = live_to_json(&r, &d);
+        b->text = root ? json_dumps(root, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+        json_decref(root);
     }
-    json_object_set_new(root, "kind", json_string("live"));
-    unsigned long marks = m->nmarks ? m->marks[m->nmarks - 1].seq : 0;
-    json_t *mk = json_object();
-    json_object_set_new(mk, "count", json_integer((json_int_t)marks));
-    json_object_set_new(mk, "last_label", m->nmarks ? json_string(m->marks[m->nmarks - 1].label) : json_null());
-    json_object_set_new(mk, "last_time", m->nmarks ? json_real(m->marks[m->nmarks - 1].time) : json_null());
-    json_object_set_new(root, "marks", mk);
-    json_object_set_new(root, "growth", growth_rows(m, &r, marks));
     report_free(&r);
-
-    /* Live bytes per owner class, from the owner rows (owners.c). */
-    json_t *classes = json_object();
-    for (size_t i = 0; i < m->nowners; i++) {
-        const char *c = m->owners[i].cls;
-        json_t *v = json_object_get(classes, c);
-        json_object_set_new(classes, c, json_integer(json_integer_value(v) + m->owners[i].live_bytes));
-    }
-    json_object_set_new(root, "owner_classes", classes);
-
-    json_object_set_new(root, "ipc", ipc_devices(m));
-
-    json_t *budgets = json_array();
-    struct tl_budget_row rows[TL_MAX_DEVICES * 5];
-    int nb = tl_budget_rows(rows, (int)(sizeof rows / sizeof rows[0]));
-    for (int i = 0; i < nb; i++) {
-        json_t *o = json_object();
-        json_object_set_new(o, "device", json_integer(rows[i].device));
-        json_object_set_new(o, "class", json_string(rows[i].cls));
-        json_object_set_new(o, "bytes", json_integer((json_int_t)rows[i].bytes));
-        json_object_set_new(o, "used_bytes", json_integer(rows[i].used));
-        json_object_set_new(o, "exceeded", json_boolean(rows[i].exceeded));
-        json_array_append_new(budgets, o);
-    }
-    json_object_set_new(root, "budgets", budgets);
-
-    json_t *live = json_object();
-    json_object_set_new(live, "process", json_string(self.process));
-    json_object_set_new(live, "start_time", self.start_time > 0 ? json_real(self.start_time) : json_null());
-    json_object_set_new(live, "start_ticks", json_integer((json_int_t)self.start_ticks));
-    json_object_set_new(live, "pid_namespace", json_string(self.pid_ns));
-    json_object_set_new(live, "update_time", json_real(clock_s(CLOCK_REALTIME)));
-    json_object_set_new(live, "interval", json_real(tl_opt.live_interval));
-    json_object_set_new(root, "live", live);
-    b->text = json_dumps(root, JSON_COMPACT | JSON_ENSURE_ASCII);
-    json_decref(root);
 }
 
 /* Runs from exit(): the entry goes with the process, without waiting for

@@ -193,10 +193,9 @@ def ipc_mappings_are_exported_per_importing_device_and_shown_by_top(tmp):
                  "# TYPE tensorleak_ipc_mappings gauge\n"):
         assert line in text, line
     procs, _ = top_json(live)
-    ipc = {p["pid"]: p["ipc"] for p in procs}
-    assert ipc[importer] == {"mapped_bytes": 6 * MIB, "mappings": 2,
-                             "devices": [{"device": 0, "mapped_bytes": 6 * MIB, "mappings": 2}]}, ipc
-    assert ipc[s.pid] == {"mapped_bytes": 0, "mappings": 0, "devices": []}, ipc
+    ipc = {p["pid"]: (p["summary"]["ipc_mapped_bytes"], p["summary"]["ipc_mappings"], p["ipc"]) for p in procs}
+    assert ipc[importer] == (6 * MIB, 2, {"devices": [{"device": 0, "mapped_bytes": 6 * MIB, "mappings": 2}]}), ipc
+    assert ipc[s.pid] == (0, 0, {"devices": []}), ipc
     once = subprocess.run([CLI, "top", "--once", "--dir", live], capture_output=True, text=True, timeout=60)
     assert once.returncode == 0, once.stderr
     want = f"{importer} CUDA IPC: 6.0M of other processes' memory in 2 mapping(s) (gpu 0: 6.0M)"

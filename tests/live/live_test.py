@@ -118,7 +118,10 @@ def the_live_file_is_private_current_and_gone_at_exit(tmp):
     assert e["devices"][0]["total"] == snap["devices"][0]["total"]
     procs, _ = top_json(live)
     assert [p["pid"] for p in procs] == [s.pid]
-    assert procs[0]["reserved_bytes"] == 6 * MIB and procs[0]["growth"][0]["bytes_per_mark"] == MIB
+    assert procs[0]["summary"]["reserved_bytes"] == 6 * MIB and procs[0]["growth"][0]["bytes_per_mark"] == MIB
+    # top --json is the live file as the model writes it, and whether it is stale.
+    assert procs[0]["growth"][0]["site"] == e["growth"][0]["site"] and procs[0]["stale"] is False
+    assert {k for k in procs[0]} == set(e) | {"stale"}, sorted(procs[0])
     s.stop()
     assert entry(live, s.pid) is None
     assert os.listdir(live) == []
@@ -420,7 +423,8 @@ def one_pid_in_two_pid_namespaces_has_two_entries_and_exits_alone(tmp):
         # Several updates of each: neither replaces the other's entry.
         for _ in range(5):
             procs, err = top_json(live)
-            assert sorted((p["pid"], p["reserved_bytes"]) for p in procs) == [(1, 3 * MIB), (1, 5 * MIB)], (procs, err)
+            assert sorted((p["pid"], p["summary"]["reserved_bytes"]) for p in procs) == [(1, 3 * MIB), (1, 5 * MIB)], (
+                procs, err)
             time.sleep(0.2)
         a.stop()
         assert a.proc.returncode == 0
@@ -437,7 +441,7 @@ def one_pid_in_two_pid_namespaces_has_two_entries_and_exits_alone(tmp):
             return doc if doc["live"]["update_time"] > stopped else None
         assert wait_for("the survivor's next update", fresh)["summary"]["live_bytes"] == 5 * MIB
         procs, _ = top_json(live)
-        assert [(p["pid"], p["reserved_bytes"]) for p in procs] == [(1, 5 * MIB)], procs
+        assert [(p["pid"], p["summary"]["reserved_bytes"]) for p in procs] == [(1, 5 * MIB)], procs
         b.stop()
         assert b.proc.returncode == 0
         assert sorted(os.listdir(live)) == [], os.listdir(live)
@@ -602,9 +606,10 @@ def hostile_entries_are_refused_and_never_mislead_the_reader(tmp):
     pids = sorted(p["pid"] for p in procs)
     assert pids == sorted([s.pid, 7]), (pids, err)
     h = [p for p in procs if p["pid"] == 7][0]
-    assert h["process"] == "?[2J?]0;owned?evil"
-    assert h["reserved_bytes"] == 0 and h["growth"] == []
-    assert h["devices"] == [{"device": 0, "reserved_bytes": 0, "allocated_bytes": 0, "free": None, "total": None}]
+    assert h["live"]["process"] == "?[2J?]0;owned?evil"
+    # A figure of the wrong type is unknown (left out), a row without its figures dropped.
+    assert "reserved_bytes" not in h["summary"] and h["growth"] == []
+    assert h["devices"] == [{"device": 0}], h["devices"]
     assert "7 entries refused" in err, err
     once = subprocess.run([CLI, "top", "--once", "--dir", live], capture_output=True, timeout=60)
     assert once.returncode == 0 and b"\x1b" not in once.stdout

@@ -1,10 +1,10 @@
 /*
  * dump_live_tables: the tables of what only the live file has, which the
- * live readers read it with (tools/live_read.c), as JSON: {"TABLE":
- * [{"name", "type"}...]}, for schema_test.py to hold against
- * docs/live.schema.json.
+ * publisher writes it with and the readers read it with
+ * (src/model/live_fields.c), as JSON: {"TABLE": [{"name", "type"}...]}, for
+ * schema_test.py to hold against docs/live.schema.json.
  */
-#include "live_read.h"
+#include "live_model.h"
 
 #include <stdio.h>
 

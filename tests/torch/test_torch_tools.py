@@ -157,7 +157,7 @@ def live_row(live_dir, pid_of):
         p = subprocess.run([CLI, "top", "--json", "--dir", live_dir], capture_output=True, text=True, timeout=600)
         eq(p.returncode, 0, f"top --json's exit status: {p.stderr}")
         rows = json.loads(p.stdout)
-        if len(rows) == 1 and rows[0]["update_time"] > since + 0.5:
+        if len(rows) == 1 and rows[0]["live"]["update_time"] > since + 0.5:
             return rows[0]
         if time.monotonic() > deadline:
             fail(f"no live file newer than the figures: {rows}")
@@ -231,10 +231,12 @@ def live_case(history):
     eq([(p["name"], p["kind"], p["device"], p["reserved_bytes"], p["allocated_bytes"], p["largest_free_block"])
         for p in row["pools"]], [("torch cuda:0", "pytorch", 0, reserved, allocated, largest)],
        f"top --json's pools (history {history})")
-    eq((row["reserved_bytes"], row["allocated_bytes"], row["gap_bytes"], row["held_by_owners_bytes"],
-        row["user_live_bytes"]), (reserved, allocated, reserved - allocated, reserved, 0), "top --json's process row")
-    eq(row["owners_by_device"], [{"device": 0, "name": OWNER, "class": "cache", "live_bytes": reserved}],
-       "top --json's owners")
+    summary, classes = row["summary"], row["owner_classes"]
+    eq((summary["reserved_bytes"], summary["allocated_bytes"], summary["gap_bytes"],
+        sum(classes.get(c, 0) for c in ("cache", "workspace", "library")), classes["user"]),
+       (reserved, allocated, reserved - allocated, reserved, 0), "top --json's process figures")
+    eq([(o["device"], o["name"], o["class"], o["live_bytes"]) for o in row["owners_by_device"]],
+       [(0, OWNER, "cache", reserved)], "top --json's owners")
     pid = str(row["pid"])
     pool = dict(pid=pid, device="0", pool="torch cuda:0", kind="pytorch", framework="torch")
     eq(prom_value(prom, "tensorleak_pool_reserved_bytes", **pool), [float(reserved)], "exporter pool reserved")
