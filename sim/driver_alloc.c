@@ -71,7 +71,7 @@ static void release_locked(struct alloc *a)
         if (a->kind == ALLOC_MANAGED)
             sim_memory_set_host_access_locked(a->device, a->addr, a->size, 0);
         if (a->kind != ALLOC_MANAGED)
-            sim_ipc_forget_locked(a->id);
+            sim_exports_forget_locked(a->id);
         sim_memory_discard_locked(a->device, a->addr, a->size);
         sim_ranges_free(&sim.dev[a->device].mem, a->addr, a->size);
     }
@@ -374,17 +374,16 @@ SIM_EXPORT CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
     return rc;
 }
 
-int sim_span_find_locked(uint64_t addr, struct sim_span *out)
+int sim_alloc_span_locked(uint64_t addr, struct sim_span *out)
 {
     struct alloc *a = containing_locked(addr);
-    if (a) {
-        *out = (struct sim_span){
-            .base = a->addr, .size = a->requested, .device = a->device, .ctx = a->ctx,
-            .host_flags = a->host_flags, .id = a->id,
-            .kind = a->kind == ALLOC_MANAGED ? SIM_SPAN_MANAGED
-                  : a->kind == ALLOC_HOST || a->kind == ALLOC_REGISTERED ? SIM_SPAN_HOST : SIM_SPAN_DEVICE,
-        };
-        return 1;
-    }
-    return sim_pool_span_locked(addr, out) || sim_vmm_span_locked(addr, out) || sim_ipc_span_locked(addr, out);
+    if (!a)
+        return 0;
+    *out = (struct sim_span){
+        .base = a->addr, .size = a->requested, .device = a->device, .ctx = a->ctx,
+        .host_flags = a->host_flags, .id = a->id,
+        .kind = a->kind == ALLOC_MANAGED ? SIM_SPAN_MANAGED
+              : a->kind == ALLOC_HOST || a->kind == ALLOC_REGISTERED ? SIM_SPAN_HOST : SIM_SPAN_DEVICE,
+    };
+    return 1;
 }

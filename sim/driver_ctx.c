@@ -1,16 +1,15 @@
 /*
- * driver_ctx.c — contexts, streams and synchronisation points.
+ * driver_ctx.c — contexts and streams: what they are, which one is current.
  *
  * Each device has one primary context (retained/released/reset, as the runtime
  * uses it); cuCtxCreate makes further contexts.  Every thread has its own
  * context stack (cuCtxCreate pushes, cuCtxDestroy pops, cuCtxSetCurrent
  * replaces the top), so the current context is thread-local as in CUDA.
  *
- * Tearing a context down (cuCtxDestroy, cuDevicePrimaryCtxReset, the last
- * cuDevicePrimaryCtxRelease) frees every cuMemAlloc-family allocation made in
- * it, and destroys its streams, as the real driver does.  It does not free VMM
- * handles or stream-ordered pool memory: cuda.h notes those are not tied to a
- * context.
+ * Every family asks this file for the current context and a stream's device,
+ * so it sits below them (sim/README.md, "Layout"); the calls that end a
+ * context or a stream, or synchronise one, reach into the families and are
+ * driver_teardown.c's.
  *
  * Created contexts are never freed, only marked dead, so a stale handle still
  * current in another thread yields CUDA_ERROR_CONTEXT_IS_DESTROYED rather than
@@ -49,6 +48,12 @@ static void set_current(struct CUctx_st *ctx)
     ctx_stack[ctx_depth - 1] = ctx;
 }
 
+void sim_ctx_pop_if_current(const struct CUctx_st *ctx)
+{
+    if (current() == ctx)
+        ctx_depth--;
+}
+
 int sim_ctx_init_primaries(void)
 {
     for (int d = 0; d < sim.ndevices; d++) {
@@ -61,7 +66,7 @@ int sim_ctx_init_primaries(void)
     return 0;
 }
 
-static int ctx_known(const struct CUctx_st *ctx)
+int sim_ctx_known_locked(const struct CUctx_st *ctx)
 {
     for (int d = 0; d < sim.ndevices; d++)
         if (ctx == &primaries[d])
@@ -93,7 +98,7 @@ CUresult sim_ctx_current_locked(struct CUctx_st **out)
     return rc;
 }
 
-static void destroy_streams_locked(const struct CUctx_st *ctx)
+void sim_ctx_destroy_streams_locked(const struct CUctx_st *ctx)
 {
     struct CUstream_st **link = &streams;
     while (*link) {
@@ -105,14 +110,6 @@ static void destroy_streams_locked(const struct CUctx_st *ctx)
             link = &s->next;
         }
     }
-}
-
-static void teardown_locked(struct CUctx_st *ctx)
-{
-    sim_alloc_release_ctx_locked(ctx);
-    sim_array_release_ctx_locked(ctx);
-    sim_ipc_release_ctx_locked(ctx);
-    destroy_streams_locked(ctx);
 }
 
 /* ---- primary contexts ---- */
@@ -132,49 +129,6 @@ SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     sim_unlock();
     return CUDA_SUCCESS;
 }
-
-/* The last release resets the context (frees its memory); releasing one that
- * was never retained is CUDA_ERROR_INVALID_CONTEXT (cuda.h). */
-static CUresult primary_release(CUdevice dev)
-{
-    if (!sim_is_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (!sim_device_valid(dev))
-        return CUDA_ERROR_INVALID_DEVICE;
-    CUresult rc = CUDA_SUCCESS;
-    sim_lock();
-    if (primaries[dev].refcount == 0) {
-        rc = CUDA_ERROR_INVALID_CONTEXT;
-    } else if (--primaries[dev].refcount == 0) {
-        teardown_locked(&primaries[dev]);
-        primaries[dev].alive = 0;
-    }
-    sim_unlock();
-    return rc;
-}
-
-/* Frees everything the primary context owns; the retain count is unchanged
- * ("Resetting the primary context does not release it"), so the context stays
- * usable by those who retained it. */
-static CUresult primary_reset(CUdevice dev)
-{
-    if (!sim_is_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (!sim_device_valid(dev))
-        return CUDA_ERROR_INVALID_DEVICE;
-    sim_lock();
-    teardown_locked(&primaries[dev]);
-    sim_unlock();
-    return CUDA_SUCCESS;
-}
-
-/* The CUDA 7.0 entry points have the same signatures and, for what we
- * simulate, the same behaviour as their CUDA 11.0 _v2 successors; each is its
- * own exported symbol, as in libcuda. */
-SIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return primary_release(dev); }
-SIM_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) { return primary_release(dev); }
-SIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) { return primary_reset(dev); }
-SIM_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) { return primary_reset(dev); }
 
 /* ---- created contexts ---- */
 
@@ -229,29 +183,6 @@ SIM_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreate
     return ctx_create(pctx, flags, dev);
 }
 
-static CUresult ctx_destroy(CUcontext ctx)
-{
-    if (!sim_is_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (!ctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    sim_lock();
-    /* Primary contexts are managed with Retain/Release/Reset only. */
-    if (!ctx_known(ctx) || ctx->primary || !ctx->alive) {
-        sim_unlock();
-        return CUDA_ERROR_INVALID_CONTEXT;
-    }
-    teardown_locked(ctx);
-    ctx->alive = 0;
-    sim_unlock();
-    if (current() == ctx)
-        ctx_depth--; /* popped, as with cuCtxPopCurrent */
-    return CUDA_SUCCESS;
-}
-
-SIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) { return ctx_destroy(ctx); }
-SIM_EXPORT CUresult cuCtxDestroy(CUcontext ctx) { return ctx_destroy(ctx); }
-
 SIM_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
     if (!sim_is_initialized())
@@ -268,7 +199,7 @@ SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (ctx) {
         sim_lock();
-        int known = ctx_known(ctx);
+        int known = sim_ctx_known_locked(ctx);
         CUresult rc = known ? (ctx->primary || ctx->alive ? CUDA_SUCCESS : CUDA_ERROR_CONTEXT_IS_DESTROYED)
                             : CUDA_ERROR_INVALID_CONTEXT;
         sim_unlock();
@@ -284,7 +215,7 @@ CUresult sim_ctx_resolve_locked(CUcontext ctx, struct CUctx_st **out)
 {
     if (!ctx)
         return sim_ctx_current_locked(out);
-    if (!ctx_known(ctx))
+    if (!sim_ctx_known_locked(ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
     CUresult rc = ctx_usable(ctx);
     if (rc == CUDA_SUCCESS)
@@ -311,25 +242,6 @@ static CUresult ctx_get_device(CUdevice *device, CUcontext ctx)
 SIM_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) { return ctx_get_device(device, ctx); }
 SIM_EXPORT CUresult cuCtxGetDevice(CUdevice *device) { return ctx_get_device(device, NULL); }
 
-/* Work completes immediately in the simulator; what synchronising does here is
- * what it does to memory on a real device: pools give back unused chunks
- * above their release threshold. */
-static CUresult ctx_synchronize(CUcontext ctx)
-{
-    if (!sim_is_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
-    struct CUctx_st *c = NULL;
-    sim_lock();
-    CUresult rc = sim_ctx_resolve_locked(ctx, &c);
-    if (rc == CUDA_SUCCESS)
-        sim_pool_trim_device_locked(c->device);
-    sim_unlock();
-    return rc;
-}
-
-SIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) { return ctx_synchronize(ctx); }
-SIM_EXPORT CUresult cuCtxSynchronize(void) { return ctx_synchronize(NULL); }
-
 /* ---- streams ---- */
 
 static int stream_known(const struct CUstream_st *s)
@@ -337,6 +249,17 @@ static int stream_known(const struct CUstream_st *s)
     for (const struct CUstream_st *p = streams; p; p = p->next)
         if (p == s)
             return 1;
+    return 0;
+}
+
+int sim_stream_unlink_locked(struct CUstream_st *s)
+{
+    for (struct CUstream_st **link = &streams; *link; link = &(*link)->next) {
+        if (*link == s) {
+            *link = s->next;
+            return 1;
+        }
+    }
     return 0;
 }
 
@@ -403,41 +326,6 @@ SIM_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 SIM_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
 {
     return stream_create(phStream, flags, priority);
-}
-
-static CUresult stream_destroy(CUstream hStream)
-{
-    if (!sim_is_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult rc = CUDA_ERROR_INVALID_HANDLE;
-    sim_lock();
-    for (struct CUstream_st **link = &streams; *link; link = &(*link)->next) {
-        if (*link == hStream) {
-            *link = hStream->next;
-            sim_graph_stream_gone_locked(hStream);
-            free(hStream);
-            rc = CUDA_SUCCESS;
-            break;
-        }
-    }
-    sim_unlock();
-    return rc;
-}
-
-SIM_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) { return stream_destroy(hStream); }
-SIM_EXPORT CUresult cuStreamDestroy(CUstream hStream) { return stream_destroy(hStream); }
-
-SIM_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
-{
-    if (!sim_is_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
-    int device;
-    sim_lock();
-    CUresult rc = sim_stream_device_locked(hStream, &device);
-    if (rc == CUDA_SUCCESS)
-        sim_pool_trim_device_locked(device);
-    sim_unlock();
-    return rc;
 }
 
 /* A stream's own record, or NULL with *rc set; the default streams (NULL,

@@ -2,14 +2,16 @@
  * driver_ipc.c — CUDA IPC between processes of one machine:
  * cuIpcGetMemHandle, cuIpcOpenMemHandle(_v2), cuIpcCloseMemHandle.
  *
- * A device's bytes live in a memory file (driver_memory.c), so another
+ * A device's bytes live in a memory file (driver_backing.c), so another
  * process of the same user can map the very same pages: the handle names the
  * exporting process, its memory file's descriptor and the allocation's
  * offset there, and the importer opens /proc/<pid>/fd/<fd>.  The exporter
- * also keeps a small registry, a second memory file the importer reads the
- * same way, with one slot per exported allocation: the slot says whether the
- * allocation is still alive (freeing it clears the slot), so a handle of
- * freed memory is refused as the real driver refuses it.
+ * also keeps a small registry (driver_exports.c), a second memory file the
+ * importer reads the same way, with one slot per exported allocation: the
+ * slot says whether the allocation is still alive (freeing it clears the
+ * slot), so a handle of freed memory is refused as the real driver refuses it.
+ * Only cuMemAlloc(Pitch) memory is exported, so this file asks the
+ * cuMemAlloc family (driver_alloc.c) what an address is, and nothing else.
  *
  * The importer maps the bytes read-write at a host view of its own and hands
  * out an address in its IPC range (SIM_IPC_BASE, reserved PROT_NONE): a host
@@ -33,7 +35,6 @@
  * teardown (they are the process's until closed).
  */
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -42,7 +43,6 @@
 #include "simcuda.h"
 
 #define IPC_MAGIC "simipc1"
-#define IPC_SLOTS 4096
 
 /* The 64 bytes of a CUipcMemHandle as this driver fills them. */
 struct ipc_handle {
@@ -58,14 +58,6 @@ struct ipc_handle {
     uint32_t reserved;
 };
 _Static_assert(sizeof(struct ipc_handle) <= CU_IPC_HANDLE_SIZE, "an IPC handle is 64 bytes");
-
-/* One registry slot: alloc_id of the live allocation exported there, 0 free. */
-struct ipc_slot {
-    uint64_t alloc_id;
-};
-
-static int registry_fd = -1;
-static struct ipc_slot *registry; /* IPC_SLOTS slots, shared with importers */
 
 /* An opened handle. */
 struct ipc_import {
@@ -86,33 +78,6 @@ static struct ipc_import *imports;
 static struct sim_ranges ipc_va;
 static int ipc_va_ready;
 
-static int registry_open_locked(void)
-{
-    if (registry)
-        return 0;
-    int fd = memfd_create("simcuda-ipc", MFD_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    size_t len = IPC_SLOTS * sizeof(struct ipc_slot);
-    void *p = ftruncate(fd, (off_t)len) == 0 ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-    if (p == MAP_FAILED) {
-        close(fd);
-        return -1;
-    }
-    registry_fd = fd;
-    registry = p;
-    return 0;
-}
-
-void sim_ipc_forget_locked(uint64_t alloc_id)
-{
-    if (!registry)
-        return;
-    for (unsigned i = 0; i < IPC_SLOTS; i++)
-        if (registry[i].alloc_id == alloc_id)
-            __atomic_store_n(&registry[i].alloc_id, 0, __ATOMIC_RELEASE);
-}
-
 SIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
     if (!sim_is_initialized())
@@ -120,28 +85,19 @@ SIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
     struct sim_span span;
     sim_lock();
     CUresult rc = sim_ctx_current_locked(NULL);
-    if (rc == CUDA_SUCCESS && (!pHandle || !sim_span_find_locked(dptr, &span) || span.kind != SIM_SPAN_DEVICE ||
+    if (rc == CUDA_SUCCESS && (!pHandle || !sim_alloc_span_locked(dptr, &span) || span.kind != SIM_SPAN_DEVICE ||
                                span.base != dptr || !span.ctx))
         rc = CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS && (sim.dev[span.device].backing_fd < 0 || registry_open_locked() != 0))
+    int registry_fd = -1;
+    if (rc == CUDA_SUCCESS && (sim.dev[span.device].backing_fd < 0 || (registry_fd = sim_exports_open_locked()) < 0))
         rc = CUDA_ERROR_NOT_SUPPORTED;
-    unsigned slot = IPC_SLOTS;
+    int slot = rc == CUDA_SUCCESS ? sim_exports_claim_locked(span.id) : -1;
+    if (rc == CUDA_SUCCESS && slot < 0)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (rc == CUDA_SUCCESS) {
-        /* The same allocation exported again is the same handle. */
-        for (unsigned i = 0; i < IPC_SLOTS && slot == IPC_SLOTS; i++)
-            if (registry[i].alloc_id == span.id)
-                slot = i;
-        for (unsigned i = 0; i < IPC_SLOTS && slot == IPC_SLOTS; i++)
-            if (registry[i].alloc_id == 0)
-                slot = i;
-        if (slot == IPC_SLOTS)
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    if (rc == CUDA_SUCCESS) {
-        __atomic_store_n(&registry[slot].alloc_id, span.id, __ATOMIC_RELEASE);
         struct ipc_handle h = {
             .magic = IPC_MAGIC, .pid = (uint32_t)getpid(), .mem_fd = sim.dev[span.device].backing_fd,
-            .registry_fd = registry_fd, .slot = slot, .alloc_id = span.id,
+            .registry_fd = registry_fd, .slot = (uint32_t)slot, .alloc_id = span.id,
             .offset = span.base - sim.dev[span.device].mem.base, .size = span.size, .device = (uint32_t)span.device,
         };
         memset(pHandle, 0, sizeof *pHandle);
@@ -149,29 +105,6 @@ SIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
     }
     sim_unlock();
     return rc;
-}
-
-/* Opens another process's descriptor through /proc; -1 when it is gone. */
-static int open_peer_fd(uint32_t pid, int fd, int flags)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%u/fd/%d", pid, fd);
-    return open(path, flags | O_CLOEXEC);
-}
-
-/* Whether the exporter's registry still lists the allocation: 1 yes, 0 no,
- * -1 when the registry cannot be read. */
-static int peer_still_exports(const struct ipc_handle *h)
-{
-    int fd = open_peer_fd(h->pid, h->registry_fd, O_RDONLY);
-    if (fd < 0)
-        return -1;
-    struct ipc_slot s;
-    ssize_t got = pread(fd, &s, sizeof s, (off_t)h->slot * (off_t)sizeof s);
-    close(fd);
-    if (got != (ssize_t)sizeof s)
-        return -1;
-    return s.alloc_id == h->alloc_id;
 }
 
 static CUresult open_locked(CUdeviceptr *pdptr, const struct ipc_handle *h, struct CUctx_st *ctx)
@@ -182,7 +115,7 @@ static CUresult open_locked(CUdeviceptr *pdptr, const struct ipc_handle *h, stru
             *pdptr = im->dptr;
             return CUDA_SUCCESS;
         }
-    int alive = peer_still_exports(h);
+    int alive = sim_exports_peer_lists(h->pid, h->registry_fd, h->slot, h->alloc_id);
     if (alive < 0)
         return CUDA_ERROR_MAP_FAILED;
     if (!alive)
@@ -198,7 +131,7 @@ static CUresult open_locked(CUdeviceptr *pdptr, const struct ipc_handle *h, stru
     struct ipc_import *im = calloc(1, sizeof *im);
     if (!im)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    int fd = open_peer_fd(h->pid, h->mem_fd, O_RDWR);
+    int fd = sim_open_peer_fd(h->pid, h->mem_fd, O_RDWR);
     void *map = fd >= 0 ? mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)(h->offset - lead)) : MAP_FAILED;
     if (fd >= 0)
         close(fd);

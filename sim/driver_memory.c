@@ -1,150 +1,35 @@
 /*
- * driver_memory.c — the bytes behind device memory, and what reads and writes
- * them: cuMemcpy*, cuMemset*, plus the queries about an address
+ * driver_memory.c — what reads and writes device memory: cuMemcpy*,
+ * cuMemset*, cuStreamWriteValue32, plus the queries about an address
  * (cuMemGetAddressRange, cuPointerGetAttribute(s)) and cuMemAdvise /
  * cuMemPrefetchAsync.
  *
- * Each device's address range is backed by one sparse memory file (memfd;
- * shared anonymous memory where RLIMIT_FSIZE forbids a file that large),
- * mapped twice:
- *  - at the device addresses, PROT_NONE, so a host dereference of a device
- *    pointer faults as on a GPU.  Managed allocations are the exception: their
- *    pages are made read-write there, because managed memory is host
- *    accessible (they are page-aligned for it, driver_alloc.c);
- *  - at a read-write view elsewhere, which only the copy engine below uses.
- * Both views share pages, so a managed buffer written by the host is what a
- * cuMemcpyDtoH of it returns.  The file costs memory only for pages written;
- * freed memory is punched out of it (its contents are gone, as they would be
- * on a device that reuses the memory).
+ * These calls take any address, so this file asks every family what holds it
+ * (span_find_locked: the cuMemAlloc family, pool blocks, VMM mappings, IPC
+ * imports, in that order) and sits above them all (sim/README.md, "Layout").
+ * The bytes themselves are driver_backing.c's.
  *
  * A copy resolves each side, piece by piece, to host-addressable bytes: device
- * memory through the view (the bytes must lie in allocated device memory, else
- * CUDA_ERROR_INVALID_VALUE), VMM addresses through their mapping to physical
- * pieces (mapped and accessible, else CUDA_ERROR_INVALID_VALUE), anything else
- * as a host pointer, as unified addressing lets cuMemcpy infer.  Work
+ * memory through the device's read-write view (the bytes must lie in
+ * allocated device memory, else CUDA_ERROR_INVALID_VALUE), VMM addresses
+ * through their mapping to physical pieces (mapped and accessible, else
+ * CUDA_ERROR_INVALID_VALUE), IPC imports through their own view, anything
+ * else as a host pointer, as unified addressing lets cuMemcpy infer.  Work
  * completes at once; the Async forms validate their stream and are otherwise
  * the same.  Deviation: the direction in a function's name (HtoD, DtoH, DtoD)
  * is not enforced, both sides are inferred from their addresses.
  */
-#include <fcntl.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include "simcuda.h"
 
-uint64_t sim_memory_host_align(void)
+/* What holds addr: the cuMemAlloc family's row (device, pitched, managed,
+ * pinned or registered host memory), else a pool block, a VMM mapping or an
+ * IPC import.  1 when found. */
+static int span_find_locked(uint64_t addr, struct sim_span *out)
 {
-    static uint64_t page;
-    if (!page)
-        page = (uint64_t)sysconf(_SC_PAGESIZE);
-    return page;
-}
-
-uint64_t sim_next_alloc_id(void)
-{
-    static uint64_t next;
-    return __atomic_add_fetch(&next, 1, __ATOMIC_RELAXED);
-}
-
-/* The device addresses as a second view of the pages behind `view`: the
- * memory file mapped again, or, with no file, the shared anonymous pages
- * duplicated by mremap (old size 0).  Only where nothing is mapped yet.
- * Returns 1 when the device addresses show the pages. */
-static int map_device_view(int fd, void *view, uint64_t base, uint64_t capacity)
-{
-#ifdef MAP_FIXED_NOREPLACE
-    if (fd >= 0) {
-        void *at = mmap((void *)(uintptr_t)base, capacity, PROT_NONE, MAP_SHARED | MAP_NORESERVE | MAP_FIXED_NOREPLACE, fd, 0);
-        if (at == (void *)(uintptr_t)base)
-            return 1;
-        if (at != MAP_FAILED)
-            munmap(at, capacity); /* pre-4.17 kernels treat the flag as a hint */
-        return 0;
-    }
-    /* Claim the range first, so that the fixed remap below replaces only
-     * our own placeholder. */
-    void *at = mmap((void *)(uintptr_t)base, capacity, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
-                    -1, 0);
-    if (at != (void *)(uintptr_t)base) {
-        if (at != MAP_FAILED)
-            munmap(at, capacity);
-        return 0;
-    }
-    void *dup = mremap(view, 0, capacity, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)(uintptr_t)base);
-    if (dup != (void *)(uintptr_t)base) {
-        munmap(at, capacity);
-        return 0;
-    }
-    return mprotect(dup, capacity, PROT_NONE) == 0;
-#else
-    (void)fd, (void)view, (void)base, (void)capacity;
-    return 0;
-#endif
-}
-
-/* Whether a file of `bytes` may be made: past RLIMIT_FSIZE, ftruncate would
- * not fail but raise SIGXFSZ, which kills the program (a program may lower
- * the limit, as a test of a full disk does). */
-static int file_size_allowed(uint64_t bytes)
-{
-    struct rlimit rl;
-    return getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || bytes <= (uint64_t)rl.rlim_cur;
-}
-
-int sim_memory_init_device(int device, uint64_t base, uint64_t capacity)
-{
-    struct sim_device *d = &sim.dev[device];
-    d->view = NULL;
-    d->backing_fd = -1;
-    d->host_mapped = 0;
-    int fd = file_size_allowed(capacity) ? memfd_create("simcuda-device", MFD_CLOEXEC) : -1;
-    if (fd >= 0 && ftruncate(fd, (off_t)capacity) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    /* Without a memory file: shared anonymous pages, the same to both views. */
-    void *view = fd >= 0 ? mmap(NULL, capacity, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0)
-                         : mmap(NULL, capacity, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (view == MAP_FAILED) {
-        if (fd >= 0)
-            close(fd);
-        sim_reserve_va(base, capacity);
-        return -1;
-    }
-    d->view = view;
-    d->backing_fd = fd;
-    d->host_mapped = map_device_view(fd, view, base, capacity);
-    if (!d->host_mapped)
-        sim_reserve_va(base, capacity);
-    return 0;
-}
-
-/* Managed memory: the pages of [addr, addr + len) at the device addresses
- * become read-write (on) or inaccessible again (off).  addr and len are
- * page-aligned.  Returns 0, or -1 when the device addresses are not backed. */
-int sim_memory_set_host_access_locked(int device, uint64_t addr, uint64_t len, int on)
-{
-    if (!sim.dev[device].host_mapped)
-        return -1;
-    return mprotect((void *)(uintptr_t)addr, len, on ? PROT_READ | PROT_WRITE : PROT_NONE);
-}
-
-void sim_memory_discard_locked(int device, uint64_t addr, uint64_t len)
-{
-    struct sim_device *d = &sim.dev[device];
-    uint64_t base = d->mem.base;
-    if (d->backing_fd >= 0)
-        fallocate(d->backing_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(addr - base), (off_t)len);
-    else if (d->view) {
-        /* Shared anonymous pages: MADV_REMOVE frees them (both views), on
-         * whole pages only. */
-        uint64_t page = sim_memory_host_align(), off = addr - base;
-        uint64_t first = (off + page - 1) & ~(page - 1), end = (off + len) & ~(page - 1);
-        if (end > first)
-            madvise((char *)d->view + first, end - first, MADV_REMOVE);
-    }
+    return sim_alloc_span_locked(addr, out) || sim_pool_span_locked(addr, out) || sim_vmm_span_locked(addr, out) ||
+           sim_ipc_span_locked(addr, out);
 }
 
 /* The device whose range holds addr, or -1. */
@@ -431,7 +316,7 @@ SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, C
     struct sim_span span;
     sim_lock();
     CUresult rc = sim_ctx_current_locked(NULL);
-    if (rc == CUDA_SUCCESS && !sim_span_find_locked(dptr, &span))
+    if (rc == CUDA_SUCCESS && !span_find_locked(dptr, &span))
         rc = CUDA_ERROR_NOT_FOUND;
     sim_unlock();
     if (rc != CUDA_SUCCESS)
@@ -516,7 +401,7 @@ SIM_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attrib
         return CUDA_ERROR_INVALID_VALUE;
     struct sim_span span;
     sim_lock();
-    CUresult rc = sim_span_find_locked(ptr, &span) ? span_attribute(&span, ptr, attribute, data)
+    CUresult rc = span_find_locked(ptr, &span) ? span_attribute(&span, ptr, attribute, data)
                                                     : CUDA_ERROR_INVALID_VALUE;
     sim_unlock();
     return rc;
@@ -536,7 +421,7 @@ SIM_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer
     struct sim_span span;
     CUresult rc = CUDA_SUCCESS;
     sim_lock();
-    int found = sim_span_find_locked(ptr, &span);
+    int found = span_find_locked(ptr, &span);
     for (unsigned i = 0; i < numAttributes && rc == CUDA_SUCCESS; i++) {
         if (!data[i])
             continue;
@@ -582,7 +467,7 @@ static CUresult managed_range_check(CUdeviceptr ptr, size_t count, int allow_dev
     sim_lock();
     CUresult rc = sim_ctx_current_locked(NULL);
     if (rc == CUDA_SUCCESS &&
-        (count == 0 || !sim_span_find_locked(ptr, &span) || ptr + count > span.base + span.size ||
+        (count == 0 || !span_find_locked(ptr, &span) || ptr + count > span.base + span.size ||
          (span.kind != SIM_SPAN_MANAGED && !(allow_device && span.kind != SIM_SPAN_HOST))))
         rc = CUDA_ERROR_INVALID_VALUE;
     sim_unlock();

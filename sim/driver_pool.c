@@ -419,50 +419,11 @@ SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute
     return rc;
 }
 
-/* SIMCUDA_POOL_QUERY=fail-at-exit: once the exit handler registered at
- * cuInit has run, pool queries and cuMemGetInfo answer
- * CUDA_ERROR_DEINITIALIZED, as NVIDIA's driver does after the runtime tore
- * its context down at exit (seen with PyTorch's cudaMallocAsync backend and
- * cuda.bindings on an H200).  Handlers registered later (after the first
- * pool use) still see answers.  SIMCUDA_POOL_QUERY=fail: pool queries never
- * answer. */
-static bool pool_queries_dead, torn_down;
-
-static void pool_queries_die(void)
-{
-    __atomic_store_n(&pool_queries_dead, true, __ATOMIC_RELEASE);
-}
-
-static void tear_down_at_exit(void)
-{
-    pool_queries_die();
-    __atomic_store_n(&torn_down, true, __ATOMIC_RELEASE);
-}
-
-bool sim_torn_down(void)
-{
-    return __atomic_load_n(&torn_down, __ATOMIC_ACQUIRE);
-}
-
-bool sim_pool_queries_refused(void)
-{
-    return __atomic_load_n(&pool_queries_dead, __ATOMIC_ACQUIRE);
-}
-
-void sim_pool_arm_exit_failure(void)
-{
-    const char *s = getenv("SIMCUDA_POOL_QUERY");
-    if (s && !strcmp(s, "fail-at-exit"))
-        atexit(tear_down_at_exit);
-    else if (s && !strcmp(s, "fail"))
-        pool_queries_die();
-}
-
 SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
     if (!sim_is_initialized())
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (__atomic_load_n(&pool_queries_dead, __ATOMIC_ACQUIRE))
+    if (sim_pool_queries_refused())
         return CUDA_ERROR_DEINITIALIZED;
     CUresult rc = CUDA_SUCCESS;
     sim_lock();

@@ -10,7 +10,7 @@
  * driver, and the runtime's own exports stay interposable.
  *
  * Every exported call returns through simrt_status, so a failure is also the
- * thread's last error (cudaGetLastError, runtime_exec.c).
+ * thread's last error (cudaGetLastError, runtime_errors.c).
  *
  * Simplification: the runtime does not notice a context the program made
  * current itself through the driver API (the real one adopts it).

@@ -17,7 +17,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
-#include "runtime.h"
+#include "runtime_driver.h"
 
 struct simrt_driver simrt_drv;
 

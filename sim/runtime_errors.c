@@ -1,10 +1,12 @@
 /*
  * runtime_errors.c — driver results as runtime errors, and their names and
- * strings (the real runtime's, for every code the simulator can produce).
+ * strings (the real runtime's, for every code the simulator can produce), and
+ * the thread's last error.  It uses no other runtime file, so every one of
+ * them can use it.
  * Works without a driver: cudaGetErrorString(cudaErrorInsufficientDriver) is
  * what a program prints when libcuda.so.1 is missing.
  */
-#include "runtime.h"
+#include "runtime_errors.h"
 
 /* Driver codes and runtime codes coincide for everything the simulated driver
  * returns except the few renamed ones (OUT_OF_MEMORY is
@@ -104,3 +106,23 @@ SIMRT_EXPORT const char *cudaGetErrorName(cudaError_t error)
     int i = find(error);
     return i >= 0 ? errors[i].name : "unrecognized error code";
 }
+
+/* ---- the last error ---- */
+
+static __thread cudaError_t tls_last_error;
+
+cudaError_t simrt_status(cudaError_t e)
+{
+    if (e != cudaSuccess)
+        tls_last_error = e;
+    return e;
+}
+
+SIMRT_EXPORT cudaError_t cudaGetLastError(void)
+{
+    cudaError_t e = tls_last_error;
+    tls_last_error = cudaSuccess;
+    return e;
+}
+
+SIMRT_EXPORT cudaError_t cudaPeekAtLastError(void) { return tls_last_error; }

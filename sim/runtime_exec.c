@@ -1,7 +1,8 @@
 /*
  * runtime_exec.c — device code in the simulated runtime: the registration
  * calls nvcc's generated code makes at load time, kernel launches, function
- * and symbol queries, libraries, and the thread's last error.
+ * and symbol queries, libraries.  A failed launch is recorded as the thread's
+ * last error (runtime_errors.c).
  *
  * Registration is real: every __cudaRegisterFunction / __cudaRegisterVar
  * records its host address under its fat binary (PyTorch registers 477 fat
@@ -24,26 +25,6 @@
 #include <stdlib.h>
 
 #include "runtime.h"
-
-/* ---- the last error ---- */
-
-static __thread cudaError_t tls_last_error;
-
-cudaError_t simrt_status(cudaError_t e)
-{
-    if (e != cudaSuccess)
-        tls_last_error = e;
-    return e;
-}
-
-SIMRT_EXPORT cudaError_t cudaGetLastError(void)
-{
-    cudaError_t e = tls_last_error;
-    tls_last_error = cudaSuccess;
-    return e;
-}
-
-SIMRT_EXPORT cudaError_t cudaPeekAtLastError(void) { return tls_last_error; }
 
 /* ---- the registry of host addresses ---- */
 

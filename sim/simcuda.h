@@ -6,24 +6,44 @@
  * NVIDIA's libcuda.so.1 is (dlopen + cuGetProcAddress_v2, versioned symbols,
  * real error codes, real allocation and teardown semantics).
  *
- * Layout (one concern per file, names prefixed sim_ and hidden):
- *   driver_ranges.c   first-fit free list over an address range
- *   driver_init.c     environment, devices, cuInit, device queries, simcuda_*
- *   driver_errors.c   cuGetErrorName / cuGetErrorString
- *   driver_ctx.c      contexts (primary and created), streams, synchronisation
- *   driver_alloc.c    cuMemAlloc family, pinned and registered host, managed,
- *                     cuMemGetInfo, what holds an address (sim_span_find_locked)
- *   driver_array.c    CUDA arrays and mipmapped arrays, their memory requirements
- *   driver_memory.c   the bytes behind device memory; copies, memsets, pointer
- *                     attributes, address ranges, advice
- *   driver_event.c    events
- *   driver_module.c   module loading (refused: no device code runs here)
- *   driver_pool.c     stream-ordered pools (cuMemAllocAsync, cuMemPool*)
- *   driver_vmm.c      virtual memory management (cuMemCreate, cuMemMap, ...)
- *   driver_ipc.c      CUDA IPC: handles of device memory opened by other processes
- *   driver_graph.c    stream capture, graphs, graph memory nodes and the
- *                     devices' graph memory (cuDeviceGraphMemTrim, ...)
- *   driver_procaddr.c cuGetProcAddress and its version table
+ * Layout (one concern per file, names prefixed sim_ and hidden), in layers;
+ * a file calls only into its own layer's lower files and the layers below,
+ * never up (scripts/include-cycles.py shows no circle in sim/):
+ *
+ *   state      driver_ranges.c   first-fit free list over an address range
+ *              driver_errors.c   cuGetErrorName / cuGetErrorString
+ *              driver_state.c    the process-wide state (sim), its lock, the
+ *                                SIMCUDA_* settings
+ *   core       driver_backing.c  the bytes behind device memory (memory files,
+ *                                their two views)
+ *              driver_exports.c  which allocations CUDA IPC handles export
+ *              driver_ctx.c      contexts (primary and created), the current
+ *                                context, streams
+ *   families   driver_graph.c    stream capture, graphs, graph memory nodes and
+ *                                the devices' graph memory (cuDeviceGraphMemTrim, ...)
+ *              driver_pool.c     stream-ordered pools (cuMemAllocAsync, cuMemPool*);
+ *                                a capturing stream's allocations go to the graph
+ *              driver_alloc.c    cuMemAlloc family, pinned and registered host,
+ *                                managed, cuMemGetInfo; cuMemFree_v2 also frees
+ *                                pool blocks and graph allocations
+ *              driver_ipc.c      CUDA IPC: handles of cuMemAlloc memory, opened
+ *                                by other processes
+ *              driver_array.c    CUDA arrays and mipmapped arrays
+ *              driver_vmm.c      virtual memory management (cuMemCreate, cuMemMap, ...)
+ *              driver_event.c    events
+ *              driver_module.c   module loading (refused: no device code runs here)
+ *   across     driver_init.c     cuInit (brings every part up), device queries,
+ *                                simcuda_*
+ *              driver_teardown.c context teardown, stream destruction and
+ *                                synchronisation: what they do to each family
+ *              driver_memory.c   copies, memsets, pointer attributes, address
+ *                                ranges, advice: any address, so every family's
+ *   top        driver_procaddr.c cuGetProcAddress and its version table
+ *
+ * Among the families the order above is the only one allowed: pool uses
+ * graph (capture), alloc uses pool and graph (cuMemFree_v2 frees anything
+ * freeable), ipc uses alloc (only its memory is exported); the others use
+ * no family.
  *
  * Locking: one process-wide mutex (sim.lock) guards all driver state.  This is
  * a test double, so simplicity beats scalability; functions named *_locked
@@ -144,7 +164,7 @@ void sim_ranges_free(struct sim_ranges *r, uint64_t addr, uint64_t size);
 uint64_t sim_ranges_largest(const struct sim_ranges *r);
 int sim_ranges_is_allocated(const struct sim_ranges *r, uint64_t addr, uint64_t len);
 
-/* ---- driver_init.c: process-wide state ---- */
+/* ---- driver_state.c: process-wide state, its lock, the settings ---- */
 struct sim_pool;
 struct sim_device {
     uint64_t capacity;
@@ -178,6 +198,36 @@ void sim_lock(void);
 void sim_unlock(void);
 int sim_device_valid(CUdevice dev);
 void *sim_reserve_va(uint64_t hint, uint64_t size); /* PROT_NONE host reservation */
+void sim_pool_arm_exit_failure(void);           /* SIMCUDA_POOL_QUERY, read when cuInit succeeds */
+bool sim_torn_down(void);                       /* SIMCUDA_POOL_QUERY=fail-at-exit, after exit */
+bool sim_pool_queries_refused(void);            /* SIMCUDA_POOL_QUERY: pool (and graph memory) queries fail now */
+
+/* ---- driver_backing.c: the bytes behind device memory ---- */
+/* Every device's range is backed by one sparse memory file, seen twice: at
+ * the device addresses (PROT_NONE, except managed allocations) and at a
+ * private read-write view the copy engine uses.  Returns 0, or -1 when the
+ * kernel refused (the range is then a bare PROT_NONE reservation, and copies
+ * to it fail with CUDA_ERROR_NOT_SUPPORTED). */
+int sim_memory_init_device(int device, uint64_t base, uint64_t capacity);
+uint64_t sim_memory_host_align(void);   /* the page size */
+int sim_memory_set_host_access_locked(int device, uint64_t addr, uint64_t len, int on);
+void sim_memory_discard_locked(int device, uint64_t addr, uint64_t len);
+uint64_t sim_next_alloc_id(void);
+
+/* ---- driver_exports.c: allocations exported through CUDA IPC handles ---- */
+/* The registry's descriptor (made on first use), or -1 when the kernel
+ * refused a memory file. */
+int sim_exports_open_locked(void);
+/* The slot listing alloc_id (the one it already has, else a free one), or -1
+ * when every slot is taken.  The registry must be open. */
+int sim_exports_claim_locked(uint64_t alloc_id);
+/* A freed allocation is no longer exported: handles of it are refused. */
+void sim_exports_forget_locked(uint64_t alloc_id);
+/* Another process's descriptor fd, opened through /proc; -1 when it is gone. */
+int sim_open_peer_fd(uint32_t pid, int fd, int flags);
+/* Whether process pid's registry (its descriptor registry_fd) still lists
+ * alloc_id at slot: 1 yes, 0 no, -1 when the registry cannot be read. */
+int sim_exports_peer_lists(uint32_t pid, int registry_fd, uint32_t slot, uint64_t alloc_id);
 
 /* ---- driver_ctx.c: contexts and streams ---- */
 struct CUctx_st {
@@ -212,15 +262,16 @@ int sim_ctx_init_primaries(void);
 CUresult sim_ctx_current_locked(struct CUctx_st **out);
 CUresult sim_stream_device_locked(CUstream s, int *device);
 CUresult sim_ctx_resolve_locked(CUcontext ctx, struct CUctx_st **out); /* NULL: current */
-
-/* ---- driver_alloc.c: allocations owned by a context ---- */
-void sim_alloc_release_ctx_locked(struct CUctx_st *ctx);
-
-/* ---- driver_array.c: CUDA arrays owned by a context ---- */
-void sim_array_release_ctx_locked(struct CUctx_st *ctx);
+int sim_ctx_known_locked(const struct CUctx_st *ctx);      /* a primary or created context */
+void sim_ctx_pop_if_current(const struct CUctx_st *ctx);   /* this thread's stack */
+void sim_ctx_destroy_streams_locked(const struct CUctx_st *ctx);
+/* Takes s out of the live streams (1 when it was one); the caller frees it. */
+int sim_stream_unlink_locked(struct CUstream_st *s);
 
 /* What holds an address: the allocation (cuMemAlloc family, pinned or
- * registered host memory, a pool block or a VMM mapping) it lies in. */
+ * registered host memory, a pool block, a VMM mapping or an IPC import) it
+ * lies in.  Each family answers for its own (sim_*_span_locked);
+ * driver_memory.c asks them all. */
 enum sim_span_kind { SIM_SPAN_DEVICE, SIM_SPAN_MANAGED, SIM_SPAN_HOST, SIM_SPAN_POOL, SIM_SPAN_VMM, SIM_SPAN_IPC };
 struct sim_span {
     uint64_t base, size;            /* the allocation as the program asked for it */
@@ -231,49 +282,8 @@ struct sim_span {
     unsigned host_flags;            /* SIM_SPAN_HOST: CU_MEMHOSTALLOC_* / CU_MEMHOSTREGISTER_* */
     uint64_t id;                    /* process-wide unique per allocation */
 };
-int sim_span_find_locked(uint64_t addr, struct sim_span *out); /* 1 when found */
 
-/* ---- driver_memory.c: the bytes behind device memory ---- */
-/* Every device's range is backed by one sparse memory file, seen twice: at
- * the device addresses (PROT_NONE, except managed allocations) and at a
- * private read-write view the copy engine uses.  Returns 0, or -1 when the
- * kernel refused (the range is then a bare PROT_NONE reservation, and copies
- * to it fail with CUDA_ERROR_NOT_SUPPORTED). */
-int sim_memory_init_device(int device, uint64_t base, uint64_t capacity);
-uint64_t sim_memory_host_align(void);   /* the page size */
-int sim_memory_set_host_access_locked(int device, uint64_t addr, uint64_t len, int on);
-void sim_memory_discard_locked(int device, uint64_t addr, uint64_t len);
-uint64_t sim_next_alloc_id(void);
-
-/* ---- driver_pool.c ---- */
-CUresult sim_pool_create_default_locked(int device);
-int sim_pool_free_block_locked(uint64_t addr); /* 1 when addr was a pool block */
-int sim_pool_span_locked(uint64_t addr, struct sim_span *out); /* 1 when addr is in a pool block */
-void sim_pool_trim_device_locked(int device);  /* synchronisation point */
-void sim_pool_arm_exit_failure(void);           /* SIMCUDA_POOL_QUERY */
-bool sim_torn_down(void);                       /* SIMCUDA_POOL_QUERY=fail-at-exit, after exit */
-bool sim_pool_queries_refused(void);            /* SIMCUDA_POOL_QUERY: pool (and graph memory) queries fail now */
-
-/* ---- driver_vmm.c ---- */
-/* The mapping holding va (1 when found, 0 otherwise); *phys is the device
- * address backing va, or *bytes (else NULL) the host-addressable bytes of a
- * shareable handle's own memory file, and *run how many bytes from va stay
- * contiguous there; *access the mapping's CUmemAccess_flags. */
-int sim_vmm_translate_locked(uint64_t va, uint64_t *phys, unsigned char **bytes, uint64_t *run, unsigned *access);
-int sim_vmm_span_locked(uint64_t addr, struct sim_span *out); /* 1 when addr is mapped */
-
-/* ---- driver_ipc.c ---- */
-/* A freed allocation is no longer exported: handles of it are refused. */
-void sim_ipc_forget_locked(uint64_t alloc_id);
-/* The import holding addr (1 when found): *host its bytes, *run how many
- * bytes from addr stay in it. */
-int sim_ipc_translate_locked(uint64_t addr, unsigned char **host, uint64_t *run);
-int sim_ipc_span_locked(uint64_t addr, struct sim_span *out); /* 1 when addr is imported */
-/* The teardown of ctx unmaps every handle it opened, whatever its reference
- * count: the mapping is a resource of the importing context. */
-void sim_ipc_release_ctx_locked(struct CUctx_st *ctx);
-static inline int sim_in_ipc_space(uint64_t addr) { return addr >= SIM_IPC_BASE && addr - SIM_IPC_BASE < SIM_IPC_SIZE; }
-/* ---- driver_graph.c ---- */
+/* ---- driver_graph.c: stream capture, graphs, graph memory ---- */
 /* cuMemAllocAsync / cuMemFreeAsync on stream s: when s is capturing, the call
  * becomes an allocation (free) node of its graph and *handled is set; the
  * result is then the call's answer. */
@@ -291,6 +301,37 @@ CUresult sim_graph_unsafe_call_locked(void);
 int sim_graph_captures_under_way(void);
 /* A stream being destroyed stops capturing (its graph is discarded). */
 void sim_graph_stream_gone_locked(struct CUstream_st *s);
+
+/* ---- driver_pool.c: stream-ordered pools ---- */
+CUresult sim_pool_create_default_locked(int device);
+int sim_pool_free_block_locked(uint64_t addr); /* 1 when addr was a pool block */
+int sim_pool_span_locked(uint64_t addr, struct sim_span *out); /* 1 when addr is in a pool block */
+void sim_pool_trim_device_locked(int device);  /* synchronisation point */
+
+/* ---- driver_alloc.c: the cuMemAlloc family ---- */
+void sim_alloc_release_ctx_locked(struct CUctx_st *ctx);
+int sim_alloc_span_locked(uint64_t addr, struct sim_span *out); /* 1 when addr is in one of its allocations */
+
+/* ---- driver_array.c: CUDA arrays owned by a context ---- */
+void sim_array_release_ctx_locked(struct CUctx_st *ctx);
+
+/* ---- driver_vmm.c ---- */
+/* The mapping holding va (1 when found, 0 otherwise); *phys is the device
+ * address backing va, or *bytes (else NULL) the host-addressable bytes of a
+ * shareable handle's own memory file, and *run how many bytes from va stay
+ * contiguous there; *access the mapping's CUmemAccess_flags. */
+int sim_vmm_translate_locked(uint64_t va, uint64_t *phys, unsigned char **bytes, uint64_t *run, unsigned *access);
+int sim_vmm_span_locked(uint64_t addr, struct sim_span *out); /* 1 when addr is mapped */
+
+/* ---- driver_ipc.c ---- */
+/* The import holding addr (1 when found): *host its bytes, *run how many
+ * bytes from addr stay in it. */
+int sim_ipc_translate_locked(uint64_t addr, unsigned char **host, uint64_t *run);
+int sim_ipc_span_locked(uint64_t addr, struct sim_span *out); /* 1 when addr is imported */
+/* The teardown of ctx unmaps every handle it opened, whatever its reference
+ * count: the mapping is a resource of the importing context. */
+void sim_ipc_release_ctx_locked(struct CUctx_st *ctx);
+static inline int sim_in_ipc_space(uint64_t addr) { return addr >= SIM_IPC_BASE && addr - SIM_IPC_BASE < SIM_IPC_SIZE; }
 
 /* ---- driver_procaddr.c ---- */
 void sim_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
