@@ -51,6 +51,16 @@ def main():
             print("FAIL: a circle of files crosses src/'s layers beyond the allowed list")
             return 1
         return 0
+    if case == "sim":
+        # sim/ is one folder in layers of files (sim/README.md, "Layout"):
+        # no file of it may depend, through any chain, on itself.
+        r = subprocess.run([sys.executable, SCRIPT, SOURCE], capture_output=True, text=True)
+        line = next((l for l in r.stdout.splitlines() if l.startswith("sim/:")), None)
+        if line is None or not line.endswith("largest circle 0 files"):
+            print(r.stdout + r.stderr)
+            print(f"FAIL: sim/ has a circle of files: {line}")
+            return 1
+        return 0
     if case == "detects":
         ok = check(tree(ONE_WAY))
         back = check(tree(BACK_UP))
