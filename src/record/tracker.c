@@ -5,6 +5,8 @@
  * teardown releases).
  */
 #include "counts.h"
+#include "owners.h"
+#include "record.h"
 #include "tl_internal.h"
 
 #include <string.h>
