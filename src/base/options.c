@@ -251,6 +251,40 @@ static void apply_owners(const char *name, const char *v)
     strcpy(tl_opt.owners, v);
 }
 
+const char *const tl_budget_class_names[TL_BUDGET_CLASSES] = {"cache", "workspace", "library", "user"};
+
+int tl_budget_parse(const char *v, struct tl_budget_spec *out)
+{
+    struct tl_budget_spec spec = {0};
+    char buf[256];
+    if (strlen(v) >= sizeof buf || !*v)
+        return -1;
+    strcpy(buf, v);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(tok, ':');
+        uint64_t bytes;
+        if (!colon) {
+            if (tl_parse_size(tok, &bytes) != 0 || bytes == 0)
+                return -1;
+            spec.total = bytes;
+            continue;
+        }
+        *colon = 0;
+        if (tl_parse_size(colon + 1, &bytes) != 0 || bytes == 0)
+            return -1;
+        int c = -1;
+        for (int i = 0; i < TL_BUDGET_CLASSES; i++)
+            if (!strcmp(tok, tl_budget_class_names[i]))
+                c = i;
+        if (c < 0)
+            return -1;
+        spec.per_class[c] = bytes;
+    }
+    *out = spec;
+    return 0;
+}
+
 /* TENSORLEAK_BUDGET: a bad value sets no budget at all, not part of one. */
 static void apply_budget(const char *name, const char *v)
 {

@@ -71,6 +71,11 @@ struct tl_budget_spec {
     uint64_t total;
     uint64_t per_class[TL_BUDGET_CLASSES];
 };
+/* The classes' names, as TENSORLEAK_BUDGET and reports spell them. */
+extern const char *const tl_budget_class_names[TL_BUDGET_CLASSES];
+/* Parses a TENSORLEAK_BUDGET value (`SIZE` and/or `CLASS:SIZE`, comma
+ * separated) into *out; returns 0, or -1 with *out untouched. */
+int tl_budget_parse(const char *v, struct tl_budget_spec *out);
 
 struct tl_options {
     char output[1024];       /* TENSORLEAK_OUTPUT pattern */
@@ -173,7 +178,7 @@ unsigned long tl_stack_verdicts_evicted(void);
  * addresses may come back as another's). */
 void tl_cfi_flush(void);
 
-/* ---- pyframes.c (Python frames in stacks) -------------------------------- */
+/* ---- pyframes.c (Python frames in stacks; tl_py_maybe: record.h) --------- */
 /* A Python frame in a stack's frames array: this tag | a location id.  Bit 63
  * with bits 48-62 clear is a non-canonical x86-64/AArch64 address, so no
  * return address ever looks like one. */
@@ -196,12 +201,6 @@ int tl_py_last(uintptr_t *py, bool *run_end);
  * max. */
 int tl_py_merge(uintptr_t *frames, int max, const uintptr_t *native, int n, const uintptr_t *py, const bool *run_end,
                 int np);
-/* An interpreter may be in the process (not ruled out yet). */
-extern atomic_int tl_py_state;
-static inline bool tl_py_maybe(void)
-{
-    return atomic_load_explicit(&tl_py_state, memory_order_relaxed) != 1;
-}
 /* A Python frame value for (function, file, line), e.g. from a framework's
  * own recorded history; 0 when out of memory.  Strings are copied. */
 uintptr_t tl_pyloc_intern_strings(const char *function, const char *file, int line);
@@ -220,7 +219,7 @@ unsigned long tl_callsite_python_count(void);
  * call for the interpreter lookup and returns the real function to jump to. */
 void *tl_dlopen_route(int which, uintptr_t arg2, uintptr_t arg3);
 
-/* ---- callsite.c --------------------------------------------------------- */
+/* ---- callsite.c (tl_callsite_empty: record.h) --------------------------- */
 /* enum tl_kind and its rows: kinds.h. */
 const char *tl_kind_name(enum tl_kind kind);
 
@@ -243,16 +242,6 @@ struct tl_callsite {
 /* Returns the interned call site for (kind, frames), creating it; NULL only
  * when bookkeeping memory ran out (counted as a dropped event). */
 struct tl_callsite *tl_callsite_intern(enum tl_kind kind, const uintptr_t *frames, int n);
-/* The call site of `kind` with no frames (TENSORLEAK_DEPTH=0): once made,
- * one load, inline on every allocation. */
-extern _Atomic(struct tl_callsite *) tl_empty_site[TL_KIND_COUNT];
-static inline struct tl_callsite *tl_callsite_empty(enum tl_kind kind)
-{
-    struct tl_callsite *cs = (unsigned)kind < TL_KIND_COUNT
-                                 ? atomic_load_explicit(&tl_empty_site[kind], memory_order_acquire)
-                                 : NULL;
-    return TL_LIKELY(cs != NULL) ? cs : tl_callsite_intern(kind, NULL, 0);
-}
 /* The interned call site of the calling thread's stack: tl_stack_capture
  * and tl_callsite_intern, with nothing done again for a stack that is the
  * thread's last one (a Python loop allocating from one line). */
@@ -260,6 +249,10 @@ struct tl_callsite *tl_stack_site(enum tl_kind kind, int max);
 /* Calls fn for every call site; the table lock is held. */
 void tl_callsite_foreach(void (*fn)(struct tl_callsite *, void *), void *arg);
 size_t tl_callsite_count(void);
+/* epoch.c: (call-site id, live bytes, live allocations) of every call site
+ * holding memory, up to max_rows rows; how many there are, -1 when not
+ * tracking (tensorleak_site_bytes, include/tensorleak.h). */
+long tl_site_bytes(uint64_t *rows, long max_rows);
 /* Every call site's owner undecided again (a later attach's owner rules). */
 void tl_callsite_forget_owners(void);
 void tl_callsite_reset_after_fork(void);
@@ -433,6 +426,8 @@ void tl_track_device_alloc(uint64_t addr, uint64_t size);
  * *out (when not NULL) gets the removed row; its contents are unspecified
  * when false is returned. */
 bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out);
+/* Bit per tl_kind for tl_track_free's kinds_mask. */
+#define TL_MASK(k) (1u << (k))
 /* Drops a removed row from the totals (call-site, process, device). */
 void tl_track_forget(const struct tl_live *rec);
 /* Puts back a record tl_track_free removed, when the real free failed. */
@@ -461,7 +456,7 @@ void tl_tracker_after_fork(void);
  * stores at most max, returns how many. */
 int tl_known_contexts(void **out, int max);
 
-/* ---- owners.c ------------------------------------------------------------ */
+/* ---- owners.c (tl_owner_prepare: owners.h) ------------------------------- */
 /* Each owner's running live bytes and their highest value, by owner index.
  * The two share a cache line; written as tracker.c writes
  * tl_stats.live_bytes (plain stores while one thread owns the live table,
@@ -475,19 +470,6 @@ extern struct tl_owner_running tl_owner_running[TL_MAX_OWNERS];
 /* Decides the owner of a call site (dladdr names; no lock of ours held
  * meanwhile) and keeps it in cs->owner. */
 void tl_owner_decide(struct tl_callsite *cs);
-/* The owner index of a call site whose row is about to enter the live
- * table, decided once (-1: no call site). */
-static inline int tl_owner_prepare(struct tl_callsite *cs)
-{
-    if (!cs)
-        return -1;
-    int o = atomic_load_explicit(&cs->owner, memory_order_relaxed) - 1;
-    if (TL_UNLIKELY(o < 0)) {
-        tl_owner_decide(cs);
-        o = atomic_load_explicit(&cs->owner, memory_order_relaxed) - 1;
-    }
-    return o;
-}
 /* The owner of a device row whose aux is set: "annotated pools" when a pool
  * holds it as a segment, else the row's own (-1: none). */
 int tl_owner_of_held_row(const struct tl_live *rec);
@@ -542,9 +524,6 @@ struct tl_budget_row {
     bool exceeded;
 };
 int tl_budget_rows(struct tl_budget_row *out, int max);
-/* Parses a TENSORLEAK_BUDGET value (`SIZE` and/or `CLASS:SIZE`, comma
- * separated) into *out; returns 0, or -1 with *out untouched. */
-int tl_budget_parse(const char *v, struct tl_budget_spec *out);
 /* Applies tl_opt.budget and tl_opt.budget_enforce (after tl_options_load). */
 void tl_budget_load(void);
 
@@ -677,10 +656,6 @@ tl_demangle_fn tl_demangler(void);
 int tl_frame_expand(const struct tl_frame_info *f, struct tl_inline_frame *out);
 /* Begins a symbolization session over the current address space. */
 void *tl_symbolizer_open(void);
-/* glibc's counts of libraries loaded and unloaded so far
- * (dl_iterate_phdr's dlpi_adds and dlpi_subs): when they change, an address
- * may belong to other code than it did.  Takes the loader's lock. */
-void tl_module_loads(unsigned long long counts[2]);
 void tl_symbolize(void *session, uintptr_t address, struct tl_frame_info *out);
 void tl_symbolizer_close(void *session);
 /* Symbolizes and keeps every call-site frame in [lo, hi) (a library about to
@@ -719,7 +694,7 @@ bool tl_report_lock_for_fatal(void);
  * success. */
 int tl_report_write_to(const char *label, const char *path);
 
-/* ---- report_file.c ------------------------------------------------------ */
+/* ---- report_name.c ------------------------------------------------------ */
 /* Expands TENSORLEAK_OUTPUT's %p %h %r %n %%; returns 0 or -1 if too long. */
 int tl_expand_pattern(const char *pattern, unsigned seq, char *out, size_t outlen);
 /* Whether `path` is the null device (/dev/null, or a link to it): a report
@@ -787,6 +762,8 @@ void tl_attach_pools_read(const uint64_t reserved[TL_MAX_DEVICES]);
 bool tl_attach_before_rows(struct tl_attach_row *out, size_t max, size_t *count, long long *when);
 
 /* ---- preload.c ---------------------------------------------------------- */
+/* Starts the library, once: the first hook (tl_ensure_init) or client API
+ * call (api.c).  Only preload/ calls it; the layers below are started. */
 void tl_init(void);
 /* attach.c's start-up: the options from `settings` (NAME=value strings, as
  * the environment), false with the reason in err when one is rejected; then
@@ -800,17 +777,23 @@ void tl_attach_begin_tracking(void);
 void tl_attach_end_tracking(void);
 extern pthread_mutex_t tl_report_lock;
 
-/* ---- hooks: the real functions ----------------------------------------- */
+/* ---- lookup.c: functions of other libraries, found without the hooks --- */
 /* dlsym as glibc defines it, resolved by version (GLIBC_2.34, then 2.2.5). */
 void *tl_real_dlsym(void *handle, const char *name);
-/* Resolves a driver/runtime function we interpose: the pointer captured when
- * the program looked it up, else the next definition after ours. */
-void *tl_resolve_next(const char *name);
+/* glibc's dlclose, not our interposer (modules.c, which pins frames and
+ * counts tl_dlcloses); -1 when it cannot be found. */
+int tl_real_dlclose(void *handle);
+/* A function of the driver the program loaded (NULL when it loaded none or
+ * the driver lacks it); answers are kept until the next dlclose. */
 void *tl_driver_symbol(const char *name);
 extern atomic_uint tl_dlcloses; /* successful dlcloses (modules.c), for tl_driver_symbol */
 /* Looks up, in the calling (program) thread, the driver symbols the watcher
  * calls, so that the watcher itself never takes the loader's lock for them. */
 void tl_driver_symbols_prefetch(void);
+/* glibc's counts of libraries loaded and unloaded so far
+ * (dl_iterate_phdr's dlpi_adds and dlpi_subs): when they change, an address
+ * may belong to other code than it did.  Takes the loader's lock. */
+void tl_module_loads(unsigned long long counts[2]);
 /* The watcher is to start at the next tracked allocation (tracker.c). */
 extern atomic_bool tl_watch_pending;
 

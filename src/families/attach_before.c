@@ -14,7 +14,8 @@
  * arrays, VMM handles) from before; its frees are invalid frees as under the
  * preload.
  */
-#include "hooks.h"
+#include "cudart_compat.h"
+#include "tl_internal.h"
 
 #include <dlfcn.h>
 #include <string.h>
@@ -98,8 +99,11 @@ void tl_attach_measure_before(void)
     }
     if (up && shutdown)
         shutdown();
+    /* glibc's dlclose: what the name binds to in a library dlopen'ed by the
+     * injector (the program's libc comes first in the global scope); NVML
+     * holds no call site of ours to pin. */
     if (nvml)
-        dlclose(nvml);
+        tl_real_dlclose(nvml);
     /* The hook path's query, looked up now rather than inside a free. */
     (void)tl_driver_symbol("cuMemGetAddressRange_v2");
     (void)tl_driver_symbol("cuPointerGetAttribute");

@@ -47,8 +47,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "hooks.h"
-
 #define TL_BRIDGE_WAIT_MS 2000
 /* How long a state read that has begun may take before its waiters use the
  * last state: it guards against a read that stalls (another thread took the

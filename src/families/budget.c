@@ -28,7 +28,6 @@
 #include <string.h>
 
 enum { CLASSES = TL_BUDGET_CLASSES }; /* cache, workspace, library, user: owners.c's order */
-static const char *const class_names[CLASSES] = {"cache", "workspace", "library", "user"};
 
 atomic_bool tl_budget_active;
 atomic_bool tl_budget_enforcing;
@@ -42,38 +41,6 @@ static atomic_ullong refusals, crossings;
 static bool counts_as_device_memory(uint8_t kind)
 {
     return tl_holds_device_memory(kind);
-}
-
-int tl_budget_parse(const char *v, struct tl_budget_spec *out)
-{
-    struct tl_budget_spec spec = {0};
-    char buf[256];
-    if (strlen(v) >= sizeof buf || !*v)
-        return -1;
-    strcpy(buf, v);
-    char *save = NULL;
-    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        char *colon = strchr(tok, ':');
-        uint64_t bytes;
-        if (!colon) {
-            if (tl_parse_size(tok, &bytes) != 0 || bytes == 0)
-                return -1;
-            spec.total = bytes;
-            continue;
-        }
-        *colon = 0;
-        if (tl_parse_size(colon + 1, &bytes) != 0 || bytes == 0)
-            return -1;
-        int c = -1;
-        for (int i = 0; i < CLASSES; i++)
-            if (!strcmp(tok, class_names[i]))
-                c = i;
-        if (c < 0)
-            return -1;
-        spec.per_class[c] = bytes;
-    }
-    *out = spec;
-    return 0;
 }
 
 void tl_budget_load(void)
@@ -148,7 +115,7 @@ void tl_budget_after_alloc(struct tl_callsite *cs, const struct tl_live *rec)
     if (total_budget && dev_now > (long long)total_budget && !atomic_exchange(&over_total[d], true))
         crossed("device", total_budget, dev_now, d, cs, false);
     if (class_budget[c] && cls_now > (long long)class_budget[c] && !atomic_exchange(&over_class[c][d], true))
-        crossed(class_names[c], class_budget[c], cls_now, d, cs, false);
+        crossed(tl_budget_class_names[c], class_budget[c], cls_now, d, cs, false);
 }
 
 /* After a tracked free, teardown or restore; may run under table locks, so
@@ -195,7 +162,7 @@ bool tl_budget_refuse(enum tl_kind kind, uint64_t bytes)
         int c = tl_owner_class_of(cs);
         long long cls_now = atomic_load(&class_live[c][d]);
         if (class_budget[c] && cls_now + (long long)bytes > (long long)class_budget[c]) {
-            what = class_names[c];
+            what = tl_budget_class_names[c];
             budget = class_budget[c];
             would = cls_now + (long long)bytes;
         }
@@ -237,8 +204,8 @@ int tl_budget_rows(struct tl_budget_row *out, int max)
                                               atomic_load(&over_total[d])};
         for (int c = 0; c < CLASSES; c++)
             if (class_budget[c] && n < max)
-                out[n++] = (struct tl_budget_row){d, class_names[c], class_budget[c], atomic_load(&class_live[c][d]),
-                                                  atomic_load(&over_class[c][d])};
+                out[n++] = (struct tl_budget_row){d, tl_budget_class_names[c], class_budget[c],
+                                                  atomic_load(&class_live[c][d]), atomic_load(&over_class[c][d])};
     }
     return n;
 }

@@ -38,8 +38,6 @@
 #include <fnmatch.h>
 #include <string.h>
 
-#include "hooks.h"
-
 /* On the heap (thread_block.c), allocated at the thread's first pending
  * failure: as TLS it would be 2 KiB of the static-TLS surplus a dlopen'ed
  * copy (tensorleak attach) must fit in.  Read only while tl_oom_pending. */

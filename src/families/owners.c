@@ -26,6 +26,7 @@
  * segment an annotated pool holds is that pool's ("annotated pools").
  */
 #include "counts.h"
+#include "owners.h"
 #include "report_gather.h"
 
 #include <dlfcn.h>

@@ -33,8 +33,8 @@
  * nodes tracked under the call site that captured or added them (rows of
  * kind async whose aux is the graph pool), held by the pool, not leaked.
  */
+#include "pools.h"
 #include "report_gather.h"
-#include "hooks.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -341,10 +341,8 @@ static struct pool *checked(void *handle)
     return p;
 }
 
-TL_EXPORT void *tensorleak_pool_create(const char *name, int device);
-void *tensorleak_pool_create(const char *name, int device)
+void *tl_pool_create(const char *name, int device)
 {
-    tl_init();
     pthread_mutex_lock(&pools_lock);
     struct pool *p = new_pool_locked(name, device < 0 || device >= TL_MAX_DEVICES ? 0 : device);
     if (p)

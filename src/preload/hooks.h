@@ -15,6 +15,7 @@
 #define TL_HOOKS_H
 
 #include "cudart_compat.h"
+#include "pools.h"
 #include "tl_internal.h"
 
 #define TL_DRIVER_HOOKS(X)                                               \
@@ -125,15 +126,14 @@ void *tl_real(enum tl_hook_id id);
 /* Resolves every hook's real function that is loaded now (RTLD_NEXT), at
  * the first CUDA call, before any thread of ours starts (gate.c). */
 void tl_resolve_all(void);
+/* `fn` is one of our hooks (their definitions as attach.c corrected them). */
+bool tl_is_own_hook(const void *fn);
 /* Finds the hook row for an exported name; NULL when we don't hook it. */
 struct tl_hook *tl_hook_by_name(const char *name);
 /* Lazy, idempotent initialisation from inside a hook; TL_ENTER calls it
  * only until tl_used is set.  False in a child nobody told us about (gate.c):
  * the hook then only forwards. */
 bool tl_ensure_init(void);
-
-/* Bit per tl_kind for tl_track_free's kinds_mask. */
-#define TL_MASK(k) (1u << (k))
 
 /* ---- shared by hooks_driver.c and hooks_runtime.c ------------------------ */
 
@@ -193,13 +193,6 @@ static inline void *tl_real_fast(enum tl_hook_id id)
         real_ ? real_(__VA_ARGS__) : (missing);                                \
     })
 
-/* ---- pools.c: the driver's stream-ordered pools (they need CUDA types) --- */
-/* A pool made by cuMemPoolCreate / destroyed by cuMemPoolDestroy. */
-void tl_pool_note_created(CUmemoryPool pool, const CUmemPoolProps *props);
-void tl_pool_note_destroyed(CUmemoryPool pool);
-/* The pool index a stream-ordered allocation's row carries (its aux). */
-uint32_t tl_pool_index_for_async(CUmemoryPool pool, bool from_current_device);
-
 /* ---- graph memory (hooks_driver.c, pools.c) ------------------------------ */
 /* How many streams are capturing now, as the begin/end-capture hooks count
  * them (an upper bound: a capturing stream destroyed is not subtracted).
@@ -218,11 +211,6 @@ bool tl_stream_capturing(CUstream stream, bool per_thread);
              tl_stream_capturing((CUstream)(stream), (per_thread))                                 \
          ? tl_pool_index_for_graph(-1)                                                             \
          : tl_pool_index_for_async((pool), (from_device)))
-/* The pool index (row aux) of `device`'s graph memory (-1: the current
- * context's device); 0 when there is no room for another pool. */
-uint32_t tl_pool_index_for_graph(int device);
-/* Is this live row a graph allocation node (its pool is graph memory)? */
-bool tl_pools_is_graph(const struct tl_live *rec);
 
 /* The device memory a CUDA array (or, with `mipmapped`, a mipmapped array)
  * holds, as the driver answers cuArrayGetMemoryRequirements for the current

@@ -52,15 +52,6 @@ static int find_range(struct dl_phdr_info *info, size_t size, void *arg)
 TL_EXPORT int dlclose(void *handle);
 int dlclose(void *handle)
 {
-    typedef int (*dlclose_fn)(void *);
-    static _Atomic(dlclose_fn) real;
-    dlclose_fn fn = atomic_load(&real);
-    if (!fn) {
-        fn = (dlclose_fn)tl_real_dlsym(RTLD_NEXT, "dlclose");
-        atomic_store(&real, fn);
-    }
-    if (!fn)
-        return -1;
     struct link_map *lm = NULL;
     void *volatile checked = handle; /* glibc declares it nonnull; callers may still pass NULL */
     if (atomic_load(&tl_active) && checked && tl_callsite_count() > 0 && dlinfo(handle, RTLD_DI_LINKMAP, &lm) == 0 && lm) {
@@ -69,11 +60,11 @@ int dlclose(void *handle)
         if (r.found)
             tl_pin_frames_in_range(r.lo, r.hi);
     }
-    int rc = fn(handle);
+    int rc = tl_real_dlclose(handle);
     /* Not in a raw-clone child (tl_active reads false there, gate.c): it
      * unwinds nothing, and a thread of ours may have held these caches' locks. */
     if (rc == 0)
-        atomic_fetch_add_explicit(&tl_dlcloses, 1, memory_order_release); /* resolve.c's driver symbols */
+        atomic_fetch_add_explicit(&tl_dlcloses, 1, memory_order_release); /* lookup.c's driver symbols */
     if (rc == 0 && atomic_load(&tl_active)) {
         unw_flush_cache(unw_local_addr_space, 0, 0);
         tl_cfi_flush(); /* cfi_walk.c's rules by address */

@@ -28,14 +28,6 @@ static bool maybe_ours(const char *name)
     return strncmp(name, "cuda", 4) == 0 && isupper((unsigned char)name[4]);
 }
 
-static bool is_our_hook(void *fn)
-{
-    for (int i = 0; i < TL_HOOK_COUNT; i++)
-        if (tl_hooks[i].hook == fn)
-            return true;
-    return false;
-}
-
 /* Called by the dlsym trampoline.  Does no initialisation beyond resolving
  * glibc's dlsym: heavy work inside dlsym hung driver start-up in other
  * interposers (HAMi-core #52). */
@@ -60,7 +52,7 @@ void *tl_dlsym_route(void *handle, const char *name, void **result)
         *result = NULL;
         return NULL;
     }
-    if (is_our_hook(real)) {
+    if (tl_is_own_hook(real)) {
         /* RTLD_DEFAULT found our export first.  Answer as the process would
          * without us: our hook if a real definition exists, else NULL. */
         if (!tl_real((enum tl_hook_id)(h - tl_hooks)))
@@ -113,7 +105,7 @@ static bool known_base(const char *symbol)
  * a variant.  Then by the version table. */
 static void swap_in_hook(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
-    if (!symbol || !pfn || !*pfn || !known_base(symbol) || is_our_hook(*pfn))
+    if (!symbol || !pfn || !*pfn || !known_base(symbol) || tl_is_own_hook(*pfn))
         return;
     for (int i = 0; i < TL_HOOK_COUNT; i++) {
         struct tl_hook *h = &tl_hooks[i];

@@ -315,27 +315,3 @@ void tl_snapshot_after_fork(bool follow)
         tl_snapshot_watch();
 }
 
-TL_EXPORT void tensorleak_mark(const char *label);
-void tensorleak_mark(const char *label)
-{
-    tl_init();
-    tl_mark(label);
-}
-
-TL_EXPORT int tensorleak_snapshot(const char *label);
-int tensorleak_snapshot(const char *label)
-{
-    tl_init();
-    if (!atomic_load(&tl_active))
-        return -1;
-    return tl_report_write(TL_REASON_API, label, NULL, NULL);
-}
-
-TL_EXPORT int tensorleak_snapshot_to(const char *label, const char *path);
-int tensorleak_snapshot_to(const char *label, const char *path)
-{
-    tl_init();
-    if (!atomic_load(&tl_active) || !path || !*path)
-        return -1;
-    return tl_report_write_to(label, path);
-}

@@ -36,11 +36,10 @@ static void add_row(struct tl_callsite *cs, void *arg)
  * live allocations), one per call site that holds live allocations, and
  * returns how many such sites there are: more than `max_rows` means the
  * buffer was short (call again with a bigger one).  -1 when not tracking
- * (before init, after the exit report, or a bad argument). */
-TL_EXPORT long tensorleak_site_bytes(uint64_t *rows, long max_rows);
-long tensorleak_site_bytes(uint64_t *rows, long max_rows)
+ * (before init, after the exit report, or a bad argument).  The client
+ * API's tensorleak_site_bytes (api.c) starts the library first. */
+long tl_site_bytes(uint64_t *rows, long max_rows)
 {
-    tl_init();
     if (!atomic_load(&tl_active) || max_rows < 0 || (max_rows > 0 && !rows))
         return -1;
     struct site_rows r = {rows, max_rows, 0};

@@ -509,7 +509,7 @@ void *tl_dlopen_route(int which, uintptr_t arg2, uintptr_t arg3)
 {
     void *fn = real_dl(which);
     /* RTLD_NOLOAD loads nothing: tensorleak's own lookups in libcuda.so.1
-     * (resolve.c), which may come once per allocation, look for nothing. */
+     * (lookup.c), which may come once per allocation, look for nothing. */
     if ((int)(which ? arg3 : arg2) & RTLD_NOLOAD)
         return fn;
     atomic_fetch_add(&loads_begun, 1);

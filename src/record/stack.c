@@ -43,7 +43,7 @@
  * evaluation-loop frames (pyframes.c); see tl_stack_capture.
  */
 #define UNW_LOCAL_ONLY
-#include "tl_internal.h"
+#include "record.h"
 
 #include <dlfcn.h>
 #include <libunwind.h>

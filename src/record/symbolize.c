@@ -14,7 +14,6 @@
 #include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
-#include <link.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -82,22 +81,6 @@ static const Dwfl_Callbacks callbacks = {
     .find_debuginfo = find_debuginfo_local,
     .debuginfo_path = &debuginfo_path,
 };
-
-static int count_loads(struct dl_phdr_info *info, size_t size, void *data)
-{
-    unsigned long long *counts = data;
-    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
-        counts[0] = info->dlpi_adds;
-        counts[1] = info->dlpi_subs;
-    }
-    return 1; /* the counts are the same in every entry: the first will do */
-}
-
-void tl_module_loads(unsigned long long counts[2])
-{
-    counts[0] = counts[1] = 0;
-    dl_iterate_phdr(count_loads, counts);
-}
 
 void *tl_symbolizer_open(void)
 {

@@ -5,6 +5,8 @@
  * teardown releases).
  */
 #include "counts.h"
+#include "owners.h"
+#include "record.h"
 #include "tl_internal.h"
 
 #include <string.h>
@@ -97,7 +99,7 @@ atomic_bool tl_watch_pending;
 
 /* The watcher thread starts here, in the program's own thread at its first
  * tracked allocation, after the driver symbols the watcher calls have been
- * looked up (resolve.c): a look-up takes the loader's lock, and a thread of
+ * looked up (lookup.c): a look-up takes the loader's lock, and a thread of
  * ours holding it at the moment the program makes a child by raw clone (no
  * fork handlers) leaves it held in the child, whose exit() then waits for it
  * forever.  By now the driver is loaded: the runtime loads it inside the

@@ -1,7 +1,7 @@
 /*
  * fuzz_options.c — libFuzzer target for the option parsers of src/base/options.c
  * (tl_parse_bool/size/int/fail_on/signal), TENSORLEAK_OUTPUT's pattern
- * expansion (tl_expand_pattern, src/publish/report_file.c) and tl_options_load over an
+ * expansion (tl_expand_pattern, src/base/report_name.c) and tl_options_load over an
  * environment made from the input.  The first byte picks the parser.
  */
 #include "tl_internal.h"
@@ -66,10 +66,3 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     return 0;
 }
 
-/* The preload life cycle and the driver lookups (preload.c, resolve.c) are
- * not linked: the option code needs none of them. */
-void tl_init(void) {}
-void *tl_driver_symbol(const char *name) { (void)name; return NULL; }
-void tl_driver_symbols_prefetch(void) {}
-void *tl_resolve_next(const char *name) { (void)name; return NULL; }
-void *tl_real_dlsym(void *handle, const char *name) { (void)handle; (void)name; return NULL; }

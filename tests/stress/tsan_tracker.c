@@ -8,7 +8,8 @@
  * thread's band that it takes over through an atomic hand-off slot, so
  * inserts and removes of one address happen on different threads.  The
  * survivors are exact: THREADS * SURVIVORS rows of SURVIVOR_BYTES.
- * Stubs stand in for the preload life cycle and the driver (none here).
+ * The preload layer is not linked (the layers below it never call it), and
+ * the driver look-ups find no driver here.
  */
 #include "tl_internal.h"
 
@@ -19,13 +20,6 @@
 #define SURVIVORS 5
 #define SURVIVOR_BYTES 4096u
 #define SLOTS 32
-
-/* ---- stubs for what preload.c / resolve.c provide ---------------------- */
-void tl_init(void) {}
-void *tl_driver_symbol(const char *name) { (void)name; return NULL; }
-void tl_driver_symbols_prefetch(void) {}
-void *tl_resolve_next(const char *name) { (void)name; return NULL; }
-void *tl_real_dlsym(void *handle, const char *name) { (void)handle; (void)name; return NULL; }
 
 static long ops = 200000;
 #define BASE 0x100000000ull

@@ -5,7 +5,7 @@
  * frame is not on the native stack.  The interpreter cases run for real in
  * tests/python.
  */
-#include "tl_internal.h"
+#include "record.h"
 
 #include <criterion/criterion.h>
 #include <string.h>

@@ -1,0 +1,160 @@
+/*
+ * lookup.c — functions of other libraries that tensorleak calls itself,
+ * found without the hooks: glibc's dlsym (by version: glibc 2.34 moved it
+ * into libc, dlsym@GLIBC_2.34; older ones have dlsym@GLIBC_2.2.5 in libdl),
+ * the driver's entry points that reports and the watcher call
+ * (cuCtxGetCurrent, cuMemGetInfo_v2, ...), and the loader's counts of loads
+ * and unloads that say when an answer may be stale.  Every layer above uses
+ * it and it uses none of them; the hooks' own real functions are
+ * resolve.c's (preload/), which asks here.
+ */
+#include "tl_internal.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <string.h>
+
+typedef void *(*dlsym_fn)(void *, const char *);
+static _Atomic(dlsym_fn) real_dlsym;
+
+static dlsym_fn load_real_dlsym(void)
+{
+    dlsym_fn fn = atomic_load_explicit(&real_dlsym, memory_order_acquire);
+    if (TL_LIKELY(fn))
+        return fn;
+    fn = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!fn)
+        fn = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    atomic_store_explicit(&real_dlsym, fn, memory_order_release);
+    return fn;
+}
+
+void *tl_real_dlsym(void *handle, const char *name)
+{
+    dlsym_fn fn = load_real_dlsym();
+    return fn ? fn(handle, name) : NULL;
+}
+
+/* Successful dlcloses through our interposer (modules.c): a driver symbol
+ * looked up before one may point into a library that is gone. */
+atomic_uint tl_dlcloses;
+
+int tl_real_dlclose(void *handle)
+{
+    typedef int (*dlclose_fn)(void *);
+    static _Atomic(dlclose_fn) real_dlclose;
+    dlclose_fn close_fn = atomic_load(&real_dlclose);
+    if (!close_fn) {
+        close_fn = (dlclose_fn)tl_real_dlsym(RTLD_NEXT, "dlclose");
+        atomic_store(&real_dlclose, close_fn);
+    }
+    return close_fn ? close_fn(handle) : -1;
+}
+
+/* The look-up itself: the libcuda.so.1 the program already loaded.
+ * RTLD_NOLOAD: we never load a driver the program did not load.  No handle is
+ * kept: a program (or NVIDIA's static runtime, when the driver is unusable)
+ * may dlclose the driver, and a kept handle would then point at an unmapped
+ * library. */
+static void *driver_lookup(const char *name)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
+    if (!h)
+        return NULL;
+    void *fn = tl_real_dlsym(h, name);
+    /* glibc's dlclose, not our interposer (modules.c): this runs inside
+     * reports, with the tables locked. */
+    tl_real_dlclose(h);
+    return fn;
+}
+
+/* A driver symbol we call ourselves (cuCtxGetCurrent, cuMemGetInfo_v2, ...),
+ * or, for tl_real (resolve.c), one we hook: the answer is what the driver's
+ * handle finds, and tl_real refuses it if that is a hook of ours.
+ * Found answers are kept, by name, until the next dlclose: dlopen and dlsym
+ * take the loader's lock, and the watcher asks on every live update.  A
+ * thread that holds that lock when the program makes a child by raw clone
+ * (no fork handlers, the lock not reset) leaves it held in the child, whose
+ * exit() then waits for it forever in the loader's finalisation.  Names
+ * are string literals of ours, a handful: a slot per name, taken in order. */
+#define DRIVER_SYMBOLS 32
+static struct {
+    _Atomic(const char *) name;
+    _Atomic(void *) fn;
+    atomic_uint closes;        /* tl_dlcloses when fn was looked up */
+    atomic_ullong loads;       /* glibc's count of loads then (a miss is kept until it changes) */
+    atomic_bool looked;        /* fn (NULL too) is an answer */
+} driver_symbols[DRIVER_SYMBOLS];
+
+static unsigned long long module_adds(void)
+{
+    unsigned long long counts[2];
+    tl_module_loads(counts); /* dl_iterate_phdr: the loader's list lock, never its main lock */
+    return counts[0];
+}
+
+void *tl_driver_symbol(const char *name)
+{
+    unsigned closes = atomic_load_explicit(&tl_dlcloses, memory_order_acquire);
+    int i = 0;
+    for (; i < DRIVER_SYMBOLS; i++) {
+        const char *n = atomic_load_explicit(&driver_symbols[i].name, memory_order_acquire);
+        if (!n) {
+            const char *expected = NULL;
+            if (atomic_compare_exchange_strong(&driver_symbols[i].name, &expected, name) || expected == name ||
+                strcmp(expected, name) == 0)
+                break;
+            continue;
+        }
+        if (n == name || strcmp(n, name) == 0)
+            break;
+    }
+    if (i == DRIVER_SYMBOLS)
+        return driver_lookup(name); /* more names than slots: asked each time */
+    if (atomic_load_explicit(&driver_symbols[i].looked, memory_order_acquire) &&
+        atomic_load_explicit(&driver_symbols[i].closes, memory_order_relaxed) == closes) {
+        void *fn = atomic_load_explicit(&driver_symbols[i].fn, memory_order_relaxed);
+        if (fn || atomic_load_explicit(&driver_symbols[i].loads, memory_order_relaxed) == module_adds())
+            return fn;
+    }
+    unsigned long long loads = module_adds();
+    void *fn = driver_lookup(name);
+    atomic_store_explicit(&driver_symbols[i].looked, false, memory_order_relaxed);
+    atomic_store_explicit(&driver_symbols[i].fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&driver_symbols[i].closes, closes, memory_order_relaxed);
+    atomic_store_explicit(&driver_symbols[i].loads, loads, memory_order_relaxed);
+    atomic_store_explicit(&driver_symbols[i].looked, true, memory_order_release);
+    return fn;
+}
+
+void tl_driver_symbols_prefetch(void)
+{
+    static const char *const watched[] = {
+        "cuMemGetInfo_v2",            /* growth.c: each device's figures */
+        "cuDeviceGet",                /* pools.c */
+        "cuDeviceGetGraphMemAttribute",
+        "cuMemPoolGetAttribute",
+        "cuDeviceGetMemPool",
+        "cuDeviceGetDefaultMemPool",
+    };
+    for (size_t i = 0; i < sizeof watched / sizeof watched[0]; i++)
+        (void)tl_driver_symbol(watched[i]);
+}
+
+/* ---- the loader's counts ------------------------------------------------- */
+
+static int count_loads(struct dl_phdr_info *info, size_t size, void *data)
+{
+    unsigned long long *counts = data;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+        counts[0] = info->dlpi_adds;
+        counts[1] = info->dlpi_subs;
+    }
+    return 1; /* the counts are the same in every entry: the first will do */
+}
+
+void tl_module_loads(unsigned long long counts[2])
+{
+    counts[0] = counts[1] = 0;
+    dl_iterate_phdr(count_loads, counts);
+}
