@@ -42,7 +42,12 @@ static inline __attribute__((always_inline)) void tl_owner_count_kind(const stru
     if (tl_is_address_space(kind))
         return;
     /* Only a device row's aux can mark it held by a pool (pools.c). */
-    int o = TL_UNLIKELY(kind == TL_KIND_DEVICE && rec->aux) ? tl_owner_of_held_row(rec) : rec->owner - 1;
+    int o = rec->owner - 1;
+    if (TL_UNLIKELY(kind == TL_KIND_DEVICE && rec->aux)) {
+        tl_row_owner_fn held = atomic_load_explicit(&tl_held_row_owner, memory_order_acquire);
+        if (held)
+            o = held(rec);
+    }
     if (TL_UNLIKELY(o < 0))
         return;
     struct tl_owner_running *r = &tl_owner_running[o];

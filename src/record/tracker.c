@@ -4,14 +4,19 @@
  * counters and the policy (what counts as an invalid free, which memory a
  * teardown releases).
  */
-#include "counts.h"
-#include "tl_internal.h"
+#include "live_shard.h"
 
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 struct tl_stats tl_stats;
+/* State of the owner and budget families that counting reads on every row
+ * (counts.h): defined here and filled by owners.c and budget.c, so record/
+ * never calls into families/. */
+struct tl_owner_running tl_owner_running[TL_MAX_OWNERS];
+atomic_bool tl_budget_active;
+_Atomic(tl_row_owner_fn) tl_held_row_owner;
 /* initial-exec: a preloaded library has static TLS, so no __tls_get_addr
  * on the hot path (the hooks redeclare it the same way). */
 __thread int tl_hook_depth TL_TLS_IE;
@@ -141,7 +146,7 @@ static inline __attribute__((always_inline)) void track_alloc(enum tl_kind kind,
         .ctx = (uint8_t)ctx,
         .aux = aux,
     };
-    if (!tl_live_add(&rec, true)) {
+    if (!tl_live_insert(&rec, true)) {
         tl_note_dropped("out of memory for the live-allocation table");
         return;
     }
@@ -199,6 +204,23 @@ size_t tl_invalid_frees(struct tl_invalid_free_event *out, size_t max)
     return n;
 }
 
+/* A free that removed no row: rc is tl_live_take's (0 not found, -1 found
+ * with another kind, copied to *rec). */
+static __attribute__((noinline)) void free_not_tracked(int rc, uint8_t space, uint64_t addr, unsigned kinds_mask,
+                                                       const struct tl_live *rec)
+{
+    /* Attached: a pointer from before the attach is no invalid free. */
+    if (TL_UNLIKELY(atomic_load_explicit(&tl_attached, memory_order_relaxed)) && rc == 0 &&
+        tl_attach_freed_before(space, addr))
+        return;
+    /* Never seen, freed twice, or freed with the wrong API: the driver still
+     * gets the call unchanged and answers for itself. */
+    unsigned k = 0;
+    while (k < TL_KIND_COUNT && !(kinds_mask & (1u << k)))
+        k++;
+    record_invalid(addr, rc == -1 ? rec->kind : (uint8_t)(k < TL_KIND_COUNT ? k : 0));
+}
+
 bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out)
 {
     if (!atomic_load_explicit(&tl_active, memory_order_relaxed))
@@ -206,22 +228,13 @@ bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_
     /* The row goes straight to the caller's record (no second copy). */
     struct tl_live local;
     struct tl_live *rec = out ? out : &local;
-    int rc = tl_live_take(space, addr, kinds_mask, rec);
-    if (rc == 1) {
+    int rc = tl_live_remove(space, addr, kinds_mask, rec);
+    if (TL_LIKELY(rc == 1)) {
         if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed)))
             tl_budget_after_free(rec);
         return true;
     }
-    /* Attached: a pointer from before the attach is no invalid free. */
-    if (TL_UNLIKELY(atomic_load_explicit(&tl_attached, memory_order_relaxed)) && rc == 0 &&
-        tl_attach_freed_before(space, addr))
-        return false;
-    /* Never seen, freed twice, or freed with the wrong API: the driver still
-     * gets the call unchanged and answers for itself. */
-    unsigned k = 0;
-    while (k < TL_KIND_COUNT && !(kinds_mask & (1u << k)))
-        k++;
-    record_invalid(addr, rc == -1 ? rec->kind : (uint8_t)(k < TL_KIND_COUNT ? k : 0));
+    free_not_tracked(rc, space, addr, kinds_mask, rec);
     return false;
 }
 
