@@ -96,13 +96,14 @@ static inline struct shard *tl_shard_of(uint64_t h)
     return &tl_shards[h >> (64 - SHARD_BITS)];
 }
 
-/* tl_count_row with `owned` made a constant in each branch, so each copy
+/* tl_count_row with `owned` made a constant in each branch (`kind` is
+ * rec->kind, passed apart so that a caller that knows it as a constant folds
+ * the dispatch away), so each copy
  * carries only its own kind of add; device rows (cuMemAlloc, cudaMalloc:
  * nearly every row) get copies of their own with the kind's tests folded. */
 static inline __attribute__((always_inline)) void tl_shard_count(struct tl_shard_counts *c, const struct tl_live *rec,
-                                                                 int sign, bool fresh, bool owned)
+                                                                 uint8_t kind, int sign, bool fresh, bool owned)
 {
-    uint8_t kind = rec->kind;
     if (TL_LIKELY(kind == TL_KIND_DEVICE)) {
         if (TL_LIKELY(owned))
             tl_count_kind(c, rec, TL_KIND_DEVICE, sign, fresh, true);
@@ -163,8 +164,9 @@ static inline long tl_shard_find(struct shard *s, uint64_t h, uint8_t space, uin
     }
 }
 
-/* tl_live_add (tl_internal.h), inline for tracker.c's allocations. */
-static inline __attribute__((always_inline)) bool tl_live_insert(const struct tl_live *rec, bool fresh)
+/* tl_live_add (tl_internal.h), inline for tracker.c's allocations; `kind`
+ * is rec->kind (a constant where the caller knows it). */
+static inline __attribute__((always_inline)) bool tl_live_insert(const struct tl_live *rec, uint8_t kind, bool fresh)
 {
     uint64_t h = tl_shard_mix(rec->space, rec->addr);
     struct shard *s = tl_shard_of(h);
@@ -190,7 +192,7 @@ static inline __attribute__((always_inline)) bool tl_live_insert(const struct tl
     }
     s->slots[i] = *rec;
     __atomic_store_n(&s->count, s->count + 1, __ATOMIC_RELAXED);
-    tl_shard_count(&s->counts, rec, 1, fresh, owned);
+    tl_shard_count(&s->counts, rec, kind, 1, fresh, owned);
     tl_shard_leave(s, owned);
     return true;
 }
@@ -208,7 +210,7 @@ static inline __attribute__((always_inline)) int tl_live_remove(uint8_t space, u
         *out = s->slots[i];
         rc = -1;
         if (TL_LIKELY(kinds_mask & (1u << out->kind))) {
-            tl_shard_count(&s->counts, out, -1, false, owned);
+            tl_shard_count(&s->counts, out, out->kind, -1, false, owned);
             tl_shard_delete_at(s, (size_t)i);
             rc = 1;
         }

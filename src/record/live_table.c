@@ -353,7 +353,7 @@ bool tl_shard_grow(struct shard *s)
 
 bool tl_live_add(const struct tl_live *rec, bool fresh)
 {
-    return tl_live_insert(rec, fresh);
+    return tl_live_insert(rec, rec->kind, fresh);
 }
 
 int tl_live_take(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out)

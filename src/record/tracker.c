@@ -27,6 +27,7 @@ struct tracker_tls {
     unsigned ctx_generation; /* of the cached context */
     void *ctx;               /* the context last resolved on this thread */
     int ctx_index;
+    int ctx_device;          /* its device as the table of contexts says */
 };
 static __thread struct tracker_tls tt TL_TLS_IE;
 
@@ -146,12 +147,16 @@ static inline __attribute__((always_inline)) void track_alloc(enum tl_kind kind,
         .ctx = (uint8_t)ctx,
         .aux = aux,
     };
-    if (!tl_live_insert(&rec, true)) {
+    if (!tl_live_insert(&rec, (uint8_t)kind, true)) {
         tl_note_dropped("out of memory for the live-allocation table");
         return;
     }
-    if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed)))
-        tl_budget_after_alloc(cs, &rec);
+    if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed))) {
+        /* A copy: `rec` itself never has its address taken, so it can stay
+         * in registers and be stored straight into its slot. */
+        struct tl_live row = rec;
+        tl_budget_after_alloc(cs, &row);
+    }
     if (TL_UNLIKELY(tl_oom_pending))
         tl_oom_allocated_slow(); /* the framework recovered from its failure: report it now */
     if (TL_UNLIKELY(atomic_load_explicit(&tl_bridge_setup_nudges, memory_order_relaxed) > 0))
@@ -226,15 +231,13 @@ bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_
     if (!atomic_load_explicit(&tl_active, memory_order_relaxed))
         return false;
     /* The row goes straight to the caller's record (no second copy). */
-    struct tl_live local;
-    struct tl_live *rec = out ? out : &local;
-    int rc = tl_live_remove(space, addr, kinds_mask, rec);
+    int rc = tl_live_remove(space, addr, kinds_mask, out);
     if (TL_LIKELY(rc == 1)) {
         if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed)))
-            tl_budget_after_free(rec);
+            tl_budget_after_free(out);
         return true;
     }
-    free_not_tracked(rc, space, addr, kinds_mask, rec);
+    free_not_tracked(rc, space, addr, kinds_mask, out);
     return false;
 }
 
@@ -282,7 +285,9 @@ struct ctx_entry {
 static struct ctx_entry contexts[TL_MAX_CONTEXTS + 1];
 static int ncontexts;
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_uint ctx_generation; /* bumps when a context goes away */
+/* Bumps when a context goes away or its device changes: each thread's cached
+ * context (tracker_tls) is stale then. */
+static atomic_uint ctx_generation;
 
 static int ctx_index_locked(void *ctx, int device, bool primary)
 {
@@ -290,8 +295,11 @@ static int ctx_index_locked(void *ctx, int device, bool primary)
         if (contexts[i].ctx == ctx) {
             if (primary)
                 contexts[i].primary = true;
-            if (device >= 0)
+            if (device >= 0 && contexts[i].device != device) {
                 contexts[i].device = device;
+                /* Threads cache a context's device with its index. */
+                atomic_fetch_add_explicit(&ctx_generation, 1, memory_order_release);
+            }
             return i;
         }
     if (ncontexts >= TL_MAX_CONTEXTS)
@@ -331,9 +339,11 @@ static __attribute__((noinline)) int context_index_slow(void *ctx, unsigned gen,
         dev = -1;
     pthread_mutex_lock(&ctx_lock);
     int idx = ctx_index_locked(ctx, dev, false);
+    int idx_device = tl_context_device((uint8_t)idx);
     pthread_mutex_unlock(&ctx_lock);
     tt.ctx = ctx;
     tt.ctx_index = idx;
+    tt.ctx_device = idx_device;
     tt.ctx_generation = gen;
     if (device_out)
         *device_out = dev;
@@ -363,7 +373,7 @@ static inline int current_context_index(int *device_out)
     unsigned gen = atomic_load_explicit(&ctx_generation, memory_order_acquire);
     if (TL_LIKELY(ctx == tt.ctx && gen == tt.ctx_generation)) {
         if (device_out)
-            *device_out = tl_context_device((uint8_t)tt.ctx_index);
+            *device_out = tt.ctx_device;
         return tt.ctx_index;
     }
     return context_index_slow(ctx, gen, device_out);
