@@ -60,7 +60,10 @@ bool tl_shard_grow(struct shard *s);
 static inline __attribute__((always_inline)) bool tl_shard_enter(struct shard *s)
 {
     unsigned token = tl_table_thread.token;
-    if (TL_LIKELY(token != 0) && atomic_load_explicit(&tl_table_owner, memory_order_relaxed) == token) {
+    /* The busy flag is raised before `owner` is read at all: a thread with a
+     * slot that does not own the table only lowers it again (nobody waits
+     * on a non-owner's flag), and the owner reads `owner` once. */
+    if (TL_LIKELY(token != 0)) {
         atomic_int *busy = tl_table_thread.busy;
         atomic_store_explicit(busy, 1, memory_order_relaxed);
         atomic_signal_fence(memory_order_seq_cst); /* the revoker's membarrier orders the CPU */
