@@ -431,7 +431,7 @@ void tl_track_device_alloc(uint64_t addr, uint64_t size);
  * can receive the same address in between).  A pointer we never saw is an
  * invalid free; returns false then.  `kinds_mask` restricts which kinds the
  * freeing API may release (cuMemFreeHost frees only host memory, ...).
- * *out (required) gets the removed row; its contents are unspecified
+ * *out (when not NULL) gets the removed row; its contents are unspecified
  * when false is returned. */
 bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out);
 /* Drops a removed row from the totals (call-site, process, device). */

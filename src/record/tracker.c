@@ -231,13 +231,15 @@ bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_
     if (!atomic_load_explicit(&tl_active, memory_order_relaxed))
         return false;
     /* The row goes straight to the caller's record (no second copy). */
-    int rc = tl_live_remove(space, addr, kinds_mask, out);
+    struct tl_live local;
+    struct tl_live *rec = out ? out : &local;
+    int rc = tl_live_remove(space, addr, kinds_mask, rec);
     if (TL_LIKELY(rc == 1)) {
         if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed)))
-            tl_budget_after_free(out);
+            tl_budget_after_free(rec);
         return true;
     }
-    free_not_tracked(rc, space, addr, kinds_mask, out);
+    free_not_tracked(rc, space, addr, kinds_mask, rec);
     return false;
 }
 
