@@ -366,6 +366,7 @@ struct tl_shard_site {
     uint32_t allocs; /* pending total_allocs */
     long long bytes; /* pending live_bytes */
     long long count; /* pending live_count */
+    long long unused; /* pads a slot to 32 bytes: a slot's address is a shift of its index */
 };
 struct tl_shard_counts {
     unsigned long long total_allocs;               /* ever, this shard */
@@ -466,13 +467,19 @@ struct tl_owner_running {
     _Alignas(16) atomic_llong live;
     atomic_llong peak;
 };
-extern struct tl_owner_running tl_owner_running[TL_MAX_OWNERS];
+extern struct tl_owner_running tl_owner_running[TL_MAX_OWNERS]; /* defined in tracker.c */
 /* Decides the owner of a call site (dladdr names; no lock of ours held
  * meanwhile) and keeps it in cs->owner. */
 void tl_owner_decide(struct tl_callsite *cs);
 /* The owner of a device row whose aux is set: "annotated pools" when a pool
- * holds it as a segment, else the row's own (-1: none). */
+ * holds it as a segment, else the row's own (-1: none).  tl_owners_load
+ * hands it to the tracker as tl_held_row_owner (counts.h). */
 int tl_owner_of_held_row(const struct tl_live *rec);
+/* What counts.h asks for a device row whose aux is set; NULL until the
+ * owners are loaded (the row's own owner then).  Defined in tracker.c, so
+ * that record/ reads the owners' state and never calls into families/. */
+typedef int (*tl_row_owner_fn)(const struct tl_live *rec);
+extern _Atomic(tl_row_owner_fn) tl_held_row_owner;
 
 /* Reads the owner rules (tl_opt.owners, then the shipped ones unless
  * TENSORLEAK_DEFAULT_OWNERS is off), at start. */
@@ -505,7 +512,7 @@ size_t tl_ipc_exports(struct tl_ipc_export *out, size_t max);
 void tl_ipc_after_fork(void);
 
 /* ---- budget.c ------------------------------------------------------------ */
-extern atomic_bool tl_budget_active;    /* a TENSORLEAK_BUDGET is set */
+extern atomic_bool tl_budget_active;    /* a TENSORLEAK_BUDGET is set (defined in tracker.c, set here) */
 extern atomic_bool tl_budget_enforcing; /* ... and TENSORLEAK_BUDGET_ENFORCE */
 struct tl_callsite;
 void tl_budget_after_alloc(struct tl_callsite *cs, const struct tl_live *rec);

@@ -29,8 +29,7 @@
 
 enum { CLASSES = TL_BUDGET_CLASSES }; /* cache, workspace, library, user: owners.c's order */
 
-atomic_bool tl_budget_active;
-atomic_bool tl_budget_enforcing;
+atomic_bool tl_budget_enforcing; /* tl_budget_active is tracker.c's */
 static uint64_t total_budget;            /* 0 = none */
 static uint64_t class_budget[CLASSES];   /* 0 = none */
 static atomic_llong class_live[CLASSES][TL_MAX_DEVICES];

@@ -68,8 +68,8 @@ static int graph_owner = -1;
 static pthread_mutex_t owners_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t static_lock = PTHREAD_MUTEX_INITIALIZER; /* static_frames below */
 
-/* Running totals per owner index (counts.h keeps them, tl_owner_count_row). */
-struct tl_owner_running tl_owner_running[TL_MAX_OWNERS];
+/* Running totals per owner index: tl_owner_running (tracker.c), kept by
+ * counts.h. */
 _Static_assert(TL_MAX_OWNERS == MAX_OWNERS, "one owner limit");
 
 static int find_or_add_owner(const char *name, enum owner_class cls)
@@ -227,6 +227,7 @@ void tl_owners_load(void)
     pools_owner = find_or_add_owner("annotated pools", CLASS_CACHE);
     graph_owner = find_or_add_owner("CUDA graph memory", CLASS_CACHE);
     pthread_mutex_unlock(&owners_lock);
+    atomic_store_explicit(&tl_held_row_owner, tl_owner_of_held_row, memory_order_release);
     tl_demangler(); /* a C++ program's, found at start */
     static bool atfork_registered;
     if (!atfork_registered && pthread_atfork(NULL, NULL, owners_after_fork_child) == 0)

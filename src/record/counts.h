@@ -34,15 +34,21 @@ static inline void tl_shard_add(long long *x, long long d)
 }
 
 /* A row entering (bytes > 0) or leaving the live table, inside its critical
- * section (tl_count_row, live_table.c): its owner's running live bytes and
- * peak (address space counts in none, nor a row of no owner).  Inline: it runs on every allocation and free. */
+ * section (tl_count_row, live_table.c): its owner's running live bytes and,
+ * when they grew (`entering`), their peak.  Address space counts in none,
+ * nor a row of no owner.  Inline: it runs on every allocation and free. */
 static inline __attribute__((always_inline)) void tl_owner_count_kind(const struct tl_live *rec, uint8_t kind,
-                                                                      long long bytes, bool exclusive)
+                                                                      long long bytes, bool entering, bool exclusive)
 {
     if (tl_is_address_space(kind))
         return;
     /* Only a device row's aux can mark it held by a pool (pools.c). */
-    int o = TL_UNLIKELY(kind == TL_KIND_DEVICE && rec->aux) ? tl_owner_of_held_row(rec) : rec->owner - 1;
+    int o = rec->owner - 1;
+    if (TL_UNLIKELY(kind == TL_KIND_DEVICE && rec->aux)) {
+        tl_row_owner_fn held = atomic_load_explicit(&tl_held_row_owner, memory_order_acquire);
+        if (held)
+            o = held(rec);
+    }
     if (TL_UNLIKELY(o < 0))
         return;
     struct tl_owner_running *r = &tl_owner_running[o];
@@ -53,7 +59,7 @@ static inline __attribute__((always_inline)) void tl_owner_count_kind(const stru
     } else {
         now = atomic_fetch_add_explicit(&r->live, bytes, memory_order_relaxed) + bytes;
     }
-    if (bytes > 0) {
+    if (entering) {
         if (exclusive)
             tl_raise_peak_exclusive(&r->peak, now);
         else
@@ -64,7 +70,7 @@ static inline __attribute__((always_inline)) void tl_owner_count_kind(const stru
 static inline __attribute__((always_inline)) void tl_owner_count_row(const struct tl_live *rec, long long bytes,
                                                                      bool exclusive)
 {
-    tl_owner_count_kind(rec, rec->kind, bytes, exclusive);
+    tl_owner_count_kind(rec, rec->kind, bytes, bytes > 0, exclusive);
 }
 
 /* Adds (sign +1) or drops (-1) a row to/from the totals; the caller holds
@@ -91,7 +97,7 @@ static inline __attribute__((always_inline)) void tl_count_kind(struct tl_shard_
         s->count += sign;
         s->allocs += fresh;
     }
-    tl_owner_count_kind(rec, kind, bytes, exclusive); /* the owner's running peak, as the process's below */
+    tl_owner_count_kind(rec, kind, bytes, sign > 0, exclusive); /* the owner's running peak, as the process's below */
     if (!tl_holds_memory(kind) || kind == TL_KIND_POOL_BLOCK)
         return; /* pool blocks live inside segments already counted */
     if (kind == TL_KIND_ASYNC)

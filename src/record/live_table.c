@@ -22,8 +22,7 @@
  * tl_live_unlock_all fold them into tl_stats and the call sites, so the
  * holder of every lock reads totals that agree with the rows.
  */
-#include "counts.h"
-#include "tl_internal.h"
+#include "live_shard.h"
 
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -34,19 +33,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SHARD_BITS 6
-#define NSHARDS (1u << SHARD_BITS)
-#define INITIAL_CAP 256u
+#define INITIAL_CAP 256u /* a shard's slots at its first insert */
 
-struct shard {
-    atomic_int lock; /* 0 free, 1 held: shard_lock below */
-    struct tl_live *slots;
-    size_t cap; /* power of two, or 0 before the first insert */
-    size_t count;
-    struct tl_shard_counts counts; /* tracker.c's totals for these rows */
-} __attribute__((aligned(64)));
-
-static struct shard shards[NSHARDS];
+struct shard tl_shards[NSHARDS];
 
 /* The shard lock: one exchange to take it, a release store to drop it (a
  * pthread mutex costs a second locked instruction on unlock, plus two calls).
@@ -124,36 +113,22 @@ static inline void shard_unlock(struct shard *s)
 #define OWNER_BUILD 1
 #endif
 
-#define OWNER_SLOTS 64         /* threads that may hold a slot at once */
 #define CLAIM_AFTER 64u        /* locked operations in a row before claiming */
 #define CLAIM_SHIFT_MAX 14      /* each loss doubles the wait, up to 64 << 14 = 2^20 */
 #define REVOKING UINT32_MAX
 
-/* owner: 0 nobody, REVOKING, or slot + 1 of the owning thread. */
-static atomic_uint owner;
+atomic_uint tl_table_owner; /* live_shard.h */
 static pthread_mutex_t owner_lock = PTHREAD_MUTEX_INITIALIZER;
 /* A thread gets a slot on its first claim and gives it back when it exits
  * (slot_key's destructor), so short-lived threads do not use them up. */
-static struct {
-    atomic_int busy; /* written by its thread only */
-    bool taken;      /* under owner_lock */
-} __attribute__((aligned(64))) owner_slot[OWNER_SLOTS];
+struct tl_owner_slot tl_owner_slot[OWNER_SLOTS];
 static pthread_key_t slot_key;
 static atomic_ulong claims; /* ownerships begun, for tests */
 /* The last revocation was a report's (lock_all): not the owner's loss. */
 static atomic_bool revoked_for_report;
 static atomic_bool owning_possible; /* membarrier works: claiming is allowed */
 
-struct table_tls {
-    unsigned token;     /* slot + 1; 0 while the thread has no slot */
-    unsigned streak;    /* locked operations since the last claim attempt */
-    unsigned claim_shift; /* losses so far: claims after CLAIM_AFTER << claim_shift */
-    bool in_locked_shard; /* taking, holding or dropping a shard lock */
-    bool in_all;          /* the same for every lock (tl_live_lock_all) */
-    bool exiting;       /* gave its slot back: never claims again */
-    bool claimed;       /* owned the table since its last locked operation */
-};
-static __thread struct table_tls tab TL_TLS_IE;
+__thread struct tl_table_tls tl_table_thread TL_TLS_IE;
 
 /* At thread exit.  An exiting owner is in no section, so it hands the table
  * back without a handshake; its later hook calls (other keys' destructors)
@@ -161,31 +136,33 @@ static __thread struct table_tls tab TL_TLS_IE;
 static void give_back_slot(void *arg)
 {
     unsigned token = (unsigned)(uintptr_t)arg;
-    tab.in_all = true; /* owner_lock held: no report from a signal handler */
+    tl_table_thread.in_all = true; /* owner_lock held: no report from a signal handler */
     atomic_signal_fence(memory_order_seq_cst);
     pthread_mutex_lock(&owner_lock);
-    if (atomic_load(&owner) == token)
-        atomic_store(&owner, 0);
+    if (atomic_load(&tl_table_owner) == token)
+        atomic_store(&tl_table_owner, 0);
     /* Whatever this thread left behind (a longjmp out of a section), the
      * next holder of the slot starts idle. */
-    atomic_store(&owner_slot[token - 1].busy, 0);
-    owner_slot[token - 1].taken = false;
+    atomic_store(&tl_owner_slot[token - 1].busy, 0);
+    tl_owner_slot[token - 1].taken = false;
     pthread_mutex_unlock(&owner_lock);
-    tab.token = 0;
-    tab.exiting = true;
+    tl_table_thread.token = 0;
+    tl_table_thread.busy = NULL;
+    tl_table_thread.exiting = true;
     atomic_signal_fence(memory_order_seq_cst);
-    tab.in_all = false;
+    tl_table_thread.in_all = false;
 }
 
 /* Under owner_lock. */
 static bool take_slot(void)
 {
     for (unsigned k = 0; k < OWNER_SLOTS; k++)
-        if (!owner_slot[k].taken) {
+        if (!tl_owner_slot[k].taken) {
             if (pthread_setspecific(slot_key, (void *)(uintptr_t)(k + 1)) != 0)
                 return false;
-            owner_slot[k].taken = true;
-            tab.token = k + 1;
+            tl_owner_slot[k].taken = true;
+            tl_table_thread.busy = &tl_owner_slot[k].busy;
+            tl_table_thread.token = k + 1;
             return true;
         }
     return false;
@@ -241,10 +218,10 @@ static bool ready_to_own(void)
 static void end_ownership(bool for_report)
 {
     pthread_mutex_lock(&owner_lock);
-    unsigned o = atomic_load(&owner);
+    unsigned o = atomic_load(&tl_table_owner);
     if (o != 0) {
         atomic_store_explicit(&revoked_for_report, for_report, memory_order_relaxed);
-        atomic_store(&owner, REVOKING);
+        atomic_store(&tl_table_owner, REVOKING);
         if (membarrier_call(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
             /* Registered, so this should not fail.  If it does, nobody
              * claims again, and the owner's store of busy gets far longer
@@ -256,9 +233,9 @@ static void end_ownership(bool for_report)
             struct timespec ms = {0, 1000000};
             nanosleep(&ms, NULL);
         }
-        for (unsigned i = 0; atomic_load_explicit(&owner_slot[o - 1].busy, memory_order_acquire); i++)
+        for (unsigned i = 0; atomic_load_explicit(&tl_owner_slot[o - 1].busy, memory_order_acquire); i++)
             wait_step(i);
-        atomic_store(&owner, 0);
+        atomic_store(&tl_table_owner, 0);
     }
     pthread_mutex_unlock(&owner_lock);
 }
@@ -269,108 +246,78 @@ static void unlock_every_shard(void);
 /* After a run of locked operations: take the table if nobody has it. */
 static void try_claim(void)
 {
-    tab.streak = 0;
-    if (!atomic_load_explicit(&owning_possible, memory_order_relaxed) || tab.exiting || atomic_load_explicit(&owner, memory_order_relaxed) != 0)
+    tl_table_thread.streak = 0;
+    if (!atomic_load_explicit(&owning_possible, memory_order_relaxed) || tl_table_thread.exiting || atomic_load_explicit(&tl_table_owner, memory_order_relaxed) != 0)
         return;
     /* owner_lock and, below, every shard lock: a signal handler on this
      * thread must not start a report meanwhile (tl_live_busy_here). */
-    tab.in_all = true;
+    tl_table_thread.in_all = true;
     atomic_signal_fence(memory_order_seq_cst);
     if (pthread_mutex_trylock(&owner_lock) != 0) {
         atomic_signal_fence(memory_order_seq_cst);
-        tab.in_all = false;
+        tl_table_thread.in_all = false;
         return;
     }
     if (!ready_to_own()) {
         /* No membarrier here: every access keeps its lock. */
-    } else if (!tab.token && !take_slot()) {
+    } else if (!tl_table_thread.token && !take_slot()) {
         /* Every slot is held by a live thread: stay locked until one
          * exits (the streak starts over, so no retry storm). */
-    } else if (atomic_load(&owner) == 0) {
+    } else if (atomic_load(&tl_table_owner) == 0) {
         /* With every shard lock held no locked section is running, and each
          * one that starts after sees the new owner under its lock. */
         lock_every_shard();
-        atomic_store_explicit(&owner, tab.token, memory_order_release);
+        atomic_store_explicit(&tl_table_owner, tl_table_thread.token, memory_order_release);
         atomic_fetch_add_explicit(&claims, 1, memory_order_relaxed);
-        tab.claimed = true;
+        tl_table_thread.claimed = true;
         unlock_every_shard();
     }
     pthread_mutex_unlock(&owner_lock);
     atomic_signal_fence(memory_order_seq_cst);
-    tab.in_all = false;
-}
-
-static bool enter_locked(struct shard *s);
-
-/* Enters shard s: true as the owner without the lock (leave with the same
- * value).  The owner's path is inline in every table operation; the rest
- * is enter_locked's. */
-static inline __attribute__((always_inline)) bool enter(struct shard *s)
-{
-    unsigned token = tab.token;
-    if (TL_LIKELY(token != 0) && atomic_load_explicit(&owner, memory_order_relaxed) == token) {
-        atomic_int *busy = &owner_slot[token - 1].busy;
-        atomic_store_explicit(busy, 1, memory_order_relaxed);
-        atomic_signal_fence(memory_order_seq_cst); /* the revoker's membarrier orders the CPU */
-        if (TL_LIKELY(atomic_load_explicit(&owner, memory_order_relaxed) == token))
-            return true;
-        atomic_store_explicit(busy, 0, memory_order_release);
-    }
-    return enter_locked(s);
+    tl_table_thread.in_all = false;
 }
 
 /* Takes shard s's lock (first ending another thread's ownership). */
-static __attribute__((noinline)) bool enter_locked(struct shard *s)
+__attribute__((noinline)) bool tl_shard_enter_locked(struct shard *s)
 {
-    if (TL_UNLIKELY(tab.claimed)) {
+    if (TL_UNLIKELY(tl_table_thread.claimed)) {
         /* Another thread took the table from us: claim later next time,
          * unless it only wanted a report. */
-        tab.claimed = false;
-        if (!atomic_load_explicit(&revoked_for_report, memory_order_relaxed) && tab.claim_shift < CLAIM_SHIFT_MAX)
-            tab.claim_shift++;
+        tl_table_thread.claimed = false;
+        if (!atomic_load_explicit(&revoked_for_report, memory_order_relaxed) && tl_table_thread.claim_shift < CLAIM_SHIFT_MAX)
+            tl_table_thread.claim_shift++;
     }
     /* Set before the lock is taken and cleared after it is dropped, so a
      * signal handler never mistakes a held lock for a free one. */
-    tab.in_locked_shard = true;
+    tl_table_thread.in_locked_shard = true;
     atomic_signal_fence(memory_order_seq_cst);
     for (;;) {
-        unsigned o = atomic_load_explicit(&owner, memory_order_acquire);
+        unsigned o = atomic_load_explicit(&tl_table_owner, memory_order_acquire);
         if (TL_UNLIKELY(o != 0))
             end_ownership(false);
         shard_lock(s);
         /* Acquire: a revoker's store of 0 follows the owner's lock-free
          * writes (it waited for them), and those may be to this shard. */
-        if (TL_LIKELY(atomic_load_explicit(&owner, memory_order_acquire) == 0))
+        if (TL_LIKELY(atomic_load_explicit(&tl_table_owner, memory_order_acquire) == 0))
             break;
         shard_unlock(s); /* claimed meanwhile */
     }
     return false;
 }
 
-static void leave_locked(struct shard *s);
-
-static inline __attribute__((always_inline)) void leave(struct shard *s, bool owned)
-{
-    if (TL_LIKELY(owned)) {
-        atomic_store_explicit(&owner_slot[tab.token - 1].busy, 0, memory_order_release);
-        return;
-    }
-    leave_locked(s);
-}
-
-static __attribute__((noinline)) void leave_locked(struct shard *s)
+__attribute__((noinline)) void tl_shard_leave_locked(struct shard *s)
 {
     shard_unlock(s);
     atomic_signal_fence(memory_order_seq_cst);
-    tab.in_locked_shard = false;
-    if (TL_UNLIKELY(++tab.streak >= CLAIM_AFTER << tab.claim_shift))
+    tl_table_thread.in_locked_shard = false;
+    if (TL_UNLIKELY(++tl_table_thread.streak >= CLAIM_AFTER << tl_table_thread.claim_shift))
         try_claim();
 }
 
 bool tl_live_busy_here(void)
 {
-    return tab.in_locked_shard || tab.in_all ||
-           (tab.token && atomic_load_explicit(&owner_slot[tab.token - 1].busy, memory_order_relaxed));
+    return tl_table_thread.in_locked_shard || tl_table_thread.in_all ||
+           (tl_table_thread.token && atomic_load_explicit(&tl_owner_slot[tl_table_thread.token - 1].busy, memory_order_relaxed));
 }
 
 unsigned long tl_live_claims(void)
@@ -380,57 +327,10 @@ unsigned long tl_live_claims(void)
 
 bool tl_live_owned_here(void)
 {
-    return tab.token && atomic_load(&owner) == tab.token;
-}
-static inline uint64_t mix(uint8_t space, uint64_t addr)
-{
-    /* One multiply spreads every input bit over the product's high half,
-     * where the shard bits are; folding that half down gives the slot bits
-     * (low) the same: allocations aligned to large powers of two do not
-     * share a probe chain.  Every table operation hashes, so it stays
-     * short (splitmix64's full finalizer cost three times as much). */
-    uint64_t z = (addr ^ ((uint64_t)space * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
-    return z ^ (z >> 32);
+    return tl_table_thread.token && atomic_load(&tl_table_owner) == tl_table_thread.token;
 }
 
-static inline struct shard *shard_of(uint64_t h)
-{
-    return &shards[h >> (64 - SHARD_BITS)];
-}
-
-/* tl_count_row with `owned` made a constant in each branch, so each copy
- * carries only its own kind of add; device rows (cuMemAlloc, cudaMalloc:
- * nearly every row) get copies of their own with the kind's tests folded. */
-static inline __attribute__((always_inline)) void count_row(struct tl_shard_counts *c, const struct tl_live *rec,
-                                                            int sign, bool fresh, bool owned)
-{
-    uint8_t kind = rec->kind;
-    if (TL_LIKELY(kind == TL_KIND_DEVICE)) {
-        if (TL_LIKELY(owned))
-            tl_count_kind(c, rec, TL_KIND_DEVICE, sign, fresh, true);
-        else
-            tl_count_kind(c, rec, TL_KIND_DEVICE, sign, fresh, false);
-    } else if (owned) {
-        tl_count_kind(c, rec, kind, sign, fresh, true);
-    } else {
-        tl_count_kind(c, rec, kind, sign, fresh, false);
-    }
-}
-
-static inline bool same(const struct tl_live *r, uint8_t space, uint64_t addr)
-{
-    return r->addr == addr && r->space == space;
-}
-
-/* Slot state: addr 0 with space 0 is empty.  Address 0 is never a valid
- * allocation in any space we track (handles start at 1 in real drivers too),
- * so it can mark emptiness. */
-static inline bool empty(const struct tl_live *r)
-{
-    return r->addr == 0;
-}
-
-static bool grow(struct shard *s)
+bool tl_shard_grow(struct shard *s)
 {
     size_t ncap = s->cap ? s->cap * 2 : INITIAL_CAP;
     struct tl_live *n = calloc(ncap, sizeof *n);
@@ -438,10 +338,10 @@ static bool grow(struct shard *s)
         return false;
     for (size_t i = 0; i < s->cap; i++) {
         struct tl_live *r = &s->slots[i];
-        if (empty(r))
+        if (tl_slot_empty(r))
             continue;
-        size_t j = mix(r->space, r->addr) & (ncap - 1);
-        while (!empty(&n[j]))
+        size_t j = tl_shard_mix(r->space, r->addr) & (ncap - 1);
+        while (!tl_slot_empty(&n[j]))
             j = (j + 1) & (ncap - 1);
         n[j] = *r;
     }
@@ -453,92 +353,17 @@ static bool grow(struct shard *s)
 
 bool tl_live_add(const struct tl_live *rec, bool fresh)
 {
-    uint64_t h = mix(rec->space, rec->addr);
-    struct shard *s = shard_of(h);
-    bool owned = enter(s);
-    if ((s->count + 1) * 5 > s->cap * 4 && !grow(s)) {
-        leave(s, owned);
-        return false;
-    }
-    size_t mask = s->cap - 1;
-    size_t i = h & mask;
-    while (!empty(&s->slots[i])) {
-        if (same(&s->slots[i], rec->space, rec->addr)) {
-            /* The driver handed out an address we still think is live: we
-             * missed its free (an untracked path).  The new row wins, and
-             * the old one leaves the totals with the table. */
-            tl_count_row(&s->counts, &s->slots[i], -1, false, owned);
-            s->slots[i] = *rec;
-            tl_count_row(&s->counts, rec, 1, fresh, owned);
-            leave(s, owned);
-            return true;
-        }
-        i = (i + 1) & mask;
-    }
-    s->slots[i] = *rec;
-    __atomic_store_n(&s->count, s->count + 1, __ATOMIC_RELAXED);
-    count_row(&s->counts, rec, 1, fresh, owned);
-    leave(s, owned);
-    return true;
-}
-
-/* Backward-shift deletion: closes the hole so every probe chain stays whole. */
-static void delete_at(struct shard *s, size_t i)
-{
-    size_t mask = s->cap - 1;
-    size_t j = i;
-    for (;;) {
-        j = (j + 1) & mask;
-        if (empty(&s->slots[j]))
-            break;
-        size_t home = mix(s->slots[j].space, s->slots[j].addr) & mask;
-        /* Move j back into the hole at i unless its home lies in (i, j]. */
-        bool in_between = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
-        if (in_between)
-            continue;
-        s->slots[i] = s->slots[j];
-        i = j;
-    }
-    s->slots[i] = (struct tl_live){0};
-    __atomic_store_n(&s->count, s->count - 1, __ATOMIC_RELAXED);
-}
-
-static long find(struct shard *s, uint64_t h, uint8_t space, uint64_t addr)
-{
-    if (!s->cap)
-        return -1;
-    size_t mask = s->cap - 1;
-    for (size_t i = h & mask;; i = (i + 1) & mask) {
-        if (empty(&s->slots[i]))
-            return -1;
-        if (same(&s->slots[i], space, addr))
-            return (long)i;
-    }
+    return tl_live_insert(rec, rec->kind, fresh);
 }
 
 int tl_live_take(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out)
 {
-    uint64_t h = mix(space, addr);
-    struct shard *s = shard_of(h);
-    bool owned = enter(s);
-    long i = find(s, h, space, addr);
-    int rc = 0;
-    if (i >= 0) {
-        *out = s->slots[i];
-        rc = -1;
-        if (kinds_mask & (1u << s->slots[i].kind)) {
-            count_row(&s->counts, out, -1, false, owned);
-            delete_at(s, (size_t)i);
-            rc = 1;
-        }
-    }
-    leave(s, owned);
-    return rc;
+    return tl_live_remove(space, addr, kinds_mask, out);
 }
 
 struct tl_shard_counts *tl_live_counts_of(const struct tl_live *rec)
 {
-    return &shard_of(mix(rec->space, rec->addr))->counts;
+    return &tl_shard_of(tl_shard_mix(rec->space, rec->addr))->counts;
 }
 
 static __thread bool holding_all TL_TLS_IE; /* this thread is inside lock_all */
@@ -547,7 +372,7 @@ static void fold(void)
 {
     struct tl_shard_counts *c[NSHARDS];
     for (unsigned k = 0; k < NSHARDS; k++)
-        c[k] = &shards[k].counts;
+        c[k] = &tl_shards[k].counts;
     tl_counts_fold_locked(c, NSHARDS);
 }
 
@@ -563,22 +388,22 @@ void tl_live_fold(void)
 
 bool tl_live_lookup(uint8_t space, uint64_t addr, struct tl_live *out)
 {
-    uint64_t h = mix(space, addr);
-    struct shard *s = shard_of(h);
-    bool owned = enter(s);
-    long i = find(s, h, space, addr);
+    uint64_t h = tl_shard_mix(space, addr);
+    struct shard *s = tl_shard_of(h);
+    bool owned = tl_shard_enter(s);
+    long i = tl_shard_find(s, h, space, addr);
     if (i >= 0 && out)
         *out = s->slots[i];
-    leave(s, owned);
+    tl_shard_leave(s, owned);
     return i >= 0;
 }
 
 bool tl_live_set_aux(uint8_t space, uint64_t addr, uint32_t aux)
 {
-    uint64_t h = mix(space, addr);
-    struct shard *s = shard_of(h);
-    bool owned = enter(s);
-    long i = find(s, h, space, addr);
+    uint64_t h = tl_shard_mix(space, addr);
+    struct shard *s = tl_shard_of(h);
+    bool owned = tl_shard_enter(s);
+    long i = tl_shard_find(s, h, space, addr);
     if (i >= 0) {
         /* The aux may change the row's owner (a segment an annotated pool
          * now holds): it leaves the old owner's figures and joins the new's. */
@@ -586,7 +411,7 @@ bool tl_live_set_aux(uint8_t space, uint64_t addr, uint32_t aux)
         s->slots[i].aux = aux;
         tl_owner_count_row(&s->slots[i], (long long)s->slots[i].size, owned);
     }
-    leave(s, owned);
+    tl_shard_leave(s, owned);
     return i >= 0;
 }
 
@@ -596,28 +421,28 @@ bool tl_live_set_aux(uint8_t space, uint64_t addr, uint32_t aux)
 static void lock_every_shard(void)
 {
     for (unsigned i = 0; i < NSHARDS; i++)
-        shard_lock(&shards[i]);
+        shard_lock(&tl_shards[i]);
 }
 
 static void unlock_every_shard(void)
 {
     for (unsigned i = NSHARDS; i-- > 0;)
-        shard_unlock(&shards[i]);
+        shard_unlock(&tl_shards[i]);
 }
 
 void tl_live_lock_all(void)
 {
     /* The owner needs only the locks: nobody else is in the table without
      * one.  Anyone else ends the ownership first. */
-    tab.in_all = true;
+    tl_table_thread.in_all = true;
     atomic_signal_fence(memory_order_seq_cst);
     for (;;) {
-        unsigned o = atomic_load(&owner);
-        if (o != 0 && o != tab.token)
+        unsigned o = atomic_load(&tl_table_owner);
+        if (o != 0 && o != tl_table_thread.token)
             end_ownership(true);
         lock_every_shard();
-        o = atomic_load(&owner);
-        if (o == 0 || o == tab.token)
+        o = atomic_load(&tl_table_owner);
+        if (o == 0 || o == tl_table_thread.token)
             break;
         unlock_every_shard();
     }
@@ -631,21 +456,21 @@ void tl_live_unlock_all(void)
     holding_all = false;
     unlock_every_shard();
     atomic_signal_fence(memory_order_seq_cst);
-    tab.in_all = false;
+    tl_table_thread.in_all = false;
 }
 
 /* Callers hold every shard lock (tl_live_lock_all). */
 void tl_live_foreach(bool (*fn)(const struct tl_live *, void *), void *arg)
 {
     for (unsigned k = 0; k < NSHARDS; k++) {
-        struct shard *s = &shards[k];
+        struct shard *s = &tl_shards[k];
         for (size_t i = 0; i < s->cap;) {
-            if (!empty(&s->slots[i]) && fn(&s->slots[i], arg)) {
+            if (!tl_slot_empty(&s->slots[i]) && fn(&s->slots[i], arg)) {
                 /* The shift may move a not-yet-visited row into slot i (from a
                  * later slot) — or, at the wrap-around, one already visited
                  * from the front; the latter is harmless for our callers
                  * because fn is idempotent on rows it keeps. */
-                delete_at(s, i);
+                tl_shard_delete_at(s, i);
                 continue;
             }
             i++;
@@ -657,7 +482,7 @@ long long tl_live_sum_count(void)
 {
     long long n = 0;
     for (unsigned k = 0; k < NSHARDS; k++)
-        n += __atomic_load_n(&shards[k].counts.live_count, __ATOMIC_RELAXED);
+        n += __atomic_load_n(&tl_shards[k].counts.live_count, __ATOMIC_RELAXED);
     return n;
 }
 
@@ -667,7 +492,7 @@ long long tl_live_sum_device_bytes(int device)
     if (device < 0 || device >= TL_MAX_DEVICES)
         return 0;
     for (unsigned k = 0; k < NSHARDS; k++)
-        n += __atomic_load_n(&shards[k].counts.device_bytes[device], __ATOMIC_RELAXED);
+        n += __atomic_load_n(&tl_shards[k].counts.device_bytes[device], __ATOMIC_RELAXED);
     return n;
 }
 
@@ -675,15 +500,15 @@ size_t tl_live_count(void)
 {
     size_t n = 0;
     for (unsigned k = 0; k < NSHARDS; k++)
-        n += __atomic_load_n(&shards[k].count, __ATOMIC_RELAXED);
+        n += __atomic_load_n(&tl_shards[k].count, __ATOMIC_RELAXED);
     return n;
 }
 
 size_t tl_live_memory_bytes(void)
 {
-    size_t n = sizeof shards;
+    size_t n = sizeof tl_shards;
     for (unsigned k = 0; k < NSHARDS; k++)
-        n += __atomic_load_n(&shards[k].cap, __ATOMIC_RELAXED) * sizeof(struct tl_live);
+        n += __atomic_load_n(&tl_shards[k].cap, __ATOMIC_RELAXED) * sizeof(struct tl_live);
     return n;
 }
 
@@ -699,8 +524,8 @@ size_t tl_live_memory_bytes(void)
 void tl_live_reset_after_fork(void)
 {
     for (unsigned k = 0; k < NSHARDS; k++) {
-        shards[k].slots = NULL;
-        shards[k].cap = 0;
+        tl_shards[k].slots = NULL;
+        tl_shards[k].cap = 0;
     }
     tl_live_clear();
 }
@@ -708,7 +533,7 @@ void tl_live_reset_after_fork(void)
 void tl_live_clear(void)
 {
     for (unsigned k = 0; k < NSHARDS; k++) {
-        struct shard *s = &shards[k];
+        struct shard *s = &tl_shards[k];
         atomic_store_explicit(&s->lock, 0, memory_order_relaxed);
         if (s->slots)
             memset(s->slots, 0, s->cap * sizeof *s->slots);
@@ -717,15 +542,15 @@ void tl_live_clear(void)
     }
     /* This thread is the child's only one, and the membarrier registration
      * belonged to the parent's address space: start over. */
-    atomic_store(&owner, 0);
+    atomic_store(&tl_table_owner, 0);
     pthread_mutex_init(&owner_lock, NULL);
     for (unsigned k = 0; k < OWNER_SLOTS; k++) {
-        atomic_store(&owner_slot[k].busy, 0);
-        owner_slot[k].taken = tab.token == k + 1;
+        atomic_store(&tl_owner_slot[k].busy, 0);
+        tl_owner_slot[k].taken = tl_table_thread.token == k + 1;
     }
-    tab.in_locked_shard = false;
-    tab.in_all = false;
-    tab.streak = 0;
+    tl_table_thread.in_locked_shard = false;
+    tl_table_thread.in_all = false;
+    tl_table_thread.streak = 0;
     if (registered > 0)
         registered = 0; /* the child registers again at its first claim */
 }

@@ -8,12 +8,19 @@
 #include "owners.h"
 #include "record.h"
 #include "tl_internal.h"
+#include "live_shard.h"
 
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 struct tl_stats tl_stats;
+/* State of the owner and budget families that counting reads on every row
+ * (counts.h): defined here and filled by owners.c and budget.c, so record/
+ * never calls into families/. */
+struct tl_owner_running tl_owner_running[TL_MAX_OWNERS];
+atomic_bool tl_budget_active;
+_Atomic(tl_row_owner_fn) tl_held_row_owner;
 /* initial-exec: a preloaded library has static TLS, so no __tls_get_addr
  * on the hot path (the hooks redeclare it the same way). */
 __thread int tl_hook_depth TL_TLS_IE;
@@ -24,6 +31,7 @@ struct tracker_tls {
     unsigned ctx_generation; /* of the cached context */
     void *ctx;               /* the context last resolved on this thread */
     int ctx_index;
+    int ctx_device;          /* its device as the table of contexts says */
 };
 static __thread struct tracker_tls tt TL_TLS_IE;
 
@@ -143,12 +151,16 @@ static inline __attribute__((always_inline)) void track_alloc(enum tl_kind kind,
         .ctx = (uint8_t)ctx,
         .aux = aux,
     };
-    if (!tl_live_add(&rec, true)) {
+    if (!tl_live_insert(&rec, (uint8_t)kind, true)) {
         tl_note_dropped("out of memory for the live-allocation table");
         return;
     }
-    if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed)))
-        tl_budget_after_alloc(cs, &rec);
+    if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed))) {
+        /* A copy: `rec` itself never has its address taken, so it can stay
+         * in registers and be stored straight into its slot. */
+        struct tl_live row = rec;
+        tl_budget_after_alloc(cs, &row);
+    }
     if (TL_UNLIKELY(tl_oom_pending))
         tl_oom_allocated_slow(); /* the framework recovered from its failure: report it now */
     if (TL_UNLIKELY(atomic_load_explicit(&tl_bridge_setup_nudges, memory_order_relaxed) > 0))
@@ -201,6 +213,23 @@ size_t tl_invalid_frees(struct tl_invalid_free_event *out, size_t max)
     return n;
 }
 
+/* A free that removed no row: rc is tl_live_take's (0 not found, -1 found
+ * with another kind, copied to *rec). */
+static __attribute__((noinline)) void free_not_tracked(int rc, uint8_t space, uint64_t addr, unsigned kinds_mask,
+                                                       const struct tl_live *rec)
+{
+    /* Attached: a pointer from before the attach is no invalid free. */
+    if (TL_UNLIKELY(atomic_load_explicit(&tl_attached, memory_order_relaxed)) && rc == 0 &&
+        tl_attach_freed_before(space, addr))
+        return;
+    /* Never seen, freed twice, or freed with the wrong API: the driver still
+     * gets the call unchanged and answers for itself. */
+    unsigned k = 0;
+    while (k < TL_KIND_COUNT && !(kinds_mask & (1u << k)))
+        k++;
+    record_invalid(addr, rc == -1 ? rec->kind : (uint8_t)(k < TL_KIND_COUNT ? k : 0));
+}
+
 bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out)
 {
     if (!atomic_load_explicit(&tl_active, memory_order_relaxed))
@@ -208,22 +237,13 @@ bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_
     /* The row goes straight to the caller's record (no second copy). */
     struct tl_live local;
     struct tl_live *rec = out ? out : &local;
-    int rc = tl_live_take(space, addr, kinds_mask, rec);
-    if (rc == 1) {
+    int rc = tl_live_remove(space, addr, kinds_mask, rec);
+    if (TL_LIKELY(rc == 1)) {
         if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed)))
             tl_budget_after_free(rec);
         return true;
     }
-    /* Attached: a pointer from before the attach is no invalid free. */
-    if (TL_UNLIKELY(atomic_load_explicit(&tl_attached, memory_order_relaxed)) && rc == 0 &&
-        tl_attach_freed_before(space, addr))
-        return false;
-    /* Never seen, freed twice, or freed with the wrong API: the driver still
-     * gets the call unchanged and answers for itself. */
-    unsigned k = 0;
-    while (k < TL_KIND_COUNT && !(kinds_mask & (1u << k)))
-        k++;
-    record_invalid(addr, rc == -1 ? rec->kind : (uint8_t)(k < TL_KIND_COUNT ? k : 0));
+    free_not_tracked(rc, space, addr, kinds_mask, rec);
     return false;
 }
 
@@ -271,7 +291,9 @@ struct ctx_entry {
 static struct ctx_entry contexts[TL_MAX_CONTEXTS + 1];
 static int ncontexts;
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_uint ctx_generation; /* bumps when a context goes away */
+/* Bumps when a context goes away or its device changes: each thread's cached
+ * context (tracker_tls) is stale then. */
+static atomic_uint ctx_generation;
 
 static int ctx_index_locked(void *ctx, int device, bool primary)
 {
@@ -279,8 +301,11 @@ static int ctx_index_locked(void *ctx, int device, bool primary)
         if (contexts[i].ctx == ctx) {
             if (primary)
                 contexts[i].primary = true;
-            if (device >= 0)
+            if (device >= 0 && contexts[i].device != device) {
                 contexts[i].device = device;
+                /* Threads cache a context's device with its index. */
+                atomic_fetch_add_explicit(&ctx_generation, 1, memory_order_release);
+            }
             return i;
         }
     if (ncontexts >= TL_MAX_CONTEXTS)
@@ -320,9 +345,11 @@ static __attribute__((noinline)) int context_index_slow(void *ctx, unsigned gen,
         dev = -1;
     pthread_mutex_lock(&ctx_lock);
     int idx = ctx_index_locked(ctx, dev, false);
+    int idx_device = tl_context_device((uint8_t)idx);
     pthread_mutex_unlock(&ctx_lock);
     tt.ctx = ctx;
     tt.ctx_index = idx;
+    tt.ctx_device = idx_device;
     tt.ctx_generation = gen;
     if (device_out)
         *device_out = dev;
@@ -352,7 +379,7 @@ static inline int current_context_index(int *device_out)
     unsigned gen = atomic_load_explicit(&ctx_generation, memory_order_acquire);
     if (TL_LIKELY(ctx == tt.ctx && gen == tt.ctx_generation)) {
         if (device_out)
-            *device_out = tl_context_device((uint8_t)tt.ctx_index);
+            *device_out = tt.ctx_device;
         return tt.ctx_index;
     }
     return context_index_slow(ctx, gen, device_out);

@@ -1,0 +1,225 @@
+/*
+ * live_shard.h — the live table's shards and its two hot operations, for
+ * live_table.c (which owns them) and tracker.c (whose allocation and free
+ * paths inline them, so a tracked pair makes no call into the table).
+ * The data model, the locking and the one-owner protocol are described
+ * atop live_table.c; nothing here is for any other file.
+ */
+#ifndef TL_LIVE_SHARD_H
+#define TL_LIVE_SHARD_H
+
+#include "counts.h"
+#include "tl_internal.h"
+
+#define SHARD_BITS 6
+#define NSHARDS (1u << SHARD_BITS)
+#define OWNER_SLOTS 64 /* threads that may hold a slot at once */
+
+struct shard {
+    atomic_int lock; /* 0 free, 1 held: shard_lock (live_table.c) */
+    struct tl_live *slots;
+    size_t cap; /* power of two, or 0 before the first insert */
+    size_t count;
+    struct tl_shard_counts counts; /* tracker.c's totals for these rows */
+} __attribute__((aligned(2048))); /* a power of two: a shard's address is a shift of the hash */
+
+extern struct shard tl_shards[NSHARDS];
+
+/* The table's owner: 0 nobody, REVOKING, or slot + 1 of the owning thread. */
+extern atomic_uint tl_table_owner;
+/* A slot per thread that may own the table; `busy` is set while its thread
+ * is inside a section without the lock. */
+struct tl_owner_slot {
+    atomic_int busy; /* written by its thread only */
+    bool taken;      /* under owner_lock (live_table.c) */
+} __attribute__((aligned(64)));
+extern struct tl_owner_slot tl_owner_slot[OWNER_SLOTS];
+
+struct tl_table_tls {
+    unsigned token;       /* slot + 1; 0 while the thread has no slot */
+    atomic_int *busy;     /* &tl_owner_slot[token - 1].busy while it has one */
+    unsigned streak;      /* locked operations since the last claim attempt */
+    unsigned claim_shift; /* losses so far: claims after CLAIM_AFTER << claim_shift */
+    bool in_locked_shard; /* taking, holding or dropping a shard lock */
+    bool in_all;          /* the same for every lock (tl_live_lock_all) */
+    bool exiting;         /* gave its slot back: never claims again */
+    bool claimed;         /* owned the table since its last locked operation */
+};
+/* Initial-exec: the owner's enter and leave are plain %fs-relative accesses. */
+extern __thread struct tl_table_tls tl_table_thread TL_TLS_IE;
+
+/* The slow halves of enter and leave (live_table.c): take and drop shard
+ * s's lock, ending another thread's ownership first. */
+bool tl_shard_enter_locked(struct shard *s);
+void tl_shard_leave_locked(struct shard *s);
+/* Doubles shard s's capacity (entered); false when out of memory. */
+bool tl_shard_grow(struct shard *s);
+
+/* Enters shard s: true as the owner without the lock (leave with the same
+ * value).  The owner's path is inline in every table operation. */
+static inline __attribute__((always_inline)) bool tl_shard_enter(struct shard *s)
+{
+    unsigned token = tl_table_thread.token;
+    /* The busy flag is raised before `owner` is read at all: a thread with a
+     * slot that does not own the table only lowers it again (nobody waits
+     * on a non-owner's flag), and the owner reads `owner` once. */
+    if (TL_LIKELY(token != 0)) {
+        atomic_int *busy = tl_table_thread.busy;
+        atomic_store_explicit(busy, 1, memory_order_relaxed);
+        atomic_signal_fence(memory_order_seq_cst); /* the revoker's membarrier orders the CPU */
+        if (TL_LIKELY(atomic_load_explicit(&tl_table_owner, memory_order_relaxed) == token))
+            return true;
+        atomic_store_explicit(busy, 0, memory_order_release);
+    }
+    return tl_shard_enter_locked(s);
+}
+
+static inline __attribute__((always_inline)) void tl_shard_leave(struct shard *s, bool owned)
+{
+    if (TL_LIKELY(owned)) {
+        atomic_store_explicit(tl_table_thread.busy, 0, memory_order_release);
+        return;
+    }
+    tl_shard_leave_locked(s);
+}
+
+static inline uint64_t tl_shard_mix(uint8_t space, uint64_t addr)
+{
+    /* One multiply spreads every input bit over the product's high half,
+     * where the shard bits are; folding that half down gives the slot bits
+     * (low) the same: allocations aligned to large powers of two do not
+     * share a probe chain.  Every table operation hashes, so it stays
+     * short (splitmix64's full finalizer cost three times as much). */
+    uint64_t z = (addr ^ ((uint64_t)space * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
+    return z ^ (z >> 32);
+}
+
+static inline struct shard *tl_shard_of(uint64_t h)
+{
+    return &tl_shards[h >> (64 - SHARD_BITS)];
+}
+
+/* tl_count_row with `owned` made a constant in each branch (`kind` is
+ * rec->kind, passed apart so that a caller that knows it as a constant folds
+ * the dispatch away), so each copy
+ * carries only its own kind of add; device rows (cuMemAlloc, cudaMalloc:
+ * nearly every row) get copies of their own with the kind's tests folded. */
+static inline __attribute__((always_inline)) void tl_shard_count(struct tl_shard_counts *c, const struct tl_live *rec,
+                                                                 uint8_t kind, int sign, bool fresh, bool owned)
+{
+    if (TL_LIKELY(kind == TL_KIND_DEVICE)) {
+        if (TL_LIKELY(owned))
+            tl_count_kind(c, rec, TL_KIND_DEVICE, sign, fresh, true);
+        else
+            tl_count_kind(c, rec, TL_KIND_DEVICE, sign, fresh, false);
+    } else if (owned) {
+        tl_count_kind(c, rec, kind, sign, fresh, true);
+    } else {
+        tl_count_kind(c, rec, kind, sign, fresh, false);
+    }
+}
+
+static inline bool tl_slot_is(const struct tl_live *r, uint8_t space, uint64_t addr)
+{
+    return r->addr == addr && r->space == space;
+}
+
+/* Slot state: addr 0 with space 0 is empty.  Address 0 is never a valid
+ * allocation in any space we track (handles start at 1 in real drivers too),
+ * so it can mark emptiness. */
+static inline bool tl_slot_empty(const struct tl_live *r)
+{
+    return r->addr == 0;
+}
+
+/* Backward-shift deletion: closes the hole so every probe chain stays whole. */
+static inline void tl_shard_delete_at(struct shard *s, size_t i)
+{
+    size_t mask = s->cap - 1;
+    size_t j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (TL_LIKELY(tl_slot_empty(&s->slots[j])))
+            break;
+        size_t home = tl_shard_mix(s->slots[j].space, s->slots[j].addr) & mask;
+        /* Move j back into the hole at i unless its home lies in (i, j]. */
+        bool in_between = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
+        if (in_between)
+            continue;
+        s->slots[i] = s->slots[j];
+        i = j;
+    }
+    s->slots[i] = (struct tl_live){0};
+    __atomic_store_n(&s->count, s->count - 1, __ATOMIC_RELAXED);
+}
+
+/* The slot of (space, addr) in entered shard s, or -1. */
+static inline long tl_shard_find(struct shard *s, uint64_t h, uint8_t space, uint64_t addr)
+{
+    if (!s->cap)
+        return -1;
+    size_t mask = s->cap - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        if (tl_slot_empty(&s->slots[i]))
+            return -1;
+        if (tl_slot_is(&s->slots[i], space, addr))
+            return (long)i;
+    }
+}
+
+/* tl_live_add (tl_internal.h), inline for tracker.c's allocations; `kind`
+ * is rec->kind (a constant where the caller knows it). */
+static inline __attribute__((always_inline)) bool tl_live_insert(const struct tl_live *rec, uint8_t kind, bool fresh)
+{
+    uint64_t h = tl_shard_mix(rec->space, rec->addr);
+    struct shard *s = tl_shard_of(h);
+    bool owned = tl_shard_enter(s);
+    if (TL_UNLIKELY((s->count + 1) * 5 > s->cap * 4) && !tl_shard_grow(s)) {
+        tl_shard_leave(s, owned);
+        return false;
+    }
+    size_t mask = s->cap - 1;
+    size_t i = h & mask;
+    while (!tl_slot_empty(&s->slots[i])) {
+        if (TL_UNLIKELY(tl_slot_is(&s->slots[i], rec->space, rec->addr))) {
+            /* The driver handed out an address we still think is live: we
+             * missed its free (an untracked path).  The new row wins, and
+             * the old one leaves the totals with the table. */
+            tl_count_row(&s->counts, &s->slots[i], -1, false, owned);
+            s->slots[i] = *rec;
+            tl_count_row(&s->counts, rec, 1, fresh, owned);
+            tl_shard_leave(s, owned);
+            return true;
+        }
+        i = (i + 1) & mask;
+    }
+    s->slots[i] = *rec;
+    __atomic_store_n(&s->count, s->count + 1, __ATOMIC_RELAXED);
+    tl_shard_count(&s->counts, rec, kind, 1, fresh, owned);
+    tl_shard_leave(s, owned);
+    return true;
+}
+
+/* tl_live_take (tl_internal.h), inline for tracker.c's frees. */
+static inline __attribute__((always_inline)) int tl_live_remove(uint8_t space, uint64_t addr, unsigned kinds_mask,
+                                                                struct tl_live *out)
+{
+    uint64_t h = tl_shard_mix(space, addr);
+    struct shard *s = tl_shard_of(h);
+    bool owned = tl_shard_enter(s);
+    long i = tl_shard_find(s, h, space, addr);
+    int rc = 0;
+    if (TL_LIKELY(i >= 0)) {
+        *out = s->slots[i];
+        rc = -1;
+        if (TL_LIKELY(kinds_mask & (1u << out->kind))) {
+            tl_shard_count(&s->counts, out, out->kind, -1, false, owned);
+            tl_shard_delete_at(s, (size_t)i);
+            rc = 1;
+        }
+    }
+    tl_shard_leave(s, owned);
+    return rc;
+}
+
+#endif
