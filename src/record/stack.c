@@ -969,8 +969,10 @@ struct tl_callsite *tl_stack_site(enum tl_kind kind, int max)
     /* A native stack walked before, found again in the walk memo. */
     struct walk_hint hint = {.memo = NULL};
     struct tl_callsite *cs = NULL;
+    /* From our caller's frame (a frame of ours, which keeps a frame
+     * pointer): this one's record is ours, no need to test it. */
     if (max > 0 && native_only())
-        cs = memo_site(kind, max, __builtin_frame_address(0), &hint);
+        cs = memo_site(kind, max, *(const uintptr_t *const *)__builtin_frame_address(0), &hint);
     if (!cs)
         cs = site_of_capture(kind, max, &hint);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
