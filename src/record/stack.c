@@ -788,7 +788,13 @@ static inline struct tl_callsite *memo_site(enum tl_kind kind, int max, const ui
 
 #else /* no frame-pointer fast path on this architecture */
 
-struct walk_hint;
+/* No walk memo: memo_site never hints, the capture keeps its own buffer. */
+struct walk_memo {
+    uintptr_t words[TL_MAX_FRAMES];
+};
+struct walk_hint {
+    struct walk_memo *memo; /* NULL */
+};
 
 static inline __attribute__((always_inline)) int capture_native(uintptr_t *frames, int max, bool *same,
                                                                 const struct walk_hint *hint)
@@ -809,10 +815,6 @@ static inline void remember_confirmed_site(enum tl_kind kind, struct tl_callsite
     (void)kind;
     (void)cs;
 }
-
-struct walk_hint {
-    struct walk_memo *memo;
-};
 
 static inline struct tl_callsite *memo_site(enum tl_kind kind, int max, const uintptr_t *fp, struct walk_hint *hint)
 {
