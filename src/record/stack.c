@@ -157,6 +157,45 @@ struct verified_slot {
 
 #define TAIL_MAX 4 /* frames below the entry: _start or clone3 is 1-2 away */
 
+/* A confirmed frame-pointer walk kept word for word (the walk memo): the
+ * address of its first record (the first outside libtensorleak) and every
+ * word the walk read from there.  A later capture whose stack holds the
+ * same words at the same addresses would walk to the same frames, so the
+ * same hash, the same verdict and the same call site: comparing the words
+ * (two loads and two compares a frame, no bounds checks: every address
+ * compared was checked when the walk was made, and lies above the current
+ * frame) takes the place of the walk, its hash and the verdict lookup.  The
+ * verdict itself is still asked: the memo holds only while its slot holds
+ * the walk's hash with a confirmed verdict and a call site of the kind. */
+struct walk_memo {
+    struct verified_slot *slot; /* NULL: empty */
+    uint64_t hash;              /* of the walk, as the slot must still hold */
+    uintptr_t first;            /* address of the first record walked */
+    int max;                    /* the depth it was walked to */
+    int visited;                /* records read */
+    /* The last record's link ended the walk (out of bounds, not climbing):
+     * it is compared too.  Otherwise the walk ended on that record's
+     * return address (0, the entry's, the depth reached) and its link,
+     * never read or not needed, is not. */
+    bool by_link;
+    /* The walk ended at the thread's entry; tail_held: the remembered
+     * frames below it were appended (append_tail). */
+    bool at_entry, tail_held;
+    /* [k]: record k's return address, [MEMO_LINKS + k]: its link.  The
+     * first half is the capture's own frames buffer while it walks, so
+     * keeping a walk costs one store a frame (walk_from). */
+    uintptr_t words[2 * TL_MAX_DEPTH];
+};
+#define MEMO_LINKS TL_MAX_DEPTH
+/* Walks kept per thread, tried from the last one found: a loop that
+ * allocates from a few call sites in turn finds each. */
+#define MEMO_WAYS 8
+/* A thread whose captures keep missing the memo (more call sites in turn
+ * than it keeps) stops trying it for a while: MEMO_GIVE_UP misses in a row
+ * make the next MEMO_PAUSE captures go the usual way, keeping nothing. */
+#define MEMO_GIVE_UP 32
+#define MEMO_PAUSE 8192
+
 /* One TLS block, so one __tls_get_addr per capture. */
 struct stack_tls {
     uintptr_t stack_hi; /* 0 = not looked up yet; 1 = unknown (no fast path) */
@@ -178,6 +217,11 @@ struct stack_tls {
     /* The slot of the last capture_native when it returned a confirmed
      * frame-pointer walk as is, else NULL. */
     struct verified_slot *confirmed;
+    uint8_t memo_last;     /* the way found last */
+    uint8_t memo_next;     /* the way the next walk kept replaces */
+    uint8_t memo_misses;   /* captures in a row the memo missed */
+    uint16_t memo_paused;  /* captures left not trying it */
+    struct walk_memo memo[MEMO_WAYS];
 };
 static __thread TL_TLS_IE struct stack_tls *tls; /* tl_thread_block */
 
@@ -229,16 +273,22 @@ static void keep_verdict(struct stack_tls *t, uint64_t h, bool fp_ok)
  * plausible frame record (outside [our frame, stack top), not increasing,
  * misaligned), or after the frame whose return address is `stop_ret` (its
  * record's address goes to *stop_record).  `records`, when not NULL, gets
- * each frame's record.  Inlined into the three walkers below, so the hot
- * one carries neither option. */
+ * each frame's record; `memo`, when not NULL, is kept as the walk goes
+ * (`frames` must then be its words: the links go MEMO_LINKS words after
+ * the frames; visited and by_link are set).  Inlined into the walkers
+ * below, so the hot one carries no option it does not use. */
 static inline __attribute__((always_inline)) int walk_from(const uintptr_t *fp, uintptr_t *frames,
-                                                           uintptr_t *records, int max, uintptr_t hi,
-                                                           uintptr_t stop_ret, uintptr_t *stop_record)
+                                                           uintptr_t *records, struct walk_memo *memo, int max,
+                                                           uintptr_t hi, uintptr_t stop_ret, uintptr_t *stop_record)
 {
     /* Records must climb the stack, so once the first one (our own frame)
      * is in bounds only the top needs checking. */
     const uintptr_t top = hi - 2 * sizeof(uintptr_t);
     *stop_record = 0;
+    if (memo) {
+        memo->visited = 0;
+        memo->by_link = false;
+    }
     /* Our own frames (the hook, the tracker, this walker) come off the top. */
     /* No count of them: each record is above the last and below the top,
      * so the loop ends. */
@@ -257,13 +307,20 @@ static inline __attribute__((always_inline)) int walk_from(const uintptr_t *fp, 
     }
     /* One running pointer and no separate count: an add less per frame. */
     uintptr_t *out = frames, *const end = frames + (max > 0 ? max : 0);
+    bool by_link = false, ret0 = false;
     while (out < end) {
         uintptr_t f = (uintptr_t)fp;
-        if (f > top || (f & 7))
+        if (f > top || (f & 7)) {
+            by_link = true;
             break;
+        }
         uintptr_t ret = fp[1];
-        if (ret == 0)
+        if (ret == 0) {
+            if (memo)
+                *out = 0; /* a record read: its return address is compared */
+            ret0 = true;
             break;
+        }
         if (records)
             records[out - frames] = f;
         *out++ = ret;
@@ -272,29 +329,47 @@ static inline __attribute__((always_inline)) int walk_from(const uintptr_t *fp, 
             break;
         }
         const uintptr_t *next = (const uintptr_t *)fp[0];
-        if ((uintptr_t)next <= f)
+        if (memo)
+            out[MEMO_LINKS - 1] = (uintptr_t)next;
+        if ((uintptr_t)next <= f) {
+            by_link = out < end;
             break;
+        }
         fp = next;
     }
-    return (int)(out - frames);
+    int n = (int)(out - frames);
+    if (memo) {
+        memo->visited = n + ret0;
+        memo->by_link = by_link;
+    }
+    return n;
 }
 
 __attribute__((noinline)) static int walk_fp(uintptr_t *frames, int max, uintptr_t hi)
 {
     uintptr_t none;
-    return walk_from(__builtin_frame_address(0), frames, NULL, max, hi, 0, &none);
+    return walk_from(__builtin_frame_address(0), frames, NULL, NULL, max, hi, 0, &none);
 }
 
 __attribute__((noinline)) static int walk_fp_to_entry(uintptr_t *frames, int max, uintptr_t hi, uintptr_t entry_ret,
                                                       uintptr_t *entry_record)
 {
-    return walk_from(__builtin_frame_address(0), frames, NULL, max, hi, entry_ret, entry_record);
+    return walk_from(__builtin_frame_address(0), frames, NULL, NULL, max, hi, entry_ret, entry_record);
+}
+
+/* The walk from `first` (the first record outside libtensorleak, found by
+ * first_record) into memo's words, kept as it goes; stops at the entry
+ * when one is known (entry_ret not 0: no return address is 0 here). */
+__attribute__((noinline)) static int walk_fp_memo(const uintptr_t *first, int max, uintptr_t hi, uintptr_t entry_ret,
+                                                  uintptr_t *entry_record, struct walk_memo *memo)
+{
+    return walk_from(first, memo->words, NULL, memo, max, hi, entry_ret, entry_record);
 }
 
 __attribute__((noinline)) static int walk_fp_records(uintptr_t *frames, uintptr_t *records, int max, uintptr_t hi)
 {
     uintptr_t none;
-    return walk_from(__builtin_frame_address(0), frames, records, max, hi, 0, &none);
+    return walk_from(__builtin_frame_address(0), frames, records, NULL, max, hi, 0, &none);
 }
 
 /* Learns the thread's entry from a walk that libunwind disagreed with:
@@ -354,6 +429,9 @@ __attribute__((noinline)) static void learn_entry(struct stack_tls *t, int max)
     t->entry_ret = walked[k - 1];
     t->entry_record = record[k - 1];
     t->ntail = below;
+    /* Walks kept before now did not stop at the entry. */
+    for (int j = 0; j < MEMO_WAYS; j++)
+        t->memo[j].slot = NULL;
     atomic_fetch_add_explicit(&entries_learned, 1, memory_order_relaxed);
 }
 
@@ -426,18 +504,31 @@ static int capture_cfi(struct stack_tls *t, uintptr_t *frames, int max)
     return u;
 }
 
-/* The remembered frames below the entry, when the stack still holds them. */
-static inline int append_tail(const struct stack_tls *t, uintptr_t record, uintptr_t *frames, int n, int max)
+/* The stack still holds the remembered frames below the entry, whose
+ * frame record a walk ended at `record`. */
+static inline bool tail_holds(const struct stack_tls *t, uintptr_t record)
 {
     if (record != t->entry_record)
-        return n;
+        return false;
     for (int j = 0; j < t->ntail; j++)
         if (t->tail_slot[j] < record || t->tail_slot[j] > t->stack_hi - sizeof(uintptr_t) ||
             *(const uintptr_t *)t->tail_slot[j] != t->tail[j])
-            return n;
+            return false;
+    return true;
+}
+
+/* The remembered frames below the entry after the n of a walk. */
+static inline int push_tail(const struct stack_tls *t, uintptr_t *frames, int n, int max)
+{
     for (int j = 0; j < t->ntail && n < max; j++)
         frames[n++] = t->tail[j];
     return n;
+}
+
+/* The remembered frames below the entry, when the stack still holds them. */
+static inline int append_tail(const struct stack_tls *t, uintptr_t record, uintptr_t *frames, int n, int max)
+{
+    return tail_holds(t, record) ? push_tail(t, frames, n, max) : n;
 }
 
 /* A frame-pointer walk (n frames, hash h) with no verdict kept: libunwind
@@ -481,10 +572,19 @@ __attribute__((noinline)) static int first_sight(struct stack_tls *t, uint64_t h
     return m;
 }
 
+/* Where site_of_capture's walk starts and which memo keeps it. */
+struct walk_hint {
+    const uintptr_t *first; /* the first frame record outside libtensorleak */
+    struct walk_memo *memo; /* emptied: its words are the capture's frames */
+};
+
 /* *same: the frames are this thread's last call-frame-table walk's, found
- * the same again (cfi_walk.c) and taken then.  Inline in its callers: a
- * frame of ours fewer for every walk to skip. */
-static inline __attribute__((always_inline)) int capture_native(uintptr_t *frames, int max, bool *same)
+ * the same again (cfi_walk.c) and taken then.  `hint` (NULL: none): the
+ * frame-pointer walk starts there and is kept in its memo when confirmed;
+ * `frames` is then the memo's words.  Inline in its callers: a frame of
+ * ours fewer for every walk to skip. */
+static inline __attribute__((always_inline)) int capture_native(uintptr_t *frames, int max, bool *same,
+                                                                const struct walk_hint *hint)
 {
     struct stack_tls *t = tls;
     *same = false;
@@ -518,7 +618,15 @@ static inline __attribute__((always_inline)) int capture_native(uintptr_t *frame
         t->prefer_cfi = false; /* the usual order below */
     }
     int n;
-    if (t->entry_ret) {
+    struct walk_memo *memo = hint ? hint->memo : NULL;
+    if (memo) {
+        uintptr_t record;
+        n = walk_fp_memo(hint->first, max, t->stack_hi, t->entry_ret, &record, memo);
+        memo->at_entry = record != 0;
+        memo->tail_held = record && tail_holds(t, record);
+        if (memo->tail_held)
+            n = push_tail(t, frames, n, max);
+    } else if (t->entry_ret) {
         uintptr_t record;
         n = walk_fp_to_entry(frames, max, t->stack_hi, t->entry_ret, &record);
         if (record)
@@ -531,6 +639,12 @@ static inline __attribute__((always_inline)) int capture_native(uintptr_t *frame
     if (TL_LIKELY(slot != NULL)) {
         if (slot->fp_ok) {
             t->confirmed = (struct verified_slot *)slot;
+            if (memo && n > 0) {
+                memo->slot = t->confirmed;
+                memo->hash = h;
+                memo->first = (uintptr_t)hint->first;
+                memo->max = max;
+            }
             return n;
         }
         return capture_cfi(t, frames, max);
@@ -555,10 +669,137 @@ static inline void remember_confirmed_site(enum tl_kind kind, struct tl_callsite
     }
 }
 
+/* The first frame record outside libtensorleak above `fp` (a frame of
+ * ours), as walk_from's first loop finds it; NULL where that loop finds
+ * no frames. */
+static inline const uintptr_t *first_record(const uintptr_t *fp, uintptr_t hi)
+{
+    const uintptr_t top = hi - 2 * sizeof(uintptr_t);
+    for (;;) {
+        uintptr_t f = (uintptr_t)fp;
+        if (f > top || (f & 7))
+            return NULL;
+        if (!tl_addr_in_self(fp[1]))
+            return fp;
+        const uintptr_t *next = (const uintptr_t *)fp[0];
+        if ((uintptr_t)next <= f)
+            return NULL;
+        fp = next;
+    }
+}
+
+/* The stack from `fp` (m->first) still holds every word m's walk read;
+ * *last gets the address of the last record compared. */
+static inline bool memo_holds(const struct walk_memo *m, const uintptr_t *fp, uintptr_t *last)
+{
+    const uintptr_t *w = m->words, *const end = w + m->visited - 1;
+    /* Record k's return address, then its link (the next record). */
+#define SAME_RECORD(k)                                                                                                \
+    do {                                                                                                              \
+        if (fp[1] != w[k])                                                                                            \
+            return false;                                                                                             \
+        fp = (const uintptr_t *)fp[0];                                                                                \
+        if ((uintptr_t)fp != w[MEMO_LINKS + (k)])                                                                     \
+            return false;                                                                                             \
+    } while (0)
+    /* Four records a round: fewer loop tests per frame. */
+    for (; w + 3 < end; w += 4) {
+        SAME_RECORD(0);
+        SAME_RECORD(1);
+        SAME_RECORD(2);
+        SAME_RECORD(3);
+    }
+    for (; w < end; w++)
+        SAME_RECORD(0);
+#undef SAME_RECORD
+    *last = (uintptr_t)fp;
+    return fp[1] == w[0] && (!m->by_link || fp[0] == w[MEMO_LINKS]);
+}
+
+/* The call site of way m's walk, when the stack from `first` still holds
+ * its words and its verdict and call site still hold; else NULL.  *same:
+ * the words held (the walk would be m's again). */
+static inline struct tl_callsite *memo_way_site(const struct stack_tls *t, const struct walk_memo *m,
+                                                enum tl_kind kind, int max, const uintptr_t *first, bool *same)
+{
+    uintptr_t last;
+    if (m->first != (uintptr_t)first || m->max != max || !m->slot || !memo_holds(m, first, &last))
+        return NULL;
+    if (TL_UNLIKELY(m->at_entry) && tail_holds(t, last) != m->tail_held)
+        return NULL;
+    *same = true;
+    const struct verified_slot *slot = m->slot;
+    if (TL_UNLIKELY(slot->hash != m->hash || !slot->fp_ok || slot->site_kind != kind))
+        return NULL;
+    return slot->site;
+}
+
+/* The call site of a native-only capture (of `kind`, `max` deep) by the
+ * walk memo, with nothing walked or hashed; NULL when the memo does not
+ * hold it, and then *hint says where the capture's walk is to start and
+ * which way is to keep it (hint->memo NULL: the usual capture, nothing
+ * kept).  `fp`: the caller's frame.  What capture_native would do, in
+ * short: the same conditions (the thread's own stack, no call-frame-table
+ * walk preferred), the same walk found again word for word, the same
+ * verdict and call site as confirmed_site, and the same state left
+ * (t->confirmed). */
+static inline struct tl_callsite *memo_site(enum tl_kind kind, int max, const uintptr_t *fp, struct walk_hint *hint)
+{
+    hint->memo = NULL;
+    struct stack_tls *t = tls;
+    if (TL_UNLIKELY(!t || t->stack_hi <= 1 || t->prefer_cfi || (uintptr_t)fp < t->stack_lo ||
+                    (uintptr_t)fp >= t->stack_hi))
+        return NULL;
+    if (TL_UNLIKELY(t->memo_paused)) {
+        t->memo_paused--;
+        return NULL;
+    }
+    const uintptr_t *first = first_record(fp, t->stack_hi);
+    if (TL_UNLIKELY(!first))
+        return NULL;
+    unsigned way = t->memo_last;
+    bool same = false;
+    for (int i = 0; i < MEMO_WAYS; i++, way = (way + 1) % MEMO_WAYS) {
+        struct walk_memo *m = &t->memo[way];
+        struct tl_callsite *cs = memo_way_site(t, m, kind, max, first, &same);
+        if (TL_LIKELY(cs != NULL)) {
+            t->memo_last = (uint8_t)way;
+            t->memo_misses = 0;
+            t->confirmed = m->slot;
+            return cs;
+        }
+        if (same)
+            break; /* its walk, another verdict or site now: kept again */
+    }
+    if (!same) {
+        way = t->memo_next;
+        t->memo_next = (uint8_t)((way + 1) % MEMO_WAYS);
+        if (++t->memo_misses >= MEMO_GIVE_UP) {
+            t->memo_misses = 0;
+            t->memo_paused = MEMO_PAUSE;
+        }
+    }
+    t->memo_last = (uint8_t)way;
+    t->memo[way].slot = NULL;
+    hint->first = first;
+    hint->memo = &t->memo[way];
+    return NULL;
+}
+
 #else /* no frame-pointer fast path on this architecture */
 
-static inline __attribute__((always_inline)) int capture_native(uintptr_t *frames, int max, bool *same)
+/* No walk memo: memo_site never hints, the capture keeps its own buffer. */
+struct walk_memo {
+    uintptr_t words[TL_MAX_FRAMES];
+};
+struct walk_hint {
+    struct walk_memo *memo; /* NULL */
+};
+
+static inline __attribute__((always_inline)) int capture_native(uintptr_t *frames, int max, bool *same,
+                                                                const struct walk_hint *hint)
 {
+    (void)hint;
     *same = false;
     return capture_unwind(frames, max);
 }
@@ -573,6 +814,15 @@ static inline void remember_confirmed_site(enum tl_kind kind, struct tl_callsite
 {
     (void)kind;
     (void)cs;
+}
+
+static inline struct tl_callsite *memo_site(enum tl_kind kind, int max, const uintptr_t *fp, struct walk_hint *hint)
+{
+    (void)kind;
+    (void)max;
+    (void)fp;
+    hint->memo = NULL;
+    return NULL;
 }
 
 #endif
@@ -602,21 +852,29 @@ static __thread TL_TLS_IE struct capture_memo *cmemo; /* tl_thread_block */
  *
  * *same: the frames are cmemo's (then `frames` is not written); *held: cmemo
  * holds this capture's frames (found again, or stored now). */
-static inline __attribute__((always_inline)) int capture(uintptr_t *frames, int max, bool *same, bool *held)
+/* The capture takes the native stack alone (no Python frames to merge). */
+static inline bool native_only(void)
+{
+    return TL_LIKELY(!tl_py_maybe()) || tl_opt.python_depth <= 0;
+}
+
+/* `hint`: for a native-only capture (NULL: none), see capture_native. */
+static inline __attribute__((always_inline)) int capture(uintptr_t *frames, int max, bool *same, bool *held,
+                                                         const struct walk_hint *hint)
 {
     *same = *held = false;
     if (max <= 0)
         return 0;
     bool native_same, py_same;
     const int python_max = tl_opt.python_depth;
-    if (TL_LIKELY(!tl_py_maybe()) || python_max <= 0)
-        return capture_native(frames, max, &native_same);
+    if (native_only())
+        return capture_native(frames, max, &native_same, hint);
     struct capture_memo *c = cmemo;
     if (TL_UNLIKELY(!c) && !(c = tl_thread_block((void **)&cmemo, sizeof *c)))
-        return capture_native(frames, max, &native_same); /* no memory: native frames only (counted) */
+        return capture_native(frames, max, &native_same, NULL); /* no memory: native frames only (counted) */
     uintptr_t nat[TL_MAX_DEPTH], py[TL_MAX_DEPTH];
     bool run_end[TL_MAX_DEPTH];
-    int n = capture_native(nat, max, &native_same);
+    int n = capture_native(nat, max, &native_same, NULL);
     int np = tl_py_read(py, run_end, python_max, &py_same);
     if (np == 0) {
         c->n = 0;
@@ -654,7 +912,7 @@ int tl_stack_capture(uintptr_t *frames, int max)
     capturing = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     bool same, held;
-    int n = capture(frames, max, &same, &held);
+    int n = capture(frames, max, &same, &held, NULL);
     if (same)
         memcpy(frames, cmemo->frames, (size_t)n * sizeof *frames);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -662,12 +920,17 @@ int tl_stack_capture(uintptr_t *frames, int max)
     return n;
 }
 
-static struct tl_callsite *site_of_capture(enum tl_kind kind, int max)
+/* The call site of a capture the walk memo did not answer; `hint` as
+ * memo_site left it.  Out of line: its frames buffer and its registers
+ * are no cost to the memo's answers. */
+static inline __attribute__((always_inline)) struct tl_callsite *site_of_capture(enum tl_kind kind, int max,
+                                                                     const struct walk_hint *hint)
 {
-    uintptr_t frames[TL_MAX_FRAMES];
+    uintptr_t buffer[TL_MAX_FRAMES];
+    uintptr_t *frames = hint->memo ? hint->memo->words : buffer;
     frames[0] = 0; /* a capture of no frames writes none (tells GCC so) */
     bool same, held;
-    int n = capture(frames, max, &same, &held);
+    int n = capture(frames, max, &same, &held, hint->memo ? hint : NULL);
     struct capture_memo *c = cmemo;
     if (same) {
         if (TL_LIKELY(c->site && c->kind == kind))
@@ -691,16 +954,29 @@ static struct tl_callsite *site_of_capture(enum tl_kind kind, int max)
     return cs;
 }
 
+/* The call site of a capture begun inside another (see capturing). */
+__attribute__((noinline)) static struct tl_callsite *site_of_nested_capture(enum tl_kind kind, int max)
+{
+    uintptr_t frames[TL_MAX_DEPTH];
+    int n = max > 0 ? capture_unwind(frames, max) : 0;
+    return tl_callsite_intern(kind, frames, n);
+}
+
 struct tl_callsite *tl_stack_site(enum tl_kind kind, int max)
 {
-    if (TL_UNLIKELY(capturing)) {
-        uintptr_t frames[TL_MAX_DEPTH];
-        int n = max > 0 ? capture_unwind(frames, max) : 0;
-        return tl_callsite_intern(kind, frames, n);
-    }
+    if (TL_UNLIKELY(capturing))
+        return site_of_nested_capture(kind, max);
     capturing = 1;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    struct tl_callsite *cs = site_of_capture(kind, max);
+    /* A native stack walked before, found again in the walk memo. */
+    struct walk_hint hint = {.memo = NULL};
+    struct tl_callsite *cs = NULL;
+    /* From our caller's frame (a frame of ours, which keeps a frame
+     * pointer): this one's record is ours, no need to test it. */
+    if (max > 0 && native_only())
+        cs = memo_site(kind, max, *(const uintptr_t *const *)__builtin_frame_address(0), &hint);
+    if (!cs)
+        cs = site_of_capture(kind, max, &hint);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     capturing = 0;
     return cs;

@@ -697,6 +697,24 @@ def one_call_reaching_two_allocation_kinds_keeps_a_call_site_per_kind():
     eq(frames(leaks[0]), frames(leaks[1]), "the two call sites' stacks")
 
 
+def stacks_alike_at_the_top_and_apart_below_keep_a_call_site_each():
+    # Two paths in turn whose stacks hold the same frames at the same
+    # addresses for ten frames and differ below: a stack found again (the
+    # thread's kept walks) must be found by every frame, and each path is
+    # unwound by libunwind once, not per allocation.
+    n = 100
+    r = run(prog("stacks_apart_deep_down"), str(n))
+    eq((r.rc, r.out.strip()), (0, f"stacks_apart_deep_down: {n} leaks from each path"), "program ran")
+    line = marker_line("tests/integration/progs/stacks_apart_deep_down.c", "LEAK")
+    top = ["leak"] + [f"down{i}" for i in range(1, 9)]
+    leaks = sorted(r.report["leaks"], key=lambda s: [f[0] for f in frames(s)])
+    eq([(s["count"], s["bytes"], [f[0] for f in frames(s)][:11]) for s in leaks],
+       [(n, n * 4096, top + ["from_a", "main"]), (n, n * 4096, top + ["from_b", "main"])],
+       "one call site per path")
+    eq(frames(leaks[0])[0][1:], ("stacks_apart_deep_down.c", line), "the leak's line")
+    eq(r.report["tracker"]["stacks_unwound"], 2, f"stacks unwound for {2 * n} allocations")
+
+
 def pool_destroyed_during_snapshots_never_deadlocks():
     # tensorleak_pool_destroy used to take shard locks under the pools' lock
     # while a report holds every shard lock and then takes the pools' lock.
