@@ -993,17 +993,16 @@ void tl_bridge_fork_begins(void)
     }
 }
 
-void tl_bridge_fork_ends(bool in_child)
+void tl_bridge_fork_ends(void)
 {
-    if (in_child)
-        atomic_store(&forks_waiting, 0); /* the only thread here is the one that forked */
-    else
-        atomic_fetch_sub(&forks_waiting, 1);
+    atomic_fetch_sub(&forks_waiting, 1);
 }
 
 void tl_bridge_after_fork(void)
 {
-    /* The bridge thread does not exist in a forked child. */
+    /* The bridge thread does not exist in a forked child, and the only
+     * thread here is the one that forked. */
+    atomic_store(&forks_waiting, 0);
     pthread_mutex_init(&br_lock, NULL);
     init_cond();
     waiting_seen = false;
