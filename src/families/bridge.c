@@ -499,49 +499,39 @@ json_t *tl_bridge_stack_json(json_t *frames)
     return stack;
 }
 
-static void layout_from(json_t *src, struct tl_pool_row *row, json_t *extra)
+/* A framework's layout as the model's pool fields "layout" (bases in hex)
+ * and "layout_truncated", into `extra`: the first TL_LAYOUT_MAX blocks. */
+static void layout_from(json_t *src, json_t *extra)
 {
     json_t *layout = json_object_get(src, "layout");
     if (!json_is_array(layout))
         return;
     json_t *out = json_array();
+    bool truncated = json_is_true(json_object_get(src, "layout_truncated"));
     size_t i, kept = 0;
     json_t *seg;
-    row->layout = calloc(json_array_size(layout) + 1, sizeof *row->layout);
-    row->layout_truncated = json_is_true(json_object_get(src, "layout_truncated"));
     json_array_foreach(layout, i, seg) {
-        long long base = int_or(seg, "base", 0), bytes = int_or(seg, "bytes", 0);
-        json_t *blocks = json_object_get(seg, "blocks");
         json_t *so = json_object(), *bo = json_array();
-        json_object_set_new(so, "base", hex_of(base));
-        json_object_set_new(so, "bytes", json_integer(bytes));
-        struct tl_layout_segment *ls = row->layout ? &row->layout[row->nlayout++] : NULL;
-        if (ls) {
-            ls->base = (uint64_t)base;
-            ls->bytes = (uint64_t)bytes;
-            ls->blocks = json_array_size(blocks) ? calloc(json_array_size(blocks), sizeof *ls->blocks) : NULL;
-        }
+        json_object_set_new(so, "base", hex_of(int_or(seg, "base", 0)));
+        json_object_set_new(so, "bytes", json_integer(int_or(seg, "bytes", 0)));
         size_t k;
         json_t *b;
-        json_array_foreach(blocks, k, b) {
+        json_array_foreach(json_object_get(seg, "blocks"), k, b) {
             if (kept >= TL_LAYOUT_MAX) {
-                row->layout_truncated = true;
+                truncated = true;
                 break;
             }
-            long long off = int_or(b, "offset", 0), len = int_or(b, "bytes", 0);
             json_t *bj = json_object();
-            json_object_set_new(bj, "offset", json_integer(off));
-            json_object_set_new(bj, "bytes", json_integer(len));
+            json_object_set_new(bj, "offset", json_integer(int_or(b, "offset", 0)));
+            json_object_set_new(bj, "bytes", json_integer(int_or(b, "bytes", 0)));
             json_array_append_new(bo, bj);
-            if (ls && ls->blocks)
-                ls->blocks[ls->nblocks++] = (struct tl_layout_block){(uint64_t)off, (uint64_t)len};
             kept++;
         }
         json_object_set_new(so, "blocks", bo);
         json_array_append_new(out, so);
     }
     json_object_set_new(extra, "layout", out);
-    json_object_set_new(extra, "layout_truncated", json_boolean(row->layout_truncated));
+    json_object_set_new(extra, "layout_truncated", json_boolean(truncated));
 }
 
 static json_t *sites_from(json_t *src)
@@ -702,7 +692,7 @@ void tl_bridge_apply(struct tl_gather *m)
                 if (k < 2)
                     json_object_set_new(extra, "utilization", json_null());
             }
-        layout_from(p, row, extra);
+        layout_from(p, extra);
         if (json_object_get(p, "sites"))
             json_object_set_new(extra, "sites", sites_from(p));
         row->extra = extra;
