@@ -19,7 +19,8 @@
  * states of marks and the live state never replace.  The bound is for a
  * bridge thread that cannot start reading (the GIL held); once a read has
  * begun, the bridge thread is at work and a mark or report waits for the
- * read to end (bounded by TL_BRIDGE_READ_MS): a framework's read can take
+ * read to end (bounded by TL_BRIDGE_READ_MS; not in a thread that holds the
+ * GIL itself, where the read cannot go on): a framework's read can take
  * seconds (PyTorch's first snapshot of blocks that carry Python frames
  * imports torch._inductor, about 1 s here), and a mark that gave up on it
  * would lose that request's growth.  Reports written inside an
@@ -109,6 +110,9 @@ static __thread int submitted_here;
  * state): its model reads `state`; otherwise (a report, or no refresh) it
  * reads `full_state`. */
 static __thread bool figures_request TL_TLS_IE;
+/* PyGILState_Check: does the calling thread hold the GIL (0 in a thread
+ * the interpreter never bound, the watcher's). */
+static int (*gil_held_here)(void);
 static atomic_bool kicked;    /* an interpreter was seen and the switch read */
 static atomic_bool scheduled; /* the bridge's start was scheduled */
 static atomic_bool bad_json_once, boot_once;
@@ -363,8 +367,11 @@ void tl_bridge_refresh_live(double interval)
  * TL_BRIDGE_READ_MS after it began; never beyond TL_BRIDGE_READ_MS after
  * the request.  A bridge thread that keeps answering, slowly, is waited
  * for; one that cannot start is not.  The live state keeps its short
- * bound: the watcher has other work, and the next interval asks again. */
-static struct timespec wait_until(struct timespec asked, int wait_ms, bool live)
+ * bound: the watcher has other work, and the next interval asks again.
+ * `holds_gil`: the waiting thread holds the GIL (a report from a C call
+ * that keeps it, ctypes.PyDLL): a read begun before it took the GIL cannot
+ * go on until it lets go, so that read extends nothing. */
+static struct timespec wait_until(struct timespec asked, int wait_ms, bool live, bool holds_gil)
 {
     struct timespec until = plus_ms(asked, wait_ms);
     if (live)
@@ -373,7 +380,7 @@ static struct timespec wait_until(struct timespec asked, int wait_ms, bool live)
     if (later_than(t, until))
         until = t;
     t = plus_ms(read_began, TL_BRIDGE_READ_MS);
-    if (read_in_progress && later_than(t, until))
+    if (read_in_progress && !holds_gil && later_than(t, until))
         until = t;
     t = plus_ms(asked, TL_BRIDGE_READ_MS);
     return later_than(until, t) ? t : until;
@@ -393,6 +400,7 @@ static void refresh(bool may_wait, bool full, int wait_ms, bool live)
     last_fresh = false;
     snprintf(last_note, sizeof last_note, "the bridge's state was busy: last state used");
     bool on_watcher = tl_snapshot_on_watcher();
+    bool holds_gil = may_wait && gil_held_here && gil_held_here();
     if (!lock_bounded())
         return;
     if (mine >= (full ? 2 : 1) && !closed) {
@@ -428,11 +436,11 @@ static void refresh(bool may_wait, bool full, int wait_ms, bool live)
         bool cut_by_fork = false;
         while (served_seq < mine_seq && !closed && !(cut_by_fork = on_watcher && atomic_load(&forks_waiting) > 0)) {
             /* Recomputed at each wake-up: a read that began extends it. */
-            struct timespec until = wait_until(asked, wait_ms, live), now;
+            struct timespec until = wait_until(asked, wait_ms, live, holds_gil), now;
             if (pthread_cond_timedwait(&br_cond, &br_lock, &until) != ETIMEDOUT)
                 continue;
             clock_gettime(CLOCK_MONOTONIC, &now);
-            if (!later_than(wait_until(asked, wait_ms, live), now))
+            if (!later_than(wait_until(asked, wait_ms, live, holds_gil), now))
                 break;
         }
         if (served_seq >= mine_seq) {
@@ -447,7 +455,7 @@ static void refresh(bool may_wait, bool full, int wait_ms, bool live)
                 gave_up_seq = want_seq;
                 gave_up_life = last_life;
             }
-            if (read_in_progress && !live)
+            if (read_in_progress && !live && !holds_gil)
                 snprintf(last_note, sizeof last_note,
                          "the Python bridge's state read did not finish within %d ms: last state used",
                          TL_BRIDGE_READ_MS);
@@ -950,6 +958,8 @@ void tl_bridge_kick(void)
         return; /* not yet: a later call tries again */
     if (atomic_exchange(&kicked, true))
         return;
+    /* Also for a bridge the program starts itself (import tensorleak). */
+    gil_held_here = (int (*)(void))tl_real_dlsym(RTLD_DEFAULT, "PyGILState_Check");
     if (tl_opt.python_rejected[0]) {
         tl_warn(NULL, "TENSORLEAK_PYTHON=%s is not 0 or 1; the Python bridge stays off", tl_opt.python_rejected);
         return;
