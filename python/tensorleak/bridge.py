@@ -231,11 +231,18 @@ def _serve():
 
 def _at_exit():
     # The interpreter is about to finalize: the last state a report can have,
-    # and no submission after it.
-    if _state["lib"] is None or _state["closed"]:
-        return
-    submit_now()
+    # and no submission after it.  Read, handed over and closed in one hold
+    # of the lock: a figures-only read waiting for it (the live state's)
+    # would otherwise become the last state, and the exit report would lose
+    # the layouts.
     with _submit_lock:
+        if _state["lib"] is None or _state["closed"]:
+            return
+        _state["submitter"] = threading.get_ident()
+        try:
+            _submit_locked(True)
+        finally:
+            _state["submitter"] = None
         _state["closed"] = True
         _state["lib"].tensorleak_bridge_close()
 

@@ -406,8 +406,8 @@ void tl_gate_arm(void);
  * could not be marked, calls getpid(), so only slow paths ask. */
 bool tl_gate_foreign(void);
 bool tl_gate_wiped(void);
-/* The fork handlers (preload.c): the child's page is wiped, the parent's
- * flags are put back as the fork policy says. */
+/* Fork participant (preload.c's list): the child's page is wiped, the
+ * parent's flags are put back as the fork policy says. */
 void tl_gate_before_fork(void);
 void tl_gate_after_fork(bool follow);
 
@@ -484,6 +484,8 @@ extern _Atomic(tl_row_owner_fn) tl_held_row_owner;
 /* Reads the owner rules (tl_opt.owners, then the shipped ones unless
  * TENSORLEAK_DEFAULT_OWNERS is off), at start. */
 void tl_owners_load(void);
+/* In a forked child: its owners hold nothing yet (fork participant). */
+void tl_owners_after_fork(void);
 /* The owner class of a call site (budget.c's and growth.c's class order:
  * cache, workspace, library, user); a site without a stack is the user's. */
 int tl_owner_class_of(struct tl_callsite *cs);
@@ -589,9 +591,18 @@ bool tl_signal_install_if_default(int sig, void (*handler)(int), int flags, stru
 void tl_signals_restore(void);
 /* At the program's first CUDA call: starts the watcher thread. */
 void tl_snapshot_watch(void);
-void tl_snapshot_after_fork(bool follow);
-/* pyframes.c's fork handlers, registered once (before snapshot.c's). */
-void tl_pyframes_register_fork_handlers(void);
+/* Fork participants (preload.c's list says in which order they run): the
+ * watcher's unit of work done and work_lock held across the fork; in a
+ * child, the watcher's state reset and, in a followed child, a watcher of
+ * its own started. */
+void tl_snapshot_before_fork(void);
+void tl_snapshot_after_fork_in_parent(void);
+void tl_snapshot_after_fork_in_child(void);
+void tl_snapshot_watch_after_fork(void);
+/* Fork participant (preload.c's list): pyframes.c's leaf locks held across
+ * the fork, so the child gets them free and its tables consistent. */
+void tl_pyframes_before_fork(void);
+void tl_pyframes_after_fork(void);
 /* Runs `last` between two of the watcher's units of work: a report it
  * writes and tracking turned off there leave the watcher nothing to write
  * after it (a detach). */
@@ -615,10 +626,10 @@ extern atomic_int tl_bridge_setup_nudges;
 void tl_bridge_nudge(void);
 /* In a forked child: the bridge thread does not exist there. */
 void tl_bridge_after_fork(void);
-/* Around a fork (snapshot.c's handlers): while it waits, the watcher's
- * requests to the bridge stop waiting for an answer. */
+/* Around a fork (snapshot.c's handlers, in the parent): while it waits,
+ * the watcher's requests to the bridge stop waiting for an answer. */
 void tl_bridge_fork_begins(void);
-void tl_bridge_fork_ends(bool in_child);
+void tl_bridge_fork_ends(void);
 
 /* ---- procaddr.c ----------------------------------------------------------- */
 /* Called by dlsym_trampoline.S in place of glibc's dlsym: *result is our hook

@@ -19,7 +19,8 @@
  * states of marks and the live state never replace.  The bound is for a
  * bridge thread that cannot start reading (the GIL held); once a read has
  * begun, the bridge thread is at work and a mark or report waits for the
- * read to end (bounded by TL_BRIDGE_READ_MS): a framework's read can take
+ * read to end (bounded by TL_BRIDGE_READ_MS; not in a thread that holds the
+ * GIL itself, where the read cannot go on): a framework's read can take
  * seconds (PyTorch's first snapshot of blocks that carry Python frames
  * imports torch._inductor, about 1 s here), and a mark that gave up on it
  * would lose that request's growth.  Reports written inside an
@@ -107,6 +108,9 @@ static __thread int submitted_here;
  * state): its model reads `state`; otherwise (a report, or no refresh) it
  * reads `full_state`. */
 static __thread bool figures_request TL_TLS_IE;
+/* PyGILState_Check: does the calling thread hold the GIL (0 in a thread
+ * the interpreter never bound, the watcher's). */
+static int (*gil_held_here)(void);
 static atomic_bool kicked;    /* an interpreter was seen and the switch read */
 static atomic_bool scheduled; /* the bridge's start was scheduled */
 static atomic_bool bad_json_once, boot_once;
@@ -361,8 +365,11 @@ void tl_bridge_refresh_live(double interval)
  * TL_BRIDGE_READ_MS after it began; never beyond TL_BRIDGE_READ_MS after
  * the request.  A bridge thread that keeps answering, slowly, is waited
  * for; one that cannot start is not.  The live state keeps its short
- * bound: the watcher has other work, and the next interval asks again. */
-static struct timespec wait_until(struct timespec asked, int wait_ms, bool live)
+ * bound: the watcher has other work, and the next interval asks again.
+ * `holds_gil`: the waiting thread holds the GIL (a report from a C call
+ * that keeps it, ctypes.PyDLL): a read begun before it took the GIL cannot
+ * go on until it lets go, so that read extends nothing. */
+static struct timespec wait_until(struct timespec asked, int wait_ms, bool live, bool holds_gil)
 {
     struct timespec until = plus_ms(asked, wait_ms);
     if (live)
@@ -371,7 +378,7 @@ static struct timespec wait_until(struct timespec asked, int wait_ms, bool live)
     if (later_than(t, until))
         until = t;
     t = plus_ms(read_began, TL_BRIDGE_READ_MS);
-    if (read_in_progress && later_than(t, until))
+    if (read_in_progress && !holds_gil && later_than(t, until))
         until = t;
     t = plus_ms(asked, TL_BRIDGE_READ_MS);
     return later_than(until, t) ? t : until;
@@ -391,6 +398,7 @@ static void refresh(bool may_wait, bool full, int wait_ms, bool live)
     last_fresh = false;
     snprintf(last_note, sizeof last_note, "the bridge's state was busy: last state used");
     bool on_watcher = tl_snapshot_on_watcher();
+    bool holds_gil = may_wait && gil_held_here && gil_held_here();
     if (!lock_bounded())
         return;
     if (mine >= (full ? 2 : 1) && !closed) {
@@ -426,11 +434,11 @@ static void refresh(bool may_wait, bool full, int wait_ms, bool live)
         bool cut_by_fork = false;
         while (served_seq < mine_seq && !closed && !(cut_by_fork = on_watcher && atomic_load(&forks_waiting) > 0)) {
             /* Recomputed at each wake-up: a read that began extends it. */
-            struct timespec until = wait_until(asked, wait_ms, live), now;
+            struct timespec until = wait_until(asked, wait_ms, live, holds_gil), now;
             if (pthread_cond_timedwait(&br_cond, &br_lock, &until) != ETIMEDOUT)
                 continue;
             clock_gettime(CLOCK_MONOTONIC, &now);
-            if (!later_than(wait_until(asked, wait_ms, live), now))
+            if (!later_than(wait_until(asked, wait_ms, live, holds_gil), now))
                 break;
         }
         if (served_seq >= mine_seq) {
@@ -445,7 +453,7 @@ static void refresh(bool may_wait, bool full, int wait_ms, bool live)
                 gave_up_seq = want_seq;
                 gave_up_life = last_life;
             }
-            if (read_in_progress && !live)
+            if (read_in_progress && !live && !holds_gil)
                 snprintf(last_note, sizeof last_note,
                          "the Python bridge's state read did not finish within %d ms: last state used",
                          TL_BRIDGE_READ_MS);
@@ -497,49 +505,39 @@ json_t *tl_bridge_stack_json(json_t *frames)
     return stack;
 }
 
-static void layout_from(json_t *src, struct tl_pool_row *row, json_t *extra)
+/* A framework's layout as the model's pool fields "layout" (bases in hex)
+ * and "layout_truncated", into `extra`: the first TL_LAYOUT_MAX blocks. */
+static void layout_from(json_t *src, json_t *extra)
 {
     json_t *layout = json_object_get(src, "layout");
     if (!json_is_array(layout))
         return;
     json_t *out = json_array();
+    bool truncated = json_is_true(json_object_get(src, "layout_truncated"));
     size_t i, kept = 0;
     json_t *seg;
-    row->layout = calloc(json_array_size(layout) + 1, sizeof *row->layout);
-    row->layout_truncated = json_is_true(json_object_get(src, "layout_truncated"));
     json_array_foreach(layout, i, seg) {
-        long long base = int_or(seg, "base", 0), bytes = int_or(seg, "bytes", 0);
-        json_t *blocks = json_object_get(seg, "blocks");
         json_t *so = json_object(), *bo = json_array();
-        json_object_set_new(so, "base", hex_of(base));
-        json_object_set_new(so, "bytes", json_integer(bytes));
-        struct tl_layout_segment *ls = row->layout ? &row->layout[row->nlayout++] : NULL;
-        if (ls) {
-            ls->base = (uint64_t)base;
-            ls->bytes = (uint64_t)bytes;
-            ls->blocks = json_array_size(blocks) ? calloc(json_array_size(blocks), sizeof *ls->blocks) : NULL;
-        }
+        json_object_set_new(so, "base", hex_of(int_or(seg, "base", 0)));
+        json_object_set_new(so, "bytes", json_integer(int_or(seg, "bytes", 0)));
         size_t k;
         json_t *b;
-        json_array_foreach(blocks, k, b) {
+        json_array_foreach(json_object_get(seg, "blocks"), k, b) {
             if (kept >= TL_LAYOUT_MAX) {
-                row->layout_truncated = true;
+                truncated = true;
                 break;
             }
-            long long off = int_or(b, "offset", 0), len = int_or(b, "bytes", 0);
             json_t *bj = json_object();
-            json_object_set_new(bj, "offset", json_integer(off));
-            json_object_set_new(bj, "bytes", json_integer(len));
+            json_object_set_new(bj, "offset", json_integer(int_or(b, "offset", 0)));
+            json_object_set_new(bj, "bytes", json_integer(int_or(b, "bytes", 0)));
             json_array_append_new(bo, bj);
-            if (ls && ls->blocks)
-                ls->blocks[ls->nblocks++] = (struct tl_layout_block){(uint64_t)off, (uint64_t)len};
             kept++;
         }
         json_object_set_new(so, "blocks", bo);
         json_array_append_new(out, so);
     }
     json_object_set_new(extra, "layout", out);
-    json_object_set_new(extra, "layout_truncated", json_boolean(row->layout_truncated));
+    json_object_set_new(extra, "layout_truncated", json_boolean(truncated));
 }
 
 static json_t *sites_from(json_t *src)
@@ -700,7 +698,7 @@ void tl_bridge_apply(struct tl_gather *m)
                 if (k < 2)
                     json_object_set_new(extra, "utilization", json_null());
             }
-        layout_from(p, row, extra);
+        layout_from(p, extra);
         if (json_object_get(p, "sites"))
             json_object_set_new(extra, "sites", sites_from(p));
         row->extra = extra;
@@ -958,6 +956,8 @@ void tl_bridge_kick(void)
         return; /* not yet: a later call tries again */
     if (atomic_exchange(&kicked, true))
         return;
+    /* Also for a bridge the program starts itself (import tensorleak). */
+    gil_held_here = (int (*)(void))tl_real_dlsym(RTLD_DEFAULT, "PyGILState_Check");
     if (tl_opt.python_rejected[0]) {
         tl_warn(NULL, "TENSORLEAK_PYTHON=%s is not 0 or 1; the Python bridge stays off", tl_opt.python_rejected);
         return;
@@ -991,17 +991,16 @@ void tl_bridge_fork_begins(void)
     }
 }
 
-void tl_bridge_fork_ends(bool in_child)
+void tl_bridge_fork_ends(void)
 {
-    if (in_child)
-        atomic_store(&forks_waiting, 0); /* the only thread here is the one that forked */
-    else
-        atomic_fetch_sub(&forks_waiting, 1);
+    atomic_fetch_sub(&forks_waiting, 1);
 }
 
 void tl_bridge_after_fork(void)
 {
-    /* The bridge thread does not exist in a forked child. */
+    /* The bridge thread does not exist in a forked child, and the only
+     * thread here is the one that forked. */
+    atomic_store(&forks_waiting, 0);
     pthread_mutex_init(&br_lock, NULL);
     init_cond();
     waiting_seen = false;

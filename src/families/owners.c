@@ -194,7 +194,7 @@ static int tl_owner_rules_parse(const char *text, size_t len, const char *origin
 
 /* A forked child starts with an empty live table (preload.c): its owners
  * hold nothing yet.  Call sites and their owners survive the fork. */
-static void owners_after_fork_child(void)
+void tl_owners_after_fork(void)
 {
     pthread_mutex_init(&owners_lock, NULL);
     pthread_mutex_init(&static_lock, NULL);
@@ -229,9 +229,6 @@ void tl_owners_load(void)
     pthread_mutex_unlock(&owners_lock);
     atomic_store_explicit(&tl_held_row_owner, tl_owner_of_held_row, memory_order_release);
     tl_demangler(); /* a C++ program's, found at start */
-    static bool atfork_registered;
-    if (!atfork_registered && pthread_atfork(NULL, NULL, owners_after_fork_child) == 0)
-        atfork_registered = true;
 }
 
 /* ---- matching ------------------------------------------------------------ */

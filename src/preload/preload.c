@@ -53,27 +53,109 @@ static pthread_once_t quiet_once = PTHREAD_ONCE_INIT, init_once = PTHREAD_ONCE_I
 static bool quiet_done; /* the private libraries loaded, the options read */
 static pid_t owner_pid;
 
-static void after_fork_child(void)
+/* ---- fork ----------------------------------------------------------------
+ * Everything a fork() does to tensorleak, in one list registered with one
+ * pthread_atfork call (at start, init below).  Prepare handlers run from
+ * the first row to the last; parent and child handlers from the last row to
+ * the first, then, in a followed child (TENSORLEAK_FOLLOW_FORK), the
+ * `followed` handlers in the same order.  The rows go from work that takes
+ * other participants' locks down to the leaf state, and the order is the
+ * contract:
+ *  - before the fork, the watcher's unit of work (a report takes the
+ *    tables', the Python locations', libc's locks) is finished, with the
+ *    bridge told that a fork waits (os.fork holds the GIL a report may be
+ *    waiting for), before pyframes' leaf locks are taken: taken the other
+ *    way round, a fork would wait out the watcher's bound for a lock it
+ *    holds itself; the gate reads tl_active last, once no report can turn
+ *    it off;
+ *  - in a child, the gate comes first, then every lock and table is the
+ *    child's (the order among these rows is free: none reads another), and
+ *    the watcher, whose reports read all of them and whose file name the
+ *    exit report's row decides, starts last.
+ * A child made without fork()'s handlers (raw clone, clone3, _Fork) runs
+ * none of this: gate.c's wiped page keeps it out of everything (see the top
+ * of this file). */
+static void exit_report_after_fork(void)
 {
-    tl_gate_after_fork(tl_opt.follow_fork);
     owner_pid = getpid();
-    tl_tracker_after_fork();
-    tl_live_reset_after_fork();
-    tl_callsite_reset_after_fork();
-    tl_pools_after_fork();
-    tl_vmm_share_after_fork();
-    tl_ipc_after_fork();
+}
+
+/* The parent's report file is the parent's: a pattern without %p gets the
+ * child's pid. */
+static void exit_report_followed(void)
+{
+    if (!strstr(tl_opt.output, "%p") && strlen(tl_opt.output) + 4 < sizeof tl_opt.output)
+        strcat(tl_opt.output, ".%p");
+}
+
+static void report_lock_after_fork(void)
+{
+    pthread_mutex_init(&tl_report_lock, NULL);
+}
+
+static void counts_after_fork(void)
+{
     memset(&tl_stats, 0, sizeof tl_stats);
     tl_attach_total_base_clear();
     atomic_store(&tl_dropped_events, 0);
-    pthread_mutex_init(&tl_report_lock, NULL);
-    if (!tl_opt.follow_fork) {
-        tl_snapshot_after_fork(false);
-        return;
-    }
-    if (!strstr(tl_opt.output, "%p") && strlen(tl_opt.output) + 4 < sizeof tl_opt.output)
-        strcat(tl_opt.output, ".%p");
-    tl_snapshot_after_fork(true);
+}
+
+static void gate_after_fork(void)
+{
+    tl_gate_after_fork(tl_opt.follow_fork);
+}
+
+static const struct fork_participant {
+    void (*prepare)(void);
+    void (*parent)(void);
+    void (*child)(void);    /* in every child fork() makes */
+    void (*followed)(void); /* in a followed child, after every row's child */
+} fork_participants[] = {
+    /* publish: the watcher (snapshot.c), the exit report, the live state */
+    {tl_snapshot_before_fork, tl_snapshot_after_fork_in_parent, tl_snapshot_after_fork_in_child, tl_snapshot_watch_after_fork},
+    {NULL, NULL, exit_report_after_fork, exit_report_followed},
+    {NULL, NULL, report_lock_after_fork, NULL},
+    {NULL, NULL, NULL, tl_live_state_after_fork},
+    /* families */
+    {NULL, NULL, NULL, tl_growth_after_fork},
+    {NULL, NULL, tl_bridge_after_fork, NULL},
+    {NULL, NULL, tl_owners_after_fork, NULL},
+    {NULL, NULL, tl_ipc_after_fork, NULL},
+    {NULL, NULL, tl_vmm_share_after_fork, NULL},
+    {NULL, NULL, tl_pools_after_fork, NULL},
+    /* record */
+    {NULL, NULL, counts_after_fork, NULL},
+    {NULL, NULL, tl_callsite_reset_after_fork, NULL},
+    {NULL, NULL, tl_live_reset_after_fork, NULL},
+    {NULL, NULL, tl_tracker_after_fork, NULL},
+    {tl_pyframes_before_fork, tl_pyframes_after_fork, tl_pyframes_after_fork, NULL},
+    /* base */
+    {tl_gate_before_fork, NULL, gate_after_fork, NULL},
+};
+#define FORK_PARTICIPANTS (sizeof fork_participants / sizeof fork_participants[0])
+
+static void fork_prepare(void)
+{
+    for (size_t i = 0; i < FORK_PARTICIPANTS; i++)
+        if (fork_participants[i].prepare)
+            fork_participants[i].prepare();
+}
+
+static void fork_parent(void)
+{
+    for (size_t i = FORK_PARTICIPANTS; i-- > 0;)
+        if (fork_participants[i].parent)
+            fork_participants[i].parent();
+}
+
+static void fork_child(void)
+{
+    for (size_t i = FORK_PARTICIPANTS; i-- > 0;)
+        if (fork_participants[i].child)
+            fork_participants[i].child();
+    for (size_t i = FORK_PARTICIPANTS; tl_opt.follow_fork && i-- > 0;)
+        if (fork_participants[i].followed)
+            fork_participants[i].followed();
 }
 
 /* ---- fatal signals ------------------------------------------------------
@@ -162,7 +244,8 @@ static void init(void)
     tl_live_init();
     tl_stack_init();
     owner_pid = getpid();
-    pthread_atfork(tl_gate_before_fork, NULL, after_fork_child);
+    if (pthread_atfork(fork_prepare, fork_parent, fork_child) != 0)
+        tl_warn(NULL, "cannot register the fork handlers; a forked child may hang or report its parent's allocations");
     tl_suppressions_load();
     tl_owners_load();
     tl_budget_load();

@@ -21,6 +21,10 @@ enum hold_what {
     HOLD_TABLE = 3,        /* every live-table shard lock (tl_live_lock_all, as a report) */
     HOLD_REPORT = 4,       /* the report lock */
     HOLD_STDERR = 5,       /* stderr's FILE lock */
+    /* the watcher's work lock, taken as the watcher takes it for a report;
+     * once released, the work interns a Python location (pyframes.c's
+     * lock) before it lets go, as a report's growth of Python lines does */
+    HOLD_WATCHER_WORK = 6,
 };
 
 static sem_t held, release;
@@ -43,6 +47,12 @@ static int block_in_callback(struct dl_phdr_info *info, size_t size, void *arg)
     (void)arg;
     tensorleak_test_block();
     return 1;
+}
+
+static void work_then_python_location(void)
+{
+    tensorleak_test_block();
+    tl_pyloc_intern_strings("held_by_the_watcher", "test_hold.c", 1);
 }
 
 static void *holder(void *arg)
@@ -73,6 +83,9 @@ static void *holder(void *arg)
         tensorleak_test_block();
         funlockfile(stderr);
         break;
+    case HOLD_WATCHER_WORK:
+        tl_snapshot_stop_writing(work_then_python_location);
+        break;
     default:
         sem_post(&held);
         break;
@@ -85,7 +98,7 @@ static void *holder(void *arg)
 TL_EXPORT int tensorleak_test_hold(int which, const char *library);
 int tensorleak_test_hold(int which, const char *library)
 {
-    if (holding || which < HOLD_LOADER || which > HOLD_STDERR || (which == HOLD_LOADER && !library))
+    if (holding || which < HOLD_LOADER || which > HOLD_WATCHER_WORK || (which == HOLD_LOADER && !library))
         return -1;
     sem_init(&held, 0, 0);
     sem_init(&release, 0, 0);

@@ -22,10 +22,11 @@
  * and glibc re-initialises only some of its own (malloc's, stdio's, the
  * loader's), not tzset's or the locale's.  A child of a program that was
  * single-threaded before us must find libc as usable as it would have
- * without us.  So the watcher works only while it holds work_lock and a
- * pthread_atfork prepare handler takes work_lock: fork() waits for the unit
- * of work in progress (a live update is milliseconds, a report of a large
- * table seconds) and the watcher is asleep in sem_clockwait() at the fork.
+ * without us.  So the watcher works only while it holds work_lock and the
+ * first fork prepare handler (preload.c's list) takes work_lock: fork()
+ * waits for the unit of work in progress (a live update is milliseconds, a
+ * report of a large table seconds) and the watcher is asleep in
+ * sem_clockwait() at the fork.
  */
 #include "tl_internal.h"
 
@@ -41,6 +42,7 @@ static bool wake_ready; /* sem_init succeeded */
 static atomic_bool want_snapshot, want_mark;
 static pthread_t watcher;
 static bool watcher_running;
+static bool restart_after_fork; /* in a forked child: the parent's watcher ran */
 static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Per forking thread: two threads may fork at once, one after the other
  * through work_lock. */
@@ -137,13 +139,14 @@ void tl_snapshot_stop_writing(void (*last)(void))
     pthread_mutex_unlock(&work_lock);
 }
 
-/* fork() waits for the watcher's unit of work (see the top of this file).
- * The wait is bounded: should the watcher ever wait for something the forking
- * thread holds (a fork from a signal handler that interrupted one of our
- * hooks), the fork goes ahead after the bound rather than never. */
+/* fork() waits for the watcher's unit of work (see the top of this file;
+ * preload.c's list of fork participants runs this first).  The wait is
+ * bounded: should the watcher ever wait for something the forking thread
+ * holds (a fork from a signal handler that interrupted one of our hooks),
+ * the fork goes ahead after the bound rather than never. */
 #define FORK_WAIT_S 10
 
-static void before_fork(void)
+void tl_snapshot_before_fork(void)
 {
     work_held_for_fork = false;
     if (on_watcher)
@@ -160,11 +163,11 @@ static void before_fork(void)
     work_held_for_fork = pthread_mutex_clocklock(&work_lock, CLOCK_MONOTONIC, &until) == 0;
 }
 
-static void after_fork_in_parent(void)
+void tl_snapshot_after_fork_in_parent(void)
 {
     if (on_watcher)
         return;
-    tl_bridge_fork_ends(false);
+    tl_bridge_fork_ends();
     if (work_held_for_fork)
         pthread_mutex_unlock(&work_lock);
     work_held_for_fork = false;
@@ -228,19 +231,6 @@ static void install(int sig)
 }
 
 static atomic_bool watcher_started;
-static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
-
-/* Registered at the first CUDA call, after pyframes.c's handlers, which
- * are registered first here if another library's constructor reached CUDA
- * before pyframes' constructor ran: prepare handlers run in reverse order of
- * registration, so the watcher's work, which may take pyframes' locks, is
- * done before those locks are taken for the fork. */
-static void register_fork_handlers(void)
-{
-    tl_pyframes_register_fork_handlers();
-    if (pthread_atfork(before_fork, after_fork_in_parent, NULL) != 0)
-        tl_warn(NULL, "cannot register the fork handlers; a fork during a live update may hang the child");
-}
 
 /* At the first CUDA call or client API call: the semaphore and the
  * handlers.  A signal that arrives before the watcher runs leaves its flag
@@ -269,7 +259,6 @@ void tl_snapshot_watch(void)
 {
     if (!wake_ready || atomic_exchange(&watcher_started, true))
         return;
-    pthread_once(&fork_handlers_once, register_fork_handlers);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -283,35 +272,33 @@ void tl_snapshot_watch(void)
     watcher_running = true;
 }
 
-/* The watcher thread does not exist in a forked child: a new one if the
- * parent had one running and the child is followed.  The semaphore is the
- * child's own copy (not shared between processes); it starts again at zero,
- * and a request the parent had pending is the parent's. */
-void tl_snapshot_after_fork(bool follow)
+/* The watcher thread does not exist in a forked child.  The semaphore is
+ * the child's own copy (not shared between processes); it starts again at
+ * zero, and a request the parent had pending is the parent's. */
+void tl_snapshot_after_fork_in_child(void)
 {
-    /* Held by this thread since before_fork; the watcher it guarded is not
-     * in this process. */
+    /* Held by this thread since tl_snapshot_before_fork; the watcher it
+     * guarded is not in this process. */
     pthread_mutex_init(&work_lock, NULL);
     work_held_for_fork = false;
-    tl_bridge_fork_ends(true);
-    bool was_running = watcher_running;
+    restart_after_fork = watcher_running;
     watcher_running = false;
     atomic_store(&watcher_started, false);
-    /* Unfollowed too: the child's own Python bridge (started by its
-     * after-fork handler) must not find br_lock held by a thread that is
-     * not there. */
-    tl_bridge_after_fork();
     if (wake_ready) {
         sem_destroy(&wake);
         wake_ready = sem_init(&wake, 0, 0) == 0;
     }
     atomic_store(&want_snapshot, false);
     atomic_store(&want_mark, false);
-    if (!follow)
-        return;
-    tl_growth_after_fork();
-    tl_live_state_after_fork();
-    if (was_running)
+}
+
+/* A followed child gets a watcher of its own if the parent had one
+ * running: last of the fork participants, once everything its reports read
+ * is the child's. */
+void tl_snapshot_watch_after_fork(void)
+{
+    if (restart_after_fork)
         tl_snapshot_watch();
+    restart_after_fork = false;
 }
 

@@ -110,37 +110,19 @@ static pthread_mutex_t loc_lock;
 /* A fork while another thread holds detect_lock or loc_lock (resolving a
  * new location: malloc and the line-table decode inside) would leave the
  * child's copy locked forever and hang its first new Python location.  Both
- * are held across fork instead, so the child gets them free and the tables
- * consistent.  Leaf locks: nothing under them forks or takes another. */
-static void before_fork(void)
+ * are held across fork instead (a participant of preload.c's fork list), so
+ * the child gets them free and the tables consistent.  Leaf locks: nothing
+ * under them forks or takes another. */
+void tl_pyframes_before_fork(void)
 {
     pthread_mutex_lock(&detect_lock);
     pthread_mutex_lock(&loc_lock);
 }
 
-static void after_fork(void)
+void tl_pyframes_after_fork(void)
 {
     pthread_mutex_unlock(&loc_lock);
     pthread_mutex_unlock(&detect_lock);
-}
-
-static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
-
-static void register_fork_handlers_once(void)
-{
-    pthread_atfork(before_fork, after_fork, after_fork);
-}
-
-/* From our constructor, or earlier from snapshot.c (see there): whichever
- * comes first registers, once. */
-void tl_pyframes_register_fork_handlers(void)
-{
-    pthread_once(&fork_handlers_once, register_fork_handlers_once);
-}
-
-__attribute__((constructor)) static void register_fork_handlers(void)
-{
-    tl_pyframes_register_fork_handlers();
 }
 
 unsigned long tl_py_chains_unreadable(void)

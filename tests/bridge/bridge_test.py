@@ -43,6 +43,8 @@ CLI = os.path.join(BUILD, "tools", "tensorleak")
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAKE = os.path.join(HERE, "fake")
 KV = os.path.join(HERE, "progs", "kv_loop.py")
+READ_BEGUN_THEN_GIL_HELD = os.path.join(HERE, "progs", "read_begun_then_gil_held.py")
+FIGURES_READ_AT_EXIT = os.path.join(HERE, "progs", "figures_read_at_exit.py")
 MiB = 1 << 20
 
 
@@ -339,6 +341,35 @@ def a_program_holding_the_gil_gets_its_report_without_waiting_forever():
     # takes 3-4.5 s on a loaded 2-core machine.  A wait that never ended
     # would hang the program; only a run ten times as long as that says so.
     check(r.seconds < 45.0, f"run took {r.seconds:.1f}s")
+
+
+def a_report_keeping_the_gil_waits_its_short_bound_for_a_read_begun_before():
+    # A read announced before the program took the GIL cannot go on while
+    # the report's own thread keeps it: that read must not stretch the
+    # wait to the 30 s bound of a read at work.  No live state and no
+    # interval: no request of the watcher's can end that read before.
+    r = run([READ_BEGUN_THEN_GIL_HELD], env={"TENSORLEAK_LIVE": "0"}, timeout=120)
+    eq((r.rc, r.out, r.err.count("Traceback")), (0, "done\n", 0), "exit status, output, no traceback")
+    (api,) = r.by_reason("api")
+    eq(api["bridge"]["note"], "the Python bridge did not answer within 2000 ms (GIL held?): last state used",
+       "the report's note")
+    # 2 s of waiting and about 1.5 s of start-up; 30 s of waiting would be
+    # the read's bound.
+    check(r.seconds < 25.0, f"run took {r.seconds:.1f}s")
+
+
+def a_figures_read_waiting_at_exit_never_replaces_the_exit_reads_layout():
+    # The bridge's exit read hands over the full state and closes the bridge
+    # in one hold of its lock: a figures-only read waiting for that lock
+    # finds the bridge closed.  Handed over between the two, it was the
+    # last state, and the exit report lost the pool's layout (one 22 MiB
+    # segment: the stand-in rounds the 21 MiB tensor up to 2 MiB).
+    r = run([FIGURES_READ_AT_EXIT], env={"PYTHONPATH": FAKE + os.pathsep + os.path.join(SOURCE, "python")})
+    eq((r.rc, r.out, r.err.count("Traceback")), (0, "done\n", 0), "exit status, output, no traceback")
+    eq(r.exit["bridge"]["state"], "final", "the exit report's state")
+    pool = torch_pool(r.exit)
+    eq(([s["bytes"] for s in pool.get("layout", [])], pool.get("layout_truncated")), ([22 * MiB], False),
+       "the exit report's pool layout (segment bytes, truncated)")
 
 
 def report_inside_an_allocation_never_waits():

@@ -10,6 +10,9 @@
  *     child allocating; prints how many hung)
  *   fork-storm N GOFILE (once GOFILE exists, N children at once, each of
  *     which uses libc's locking functions)
+ *   fork-held-work (a fork while the watcher's work holds its lock, the
+ *     work let go only once the fork waits for it; prints whether the fork
+ *     waited less than 5 s)
  *   dlopen PLUGIN | threads | leak2 (what exec'd children run)
  *
  * Children print "child PID" on stdout so the driver knows which report is
@@ -19,9 +22,11 @@
 #include "cudart_compat.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +137,38 @@ static int child_fn(void *arg)
     (void)arg;
     leak_blocks(2, BLOCK);
     exit(0); /* runs destructors: the library must not report for this child */
+}
+
+/* fork-held-work: the main thread's id, and the library's release. */
+static pid_t main_tid;
+static void (*release_held)(void);
+
+/* Is the main thread asleep in a futex wait (a lock taken in fork's
+ * prepare handlers)?  /proc/self/task/TID/syscall starts with the number of
+ * the system call it is blocked in. */
+static bool main_waits_in_futex(void)
+{
+    char path[64], text[32] = {0};
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)main_tid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, text, sizeof text - 1);
+    close(fd);
+    return n > 0 && atol(text) == SYS_futex;
+}
+
+/* Lets the held work go once the main thread has waited in fork() for 30 ms
+ * (or after 10 s, when it never does). */
+static void *release_once_the_fork_waits(void *arg)
+{
+    (void)arg;
+    for (int waiting_ms = 0, ms = 0; waiting_ms < 30 && ms < 10000; ms++) {
+        waiting_ms = main_waits_in_futex() ? waiting_ms + 1 : 0;
+        sleep_1ms();
+    }
+    release_held();
+    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -280,6 +317,34 @@ int main(int argc, char **argv)
         release();
         printf("%d children, %d hung, %d failed\n", n, hung, failed);
         return hung || failed ? 4 : 0;
+    }
+    if (strcmp(mode, "fork-held-work") == 0) {
+        /* The work a report does takes a Python location's lock, which the
+         * fork's prepare handlers take too: after the watcher's, or the
+         * fork waits out its bound (10 s) for a lock it holds itself. */
+        int (*hold)(int, const char *) = (int (*)(int, const char *))dlsym(RTLD_DEFAULT, "tensorleak_test_hold");
+        release_held = (void (*)(void))dlsym(RTLD_DEFAULT, "tensorleak_test_release");
+        if (!hold || !release_held)
+            die("dlsym(tensorleak_test_hold)");
+        if (hold(6, NULL) != 0)
+            die("tensorleak_test_hold");
+        main_tid = (pid_t)syscall(SYS_gettid);
+        pthread_t releaser;
+        if (pthread_create(&releaser, NULL, release_once_the_fork_waits, NULL) != 0)
+            die("pthread_create");
+        struct timespec before, after;
+        clock_gettime(CLOCK_MONOTONIC, &before);
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(0);
+        if (pid < 0)
+            die("fork");
+        clock_gettime(CLOCK_MONOTONIC, &after);
+        pthread_join(releaser, NULL);
+        int st = wait_child_bounded(pid, 10);
+        double waited = (double)(after.tv_sec - before.tv_sec) + (double)(after.tv_nsec - before.tv_nsec) / 1e9;
+        printf("the fork waited %s 5 s; the child exited %d\n", waited < 5.0 ? "less than" : "at least", st);
+        return 0;
     }
     if (strcmp(mode, "dlopen") == 0 && argc > 2) {
         void *h = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);

@@ -219,6 +219,18 @@ def a_fork_while_the_watcher_works_leaves_the_childs_libc_usable(c):
     check_eq(leaks_of(c.report(pid_of(c))), MAIN_LEAKS, "parent leaks")
 
 
+def a_fork_waits_for_the_watchers_work_before_it_takes_the_python_location_lock(c):
+    """A fork while the watcher's work is under way, that work taking a
+    Python location's lock only after the fork began to wait for it
+    (tensorleak_test_hold 6): the fork's prepare handlers wait for the work
+    first, then take that lock; the other way round the fork holds the lock
+    the work waits for, and waits out its 10 s bound."""
+    p = c.run(["fork-held-work"])
+    check_eq((p.returncode, p.stdout, p.stderr), (0, "the fork waited less than 5 s; the child exited 0\n", ""),
+             "status, stdout, stderr")
+    check_eq(leaks_of(c.report(pid_of(c))), MAIN_LEAKS, "parent leaks")
+
+
 def fork_without_pid_in_the_pattern_appends_the_child_pid(c):
     out = os.path.join(c.tmp, "fixed.json")
     p = c.run(["fork"], output=out)
@@ -467,6 +479,7 @@ CASES = {f.__name__: f for f in (
     forked_child_with_follow_fork_off_writes_nothing,
     fork_without_pid_in_the_pattern_appends_the_child_pid,
     a_fork_while_the_watcher_works_leaves_the_childs_libc_usable,
+    a_fork_waits_for_the_watchers_work_before_it_takes_the_python_location_lock,
     exec_children_are_tracked_as_programs_of_their_own,
     raw_clone_child_writes_nothing,
     raw_clone_children_never_wait_on_a_lock_our_thread_held,
