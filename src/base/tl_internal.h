@@ -523,8 +523,7 @@ size_t tl_ipc_exports(struct tl_ipc_export *out, size_t max);
 void tl_ipc_after_fork(void);
 
 /* ---- budget.c ------------------------------------------------------------ */
-extern atomic_bool tl_budget_active;    /* a TENSORLEAK_BUDGET is set */
-extern atomic_bool tl_budget_enforcing; /* ... and TENSORLEAK_BUDGET_ENFORCE */
+extern atomic_bool tl_budget_enforcing; /* a TENSORLEAK_BUDGET is set and TENSORLEAK_BUDGET_ENFORCE */
 struct tl_callsite;
 void tl_budget_after_alloc(struct tl_callsite *cs, const struct tl_live *rec);
 void tl_budget_after_free(const struct tl_live *rec);
@@ -623,9 +622,6 @@ void tl_suppressions_load(void);
 /* Starts the Python bridge when TENSORLEAK_PYTHON is on and an initialized
  * interpreter is in the process (Py_AddPendingCall; cheap after the first). */
 void tl_bridge_kick(void);
-/* bridge.c: allocations left that schedule the bridge's PyTorch setup
- * again (tl_bridge_nudge), 0 once done or in a program without the bridge. */
-extern atomic_int tl_bridge_setup_nudges;
 void tl_bridge_nudge(void);
 /* In a forked child: the bridge thread does not exist there. */
 void tl_bridge_after_fork(void);
@@ -706,13 +702,9 @@ int tl_report_write(enum tl_reason reason, const char *label, const struct tl_oo
  * reported now, or left for the framework's out-of-memory observer when
  * the failure is in its allocator (see oom.c). */
 void tl_oom_failed(const struct tl_oom_event *ev);
-/* This thread has a failure waiting for the framework's observer; the
- * thread's next successful allocation reports it (tl_oom_allocated_slow). */
-extern __thread bool tl_oom_pending TL_TLS_IE;
+/* The thread's next successful allocation after a failure left for the
+ * framework's observer (tl_oom_pending) reports it. */
 void tl_oom_allocated_slow(void);
-/* The framework's observer, in the failing thread after it read the
- * framework state: writes the out-of-memory report now.  0 when written. */
-int tl_oom_observed(int device, uint64_t bytes);
 /* Fatal-signal path: may a report be written now without deadlocking? */
 bool tl_report_lock_for_fatal(void);
 /* A report (reason "api") to exactly `path`, replacing a file there.  0 on
@@ -756,8 +748,6 @@ struct tl_gather;
 int tl_report_with_model(void (*fn)(struct tl_gather *m, void *arg), void *arg);
 
 /* ---- attach_before.c (memory from before tensorleak attach) -------------- */
-/* Set while this library tracks a process it was attached to. */
-extern atomic_bool tl_attached;
 /* At the attach: each device's per-process figure (NVML). */
 void tl_attach_measure_before(void);
 /* At commit: the counts a report gives (total, failed, out of memory,
@@ -785,6 +775,41 @@ bool tl_attach_wants_pools(void);
 void tl_attach_pools_read(const uint64_t reserved[TL_MAX_DEVICES]);
 /* The rows (up to max) and when tracking began; false when not attached. */
 bool tl_attach_before_rows(struct tl_attach_row *out, size_t max, size_t *count, long long *when);
+
+/* ---- upcalls.c: the calls that run up a layer ---------------------------
+ * Set once by tl_upcalls_connect (preload/connect.c) at the library's start
+ * (the constructor, or the first hook or client call before it), before
+ * anything can track; each points at the function of its name with tl_ in
+ * front.  A call whose comment names a flag below is made only while that
+ * flag is set: the hot path tests the flag, never the pointer. */
+struct tl_upcalls {
+    /* record/ (tracker.c) -> families/ and publish/ */
+    void (*budget_after_alloc)(struct tl_callsite *cs, const struct tl_live *rec); /* tl_budget_active */
+    void (*budget_after_free)(const struct tl_live *rec);                          /* tl_budget_active */
+    void (*oom_allocated_slow)(void);                                              /* tl_oom_pending */
+    void (*bridge_nudge)(void);                                /* tl_bridge_setup_nudges > 0 */
+    bool (*attach_freed_before)(uint8_t space, uint64_t addr); /* tl_attached, a free the table does not know */
+    void (*oom_failed)(const struct tl_oom_event *ev);         /* every failure for lack of memory */
+    void (*snapshot_watch)(void);                              /* the first tracked allocation */
+    /* families/ -> publish/ */
+    int (*report_write)(enum tl_reason reason, const char *label, const struct tl_oom_event *oom, unsigned *gate_failed);
+    void (*report_read_devices_now)(void); /* pools.c, at exit */
+    bool (*snapshot_on_watcher)(void);     /* bridge.c */
+};
+extern struct tl_upcalls tl_upcalls;
+/* A TENSORLEAK_BUDGET is set (budget.c). */
+extern atomic_bool tl_budget_active;
+/* This thread has a failure waiting for the framework's out-of-memory
+ * observer (oom.c); its next successful allocation reports it. */
+extern __thread bool tl_oom_pending TL_TLS_IE;
+/* Allocations left that schedule the bridge's PyTorch setup again
+ * (bridge.c), 0 once done or in a program without the bridge. */
+extern atomic_int tl_bridge_setup_nudges;
+/* Set while this library tracks a process it was attached to (preload.c). */
+extern atomic_bool tl_attached;
+
+/* ---- connect.c ------------------------------------------------------------ */
+void tl_upcalls_connect(void);
 
 /* ---- preload.c ---------------------------------------------------------- */
 void tl_init(void);

@@ -30,7 +30,6 @@
 enum { CLASSES = TL_BUDGET_CLASSES }; /* cache, workspace, library, user: owners.c's order */
 static const char *const class_names[CLASSES] = {"cache", "workspace", "library", "user"};
 
-atomic_bool tl_budget_active;
 atomic_bool tl_budget_enforcing;
 static uint64_t total_budget;            /* 0 = none */
 static uint64_t class_budget[CLASSES];   /* 0 = none */
@@ -133,7 +132,7 @@ static void crossed(const char *what, uint64_t budget, long long now, int device
     atomic_fetch_add(&crossings, 1);
     tl_warn(NULL, "%s budget of %s on device %d %s at %s (%s held)", what, b, device,
             refused ? "would be crossed: allocation refused" : "crossed", site, n);
-    tl_report_write(TL_REASON_BUDGET, what, NULL, NULL);
+    tl_upcalls.report_write(TL_REASON_BUDGET, what, NULL, NULL);
 }
 
 /* After a tracked allocation (tracker.c); no table lock is held. */
