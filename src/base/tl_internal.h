@@ -523,7 +523,8 @@ size_t tl_ipc_exports(struct tl_ipc_export *out, size_t max);
 void tl_ipc_after_fork(void);
 
 /* ---- budget.c ------------------------------------------------------------ */
-extern atomic_bool tl_budget_enforcing; /* a TENSORLEAK_BUDGET is set and TENSORLEAK_BUDGET_ENFORCE */
+extern atomic_bool tl_budget_active;    /* a TENSORLEAK_BUDGET is set */
+extern atomic_bool tl_budget_enforcing; /* ... and TENSORLEAK_BUDGET_ENFORCE */
 struct tl_callsite;
 void tl_budget_after_alloc(struct tl_callsite *cs, const struct tl_live *rec);
 void tl_budget_after_free(const struct tl_live *rec);
@@ -780,8 +781,8 @@ bool tl_attach_before_rows(struct tl_attach_row *out, size_t max, size_t *count,
  * Set once by tl_upcalls_connect (preload/connect.c) at the library's start
  * (the constructor, or the first hook or client call before it), before
  * anything can track; each points at the function of its name with tl_ in
- * front.  A call whose comment names a flag below is made only while that
- * flag is set: the hot path tests the flag, never the pointer. */
+ * front.  A call whose comment names a flag is made only while that flag is
+ * set: the hot path tests the flag, never the pointer. */
 struct tl_upcalls {
     /* record/ (tracker.c) -> families/ and publish/ */
     void (*budget_after_alloc)(struct tl_callsite *cs, const struct tl_live *rec); /* tl_budget_active */
@@ -790,15 +791,13 @@ struct tl_upcalls {
     void (*bridge_nudge)(void);                                /* tl_bridge_setup_nudges > 0 */
     bool (*attach_freed_before)(uint8_t space, uint64_t addr); /* tl_attached, a free the table does not know */
     void (*oom_failed)(const struct tl_oom_event *ev);         /* every failure for lack of memory */
-    void (*snapshot_watch)(void);                              /* the first tracked allocation */
+    void (*snapshot_watch)(void);                              /* tl_watch_pending: the first tracked allocation */
     /* families/ -> publish/ */
     int (*report_write)(enum tl_reason reason, const char *label, const struct tl_oom_event *oom, unsigned *gate_failed);
     void (*report_read_devices_now)(void); /* pools.c, at exit */
     bool (*snapshot_on_watcher)(void);     /* bridge.c */
 };
 extern struct tl_upcalls tl_upcalls;
-/* A TENSORLEAK_BUDGET is set (budget.c). */
-extern atomic_bool tl_budget_active;
 /* This thread has a failure waiting for the framework's out-of-memory
  * observer (oom.c); its next successful allocation reports it. */
 extern __thread bool tl_oom_pending TL_TLS_IE;

@@ -14,7 +14,6 @@
 
 struct tl_upcalls tl_upcalls;
 
-atomic_bool tl_budget_active;
 __thread bool tl_oom_pending TL_TLS_IE;
 atomic_int tl_bridge_setup_nudges;
 atomic_bool tl_attached;

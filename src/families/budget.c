@@ -30,6 +30,7 @@
 enum { CLASSES = TL_BUDGET_CLASSES }; /* cache, workspace, library, user: owners.c's order */
 static const char *const class_names[CLASSES] = {"cache", "workspace", "library", "user"};
 
+atomic_bool tl_budget_active;
 atomic_bool tl_budget_enforcing;
 static uint64_t total_budget;            /* 0 = none */
 static uint64_t class_budget[CLASSES];   /* 0 = none */
