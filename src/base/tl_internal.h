@@ -457,7 +457,7 @@ void tl_tracker_after_fork(void);
  * stores at most max, returns how many. */
 int tl_known_contexts(void **out, int max);
 
-/* ---- owners.c (tl_owner_prepare: owners.h) ------------------------------- */
+/* ---- owners.c (tl_owner_prepare: record.h) ------------------------------ */
 /* Each owner's running live bytes and their highest value, by owner index.
  * The two share a cache line; written as tracker.c writes
  * tl_stats.live_bytes (plain stores while one thread owns the live table,
@@ -620,9 +620,6 @@ void tl_suppressions_load(void);
 /* Starts the Python bridge when TENSORLEAK_PYTHON is on and an initialized
  * interpreter is in the process (Py_AddPendingCall; cheap after the first). */
 void tl_bridge_kick(void);
-/* bridge.c: allocations left that schedule the bridge's PyTorch setup
- * again (tl_bridge_nudge), 0 once done or in a program without the bridge. */
-extern atomic_int tl_bridge_setup_nudges;
 void tl_bridge_nudge(void);
 /* In a forked child: the bridge thread does not exist there. */
 void tl_bridge_after_fork(void);
@@ -699,13 +696,9 @@ int tl_report_write(enum tl_reason reason, const char *label, const struct tl_oo
  * reported now, or left for the framework's out-of-memory observer when
  * the failure is in its allocator (see oom.c). */
 void tl_oom_failed(const struct tl_oom_event *ev);
-/* This thread has a failure waiting for the framework's observer; the
- * thread's next successful allocation reports it (tl_oom_allocated_slow). */
-extern __thread bool tl_oom_pending TL_TLS_IE;
+/* The thread's next successful allocation after a failure left for the
+ * framework's observer (tl_oom_pending) reports it. */
 void tl_oom_allocated_slow(void);
-/* The framework's observer, in the failing thread after it read the
- * framework state: writes the out-of-memory report now.  0 when written. */
-int tl_oom_observed(int device, uint64_t bytes);
 /* Fatal-signal path: may a report be written now without deadlocking? */
 bool tl_report_lock_for_fatal(void);
 /* A report (reason "api") to exactly `path`, replacing a file there.  0 on
@@ -749,8 +742,6 @@ struct tl_gather;
 int tl_report_with_model(void (*fn)(struct tl_gather *m, void *arg), void *arg);
 
 /* ---- attach_before.c (memory from before tensorleak attach) -------------- */
-/* Set while this library tracks a process it was attached to. */
-extern atomic_bool tl_attached;
 /* At the attach: each device's per-process figure (NVML). */
 void tl_attach_measure_before(void);
 /* At commit: the counts a report gives (total, failed, out of memory,
@@ -778,6 +769,40 @@ bool tl_attach_wants_pools(void);
 void tl_attach_pools_read(const uint64_t reserved[TL_MAX_DEVICES]);
 /* The rows (up to max) and when tracking began; false when not attached. */
 bool tl_attach_before_rows(struct tl_attach_row *out, size_t max, size_t *count, long long *when);
+
+/* ---- upcalls.c: the calls that run up a layer ---------------------------
+ * Set once by tl_upcalls_connect (preload/connect.c) at the library's start
+ * (the constructor, or the first hook or client call before it), before
+ * anything can track; each points at the function of its name with tl_ in
+ * front.  A call whose comment names a flag is made only while that flag is
+ * set: the hot path tests the flag, never the pointer. */
+struct tl_upcalls {
+    /* record/ (tracker.c) -> families/ and publish/ */
+    void (*budget_after_alloc)(struct tl_callsite *cs, const struct tl_live *rec); /* tl_budget_active */
+    void (*budget_after_free)(const struct tl_live *rec);                          /* tl_budget_active */
+    void (*oom_allocated_slow)(void);                                              /* tl_oom_pending */
+    void (*bridge_nudge)(void);                                /* tl_bridge_setup_nudges > 0 */
+    bool (*attach_freed_before)(uint8_t space, uint64_t addr); /* tl_attached, a free the table does not know */
+    void (*oom_failed)(const struct tl_oom_event *ev);         /* every failure for lack of memory */
+    void (*snapshot_watch)(void);                              /* tl_watch_pending: the first tracked allocation */
+    void (*owner_decide)(struct tl_callsite *cs);              /* a call site's first row (record.h) */
+    /* families/ -> publish/ */
+    int (*report_write)(enum tl_reason reason, const char *label, const struct tl_oom_event *oom, unsigned *gate_failed);
+    void (*report_read_devices_now)(void); /* pools.c, at exit */
+    bool (*snapshot_on_watcher)(void);     /* bridge.c */
+};
+extern struct tl_upcalls tl_upcalls;
+/* This thread has a failure waiting for the framework's out-of-memory
+ * observer (oom.c); its next successful allocation reports it. */
+extern __thread bool tl_oom_pending TL_TLS_IE;
+/* Allocations left that schedule the bridge's PyTorch setup again
+ * (bridge.c), 0 once done or in a program without the bridge. */
+extern atomic_int tl_bridge_setup_nudges;
+/* Set while this library tracks a process it was attached to (preload.c). */
+extern atomic_bool tl_attached;
+
+/* ---- connect.c ------------------------------------------------------------ */
+void tl_upcalls_connect(void);
 
 /* ---- preload.c ---------------------------------------------------------- */
 /* Starts the library, once: the first hook (tl_ensure_init) or client API

@@ -22,8 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-atomic_bool tl_attached;
-
 #define POINTER_DEVICE_ORDINAL 9 /* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL (cuda.h) */
 
 static struct {

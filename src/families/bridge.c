@@ -300,17 +300,6 @@ bool tl_bridge_oom_module(char *out, size_t len)
     return out[0] != 0;
 }
 
-/* Called by the framework's out-of-memory observer in the failing thread,
- * just after it submitted the state it read there: writes the
- * out-of-memory report of the `bytes` request on `device`.  0 when written. */
-TL_EXPORT int tensorleak_bridge_oom(int device, unsigned long long bytes);
-int tensorleak_bridge_oom(int device, unsigned long long bytes)
-{
-    if (!atomic_load(&tl_active) || device < 0 || device >= TL_MAX_DEVICES)
-        return -1;
-    return tl_oom_observed(device, (uint64_t)bytes);
-}
-
 /* The interpreter is finalizing: the last state stays, no more requests. */
 TL_EXPORT void tensorleak_bridge_close(void);
 void tensorleak_bridge_close(void)
@@ -397,7 +386,7 @@ static void refresh(bool may_wait, bool full, int wait_ms, bool live)
     figures_request = !full;
     last_fresh = false;
     snprintf(last_note, sizeof last_note, "the bridge's state was busy: last state used");
-    bool on_watcher = tl_snapshot_on_watcher();
+    bool on_watcher = tl_upcalls.snapshot_on_watcher();
     bool holds_gil = may_wait && gil_held_here && gil_held_here();
     if (!lock_bounded())
         return;
@@ -900,7 +889,6 @@ static int boot(void *arg)
  * registered.  So the program's first PyTorch allocation is followed, at its
  * next bytecode, by the setup: an out-of-memory right after it is reported
  * with the figures of that moment.  Armed once a bridge thread waits. */
-atomic_int tl_bridge_setup_nudges;
 static int (*pending_call)(int (*)(void *), void *);
 
 void tl_bridge_nudge(void)

@@ -99,7 +99,7 @@ static void crossed(const char *what, uint64_t budget, long long now, int device
     atomic_fetch_add(&crossings, 1);
     tl_warn(NULL, "%s budget of %s on device %d %s at %s (%s held)", what, b, device,
             refused ? "would be crossed: allocation refused" : "crossed", site, n);
-    tl_report_write(TL_REASON_BUDGET, what, NULL, NULL);
+    tl_upcalls.report_write(TL_REASON_BUDGET, what, NULL, NULL);
 }
 
 /* After a tracked allocation (tracker.c); no table lock is held. */

@@ -6,7 +6,7 @@
  * while the state that failed is intact — except one a framework will
  * report itself: PyTorch calls its out-of-memory observers after its
  * allocator let go of its lock, and the Python bridge registers one
- * (tensorleak_bridge_oom, bridge.c) that reads the framework state in the
+ * (tensorleak_bridge_oom) that reads the framework state in the
  * failing thread and then has the report written, so the report holds
  * PyTorch's pool as it was at the failure.  Inside the hook it could only
  * have the last state read: PyTorch holds its allocator lock around
@@ -43,14 +43,13 @@
  * copy (tensorleak attach) must fit in.  Read only while tl_oom_pending. */
 static __thread TL_TLS_IE struct tl_oom_event *pending_slot;
 #define pending (*pending_slot)
-__thread bool tl_oom_pending TL_TLS_IE;
 
 static void write_pending(void)
 {
     struct tl_oom_event ev = pending;
     ev.late = true;
     tl_oom_pending = false;
-    tl_report_write(TL_REASON_OOM, NULL, &ev, NULL);
+    tl_upcalls.report_write(TL_REASON_OOM, NULL, &ev, NULL);
 }
 
 /* Does the failed call come from the framework allocator that will report
@@ -82,7 +81,7 @@ void tl_oom_failed(const struct tl_oom_event *ev)
         return;
     }
     tl_oom_pending = false;
-    tl_report_write(TL_REASON_OOM, NULL, ev, NULL);
+    tl_upcalls.report_write(TL_REASON_OOM, NULL, ev, NULL);
 }
 
 void tl_oom_allocated_slow(void)
@@ -91,8 +90,15 @@ void tl_oom_allocated_slow(void)
         write_pending();
 }
 
-int tl_oom_observed(int device, uint64_t bytes)
+/* Called by the framework's out-of-memory observer (the bridge registered
+ * it) in the failing thread, just after it submitted the state it read
+ * there: writes the out-of-memory report of the `bytes` request on `device`
+ * now.  0 when written. */
+TL_EXPORT int tensorleak_bridge_oom(int device, unsigned long long bytes);
+int tensorleak_bridge_oom(int device, unsigned long long bytes)
 {
+    if (!atomic_load(&tl_active) || device < 0 || device >= TL_MAX_DEVICES)
+        return -1;
     struct tl_oom_event ev;
     if (tl_oom_pending && pending.device == device) {
         ev = pending; /* the hook's: the native stack of the failing cudaMalloc */
@@ -109,7 +115,7 @@ int tl_oom_observed(int device, uint64_t bytes)
     }
     ev.bytes = bytes; /* the framework's request, rounded as it asked the driver */
     ev.observed = true;
-    return tl_report_write(TL_REASON_OOM, NULL, &ev, NULL);
+    return tl_upcalls.report_write(TL_REASON_OOM, NULL, &ev, NULL);
 }
 
 /* ---- the verdict ---------------------------------------------------------- */

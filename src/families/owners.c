@@ -26,7 +26,7 @@
  * segment an annotated pool holds is that pool's ("annotated pools").
  */
 #include "counts.h"
-#include "owners.h"
+#include "record.h"
 #include "report_gather.h"
 
 #include <dlfcn.h>

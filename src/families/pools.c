@@ -191,7 +191,7 @@ static void read_pools_at_exit(void)
     pthread_mutex_unlock(&pools_lock);
     /* The devices' memory too, outside pools_lock (a report takes the
      * report lock, then pools_lock). */
-    tl_report_read_devices_now();
+    tl_upcalls.report_read_devices_now();
 }
 
 /* A stream-ordered pool was first seen: by then the runtime (if any) has

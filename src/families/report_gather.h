@@ -287,8 +287,10 @@ bool tl_report_build(struct tl_gather *m, struct tl_report *r);
  * sites, held sites, stacks or pool layouts, nothing symbolized. */
 bool tl_report_build_live(struct tl_gather *m, struct tl_report *r);
 
-/* Symbolizes with a per-report cache. */
+/* report_frames.c: symbolizes with a per-report cache, which the report
+ * empties when it is done (tl_report_frames_clear). */
 const struct tl_frame_info *tl_report_frame(struct tl_gather *m, uintptr_t address);
+void tl_report_frames_clear(void);
 
 /* pools.c: adds pool rows, marks held segments, fills each device's
  * reserved/allocated. */

@@ -224,6 +224,7 @@ static bool in_global_scope(void)
 /* The constructor's part: nothing that the process could see. */
 static void init_quiet(void)
 {
+    tl_upcalls_connect(); /* before anything of ours can run */
     tl_gate_arm(); /* before any thread of ours, before any hook tracks */
     /* Before anything that unwinds, symbolizes or writes JSON; without its
      * libraries tensorleak stays off (tl_active false: every hook passes

@@ -29,4 +29,21 @@ static inline bool tl_py_maybe(void)
     return atomic_load_explicit(&tl_py_state, memory_order_relaxed) != 1;
 }
 
+/* ---- owners (families/owners.c decides) ---------------------------------- */
+/* The owner index of a call site whose row is about to enter the live
+ * table, decided once by the owner rules (-1: no call site).  After the
+ * first time it is one load; the decision is an up-call because the rules
+ * belong to families/. */
+static inline int tl_owner_prepare(struct tl_callsite *cs)
+{
+    if (!cs)
+        return -1;
+    int o = atomic_load_explicit(&cs->owner, memory_order_relaxed) - 1;
+    if (TL_UNLIKELY(o < 0)) {
+        tl_upcalls.owner_decide(cs);
+        o = atomic_load_explicit(&cs->owner, memory_order_relaxed) - 1;
+    }
+    return o;
+}
+
 #endif

@@ -5,7 +5,6 @@
  * teardown releases).
  */
 #include "counts.h"
-#include "owners.h"
 #include "record.h"
 #include "tl_internal.h"
 #include "live_shard.h"
@@ -117,7 +116,7 @@ static void watch_start(void)
     if (!atomic_exchange(&tl_watch_pending, false))
         return;
     tl_driver_symbols_prefetch();
-    tl_snapshot_watch();
+    tl_upcalls.snapshot_watch();
 }
 
 /* Every allocation's record.  Inlined into tl_track_alloc and into
@@ -159,12 +158,12 @@ static inline __attribute__((always_inline)) void track_alloc(enum tl_kind kind,
         /* A copy: `rec` itself never has its address taken, so it can stay
          * in registers and be stored straight into its slot. */
         struct tl_live row = rec;
-        tl_budget_after_alloc(cs, &row);
+        tl_upcalls.budget_after_alloc(cs, &row);
     }
     if (TL_UNLIKELY(tl_oom_pending))
-        tl_oom_allocated_slow(); /* the framework recovered from its failure: report it now */
+        tl_upcalls.oom_allocated_slow(); /* the framework recovered from its failure: report it now */
     if (TL_UNLIKELY(atomic_load_explicit(&tl_bridge_setup_nudges, memory_order_relaxed) > 0))
-        tl_bridge_nudge();
+        tl_upcalls.bridge_nudge();
 }
 
 void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t size, int device, uint32_t aux)
@@ -182,7 +181,7 @@ void tl_track_forget(const struct tl_live *rec)
 {
     tl_count_row(tl_live_counts_of(rec), rec, -1, false, false);
     if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed)))
-        tl_budget_after_free(rec);
+        tl_upcalls.budget_after_free(rec);
 }
 
 /* Invalid frees: kept in a fixed ring of the first TL_MAX_INVALID, counted
@@ -220,7 +219,7 @@ static __attribute__((noinline)) void free_not_tracked(int rc, uint8_t space, ui
 {
     /* Attached: a pointer from before the attach is no invalid free. */
     if (TL_UNLIKELY(atomic_load_explicit(&tl_attached, memory_order_relaxed)) && rc == 0 &&
-        tl_attach_freed_before(space, addr))
+        tl_upcalls.attach_freed_before(space, addr))
         return;
     /* Never seen, freed twice, or freed with the wrong API: the driver still
      * gets the call unchanged and answers for itself. */
@@ -240,7 +239,7 @@ bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_
     int rc = tl_live_remove(space, addr, kinds_mask, rec);
     if (TL_LIKELY(rc == 1)) {
         if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed)))
-            tl_budget_after_free(rec);
+            tl_upcalls.budget_after_free(rec);
         return true;
     }
     free_not_tracked(rc, space, addr, kinds_mask, rec);
@@ -254,7 +253,7 @@ void tl_track_restore(const struct tl_live *rec)
         return;
     }
     if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed)))
-        tl_budget_after_alloc(tl_callsite_by_id(rec->callsite), rec);
+        tl_upcalls.budget_after_alloc(tl_callsite_by_id(rec->callsite), rec);
 }
 
 void tl_track_failure(int is_oom, enum tl_kind kind, uint64_t size, int device)
@@ -277,7 +276,7 @@ void tl_track_failure(int is_oom, enum tl_kind kind, uint64_t size, int device)
         tl_current_context_index(&d);
         ev.device = d < 0 ? 0 : d;
     }
-    tl_oom_failed(&ev);
+    tl_upcalls.oom_failed(&ev);
     in_oom_report = false;
 }
 
