@@ -305,6 +305,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "churn: the simulated driver did not initialise\n");
         return 2;
     }
+    tl_upcalls_connect();
     tl_options_load(NULL);
     tl_live_init();
     tl_stack_init();
