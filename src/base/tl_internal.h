@@ -621,6 +621,8 @@ void tl_suppressions_load(void);
  * interpreter is in the process (Py_AddPendingCall; cheap after the first). */
 void tl_bridge_kick(void);
 void tl_bridge_nudge(void);
+/* The interpreter is finalizing (Python's atexit ran): no more requests. */
+bool tl_bridge_closed(void);
 /* In a forked child: the bridge thread does not exist there. */
 void tl_bridge_after_fork(void);
 /* Around a fork (snapshot.c's handlers, in the parent): while it waits,

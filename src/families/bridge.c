@@ -312,6 +312,17 @@ void tensorleak_bridge_close(void)
     tensorleak_bridge_oom_observer(NULL); /* no observer runs after finalization */
 }
 
+/* Python's atexit ran (tensorleak_bridge_close): the program serves no more
+ * requests.  Read by the watcher, which takes no interval mark from then on. */
+bool tl_bridge_closed(void)
+{
+    pthread_once(&br_cond_once, init_cond);
+    pthread_mutex_lock(&br_lock);
+    bool c = closed;
+    pthread_mutex_unlock(&br_lock);
+    return c;
+}
+
 /* ---- requests from reports and marks ------------------------------------ */
 
 /* Reports take the bridge's lock with a bound: the fatal-signal report may

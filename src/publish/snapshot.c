@@ -115,10 +115,14 @@ static void *watch(void *arg)
             tl_report_write(TL_REASON_SIGNAL, NULL, NULL, NULL);
         double now = monotonic_s();
         if (next_report >= 0 && now >= next_report) {
-            if (active) {
+            /* Once Python's atexit has run, the program is tearing down:
+             * what it frees then is no request, and a mark would end every
+             * growth run with a fall (a slow teardown spans several
+             * intervals).  The interval report is still written. */
+            if (active && !tl_bridge_closed())
                 tl_mark("interval");
+            if (active)
                 tl_report_write(TL_REASON_INTERVAL, NULL, NULL, NULL);
-            }
             next_report = monotonic_s() + tl_opt.interval;
         }
         tl_live_state_tick(now);
