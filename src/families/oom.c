@@ -33,6 +33,7 @@
  * is never used for it: its figures are null and its note says why.
  */
 #include "report_gather.h"
+#include "report_fields.h"
 
 #include <dlfcn.h>
 #include <fnmatch.h>
@@ -127,17 +128,18 @@ static json_t *bytes_or_null(bool known, uint64_t v)
 
 static bool is_framework(const struct tl_pool_row *p)
 {
-    return p->extra != NULL; /* bridge.c's rows carry their own fields */
+    return p->bridged != NULL; /* bridge.c's rows carry their own fields */
 }
 
 static const char *state_of(const struct tl_pool_row *p)
 {
-    return is_framework(p) ? json_string_value(json_object_get(p->extra, "state")) : NULL;
+    return is_framework(p) ? p->bridged->state : NULL;
 }
 
-static bool known_field(const struct tl_pool_row *p, const char *key)
+/* `field`: a TL_BIT(POOL, ...) the framework may leave unpublished (null). */
+static bool known_field(const struct tl_pool_row *p, uint64_t field)
 {
-    return !(p->extra && json_is_null(json_object_get(p->extra, key)));
+    return !(p->bridged && (p->bridged->seen.null & field));
 }
 
 json_t *tl_oom_analysis(const struct tl_gather *m)
@@ -156,7 +158,7 @@ json_t *tl_oom_analysis(const struct tl_gather *m)
     bool cache_free_unknown = false, empty_known = false, torch_native = false, any_fits = false;
     for (size_t i = 0; i < m->npools; i++) {
         const struct tl_pool_row *p = &m->pools[i];
-        if (p->device != dev || (p->extra && json_is_true(json_object_get(p->extra, "host"))))
+        if (p->device != dev || (p->bridged && p->bridged->host))
             continue;
         json_t *row = json_object();
         json_object_set_new(row, "name", json_string(p->name));
@@ -164,8 +166,8 @@ json_t *tl_oom_analysis(const struct tl_gather *m)
         const char *state = state_of(p);
         json_object_set_new(row, "state", state ? json_string(state) : json_null());
         bool stale = state && strcmp(state, "fresh") != 0;
-        bool figures = !stale && !p->figures_unknown && known_field(p, "free_bytes") &&
-                       known_field(p, "reserved_bytes") && known_field(p, "allocated_bytes");
+        bool figures = !stale && !p->figures_unknown && known_field(p, TL_BIT(POOL, free_bytes)) &&
+                       known_field(p, TL_BIT(POOL, reserved_bytes)) && known_field(p, TL_BIT(POOL, allocated_bytes));
         bool largest_known = figures && !p->layout_unknown;
         json_t *oom_extra = p->oom_extra;
         json_t *e = oom_extra ? json_object_get(oom_extra, "empty_cache_bytes") : NULL;
@@ -209,8 +211,8 @@ json_t *tl_oom_analysis(const struct tl_gather *m)
             empty += (uint64_t)json_integer_value(e);
             empty_known = true;
         }
-        if (torch && figures && p->extra) {
-            const char *mode = json_string_value(json_object_get(json_object_get(p->extra, "framework"), "mode"));
+        if (torch && figures && p->bridged) {
+            const char *mode = p->bridged->framework.mode;
             if (mode && !strcmp(mode, "native")) {
                 torch_native = true;
                 torch_native_free += p->free;

@@ -15,6 +15,9 @@
 
 #include "sizes.h"
 
+struct tl_pool;   /* model.h */
+struct tl_report;
+
 /* One live allocation of a call site, as the report lists it: where it
  * lies (0 for rows keyed by a handle, which have no address), its size
  * and on which device (TL_NO_DEVICE for host memory). */
@@ -113,7 +116,13 @@ struct tl_pool_row {
     struct tl_layout_segment *layout;
     size_t nlayout;
     bool layout_truncated;
-    json_t *extra; /* bridge.c: fields merged into this row's JSON (framework pools) */
+    /* bridge.c: a framework pool's own model fields (where its state came
+     * from and when, which framework, its layout and Python lines, the
+     * counts it does not publish as null), filled from the framework's
+     * JSON, in the gather's bridge_memory; NULL for the other pools.  And
+     * the first field the model could not hold (left out), NULL for none. */
+    const struct tl_pool *bridged;
+    const char *refused;
     /* bridge.c: what the out-of-memory post-mortem reads besides the
      * figures (oom.c): "empty_cache_bytes", "pinning"; NULL for none. */
     json_t *oom_extra;
@@ -197,6 +206,7 @@ struct tl_gather {
     bool with_allocations;
     void *symbolizer;
     json_t *bridge; /* bridge.c: the "bridge" object (framework state used), or NULL */
+    struct tl_report *bridge_memory; /* bridge.c: what the bridged pools hold (its arena only) */
 
     /* Address space, never added to a byte figure above: live VA
      * reservations (cuMemAddressReserve), and at exit the reservations among

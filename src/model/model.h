@@ -605,7 +605,7 @@ const char *report_printf(struct tl_report *r, const char *fmt, ...) __attribute
  * (as report_from_json reads them, each marked seen); fields obj lacks, and
  * fields the table refuses, keep what `elem` had, and a list of strings
  * keeps its strings only.  The library adds what its allocator views
- * gathered as JSON (a framework pool's fields) this way.  False, with the
+ * gathered as JSON (a scoped growth row's fields) this way.  False, with the
  * first refusal in `error`, when something was left out. */
 bool report_read_into(struct tl_report *r, json_t *obj, const struct tl_table *t, void *elem, char *error,
                       size_t size);

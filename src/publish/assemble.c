@@ -641,10 +641,12 @@ static void free_model(struct tl_gather *m)
         for (size_t k = 0; k < m->pools[i].nlayout; k++)
             free(m->pools[i].layout[k].blocks);
         free(m->pools[i].layout);
-        json_decref(m->pools[i].extra);
         json_decref(m->pools[i].oom_extra);
     }
     json_decref(m->oom_analysis);
+    if (m->bridge_memory)
+        report_arena_free(m->bridge_memory);
+    free(m->bridge_memory);
     free(m->pools);
     for (size_t i = 0; m->growth && i < m->ngrowth; i++)
         json_decref(m->growth[i].extra);
@@ -718,7 +720,7 @@ static void figures(struct tl_gather *m)
         uint64_t dev_free = 0, largest = 0;
         for (size_t k = 0; k < m->npools; k++) {
             const struct tl_pool_row *p = &m->pools[k];
-            bool knows = !strcmp(p->kind, "annotated") || (p->extra && !p->layout_unknown && !r->frameworks_unfit);
+            bool knows = !strcmp(p->kind, "annotated") || (p->bridged && !p->layout_unknown && !r->frameworks_unfit);
             if (p->device != d || !knows)
                 continue;
             dev_free += p->free;

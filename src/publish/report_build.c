@@ -7,9 +7,9 @@
  * never rename.
  *
  * The model borrows: strings point into the gathered state (pool and owner
- * names, framework JSON), the per-report symbolizer cache (frames) or the
- * model's own arena (formatted figures), so a model lives no longer than
- * the gathered state it was built from.
+ * names, a framework pool's own fields), the per-report symbolizer cache
+ * (frames) or the model's own arena (formatted figures), so a model lives
+ * no longer than the gathered state it was built from.
  */
 #include "report_gather.h"
 #include "report_fields.h"
@@ -296,12 +296,9 @@ static void build_owners(struct build *b)
 }
 
 /* The fields an allocator view gathered as JSON, read into their element
- * through its table: a framework pool's (bridge.c: where the state came
- * from, when, which framework, its layout and Python lines, the counts it
- * does not publish), a scoped growth row's (growth.c), the bridge object.
- * A field the table refuses (a framework's layout out of order, a count
- * that is not one) is left out, the others kept, and the report says so
- * once. */
+ * through its table: a scoped growth row's (growth.c), the bridge object.
+ * A field the table refuses is left out, the others kept, and the report
+ * says so once (a framework pool's refused fields too, bridge.c). */
 static atomic_bool refused;
 
 static void add_json_fields(struct build *b, json_t *extra, const char *table, void *element)
@@ -310,6 +307,28 @@ static void add_json_fields(struct build *b, json_t *extra, const char *table, v
     char error[160];
     if (t && extra && !report_read_into(b->r, extra, t, element, error, sizeof error))
         tl_warn(&refused, "report: gathered %s fields left out (%s)", t->name, error);
+}
+
+/* A framework pool's own fields, as bridge.c filled them from the
+ * framework's state (they live in the gathered state): where the state
+ * came from and when, which framework, its layout and Python lines, and
+ * the counts it does not publish (null). */
+static void add_bridged_fields(struct tl_pool *o, const struct tl_pool *f)
+{
+    o->source = f->source;
+    o->read_at = f->read_at;
+    o->stale = f->stale;
+    o->state = f->state;
+    o->framework = f->framework;
+    o->free_blocks = f->free_blocks;
+    o->host = f->host;
+    o->layout = f->layout;
+    o->layout_count = f->layout_count;
+    o->layout_truncated = f->layout_truncated;
+    o->sites = f->sites;
+    o->site_count = f->site_count;
+    o->seen.present |= f->seen.present;
+    o->seen.null |= f->seen.null;
 }
 
 static void build_pools(struct build *b)
@@ -383,7 +402,10 @@ static void build_pools(struct build *b)
             o->allocation_node_bytes = p->graph_node_bytes;
             o->seen.present |= TL_BIT(POOL, allocation_nodes) | TL_BIT(POOL, allocation_node_bytes);
         }
-        add_json_fields(b, p->extra, "pools", o); /* a framework pool's own fields (bridge.c) */
+        if (p->bridged)
+            add_bridged_fields(o, p->bridged);
+        if (p->refused)
+            tl_warn(&refused, "report: gathered pool fields left out (%s)", p->refused);
     }
 }
 

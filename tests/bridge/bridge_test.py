@@ -473,7 +473,8 @@ def fields_a_report_cannot_hold_are_left_out_and_the_rest_kept():
     pool = next(p for p in rep["pools"] if p["name"] == "cupy pinned")
     eq((pool["kind"], pool["device"], pool["reserved_bytes"], pool["host"], pool["state"]),
        ("cupy_pinned", -1, None, True, "fresh"), "the pool, its unknown counts still null")
-    check("free_blocks" not in pool and "framework" not in pool, f"the refused fields are left out: {pool}")
+    check(not {"free_blocks", "framework", "layout", "sites"} & set(pool), f"the refused fields are left out: {pool}")
+    eq(pool["layout_truncated"], False, "the layout's other field kept")
     eq(rep["bridge"]["errors"], ["cupy: one line"], "the bridge's error lines, without the one that is not")
     warned = [l for l in r.err.splitlines() if "fields left out" in l]
     eq(len(warned), 1, "one warning: " + r.err)
