@@ -370,16 +370,18 @@ struct tl_shard_site {
 };
 struct tl_shard_counts {
     unsigned long long total_allocs;               /* ever, this shard */
-    long long device_count[TL_MAX_DEVICES];        /* live rows, this shard */
+    /* The rows holding memory, each counted once: in its device's count
+     * when it has one (a device row: nearly every row), else in other_count;
+     * tl_counts_fold_locked sums them. */
+    long long device_count[TL_MAX_DEVICES];        /* live rows, per device */
+    long long other_count;                         /* live rows in no device's count */
     struct tl_shard_site site[TL_SHARD_SITES];     /* call-site deltas, by id */
     /* Written under the shard lock with relaxed atomic stores (plain moves,
-     * no locked instruction), read without it by tl_live_sum_* below. */
-    long long live_count;                          /* rows holding memory */
+     * no locked instruction), read without it by tl_live_sum_device_bytes below. */
     long long device_bytes[TL_MAX_DEVICES];        /* their bytes, per device */
 };
-/* Lock-free sums of the per-shard totals: exact when no allocation or free
+/* A lock-free sum of the per-shard totals: exact when no allocation or free
  * runs concurrently (and each term is a value its shard really had). */
-long long tl_live_sum_count(void);
 long long tl_live_sum_device_bytes(int device);
 /* A device has held tracked memory (set once, never cleared but by fork). */
 extern atomic_bool tl_device_used[TL_MAX_DEVICES];
@@ -427,6 +429,10 @@ void tl_track_device_alloc(uint64_t addr, uint64_t size);
  * *out (when not NULL) gets the removed row; its contents are unspecified
  * when false is returned. */
 bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out);
+/* tl_track_free of a TL_SPACE_MEM address (cuMemFree, cudaFree and the
+ * other frees of the memory space: nearly every free), in a copy of its own
+ * with the space's hash folded; `out` is required. */
+bool tl_track_mem_free(uint64_t addr, unsigned kinds_mask, struct tl_live *out);
 /* Bit per tl_kind for tl_track_free's kinds_mask. */
 #define TL_MASK(k) (1u << (k))
 /* Drops a removed row from the totals (call-site, process, device). */

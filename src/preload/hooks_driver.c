@@ -45,12 +45,20 @@ TL_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     return mem_alloc_outer(dptr, bytesize);
 }
 
+/* Each outer hook forwards at once where it records nothing (`outer` false:
+ * a child nobody told us about), so the recording path after the driver's
+ * call needs no `outer` kept across it. */
 static CUresult mem_alloc_outer(CUdeviceptr *dptr, size_t bytesize)
 {
     ENTER();
+    if (TL_UNLIKELY(!outer)) {
+        CUresult rc = CALL_REAL(cuMemAlloc_v2, dptr, bytesize);
+        LEAVE();
+        return rc;
+    }
     BUDGET_GUARD(TL_KIND_DEVICE, bytesize);
     CUresult rc = CALL_REAL(cuMemAlloc_v2, dptr, bytesize);
-    after_alloc(outer, rc, TL_KIND_DEVICE, TL_SPACE_MEM, rc == CUDA_SUCCESS ? *dptr : 0, bytesize, -1, 0);
+    after_alloc(true, rc, TL_KIND_DEVICE, TL_SPACE_MEM, rc == CUDA_SUCCESS ? *dptr : 0, bytesize, -1, 0);
     LEAVE();
     return rc;
 }
@@ -71,7 +79,9 @@ TL_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
 #define TRACKED_FREE(outer, space, addr, mask, call)                                 \
     ({                                                                               \
         struct tl_live rec_;                                                         \
-        bool had_ = (outer) && (addr) && tl_track_free((space), (addr), (mask), &rec_); \
+        bool had_ = (outer) && (addr) &&                                             \
+                    ((space) == TL_SPACE_MEM ? tl_track_mem_free((addr), (mask), &rec_)  \
+                                             : tl_track_free((space), (addr), (mask), &rec_)); \
         CUresult rc_ = (call);                                                       \
         if (had_ && rc_ != CUDA_SUCCESS)                                             \
             tl_track_restore(&rec_);                                                 \

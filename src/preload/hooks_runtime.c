@@ -35,7 +35,7 @@ static inline __attribute__((always_inline)) void after_alloc(bool outer, cudaEr
 #define TRACKED_FREE(outer, addr, mask, call)                                            \
     ({                                                                                   \
         struct tl_live rec_;                                                             \
-        bool had_ = (outer) && (addr) && tl_track_free(TL_SPACE_MEM, (addr), (mask), &rec_); \
+        bool had_ = (outer) && (addr) && tl_track_mem_free((addr), (mask), &rec_);        \
         cudaError_t rc_ = (call);                                                        \
         if (had_ && rc_ != cudaSuccess)                                                  \
             tl_track_restore(&rec_);                                                     \

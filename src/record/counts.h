@@ -112,7 +112,6 @@ static inline __attribute__((always_inline)) void tl_count_kind(struct tl_shard_
     } else {
         now = atomic_fetch_add_explicit(&tl_stats.live_bytes, bytes, memory_order_relaxed) + bytes;
     }
-    tl_shard_add(&c->live_count, sign);
     if (sign > 0) {
         if (exclusive)
             tl_raise_peak_exclusive(&tl_stats.peak_live_bytes, now);
@@ -132,6 +131,8 @@ static inline __attribute__((always_inline)) void tl_count_kind(struct tl_shard_
             if (sign > 0)
                 tl_raise_peak(&ds->peak_bytes, dn);
         }
+    } else {
+        c->other_count += sign;
     }
 }
 

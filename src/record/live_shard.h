@@ -20,6 +20,7 @@ struct shard {
     struct tl_live *slots;
     size_t cap; /* power of two, or 0 before the first insert */
     size_t count;
+    size_t grow_at; /* cap * 4 / 5: an insert at this count grows the shard first (0 when cap is) */
     struct tl_shard_counts counts; /* tracker.c's totals for these rows */
 } __attribute__((aligned(2048))); /* a power of two: a shard's address is a shift of the hash */
 
@@ -124,9 +125,10 @@ static inline bool tl_slot_is(const struct tl_live *r, uint8_t space, uint64_t a
     return r->addr == addr && r->space == space;
 }
 
-/* Slot state: addr 0 with space 0 is empty.  Address 0 is never a valid
- * allocation in any space we track (handles start at 1 in real drivers too),
- * so it can mark emptiness. */
+/* Slot state: addr 0 is empty, whatever the slot's other fields hold (a
+ * removal clears only the address; an insert writes the whole row).
+ * Address 0 is never a valid allocation in any space we track (handles
+ * start at 1 in real drivers too), so it can mark emptiness. */
 static inline bool tl_slot_empty(const struct tl_live *r)
 {
     return r->addr == 0;
@@ -149,7 +151,7 @@ static inline void tl_shard_delete_at(struct shard *s, size_t i)
         s->slots[i] = s->slots[j];
         i = j;
     }
-    s->slots[i] = (struct tl_live){0};
+    s->slots[i].addr = 0;
     __atomic_store_n(&s->count, s->count - 1, __ATOMIC_RELAXED);
 }
 
@@ -174,7 +176,8 @@ static inline __attribute__((always_inline)) bool tl_live_insert(const struct tl
     uint64_t h = tl_shard_mix(rec->space, rec->addr);
     struct shard *s = tl_shard_of(h);
     bool owned = tl_shard_enter(s);
-    if (TL_UNLIKELY((s->count + 1) * 5 > s->cap * 4) && !tl_shard_grow(s)) {
+    /* count + 1 > cap * 4 / 5, a load factor of at most 0.8 */
+    if (TL_UNLIKELY(s->count >= s->grow_at) && !tl_shard_grow(s)) {
         tl_shard_leave(s, owned);
         return false;
     }
@@ -213,8 +216,10 @@ static inline __attribute__((always_inline)) int tl_live_remove(uint8_t space, u
         *out = s->slots[i];
         rc = -1;
         if (TL_LIKELY(kinds_mask & (1u << out->kind))) {
-            tl_shard_count(&s->counts, out, out->kind, -1, false, owned);
+            /* The hole closed first, while the probe's shard fields are
+             * still at hand; the totals count the row from *out. */
             tl_shard_delete_at(s, (size_t)i);
+            tl_shard_count(&s->counts, out, out->kind, -1, false, owned);
             rc = 1;
         }
     }

@@ -348,6 +348,7 @@ bool tl_shard_grow(struct shard *s)
     free(s->slots);
     s->slots = n;
     s->cap = ncap;
+    s->grow_at = ncap * 4 / 5;
     return true;
 }
 
@@ -478,14 +479,6 @@ void tl_live_foreach(bool (*fn)(const struct tl_live *, void *), void *arg)
     }
 }
 
-long long tl_live_sum_count(void)
-{
-    long long n = 0;
-    for (unsigned k = 0; k < NSHARDS; k++)
-        n += __atomic_load_n(&tl_shards[k].counts.live_count, __ATOMIC_RELAXED);
-    return n;
-}
-
 long long tl_live_sum_device_bytes(int device)
 {
     long long n = 0;
@@ -526,6 +519,7 @@ void tl_live_reset_after_fork(void)
     for (unsigned k = 0; k < NSHARDS; k++) {
         tl_shards[k].slots = NULL;
         tl_shards[k].cap = 0;
+        tl_shards[k].grow_at = 0;
     }
     tl_live_clear();
 }

@@ -82,9 +82,10 @@ void tl_counts_fold_locked(struct tl_shard_counts *const *c, unsigned n)
             if (c[k]->site[i].id)
                 tl_flush_site(&c[k]->site[i]);
         total += c[k]->total_allocs;
-        live += c[k]->live_count;
+        live += c[k]->other_count;
         for (unsigned d = 0; d < TL_MAX_DEVICES; d++) {
             dev[d] += c[k]->device_count[d];
+            live += c[k]->device_count[d];
             dev_bytes[d] += c[k]->device_bytes[d];
         }
     }
@@ -229,13 +230,11 @@ static __attribute__((noinline)) void free_not_tracked(int rc, uint8_t space, ui
     record_invalid(addr, rc == -1 ? rec->kind : (uint8_t)(k < TL_KIND_COUNT ? k : 0));
 }
 
-bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out)
+/* Every free's record.  Inlined into tl_track_free and into
+ * tl_track_mem_free, where the space is a constant and `rec` the caller's. */
+static inline __attribute__((always_inline)) bool track_free(uint8_t space, uint64_t addr, unsigned kinds_mask,
+                                                             struct tl_live *rec)
 {
-    if (!atomic_load_explicit(&tl_active, memory_order_relaxed))
-        return false;
-    /* The row goes straight to the caller's record (no second copy). */
-    struct tl_live local;
-    struct tl_live *rec = out ? out : &local;
     int rc = tl_live_remove(space, addr, kinds_mask, rec);
     if (TL_LIKELY(rc == 1)) {
         if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed)))
@@ -244,6 +243,22 @@ bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_
     }
     free_not_tracked(rc, space, addr, kinds_mask, rec);
     return false;
+}
+
+bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out)
+{
+    if (!atomic_load_explicit(&tl_active, memory_order_relaxed))
+        return false;
+    /* The row goes straight to the caller's record (no second copy). */
+    struct tl_live local;
+    return track_free(space, addr, kinds_mask, out ? out : &local);
+}
+
+bool tl_track_mem_free(uint64_t addr, unsigned kinds_mask, struct tl_live *out)
+{
+    if (!atomic_load_explicit(&tl_active, memory_order_relaxed))
+        return false;
+    return track_free(TL_SPACE_MEM, addr, kinds_mask, out);
 }
 
 void tl_track_restore(const struct tl_live *rec)

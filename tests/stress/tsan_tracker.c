@@ -66,6 +66,9 @@ int main(int argc, char **argv)
     if (argc > 1)
         ops = atol(argv[1]);
     tl_options_load(NULL);
+    /* The up-calls the library's start points at the layers above (a call
+     * site's owner is decided by one, at its first row). */
+    tl_upcalls_connect();
     /* No unwinding: libunwind's per-thread cache destructor crashes inside
      * GCC 12's TSan runtime at thread exit (libunwind is not instrumented).
      * Call-site interning still runs, with empty stacks. */
