@@ -307,7 +307,6 @@ int main(int argc, char **argv)
     }
     tl_upcalls_connect();
     tl_options_load(NULL);
-    tl_upcalls_connect();
     tl_live_init();
     tl_stack_init();
     atomic_store(&tl_active, true);

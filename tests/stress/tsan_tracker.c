@@ -74,10 +74,6 @@ int main(int argc, char **argv)
      * Call-site interning still runs, with empty stacks. */
     tl_opt.depth = 0;
     tl_stack_init();
-    /* What preload/connect.c does at the library's start, for the one call
-     * up a layer these paths make: a call site's first row has its owner
-     * decided by the owner rules (owners.c). */
-    tl_upcalls.owner_decide = tl_owner_decide;
     atomic_store(&tl_active, true);
     pthread_t t[THREADS];
     for (uintptr_t i = 0; i < THREADS; i++)
