@@ -45,6 +45,7 @@ FAKE = os.path.join(HERE, "fake")
 KV = os.path.join(HERE, "progs", "kv_loop.py")
 READ_BEGUN_THEN_GIL_HELD = os.path.join(HERE, "progs", "read_begun_then_gil_held.py")
 FIGURES_READ_AT_EXIT = os.path.join(HERE, "progs", "figures_read_at_exit.py")
+SLOW_TEARDOWN = os.path.join(HERE, "progs", "slow_teardown.py")
 MiB = 1 << 20
 
 
@@ -318,6 +319,26 @@ def interval_reports_from_the_watcher_thread_have_fresh_state():
         # inside one (plus 1-3 scratch blocks of 3 MiB) — never anything else.
         check(pool["allocated_bytes"] > 0 and pool["allocated_bytes"] % (21 * MiB) in (0, 3 * MiB, 6 * MiB, 9 * MiB),
               "pool allocated: %d" % pool["allocated_bytes"])
+
+
+def no_interval_mark_is_taken_once_pythons_atexit_has_run():
+    # A teardown of two seconds after the bridge closed, ticks every 0.1 s:
+    # up to twenty interval reports during it (a loaded machine writes each
+    # more slowly, two are enough to tell).  What the program frees then is
+    # no request; marks there would end every growth run with a fall.  The
+    # reports are still written (state "final"), without their marks.  One
+    # mark more than the reports before the close is allowed: a mark whose
+    # state read was under way when the program's atexit ran shows "final".
+    r = run([SLOW_TEARDOWN, "4"], env={"TENSORLEAK_INTERVAL": "0.1"})
+    eq(r.rc, 0, "exit status")
+    iv = r.by_reason("interval")
+    final = [rep for rep in iv if rep["bridge"]["state"] == "final"]
+    check(len(final) >= 2, f"interval reports after the bridge closed: {len(final)} of {len(iv)}")
+    (ex,) = r.by_reason("exit")
+    marks = [m for m in ex["marks"] if m["label"] == "interval"]
+    check(len(iv) - len(final) <= len(marks) <= len(iv) - len(final) + 1,
+          f"interval marks: {len(marks)}, interval reports before the bridge closed: {len(iv) - len(final)}, "
+          f"after: {len(final)}")
 
 
 def a_program_holding_the_gil_gets_its_report_without_waiting_forever():
