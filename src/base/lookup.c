@@ -129,6 +129,10 @@ void *tl_driver_symbol(const char *name)
 
 void tl_driver_symbols_prefetch(void)
 {
+    /* Every name the watcher's reports and live updates look up: one
+     * missing here is looked up first on the watcher thread, under the
+     * loader's lock (assemble.c's device figures, right after the watcher
+     * starts: a raw clone child then hung in exit() about 1 run in 75). */
     static const char *const watched[] = {
         "cuMemGetInfo_v2",            /* growth.c: each device's figures */
         "cuDeviceGet",                /* pools.c */
@@ -136,6 +140,17 @@ void tl_driver_symbols_prefetch(void)
         "cuMemPoolGetAttribute",
         "cuDeviceGetMemPool",
         "cuDeviceGetDefaultMemPool",
+        "cuCtxGetCurrent",            /* assemble.c: the devices of a report */
+        "cuCtxGetDevice",
+        "cuCtxSetCurrent",
+        "cuDeviceGetCount",
+        "cuDeviceGetPCIBusId",
+        "cuDeviceGetUuid",
+        "cuDeviceGetUuid_v2",
+        "cuMemGetAddressRange_v2",    /* the hooks and attach_before.c */
+        "cuMemGetAllocationPropertiesFromHandle",
+        "cuPointerGetAttribute",
+        "cuStreamIsCapturing",
     };
     for (size_t i = 0; i < sizeof watched / sizeof watched[0]; i++)
         (void)tl_driver_symbol(watched[i]);

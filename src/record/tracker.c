@@ -117,6 +117,7 @@ static void watch_start(void)
     if (!atomic_exchange(&tl_watch_pending, false))
         return;
     tl_driver_symbols_prefetch();
+    (void)tl_demangler(); /* owners' names (owners.c): looked up once, here */
     tl_upcalls.snapshot_watch();
 }
 
