@@ -24,6 +24,8 @@
  * NVIDIA's runtime still asks for some of them by old versions (seen:
  * cuDevicePrimaryCtxReset at 7000), so we hook them under their own names. */
 #undef cuCtxDestroy
+#undef cuCtxCreate
+#undef cuCtxPushCurrent
 #undef cuDevicePrimaryCtxReset
 #undef cuMemHostRegister
 #undef cuIpcOpenMemHandle
@@ -297,6 +299,7 @@ CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, uns
 CUresult cuCtxDestroy_v2(CUcontext ctx);
 CUresult cuCtxGetCurrent(CUcontext *pctx);
 CUresult cuCtxSetCurrent(CUcontext ctx);
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx);
 CUresult cuCtxGetDevice(CUdevice *device);
 CUresult cuCtxSynchronize(void);
 CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags);
@@ -402,6 +405,14 @@ CUresult cuCtxDestroy(CUcontext ctx);
 CUresult cuDevicePrimaryCtxReset(CUdevice dev);
 CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags);
 CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags);
+/* Context creation and switches under every name the driver exports; cuda.h
+ * declares the older ones only to NVIDIA's own build. */
+CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev);
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
+CUresult cuCtxCreate_v3(CUcontext *pctx, struct CUexecAffinityParam_st *paramsArray, int numParams, unsigned int flags,
+                        CUdevice dev);
+CUresult cuCtxPushCurrent(CUcontext ctx);
+CUresult cuCtxPushCurrent_v2(CUcontext ctx);
 /* The four-argument cuGetProcAddress of CUDA 11.3–11.8, still exported. */
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 

@@ -422,6 +422,12 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
  * row of nearly every allocation (cuMemAlloc, cudaMalloc), in a copy of its
  * own with the kind's tests folded. */
 void tl_track_device_alloc(uint64_t addr, uint64_t size);
+/* tl_track_device_alloc for a hook that is done once the row is recorded:
+ * the hook entered (TL_ENTER raised tl_hook_depth) and this lowers it again
+ * (TL_LEAVE) after recording, then returns 0, the success of both APIs
+ * (CUDA_SUCCESS, cudaSuccess), so that the hook returns through it in a tail
+ * call and keeps no frame of its own around the record. */
+int tl_track_device_alloc_leave(uint64_t addr, uint64_t size);
 /* Removes a tracked allocation before the real free runs (so no other thread
  * can receive the same address in between).  A pointer we never saw is an
  * invalid free; returns false then.  `kinds_mask` restricts which kinds the
@@ -441,6 +447,10 @@ void tl_track_forget(const struct tl_live *rec);
 void tl_track_restore(const struct tl_live *rec);
 void tl_track_failure(int is_oom, enum tl_kind kind, uint64_t size, int device);
 void tl_note_context(void *ctx, int device, bool primary);
+/* A context was created, made current or retained (the context hooks): the
+ * tracker trusts the process to have one context only until it sees a
+ * second (tracker.c). */
+void tl_context_seen(void *ctx);
 int tl_current_context_index(int *device_out);
 /* Context teardown: releases every cuMemAlloc-family allocation of the
  * context (or all primary contexts of `device` when ctx is NULL). */

@@ -63,6 +63,13 @@
     X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, 1)             \
     X(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, 11040, 0)          \
     X(cuGraphAddMemFreeNode, cuGraphAddMemFreeNode, 11040, 0)            \
+    X(cuCtxCreate, cuCtxCreate, 2000, 0)                                 \
+    X(cuCtxCreate_v2, cuCtxCreate, 3020, 0)                              \
+    X(cuCtxCreate_v3, cuCtxCreate, 11040, 0)                             \
+    X(cuCtxCreate_v4, cuCtxCreate, 12050, 0)                             \
+    X(cuCtxSetCurrent, cuCtxSetCurrent, 4000, 0)                         \
+    X(cuCtxPushCurrent, cuCtxPushCurrent, 2000, 0)                       \
+    X(cuCtxPushCurrent_v2, cuCtxPushCurrent, 4000, 0)                    \
     X(cuCtxDestroy, cuCtxDestroy, 2000, 0)                               \
     X(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0)                            \
     X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, 0)         \

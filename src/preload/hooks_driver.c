@@ -45,6 +45,15 @@ TL_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     return mem_alloc_outer(dptr, bytesize);
 }
 
+/* The end of mem_alloc_outer when the driver refused: out of line, so that
+ * the successful path keeps only its two arguments across the driver's call. */
+static __attribute__((noinline, cold)) CUresult mem_alloc_failed(CUresult rc, size_t bytesize)
+{
+    tl_track_failure(rc == CUDA_ERROR_OUT_OF_MEMORY, TL_KIND_DEVICE, bytesize, -1);
+    LEAVE();
+    return rc;
+}
+
 /* Each outer hook forwards at once where it records nothing (`outer` false:
  * a child nobody told us about), so the recording path after the driver's
  * call needs no `outer` kept across it. */
@@ -58,9 +67,9 @@ static CUresult mem_alloc_outer(CUdeviceptr *dptr, size_t bytesize)
     }
     BUDGET_GUARD(TL_KIND_DEVICE, bytesize);
     CUresult rc = CALL_REAL(cuMemAlloc_v2, dptr, bytesize);
-    after_alloc(true, rc, TL_KIND_DEVICE, TL_SPACE_MEM, rc == CUDA_SUCCESS ? *dptr : 0, bytesize, -1, 0);
-    LEAVE();
-    return rc;
+    if (TL_LIKELY(rc == CUDA_SUCCESS))
+        return (CUresult)tl_track_device_alloc_leave(*dptr, bytesize);
+    return mem_alloc_failed(rc, bytesize);
 }
 
 TL_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
@@ -713,11 +722,42 @@ TL_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     ENTER();
     CUresult rc = CALL_REAL(cuDevicePrimaryCtxRetain, pctx, dev);
     (void)outer;
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
         tl_note_context(*pctx, dev, true);
+        tl_context_seen(*pctx);
+    }
     LEAVE();
     return rc;
 }
+
+/* Context creation and switches.  The tracker asks the driver for the
+ * current context at every allocation only once the process has shown it a
+ * second context (tl_context_seen, tracker.c): every public way a thread
+ * comes to have a context current passes here (cuDevicePrimaryCtxRetain
+ * above makes none current but names the device's one). */
+#define CONTEXT_HOOK(fn, params, args, ctx)          \
+    TL_EXPORT CUresult fn params                    \
+    {                                               \
+        ENTER();                                    \
+        (void)outer;                                \
+        CUresult rc = CALL_REAL(fn, args);          \
+        if (rc == CUDA_SUCCESS)                     \
+            tl_context_seen(ctx);                   \
+        LEAVE();                                    \
+        return rc;                                  \
+    }
+#define COMMA ,
+CONTEXT_HOOK(cuCtxCreate, (CUcontext *pctx, unsigned int flags, CUdevice dev), pctx COMMA flags COMMA dev, *pctx)
+CONTEXT_HOOK(cuCtxCreate_v2, (CUcontext *pctx, unsigned int flags, CUdevice dev), pctx COMMA flags COMMA dev, *pctx)
+CONTEXT_HOOK(cuCtxCreate_v3,
+             (CUcontext *pctx, struct CUexecAffinityParam_st *params, int nparams, unsigned int flags, CUdevice dev),
+             pctx COMMA params COMMA nparams COMMA flags COMMA dev, *pctx)
+CONTEXT_HOOK(cuCtxCreate_v4, (CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev),
+             pctx COMMA params COMMA flags COMMA dev, *pctx)
+CONTEXT_HOOK(cuCtxSetCurrent, (CUcontext ctx), ctx, ctx)
+CONTEXT_HOOK(cuCtxPushCurrent, (CUcontext ctx), ctx, ctx)
+CONTEXT_HOOK(cuCtxPushCurrent_v2, (CUcontext ctx), ctx, ctx)
+#undef COMMA
 
 /* Context teardown frees the context's memory in the driver.  Recorded
  * before the real call: once the driver has freed the memory, its addresses

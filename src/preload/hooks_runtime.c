@@ -47,6 +47,8 @@ TL_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
     ENTER();
     BUDGET_GUARD(TL_KIND_DEVICE, size);
     cudaError_t rc = CALL_REAL(cudaMalloc, devPtr, size);
+    if (TL_LIKELY(outer && rc == cudaSuccess))
+        return (cudaError_t)tl_track_device_alloc_leave((uintptr_t)*devPtr, size);
     after_alloc(outer, rc, TL_KIND_DEVICE, rc == cudaSuccess ? (uintptr_t)*devPtr : 0, size, 0);
     LEAVE();
     return rc;

@@ -34,6 +34,8 @@ struct tracker_tls {
 };
 static __thread struct tracker_tls tt TL_TLS_IE;
 
+static void single_end_locked(void);
+
 static uint32_t current_tid(void)
 {
     if (TL_UNLIKELY(!tt.tid))
@@ -45,6 +47,9 @@ static uint32_t current_tid(void)
 void tl_tracker_after_fork(void)
 {
     tt.tid = 0;
+    /* The child makes contexts of its own, under handles it may reuse (it
+     * is single-threaded here: nobody holds ctx_lock). */
+    single_end_locked();
     for (int d = 0; d < TL_MAX_DEVICES; d++)
         atomic_store(&tl_device_used[d], false);
 }
@@ -101,7 +106,7 @@ void tl_counts_fold_locked(struct tl_shard_counts *const *c, unsigned n)
     }
 }
 
-static inline int current_context_index(int *device_out);
+static inline int alloc_context_index(int *device_out);
 
 atomic_bool tl_watch_pending;
 
@@ -136,7 +141,7 @@ static inline __attribute__((always_inline)) void track_alloc(enum tl_kind kind,
     int ctx_device = -1;
     /* An IPC mapping takes its context's device too (the importer's). */
     int ctx = ((space == TL_SPACE_MEM && kind != TL_KIND_POOL_BLOCK) || space == TL_SPACE_ARRAY || space == TL_SPACE_IPC)
-                  ? current_context_index(&ctx_device)
+                  ? alloc_context_index(&ctx_device)
                   : 0;
     if (device < 0)
         device = ctx_device >= 0 ? ctx_device : 0;
@@ -176,6 +181,13 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
 void tl_track_device_alloc(uint64_t addr, uint64_t size)
 {
     track_alloc(TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, -1, 0);
+}
+
+int tl_track_device_alloc_leave(uint64_t addr, uint64_t size)
+{
+    track_alloc(TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, -1, 0);
+    tl_hook_depth--;
+    return 0;
 }
 
 /* Inside tl_live_foreach (the row's shard lock is held). */
@@ -310,6 +322,40 @@ static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
  * context (tracker_tls) is stale then. */
 static atomic_uint ctx_generation;
 
+/* ---- one context ----------------------------------------------------------
+ * Nearly every process has one device and on it one context, the device's
+ * primary one (the runtime's).  Every allocation's context is then that one,
+ * and asking the driver (cuCtxGetCurrent, the dearest step of recording a
+ * cuMemAlloc) tells nothing new.  So the tracker stops asking once the
+ * process has one device and has shown it one context, and asks again for
+ * good once it shows another: the hooks report every context created, set or
+ * pushed and every primary context retained (tl_context_seen); a teardown, a
+ * context's device changing and a fork end it too, and a process attached to
+ * never starts it (its contexts were made before we could see them).  What
+ * this cannot see is a context made current by none of the public entry
+ * points. */
+static _Atomic(void *) single_ctx; /* the one context shown so far (written under ctx_lock) */
+static atomic_bool single_ended;   /* a second one was shown: never again (written under ctx_lock) */
+/* index | device << 8 of the one context while the tracker trusts it, else 0 */
+static atomic_int single_index;
+
+static void single_end_locked(void)
+{
+    atomic_store_explicit(&single_ended, true, memory_order_relaxed);
+    atomic_store_explicit(&single_index, 0, memory_order_release);
+}
+
+static void single_seen_locked(void *ctx)
+{
+    if (atomic_load_explicit(&single_ended, memory_order_relaxed))
+        return;
+    void *known = atomic_load_explicit(&single_ctx, memory_order_relaxed);
+    if (!known)
+        atomic_store_explicit(&single_ctx, ctx, memory_order_relaxed);
+    else if (known != ctx)
+        single_end_locked();
+}
+
 static int ctx_index_locked(void *ctx, int device, bool primary)
 {
     for (int i = 1; i <= ncontexts; i++)
@@ -320,6 +366,7 @@ static int ctx_index_locked(void *ctx, int device, bool primary)
                 contexts[i].device = device;
                 /* Threads cache a context's device with its index. */
                 atomic_fetch_add_explicit(&ctx_generation, 1, memory_order_release);
+                single_end_locked();
             }
             return i;
         }
@@ -339,6 +386,17 @@ void tl_note_context(void *ctx, int device, bool primary)
     pthread_mutex_unlock(&ctx_lock);
 }
 
+void tl_context_seen(void *ctx)
+{
+    if (!ctx || !atomic_load_explicit(&tl_active, memory_order_relaxed) ||
+        atomic_load_explicit(&single_ended, memory_order_relaxed) ||
+        atomic_load_explicit(&single_ctx, memory_order_relaxed) == ctx)
+        return; /* the common case: the one context set current again */
+    pthread_mutex_lock(&ctx_lock);
+    single_seen_locked(ctx);
+    pthread_mutex_unlock(&ctx_lock);
+}
+
 int tl_context_device(uint8_t ctx_index)
 {
     return ctx_index && ctx_index <= ncontexts ? contexts[ctx_index].device : -1;
@@ -346,10 +404,29 @@ int tl_context_device(uint8_t ctx_index)
 
 typedef int (*get_current_fn)(void **);
 typedef int (*get_device_fn)(int *);
+typedef int (*get_count_fn)(int *);
 /* Resolved once; published with atomics because hooks on several threads
  * may get here first at the same time. */
 static _Atomic(get_current_fn) cached_current;
 static _Atomic(get_device_fn) cached_device;
+
+/* A context this thread has not seen as current since the last teardown. */
+static _Atomic(get_count_fn) cached_count;
+
+/* The process sees exactly one device (the condition of trusting one
+ * context): asked of the driver once. */
+static bool one_device(void)
+{
+    static atomic_int answer; /* 0 not asked, 1 one device, -1 not */
+    int a = atomic_load_explicit(&answer, memory_order_relaxed);
+    if (!a) {
+        get_count_fn get_count = atomic_load_explicit(&cached_count, memory_order_acquire);
+        int n = 0;
+        a = get_count && get_count(&n) == 0 && n == 1 ? 1 : -1;
+        atomic_store_explicit(&answer, a, memory_order_relaxed);
+    }
+    return a > 0;
+}
 
 /* A context this thread has not seen as current since the last teardown. */
 static __attribute__((noinline)) int context_index_slow(void *ctx, unsigned gen, int *device_out)
@@ -358,9 +435,17 @@ static __attribute__((noinline)) int context_index_slow(void *ctx, unsigned gen,
     int dev = -1;
     if (!get_device || get_device(&dev) != 0)
         dev = -1;
+    bool single_device = one_device();
     pthread_mutex_lock(&ctx_lock);
     int idx = ctx_index_locked(ctx, dev, false);
     int idx_device = tl_context_device((uint8_t)idx);
+    single_seen_locked(ctx);
+    if (single_device && idx > 0 && idx_device >= 0 && idx_device < TL_MAX_DEVICES &&
+        !atomic_load_explicit(&tl_attached, memory_order_relaxed) &&
+        !atomic_load_explicit(&single_ended, memory_order_relaxed) &&
+        atomic_load_explicit(&single_ctx, memory_order_relaxed) == ctx &&
+        atomic_load_explicit(&ctx_generation, memory_order_relaxed) == gen)
+        atomic_store_explicit(&single_index, idx | idx_device << 8, memory_order_release);
     pthread_mutex_unlock(&ctx_lock);
     tt.ctx = ctx;
     tt.ctx_index = idx;
@@ -377,6 +462,7 @@ static __attribute__((noinline)) get_current_fn resolve_context_functions(void)
     get_current_fn get_current = (get_current_fn)tl_driver_symbol("cuCtxGetCurrent");
     if (!get_current || !get_device)
         return NULL;
+    atomic_store_explicit(&cached_count, (get_count_fn)tl_driver_symbol("cuDeviceGetCount"), memory_order_release);
     atomic_store_explicit(&cached_device, get_device, memory_order_release);
     atomic_store_explicit(&cached_current, get_current, memory_order_release);
     return get_current;
@@ -402,6 +488,18 @@ static inline int current_context_index(int *device_out)
 
 int tl_current_context_index(int *device_out)
 {
+    return current_context_index(device_out);
+}
+
+/* current_context_index for a successful allocation, which had a context:
+ * while the process has shown one, that one, without asking the driver. */
+static inline int alloc_context_index(int *device_out)
+{
+    int single = atomic_load_explicit(&single_index, memory_order_acquire);
+    if (TL_LIKELY(single > 0)) {
+        *device_out = single >> 8;
+        return single & 0xff;
+    }
     return current_context_index(device_out);
 }
 
@@ -454,6 +552,7 @@ void tl_teardown_context(void *ctx, int device)
         }
     }
     atomic_fetch_add_explicit(&ctx_generation, 1, memory_order_release);
+    single_end_locked();
     pthread_mutex_unlock(&ctx_lock);
     if (!any)
         return;

@@ -63,6 +63,23 @@ def a_context_teardown_undoes_its_host_registrations():
     eq((s["released_by_teardown_bytes"], s["released_by_teardown_allocations"]), (MiB + 256 * KiB, 2), "teardown")
 
 
+def a_second_context_on_one_device_keeps_its_rows_apart():
+    # The tracker stops asking the driver for the current context while the
+    # process has shown it one; a second one, made and switched to through
+    # cuGetProcAddress, must end that, or its rows would be the first
+    # context's and its teardown would free none of them.
+    plain = run(prog("families"), "contexts", preload=False)
+    r = run(prog("families"), "contexts")
+    eq(r.rc, 0, "exit status")
+    eq(r.out, plain.out, "program output under the preload")
+    eq(r.out.splitlines(), ["cudaMalloc 0", "cuCtxCreate(12050) 0", "cuMemAlloc 0", "cuCtxPopCurrent 0",
+                            "cudaMalloc 0", "cuCtxPushCurrent(4000) 0", "cuMemAlloc 0", "cuCtxPopCurrent 0",
+                            "cuCtxDestroy 0"], "program output")
+    s = r.report["summary"]
+    eq((s["released_by_teardown_bytes"], s["released_by_teardown_allocations"]), (320 * KiB, 2), "teardown")
+    eq((s["live_bytes"], s["live_allocations"]), (MiB + 512 * KiB, 2), "live")
+    eq(sorted(l["bytes"] for l in r.report["leaks"]), [512 * KiB, MiB], "leaks")
+
 
 # The driver's sizes (sim/README.md, CUDA arrays): rows padded to 512 bytes,
 # levels summed, the whole rounded to 64 KiB.

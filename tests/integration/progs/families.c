@@ -20,6 +20,14 @@
  *                   more; two shapes are refused.  Prints the driver's size
  *                   of each (cuArrayGetMemoryRequirements).
  *   families array reset  the same, then cudaDeviceReset.
+ *   families contexts  two contexts on one device: 1 MiB through cudaMalloc
+ *                   in the primary context; a second context made through
+ *                   cuGetProcAddress("cuCtxCreate", 12050), 256 KiB in it
+ *                   through cuMemAlloc; popped, 512 KiB through cudaMalloc
+ *                   in the primary one again; pushed through
+ *                   cuGetProcAddress("cuCtxPushCurrent", 4000), 64 KiB in
+ *                   it, popped; the second context destroyed, which frees
+ *                   its 320 KiB.  The primary context's 1.5 MiB stay.
  *
  * Prints each driver answer that is not success, so the test sees the
  * program's behaviour is unchanged under the preload.
@@ -193,6 +201,34 @@ static int array_family(bool reset)
     return 0;
 }
 
+typedef CUresult (*ctx_create_fn)(CUcontext *, CUctxCreateParams *, unsigned int, CUdevice);
+typedef CUresult (*ctx_push_fn)(CUcontext);
+
+static __attribute__((noinline)) void *device_alloc(size_t bytes)
+{
+    CUdeviceptr p = 0;
+    printf("cuMemAlloc %d\n", (int)cuMemAlloc_v2(&p, bytes));
+    return (void *)(uintptr_t)p;
+}
+
+static int contexts(void)
+{
+    void *p = NULL;
+    printf("cudaMalloc %d\n", (int)cudaMalloc(&p, 1 << 20));
+    ctx_create_fn create = (ctx_create_fn)driver_fn("cuCtxCreate", 12050);
+    ctx_push_fn push = (ctx_push_fn)driver_fn("cuCtxPushCurrent", 4000);
+    CUcontext second = NULL, popped = NULL;
+    printf("cuCtxCreate(12050) %d\n", (int)create(&second, NULL, 0, 0));
+    device_alloc(256 << 10);
+    printf("cuCtxPopCurrent %d\n", (int)cuCtxPopCurrent_v2(&popped));
+    printf("cudaMalloc %d\n", (int)cudaMalloc(&p, 512 << 10));
+    printf("cuCtxPushCurrent(4000) %d\n", (int)push(second));
+    device_alloc(64 << 10);
+    printf("cuCtxPopCurrent %d\n", (int)cuCtxPopCurrent_v2(&popped));
+    printf("cuCtxDestroy %d\n", (int)cuCtxDestroy_v2(second));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -208,5 +244,7 @@ int main(int argc, char **argv)
         return host_family(argc > 2 && strcmp(argv[2], "reset") == 0);
     if (strcmp(argv[1], "array") == 0)
         return array_family(argc > 2 && strcmp(argv[2], "reset") == 0);
+    if (strcmp(argv[1], "contexts") == 0)
+        return contexts();
     return 2;
 }
