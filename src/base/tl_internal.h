@@ -816,6 +816,23 @@ extern __thread bool tl_oom_pending TL_TLS_IE;
 /* Allocations left that schedule the bridge's PyTorch setup again
  * (bridge.c), 0 once done or in a program without the bridge. */
 extern atomic_int tl_bridge_setup_nudges;
+/* Why an allocation or a free must take the tracker's general path rather
+ * than its hot one, a bit per reason while it holds, so that the hot path
+ * tests one word for all of them.  The flags above stay the truth; each
+ * writer of one sets or clears its bit after it (tl_slow_path). */
+enum {
+    TL_SLOW_WATCH = 1u << 0,  /* tl_watch_pending */
+    TL_SLOW_BUDGET = 1u << 1, /* tl_budget_active */
+    TL_SLOW_NUDGE = 1u << 2,  /* tl_bridge_setup_nudges > 0 */
+};
+extern atomic_uint tl_slow_paths;
+static inline void tl_slow_path(unsigned bit, bool on)
+{
+    if (on)
+        atomic_fetch_or(&tl_slow_paths, bit);
+    else
+        atomic_fetch_and(&tl_slow_paths, ~bit);
+}
 /* Set while this library tracks a process it was attached to (preload.c). */
 extern atomic_bool tl_attached;
 

@@ -165,8 +165,10 @@ int tensorleak_bridge_wait(int timeout_ms)
     clock_gettime(CLOCK_MONOTONIC, &until);
     until = plus_ms(until, timeout_ms < 0 ? 0 : timeout_ms);
     char module[sizeof oom_module];
-    if (!tl_bridge_oom_module(module, sizeof module) && !atomic_exchange(&nudges_armed, true))
+    if (!tl_bridge_oom_module(module, sizeof module) && !atomic_exchange(&nudges_armed, true)) {
         atomic_store(&tl_bridge_setup_nudges, TL_BRIDGE_NUDGES); /* a bridge runs: set PyTorch up when ready */
+        tl_slow_path(TL_SLOW_NUDGE, true);
+    }
     pthread_mutex_lock(&br_lock);
     waiting_seen = true;
     int rc = 0;
@@ -291,6 +293,7 @@ void tensorleak_bridge_oom_observer(const char *module_glob)
     snprintf(oom_module, sizeof oom_module, "%s", module_glob && strlen(module_glob) < sizeof oom_module ? module_glob : "");
     pthread_mutex_unlock(&oom_module_lock);
     atomic_store(&tl_bridge_setup_nudges, 0); /* set up: no more nudges */
+    tl_slow_path(TL_SLOW_NUDGE, false);
 }
 
 bool tl_bridge_oom_module(char *out, size_t len)
@@ -1025,7 +1028,14 @@ void tl_bridge_nudge(void)
 {
     if (atomic_exchange(&nudge_in_flight, true))
         return; /* one at a time: the allocations until it runs add none */
-    if (atomic_fetch_sub(&tl_bridge_setup_nudges, 1) <= 0 || !pending_call || pending_call(boot, NULL) != 0)
+    int left = atomic_fetch_sub(&tl_bridge_setup_nudges, 1) - 1;
+    if (left <= 0) {
+        tl_slow_path(TL_SLOW_NUDGE, false);
+        /* A bridge that armed the nudges again in between keeps its bit. */
+        if (atomic_load(&tl_bridge_setup_nudges) > 0)
+            tl_slow_path(TL_SLOW_NUDGE, true);
+    }
+    if (left < 0 || !pending_call || pending_call(boot, NULL) != 0)
         atomic_store(&nudge_in_flight, false); /* a full queue refuses it: the next allocation tries again */
 }
 

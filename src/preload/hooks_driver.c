@@ -103,10 +103,20 @@ TL_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
     return mem_free_outer(dptr);
 }
 
+/* TRACKED_FREE spelt out, so that nothing but the removed row (on the
+ * stack) is kept across the driver's call. */
 static CUresult mem_free_outer(CUdeviceptr dptr)
 {
     ENTER();
-    CUresult rc = TRACKED_FREE(outer, TL_SPACE_MEM, dptr, MEM_KINDS, CALL_REAL(cuMemFree_v2, dptr));
+    struct tl_live rec;
+    if (TL_UNLIKELY(!outer) || !dptr || !tl_track_mem_free(dptr, MEM_KINDS, &rec)) {
+        CUresult rc = CALL_REAL(cuMemFree_v2, dptr);
+        LEAVE();
+        return rc;
+    }
+    CUresult rc = CALL_REAL(cuMemFree_v2, dptr);
+    if (TL_UNLIKELY(rc != CUDA_SUCCESS))
+        tl_track_restore(&rec);
     LEAVE();
     return rc;
 }

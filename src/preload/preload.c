@@ -272,6 +272,7 @@ bool tl_ensure_init(void)
         /* The watcher starts at the first tracked allocation, once the driver
          * is loaded (tl_track_alloc, tl_watch_start). */
         atomic_store_explicit(&tl_watch_pending, true, memory_order_release);
+        tl_slow_path(TL_SLOW_WATCH, true);
         tl_bridge_kick(); /* a Python program's first CUDA call starts its bridge */
     }
     return true;
@@ -370,6 +371,7 @@ void tl_attach_begin_tracking(void)
      * make no tracked allocation for a long time, while its interval marks
      * and the bridge's pool figures are due from the attach on. */
     atomic_store(&tl_watch_pending, false);
+    tl_slow_path(TL_SLOW_WATCH, false);
     tl_driver_symbols_prefetch();
     tl_snapshot_watch();
     atomic_store(&tl_active, true);

@@ -77,9 +77,11 @@ static inline __attribute__((always_inline)) void tl_owner_count_row(const struc
  * the lock of the shard that owns `c`, or owns the table (`exclusive`: no
  * other thread changes any total, so plain adds do).  `kind` is the row's
  * (rec->kind), passed apart so that a caller that knows it as a constant
- * gets a copy with the kind's tests folded away. */
+ * gets a copy with the kind's tests folded away; `budget` is
+ * tl_budget_active, read by the caller (the hot path knows it false). */
 static inline __attribute__((always_inline)) void tl_count_kind(struct tl_shard_counts *c, const struct tl_live *rec,
-                                                                uint8_t kind, int sign, bool fresh, bool exclusive)
+                                                                uint8_t kind, int sign, bool fresh, bool exclusive,
+                                                                bool budget)
 {
     long long bytes = sign * (long long)rec->size;
     if (fresh)
@@ -124,7 +126,7 @@ static inline __attribute__((always_inline)) void tl_count_kind(struct tl_shard_
         tl_shard_add(&c->device_bytes[d], bytes);
         if (sign > 0 && bytes > 0 && TL_UNLIKELY(!atomic_load_explicit(&tl_device_used[d], memory_order_relaxed)))
             atomic_store_explicit(&tl_device_used[d], true, memory_order_relaxed);
-        if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed))) {
+        if (TL_UNLIKELY(budget)) {
             /* budget.c reads the device's bytes on every allocation. */
             struct tl_device_stats *ds = &tl_stats.device[d];
             long long dn = atomic_fetch_add_explicit(&ds->live_bytes, bytes, memory_order_relaxed) + bytes;
@@ -139,7 +141,8 @@ static inline __attribute__((always_inline)) void tl_count_kind(struct tl_shard_
 static inline __attribute__((always_inline)) void tl_count_row(struct tl_shard_counts *c, const struct tl_live *rec,
                                                                int sign, bool fresh, bool exclusive)
 {
-    tl_count_kind(c, rec, rec->kind, sign, fresh, exclusive);
+    tl_count_kind(c, rec, rec->kind, sign, fresh, exclusive,
+                  atomic_load_explicit(&tl_budget_active, memory_order_relaxed));
 }
 
 #endif

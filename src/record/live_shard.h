@@ -106,17 +106,18 @@ static inline struct shard *tl_shard_of(uint64_t h)
  * carries only its own kind of add; device rows (cuMemAlloc, cudaMalloc:
  * nearly every row) get copies of their own with the kind's tests folded. */
 static inline __attribute__((always_inline)) void tl_shard_count(struct tl_shard_counts *c, const struct tl_live *rec,
-                                                                 uint8_t kind, int sign, bool fresh, bool owned)
+                                                                 uint8_t kind, int sign, bool fresh, bool owned,
+                                                                 bool budget)
 {
     if (TL_LIKELY(kind == TL_KIND_DEVICE)) {
         if (TL_LIKELY(owned))
-            tl_count_kind(c, rec, TL_KIND_DEVICE, sign, fresh, true);
+            tl_count_kind(c, rec, TL_KIND_DEVICE, sign, fresh, true, budget);
         else
-            tl_count_kind(c, rec, TL_KIND_DEVICE, sign, fresh, false);
+            tl_count_kind(c, rec, TL_KIND_DEVICE, sign, fresh, false, budget);
     } else if (owned) {
-        tl_count_kind(c, rec, kind, sign, fresh, true);
+        tl_count_kind(c, rec, kind, sign, fresh, true, budget);
     } else {
-        tl_count_kind(c, rec, kind, sign, fresh, false);
+        tl_count_kind(c, rec, kind, sign, fresh, false, budget);
     }
 }
 
@@ -170,8 +171,10 @@ static inline long tl_shard_find(struct shard *s, uint64_t h, uint8_t space, uin
 }
 
 /* tl_live_add (tl_internal.h), inline for tracker.c's allocations; `kind`
- * is rec->kind (a constant where the caller knows it). */
-static inline __attribute__((always_inline)) bool tl_live_insert(const struct tl_live *rec, uint8_t kind, bool fresh)
+ * is rec->kind (a constant where the caller knows it), `budget`
+ * tl_budget_active (tl_count_kind). */
+static inline __attribute__((always_inline)) bool tl_live_insert(const struct tl_live *rec, uint8_t kind, bool fresh,
+                                                                 bool budget)
 {
     uint64_t h = tl_shard_mix(rec->space, rec->addr);
     struct shard *s = tl_shard_of(h);
@@ -198,14 +201,15 @@ static inline __attribute__((always_inline)) bool tl_live_insert(const struct tl
     }
     s->slots[i] = *rec;
     __atomic_store_n(&s->count, s->count + 1, __ATOMIC_RELAXED);
-    tl_shard_count(&s->counts, rec, kind, 1, fresh, owned);
+    tl_shard_count(&s->counts, rec, kind, 1, fresh, owned, budget);
     tl_shard_leave(s, owned);
     return true;
 }
 
-/* tl_live_take (tl_internal.h), inline for tracker.c's frees. */
+/* tl_live_take (tl_internal.h), inline for tracker.c's frees; `budget` as
+ * for tl_live_insert. */
 static inline __attribute__((always_inline)) int tl_live_remove(uint8_t space, uint64_t addr, unsigned kinds_mask,
-                                                                struct tl_live *out)
+                                                                struct tl_live *out, bool budget)
 {
     uint64_t h = tl_shard_mix(space, addr);
     struct shard *s = tl_shard_of(h);
@@ -219,7 +223,7 @@ static inline __attribute__((always_inline)) int tl_live_remove(uint8_t space, u
             /* The hole closed first, while the probe's shard fields are
              * still at hand; the totals count the row from *out. */
             tl_shard_delete_at(s, (size_t)i);
-            tl_shard_count(&s->counts, out, out->kind, -1, false, owned);
+            tl_shard_count(&s->counts, out, out->kind, -1, false, owned, budget);
             rc = 1;
         }
     }

@@ -354,12 +354,12 @@ bool tl_shard_grow(struct shard *s)
 
 bool tl_live_add(const struct tl_live *rec, bool fresh)
 {
-    return tl_live_insert(rec, rec->kind, fresh);
+    return tl_live_insert(rec, rec->kind, fresh, atomic_load_explicit(&tl_budget_active, memory_order_relaxed));
 }
 
 int tl_live_take(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out)
 {
-    return tl_live_remove(space, addr, kinds_mask, out);
+    return tl_live_remove(space, addr, kinds_mask, out, atomic_load_explicit(&tl_budget_active, memory_order_relaxed));
 }
 
 struct tl_shard_counts *tl_live_counts_of(const struct tl_live *rec)

@@ -121,20 +121,30 @@ static void watch_start(void)
 {
     if (!atomic_exchange(&tl_watch_pending, false))
         return;
+    tl_slow_path(TL_SLOW_WATCH, false);
     tl_driver_symbols_prefetch();
     (void)tl_demangler(); /* owners' names (owners.c): looked up once, here */
     tl_upcalls.snapshot_watch();
 }
 
+/* No reason to leave the hot path (tl_slow_paths) and no failure waiting for
+ * its report on this thread: an allocation then has nothing to do after its
+ * row is in, and a free nothing before or after its row is out. */
+static inline bool hot(void)
+{
+    return TL_LIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) == 0) && TL_LIKELY(!tl_oom_pending);
+}
+
 /* Every allocation's record.  Inlined into tl_track_alloc and into
  * tl_track_device_alloc, where kind, space, device and aux are constants
- * and the tests on them fold away. */
+ * and the tests on them fold away; `is_hot` (hot() was true) folds away the
+ * tests of what comes after the row. */
 static inline __attribute__((always_inline)) void track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr,
-                                                              uint64_t size, int device, uint32_t aux)
+                                                              uint64_t size, int device, uint32_t aux, bool is_hot)
 {
     if (!atomic_load_explicit(&tl_active, memory_order_relaxed) || addr == 0)
         return;
-    if (TL_UNLIKELY(atomic_load_explicit(&tl_watch_pending, memory_order_relaxed)))
+    if (!is_hot && TL_UNLIKELY(atomic_load_explicit(&tl_watch_pending, memory_order_relaxed)))
         watch_start();
     struct tl_callsite *cs =
         tl_opt.depth > 0 ? tl_stack_site(kind, tl_opt.depth) : tl_callsite_empty(kind);
@@ -157,11 +167,14 @@ static inline __attribute__((always_inline)) void track_alloc(enum tl_kind kind,
         .ctx = (uint8_t)ctx,
         .aux = aux,
     };
-    if (!tl_live_insert(&rec, (uint8_t)kind, true)) {
+    bool budget = !is_hot && atomic_load_explicit(&tl_budget_active, memory_order_relaxed);
+    if (!tl_live_insert(&rec, (uint8_t)kind, true, budget)) {
         tl_note_dropped("out of memory for the live-allocation table");
         return;
     }
-    if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed))) {
+    if (is_hot)
+        return;
+    if (TL_UNLIKELY(budget)) {
         /* A copy: `rec` itself never has its address taken, so it can stay
          * in registers and be stored straight into its slot. */
         struct tl_live row = rec;
@@ -175,17 +188,25 @@ static inline __attribute__((always_inline)) void track_alloc(enum tl_kind kind,
 
 void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t size, int device, uint32_t aux)
 {
-    track_alloc(kind, space, addr, size, device, aux);
+    track_alloc(kind, space, addr, size, device, aux, false);
+}
+
+static inline __attribute__((always_inline)) void track_device_alloc(uint64_t addr, uint64_t size)
+{
+    if (hot())
+        track_alloc(TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, -1, 0, true);
+    else
+        track_alloc(TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, -1, 0, false);
 }
 
 void tl_track_device_alloc(uint64_t addr, uint64_t size)
 {
-    track_alloc(TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, -1, 0);
+    track_device_alloc(addr, size);
 }
 
 int tl_track_device_alloc_leave(uint64_t addr, uint64_t size)
 {
-    track_alloc(TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, -1, 0);
+    track_device_alloc(addr, size);
     tl_hook_depth--;
     return 0;
 }
@@ -246,11 +267,12 @@ static __attribute__((noinline)) void free_not_tracked(int rc, uint8_t space, ui
 /* Every free's record.  Inlined into tl_track_free and into
  * tl_track_mem_free, where the space is a constant and `rec` the caller's. */
 static inline __attribute__((always_inline)) bool track_free(uint8_t space, uint64_t addr, unsigned kinds_mask,
-                                                             struct tl_live *rec)
+                                                             struct tl_live *rec, bool is_hot)
 {
-    int rc = tl_live_remove(space, addr, kinds_mask, rec);
+    bool budget = !is_hot && atomic_load_explicit(&tl_budget_active, memory_order_relaxed);
+    int rc = tl_live_remove(space, addr, kinds_mask, rec, budget);
     if (TL_LIKELY(rc == 1)) {
-        if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_active, memory_order_relaxed)))
+        if (TL_UNLIKELY(budget))
             tl_upcalls.budget_after_free(rec);
         return true;
     }
@@ -264,14 +286,16 @@ bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_
         return false;
     /* The row goes straight to the caller's record (no second copy). */
     struct tl_live local;
-    return track_free(space, addr, kinds_mask, out ? out : &local);
+    return track_free(space, addr, kinds_mask, out ? out : &local, false);
 }
 
 bool tl_track_mem_free(uint64_t addr, unsigned kinds_mask, struct tl_live *out)
 {
     if (!atomic_load_explicit(&tl_active, memory_order_relaxed))
         return false;
-    return track_free(TL_SPACE_MEM, addr, kinds_mask, out);
+    if (TL_LIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) == 0))
+        return track_free(TL_SPACE_MEM, addr, kinds_mask, out, true);
+    return track_free(TL_SPACE_MEM, addr, kinds_mask, out, false);
 }
 
 void tl_track_restore(const struct tl_live *rec)
