@@ -26,6 +26,7 @@
 #undef cuCtxDestroy
 #undef cuCtxCreate
 #undef cuCtxPushCurrent
+#undef cuCtxPopCurrent
 #undef cuDevicePrimaryCtxReset
 #undef cuMemHostRegister
 #undef cuIpcOpenMemHandle
@@ -413,6 +414,7 @@ CUresult cuCtxCreate_v3(CUcontext *pctx, struct CUexecAffinityParam_st *paramsAr
                         CUdevice dev);
 CUresult cuCtxPushCurrent(CUcontext ctx);
 CUresult cuCtxPushCurrent_v2(CUcontext ctx);
+CUresult cuCtxPopCurrent(CUcontext *pctx);
 /* The four-argument cuGetProcAddress of CUDA 11.3–11.8, still exported. */
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 

@@ -451,6 +451,9 @@ void tl_note_context(void *ctx, int device, bool primary);
  * tracker trusts the process to have one context only until it sees a
  * second (tracker.c). */
 void tl_context_seen(void *ctx);
+/* The calling thread's current context, as the driver says; NULL when it
+ * has none or cannot say. */
+void *tl_context_current(void);
 int tl_current_context_index(int *device_out);
 /* Context teardown: releases every cuMemAlloc-family allocation of the
  * context (or all primary contexts of `device` when ctx is NULL). */

@@ -70,6 +70,8 @@
     X(cuCtxSetCurrent, cuCtxSetCurrent, 4000, 0)                         \
     X(cuCtxPushCurrent, cuCtxPushCurrent, 2000, 0)                       \
     X(cuCtxPushCurrent_v2, cuCtxPushCurrent, 4000, 0)                    \
+    X(cuCtxPopCurrent, cuCtxPopCurrent, 2000, 0)                         \
+    X(cuCtxPopCurrent_v2, cuCtxPopCurrent, 4000, 0)                      \
     X(cuCtxDestroy, cuCtxDestroy, 2000, 0)                               \
     X(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0)                            \
     X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, 0)         \

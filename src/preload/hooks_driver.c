@@ -751,7 +751,7 @@ TL_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         ENTER();                                    \
         (void)outer;                                \
         CUresult rc = CALL_REAL(fn, args);          \
-        if (rc == CUDA_SUCCESS)                     \
+        if (rc == CUDA_SUCCESS && atomic_load_explicit(&tl_active, memory_order_relaxed)) \
             tl_context_seen(ctx);                   \
         LEAVE();                                    \
         return rc;                                  \
@@ -767,6 +767,10 @@ CONTEXT_HOOK(cuCtxCreate_v4, (CUcontext *pctx, CUctxCreateParams *params, unsign
 CONTEXT_HOOK(cuCtxSetCurrent, (CUcontext ctx), ctx, ctx)
 CONTEXT_HOOK(cuCtxPushCurrent, (CUcontext ctx), ctx, ctx)
 CONTEXT_HOOK(cuCtxPushCurrent_v2, (CUcontext ctx), ctx, ctx)
+/* A pop makes current the context pushed before, seen when it was pushed,
+ * unless it was current before any hook could see it. */
+CONTEXT_HOOK(cuCtxPopCurrent, (CUcontext *pctx), pctx, tl_context_current())
+CONTEXT_HOOK(cuCtxPopCurrent_v2, (CUcontext *pctx), pctx, tl_context_current())
 #undef COMMA
 
 /* Context teardown frees the context's memory in the driver.  Recorded

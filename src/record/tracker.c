@@ -510,6 +510,15 @@ static inline int current_context_index(int *device_out)
     return context_index_slow(ctx, gen, device_out);
 }
 
+void *tl_context_current(void)
+{
+    get_current_fn get_current = atomic_load_explicit(&cached_current, memory_order_acquire);
+    if (!get_current && !(get_current = resolve_context_functions()))
+        return NULL;
+    void *ctx = NULL;
+    return get_current(&ctx) == 0 ? ctx : NULL;
+}
+
 int tl_current_context_index(int *device_out)
 {
     return current_context_index(device_out);
