@@ -81,6 +81,18 @@ def a_second_context_on_one_device_keeps_its_rows_apart():
     eq(sorted(l["bytes"] for l in r.report["leaks"]), [512 * KiB, MiB], "leaks")
 
 
+def contexts_made_on_one_thread_while_another_allocates_keep_their_rows_apart():
+    # One thread allocates in the primary context, through the shortcut,
+    # while another makes contexts, allocates in them and destroys them:
+    # whatever the interleaving, each teardown frees its own three rows.
+    r = run(prog("families"), "contexts", "threads")
+    eq((r.rc, r.out), (0, ""), "exit status and failures")
+    s = r.report["summary"]
+    eq((s["released_by_teardown_bytes"], s["released_by_teardown_allocations"]), (15 * 64 * KiB, 15), "teardown")
+    eq((s["live_bytes"], s["live_allocations"]), (MiB + 10 * 4 * KiB, 11), "live")
+    eq(s["total_allocations"], 1 + 2000 + 10 + 15, "allocations")
+
+
 # The driver's sizes (sim/README.md, CUDA arrays): rows padded to 512 bytes,
 # levels summed, the whole rounded to 64 KiB.
 ARRAY_2D = 7 * 64 * KiB        # 1000 floats x 100 rows: 4096 x 100 = 400 KiB

@@ -28,6 +28,11 @@
  *                   cuGetProcAddress("cuCtxPushCurrent", 4000), 64 KiB in
  *                   it, popped; the second context destroyed, which frees
  *                   its 320 KiB.  The primary context's 1.5 MiB stay.
+ *   families contexts threads  1 MiB through cudaMalloc, then two threads at
+ *                   once: one makes 2000 cudaMalloc+cudaFree pairs of 4 KiB
+ *                   and keeps 10 more; the other makes a context (as above),
+ *                   three cuMemAllocs of 64 KiB in it, and destroys it,
+ *                   five times.  Prints only what failed.
  *
  * Prints each driver answer that is not success, so the test sees the
  * program's behaviour is unchanged under the preload.
@@ -37,6 +42,7 @@
 #include "cudart_compat.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +235,55 @@ static int contexts(void)
     return 0;
 }
 
+static void *pairs_in_primary(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 2000; i++) {
+        void *p = NULL;
+        if (cudaMalloc(&p, 4096) != cudaSuccess || cudaFree(p) != cudaSuccess)
+            printf("pair %d failed\n", i);
+    }
+    for (int i = 0; i < 10; i++) {
+        void *p = NULL;
+        if (cudaMalloc(&p, 4096) != cudaSuccess)
+            printf("kept %d failed\n", i);
+    }
+    return NULL;
+}
+
+static void *contexts_made_and_destroyed(void *arg)
+{
+    ctx_create_fn create = arg;
+    for (int round = 0; round < 5; round++) {
+        CUcontext ctx = NULL;
+        if (create(&ctx, NULL, 0, 0) != CUDA_SUCCESS) {
+            printf("cuCtxCreate failed\n");
+            return NULL;
+        }
+        for (int i = 0; i < 3; i++) {
+            CUdeviceptr p = 0;
+            if (cuMemAlloc_v2(&p, 64 << 10) != CUDA_SUCCESS)
+                printf("cuMemAlloc failed\n");
+        }
+        if (cuCtxDestroy_v2(ctx) != CUDA_SUCCESS)
+            printf("cuCtxDestroy failed\n");
+    }
+    return NULL;
+}
+
+static int contexts_threads(void)
+{
+    void *p = NULL;
+    if (cudaMalloc(&p, 1 << 20) != cudaSuccess)
+        printf("cudaMalloc failed\n");
+    pthread_t a, b;
+    pthread_create(&a, NULL, pairs_in_primary, NULL);
+    pthread_create(&b, NULL, contexts_made_and_destroyed, driver_fn("cuCtxCreate", 12050));
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2)
@@ -245,6 +300,6 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "array") == 0)
         return array_family(argc > 2 && strcmp(argv[2], "reset") == 0);
     if (strcmp(argv[1], "contexts") == 0)
-        return contexts();
+        return argc > 2 && strcmp(argv[2], "threads") == 0 ? contexts_threads() : contexts();
     return 2;
 }
