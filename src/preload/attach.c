@@ -189,7 +189,7 @@ static bool build_plan(void *libcuda, char *err, size_t errlen)
     bool arena_writable = false;
     for (int i = 0; i < TL_HOOK_COUNT; i++) {
         struct tl_hook *h = &tl_hooks[i];
-        if (!h->base)
+        if (!h->base || TL_HOOK_IS_CONTEXT_ROW(i))
             continue;
         void *entry = tl_real_dlsym(libcuda, h->name);
         if (!entry || entry == h->hook)

@@ -80,6 +80,12 @@
     X(cuGetProcAddress, cuGetProcAddress, 11030, 0)                      \
     X(cuGetProcAddress_v2, cuGetProcAddress, 12000, 0)
 
+/* The context rows (cuCtxCreate through cuCtxPopCurrent_v2 above, in one
+ * run) only tell the tracker's one-context shortcut about contexts; an
+ * attached process never takes it (its contexts predate us), so attach.c
+ * leaves these entry points unpatched. */
+#define TL_HOOK_IS_CONTEXT_ROW(id) ((id) >= TL_HOOK_cuCtxCreate && (id) <= TL_HOOK_cuCtxPopCurrent_v2)
+
 #define TL_RUNTIME_HOOKS(X)          \
     X(cudaMalloc)                    \
     X(cudaFree)                      \

@@ -18,7 +18,8 @@ import tempfile
 
 SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "report.schema.json")
 
-# Every driver row of src/preload/hooks.h the simulated driver exports.
+# Every driver row of src/preload/hooks.h the simulated driver exports, but the
+# context rows, which attach leaves unpatched (TL_HOOK_IS_CONTEXT_ROW).
 SIM_DRIVER_ROWS = 51
 
 
