@@ -36,15 +36,18 @@ static inline void tl_shard_add(long long *x, long long d)
 /* A row entering (bytes > 0) or leaving the live table, inside its critical
  * section (tl_count_row, live_table.c): its owner's running live bytes and,
  * when they grew (`entering`), their peak.  Address space counts in none,
- * nor a row of no owner.  Inline: it runs on every allocation and free. */
-static inline __attribute__((always_inline)) void tl_owner_count_kind(const struct tl_live *rec, uint8_t kind,
-                                                                      long long bytes, bool entering, bool exclusive)
+ * nor a row of no owner.  Inline: it runs on every allocation and free.
+ * `owner` and `aux` are the row's (rec, which is read only for a device row
+ * with an aux, may be NULL when aux is 0). */
+static inline __attribute__((always_inline)) void tl_owner_count(const struct tl_live *rec, uint8_t kind, uint8_t owner,
+                                                                 uint32_t aux, long long bytes, bool entering,
+                                                                 bool exclusive)
 {
     if (tl_is_address_space(kind))
         return;
     /* Only a device row's aux can mark it held by a pool (pools.c). */
-    int o = rec->owner - 1;
-    if (TL_UNLIKELY(kind == TL_KIND_DEVICE && rec->aux)) {
+    int o = owner - 1;
+    if (TL_UNLIKELY(kind == TL_KIND_DEVICE && aux)) {
         tl_row_owner_fn held = atomic_load_explicit(&tl_held_row_owner, memory_order_acquire);
         if (held)
             o = held(rec);
@@ -70,28 +73,31 @@ static inline __attribute__((always_inline)) void tl_owner_count_kind(const stru
 static inline __attribute__((always_inline)) void tl_owner_count_row(const struct tl_live *rec, long long bytes,
                                                                      bool exclusive)
 {
-    tl_owner_count_kind(rec, rec->kind, bytes, bytes > 0, exclusive);
+    tl_owner_count(rec, rec->kind, rec->owner, rec->aux, bytes, bytes > 0, exclusive);
 }
 
 /* Adds (sign +1) or drops (-1) a row to/from the totals; the caller holds
  * the lock of the shard that owns `c`, or owns the table (`exclusive`: no
- * other thread changes any total, so plain adds do).  `kind` is the row's
- * (rec->kind), passed apart so that a caller that knows it as a constant
- * gets a copy with the kind's tests folded away; `budget` is
- * tl_budget_active, read by the caller (the hot path knows it false). */
-static inline __attribute__((always_inline)) void tl_count_kind(struct tl_shard_counts *c, const struct tl_live *rec,
-                                                                uint8_t kind, int sign, bool fresh, bool exclusive,
-                                                                bool budget)
+ * other thread changes any total, so plain adds do).  The row's figures come
+ * apart from the row (kind, size, callsite, owner, aux, device: rec's, which
+ * tl_owner_count reads only for a device row with an aux), so that a caller
+ * that knows some as constants, or has them in registers, gets a copy with
+ * their tests folded away; `budget` is tl_budget_active, read by the caller
+ * (the hot path knows it false). */
+static inline __attribute__((always_inline)) void tl_count_figures(struct tl_shard_counts *c, const struct tl_live *rec,
+                                                                   uint8_t kind, uint64_t size, uint32_t callsite,
+                                                                   uint8_t owner, uint32_t aux, uint8_t device,
+                                                                   int sign, bool fresh, bool exclusive, bool budget)
 {
-    long long bytes = sign * (long long)rec->size;
+    long long bytes = sign * (long long)size;
     if (fresh)
         c->total_allocs++;
-    if (rec->callsite) {
-        struct tl_shard_site *s = &c->site[rec->callsite % TL_SHARD_SITES];
-        if (TL_UNLIKELY(s->id != rec->callsite)) {
+    if (callsite) {
+        struct tl_shard_site *s = &c->site[callsite % TL_SHARD_SITES];
+        if (TL_UNLIKELY(s->id != callsite)) {
             if (s->id)
                 tl_flush_site(s);
-            s->id = rec->callsite;
+            s->id = callsite;
         }
         /* A call site's live bytes are what growth compares at each mark
          * (growth.c): address space adds none. */
@@ -99,7 +105,7 @@ static inline __attribute__((always_inline)) void tl_count_kind(struct tl_shard_
         s->count += sign;
         s->allocs += fresh;
     }
-    tl_owner_count_kind(rec, kind, bytes, sign > 0, exclusive); /* the owner's running peak, as the process's below */
+    tl_owner_count(rec, kind, owner, aux, bytes, sign > 0, exclusive); /* the owner's running peak, as the process's below */
     if (!tl_holds_memory(kind) || kind == TL_KIND_POOL_BLOCK)
         return; /* pool blocks live inside segments already counted */
     if (kind == TL_KIND_ASYNC)
@@ -120,8 +126,8 @@ static inline __attribute__((always_inline)) void tl_count_kind(struct tl_shard_
         else
             tl_raise_peak(&tl_stats.peak_live_bytes, now);
     }
-    if (rec->device < TL_MAX_DEVICES && kind != TL_KIND_HOST_PINNED) {
-        unsigned d = rec->device;
+    if (device < TL_MAX_DEVICES && kind != TL_KIND_HOST_PINNED) {
+        unsigned d = device;
         c->device_count[d] += sign;
         tl_shard_add(&c->device_bytes[d], bytes);
         if (sign > 0 && bytes > 0 && TL_UNLIKELY(!atomic_load_explicit(&tl_device_used[d], memory_order_relaxed)))
@@ -136,6 +142,15 @@ static inline __attribute__((always_inline)) void tl_count_kind(struct tl_shard_
     } else {
         c->other_count += sign;
     }
+}
+
+/* tl_count_figures of a row (`kind` apart: see there). */
+static inline __attribute__((always_inline)) void tl_count_kind(struct tl_shard_counts *c, const struct tl_live *rec,
+                                                                uint8_t kind, int sign, bool fresh, bool exclusive,
+                                                                bool budget)
+{
+    tl_count_figures(c, rec, kind, rec->size, rec->callsite, rec->owner, rec->aux, rec->device, sign, fresh, exclusive,
+                     budget);
 }
 
 static inline __attribute__((always_inline)) void tl_count_row(struct tl_shard_counts *c, const struct tl_live *rec,

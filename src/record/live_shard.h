@@ -56,23 +56,30 @@ void tl_shard_leave_locked(struct shard *s);
 /* Doubles shard s's capacity (entered); false when out of memory. */
 bool tl_shard_grow(struct shard *s);
 
+/* The owner's path into the table: this thread's busy flag, raised, when it
+ * owns the table (a release store of 0 leaves), else NULL with nothing held.
+ * The busy flag is raised before `owner` is read at all: a thread with a
+ * slot that does not own the table only lowers it again (nobody waits on a
+ * non-owner's flag), and the owner reads `owner` once. */
+static inline __attribute__((always_inline)) atomic_int *tl_shard_try_own(void)
+{
+    unsigned token = tl_table_thread.token;
+    if (TL_UNLIKELY(token == 0))
+        return NULL;
+    atomic_int *busy = tl_table_thread.busy;
+    atomic_store_explicit(busy, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst); /* the revoker's membarrier orders the CPU */
+    if (TL_LIKELY(atomic_load_explicit(&tl_table_owner, memory_order_relaxed) == token))
+        return busy;
+    atomic_store_explicit(busy, 0, memory_order_release);
+    return NULL;
+}
+
 /* Enters shard s: true as the owner without the lock (leave with the same
  * value).  The owner's path is inline in every table operation. */
 static inline __attribute__((always_inline)) bool tl_shard_enter(struct shard *s)
 {
-    unsigned token = tl_table_thread.token;
-    /* The busy flag is raised before `owner` is read at all: a thread with a
-     * slot that does not own the table only lowers it again (nobody waits
-     * on a non-owner's flag), and the owner reads `owner` once. */
-    if (TL_LIKELY(token != 0)) {
-        atomic_int *busy = tl_table_thread.busy;
-        atomic_store_explicit(busy, 1, memory_order_relaxed);
-        atomic_signal_fence(memory_order_seq_cst); /* the revoker's membarrier orders the CPU */
-        if (TL_LIKELY(atomic_load_explicit(&tl_table_owner, memory_order_relaxed) == token))
-            return true;
-        atomic_store_explicit(busy, 0, memory_order_release);
-    }
-    return tl_shard_enter_locked(s);
+    return tl_shard_try_own() ? true : tl_shard_enter_locked(s);
 }
 
 static inline __attribute__((always_inline)) void tl_shard_leave(struct shard *s, bool owned)
@@ -204,6 +211,82 @@ static inline __attribute__((always_inline)) bool tl_live_insert(const struct tl
     tl_shard_count(&s->counts, rec, kind, 1, fresh, owned, budget);
     tl_shard_leave(s, owned);
     return true;
+}
+
+/* The hot insert: a fresh device row of the memory space (cuMemAlloc,
+ * cudaMalloc: kind TL_KIND_DEVICE, space TL_SPACE_MEM, aux 0), its figures
+ * in scalars (the row's own fields; `device` below TL_MAX_DEVICES), no
+ * budget set, into a table this thread owns.  False, having changed nothing,
+ * when the table is not this thread's, the shard is due to grow or the
+ * address is still live: the caller then takes tl_live_insert. */
+static inline __attribute__((always_inline)) bool tl_live_insert_device_owned(uint64_t addr, uint64_t size,
+                                                                              uint32_t callsite, uint32_t tid,
+                                                                              uint8_t device, uint8_t ctx,
+                                                                              uint8_t owner)
+{
+    if (device >= TL_MAX_DEVICES)
+        __builtin_unreachable();
+    uint64_t h = tl_shard_mix(TL_SPACE_MEM, addr);
+    struct shard *s = tl_shard_of(h);
+    atomic_int *busy = tl_shard_try_own();
+    if (TL_UNLIKELY(!busy))
+        return false;
+    if (TL_UNLIKELY(s->count >= s->grow_at))
+        goto refuse;
+    struct tl_live *slots = s->slots;
+    size_t mask = s->cap - 1;
+    size_t i = h & mask;
+    while (!tl_slot_empty(&slots[i])) {
+        if (TL_UNLIKELY(tl_slot_is(&slots[i], TL_SPACE_MEM, addr)))
+            goto refuse;
+        i = (i + 1) & mask;
+    }
+    slots[i] = (struct tl_live){.addr = addr, .size = size, .callsite = callsite, .tid = tid, .space = TL_SPACE_MEM,
+                                .kind = TL_KIND_DEVICE, .device = device, .ctx = ctx, .owner = owner};
+    __atomic_store_n(&s->count, s->count + 1, __ATOMIC_RELAXED);
+    tl_count_figures(&s->counts, NULL, TL_KIND_DEVICE, size, callsite, owner, 0, device, 1, true, true, false);
+    atomic_store_explicit(busy, 0, memory_order_release);
+    return true;
+refuse:
+    atomic_store_explicit(busy, 0, memory_order_release);
+    return false;
+}
+
+/* The hot removal: a device row of the memory space (kind TL_KIND_DEVICE,
+ * aux 0) freed by an API whose kinds_mask allows it, no budget set, from a
+ * table this thread owns; the row is copied to *out.  False, having changed
+ * nothing, otherwise (the table not this thread's, no such row, another
+ * kind, an aux): the caller then takes tl_live_remove. */
+static inline __attribute__((always_inline)) bool tl_live_remove_device_owned(uint64_t addr, struct tl_live *out)
+{
+    uint64_t h = tl_shard_mix(TL_SPACE_MEM, addr);
+    struct shard *s = tl_shard_of(h);
+    atomic_int *busy = tl_shard_try_own();
+    if (TL_UNLIKELY(!busy))
+        return false;
+    if (TL_UNLIKELY(!s->cap))
+        goto refuse;
+    struct tl_live *slots = s->slots;
+    size_t mask = s->cap - 1;
+    size_t i = h & mask;
+    for (;; i = (i + 1) & mask) {
+        if (TL_UNLIKELY(tl_slot_empty(&slots[i])))
+            goto refuse;
+        if (tl_slot_is(&slots[i], TL_SPACE_MEM, addr))
+            break;
+    }
+    struct tl_live row = slots[i];
+    if (TL_UNLIKELY(row.kind != TL_KIND_DEVICE) || TL_UNLIKELY(row.aux != 0) || TL_UNLIKELY(row.device >= TL_MAX_DEVICES))
+        goto refuse;
+    *out = row;
+    tl_shard_delete_at(s, i);
+    tl_count_figures(&s->counts, NULL, TL_KIND_DEVICE, row.size, row.callsite, row.owner, 0, row.device, -1, false, true,
+                     false);
+    atomic_store_explicit(busy, 0, memory_order_release);
+    return true;
+refuse:
+    atomic_store_explicit(busy, 0, memory_order_release);
+    return false;
 }
 
 /* tl_live_take (tl_internal.h), inline for tracker.c's frees; `budget` as

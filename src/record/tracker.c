@@ -135,17 +135,13 @@ static inline bool hot(void)
     return TL_LIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) == 0) && TL_LIKELY(!tl_oom_pending);
 }
 
-/* Every allocation's record.  Inlined into tl_track_alloc and into
- * tl_track_device_alloc, where kind, space, device and aux are constants
- * and the tests on them fold away; `is_hot` (hot() was true) folds away the
- * tests of what comes after the row. */
-static inline __attribute__((always_inline)) void track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr,
-                                                              uint64_t size, int device, uint32_t aux, bool is_hot)
+/* A new allocation's row: its call site (*cs), owner, context, device and
+ * thread.  Inline, returned by value: a caller that never takes the row's
+ * address keeps it in registers. */
+static inline __attribute__((always_inline)) struct tl_live new_row(enum tl_kind kind, uint8_t space, uint64_t addr,
+                                                                    uint64_t size, int device, uint32_t aux,
+                                                                    struct tl_callsite **cs_out)
 {
-    if (!atomic_load_explicit(&tl_active, memory_order_relaxed) || addr == 0)
-        return;
-    if (!is_hot && TL_UNLIKELY(atomic_load_explicit(&tl_watch_pending, memory_order_relaxed)))
-        watch_start();
     struct tl_callsite *cs =
         tl_opt.depth > 0 ? tl_stack_site(kind, tl_opt.depth) : tl_callsite_empty(kind);
     int ctx_device = -1;
@@ -155,7 +151,8 @@ static inline __attribute__((always_inline)) void track_alloc(enum tl_kind kind,
                   : 0;
     if (device < 0)
         device = ctx_device >= 0 ? ctx_device : 0;
-    struct tl_live rec = {
+    *cs_out = cs;
+    return (struct tl_live){
         .addr = addr,
         .size = size,
         .callsite = cs ? cs->id : 0,
@@ -167,13 +164,17 @@ static inline __attribute__((always_inline)) void track_alloc(enum tl_kind kind,
         .ctx = (uint8_t)ctx,
         .aux = aux,
     };
-    bool budget = !is_hot && atomic_load_explicit(&tl_budget_active, memory_order_relaxed);
-    if (!tl_live_insert(&rec, (uint8_t)kind, true, budget)) {
+}
+
+/* A new row into the table by the general insert, then what the families
+ * asked for after an allocation. */
+static inline __attribute__((always_inline)) void insert_row(struct tl_callsite *cs, struct tl_live rec)
+{
+    bool budget = atomic_load_explicit(&tl_budget_active, memory_order_relaxed);
+    if (!tl_live_insert(&rec, rec.kind, true, budget)) {
         tl_note_dropped("out of memory for the live-allocation table");
         return;
     }
-    if (is_hot)
-        return;
     if (TL_UNLIKELY(budget)) {
         /* A copy: `rec` itself never has its address taken, so it can stay
          * in registers and be stored straight into its slot. */
@@ -186,17 +187,52 @@ static inline __attribute__((always_inline)) void track_alloc(enum tl_kind kind,
         tl_upcalls.bridge_nudge();
 }
 
+/* insert_row, out of line for the hot path's rare turns to it. */
+static __attribute__((noinline)) void insert_row_cold(struct tl_callsite *cs, struct tl_live rec)
+{
+    insert_row(cs, rec);
+}
+
+/* Every allocation's record.  Inlined into tl_track_alloc and into
+ * tl_track_device_alloc, where kind, space, device and aux are constants
+ * and the tests on them fold away. */
+static inline __attribute__((always_inline)) void track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr,
+                                                              uint64_t size, int device, uint32_t aux)
+{
+    if (!atomic_load_explicit(&tl_active, memory_order_relaxed) || addr == 0)
+        return;
+    if (TL_UNLIKELY(atomic_load_explicit(&tl_watch_pending, memory_order_relaxed)))
+        watch_start();
+    struct tl_callsite *cs;
+    struct tl_live rec = new_row(kind, space, addr, size, device, aux, &cs);
+    insert_row(cs, rec);
+}
+
+/* A device row of the memory space while hot() holds: into a table this
+ * thread owns by the hot insert, with nothing to do after it. */
+static inline __attribute__((always_inline)) void track_device_alloc_hot(uint64_t addr, uint64_t size)
+{
+    if (!atomic_load_explicit(&tl_active, memory_order_relaxed) || addr == 0)
+        return;
+    struct tl_callsite *cs;
+    struct tl_live rec = new_row(TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, -1, 0, &cs);
+    if (TL_LIKELY(rec.device < TL_MAX_DEVICES) &&
+        TL_LIKELY(tl_live_insert_device_owned(addr, size, rec.callsite, rec.tid, rec.device, rec.ctx, rec.owner)))
+        return;
+    insert_row_cold(cs, rec);
+}
+
 void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t size, int device, uint32_t aux)
 {
-    track_alloc(kind, space, addr, size, device, aux, false);
+    track_alloc(kind, space, addr, size, device, aux);
 }
 
 static inline __attribute__((always_inline)) void track_device_alloc(uint64_t addr, uint64_t size)
 {
     if (hot())
-        track_alloc(TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, -1, 0, true);
+        track_device_alloc_hot(addr, size);
     else
-        track_alloc(TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, -1, 0, false);
+        track_alloc(TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, -1, 0);
 }
 
 void tl_track_device_alloc(uint64_t addr, uint64_t size)
@@ -293,8 +329,11 @@ bool tl_track_mem_free(uint64_t addr, unsigned kinds_mask, struct tl_live *out)
 {
     if (!atomic_load_explicit(&tl_active, memory_order_relaxed))
         return false;
-    if (TL_LIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) == 0))
+    if (TL_LIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) == 0)) {
+        if (TL_LIKELY(kinds_mask & TL_MASK(TL_KIND_DEVICE)) && TL_LIKELY(tl_live_remove_device_owned(addr, out)))
+            return true;
         return track_free(TL_SPACE_MEM, addr, kinds_mask, out, true);
+    }
     return track_free(TL_SPACE_MEM, addr, kinds_mask, out, false);
 }
 
