@@ -502,200 +502,11 @@ json_t *tl_bridge_stack_json(json_t *frames)
     return stack;
 }
 
-/* Filling a framework pool's model fields (struct tl_pool) straight from
- * the framework's JSON.  A value the model cannot hold (a negative count, a
- * version that is not a string, blocks out of order) leaves its field out,
- * the others kept; `refused` names the first such value for the report's
- * one warning.  Strings and lists live in `mem`, the gather's. */
-struct pool_fill {
-    struct tl_report *mem;
-    const char *refused;
-};
-
-static void refuse(struct pool_fill *f, const char *why)
+/* A framework's Python sites in the model's shape (pool_site: bytes,
+ * count, a stack of frame_json's frames). */
+static json_t *sites_from(json_t *sites)
 {
-    if (!f->refused)
-        f->refused = why;
-}
-
-/* obj[key] as a count (0 when absent or not an integer, as the framework
- * leaves it); false for a negative one. */
-static bool count_of(json_t *obj, const char *key, uint64_t *out)
-{
-    long long v = int_or(obj, key, 0);
-    *out = v < 0 ? 0 : (uint64_t)v;
-    return v >= 0;
-}
-
-/* A string field: present (and null) as the framework gave it. */
-static bool string_into(struct pool_fill *f, json_t *v, const char **out, struct tl_seen *seen, unsigned bit)
-{
-    if (!v)
-        return true;
-    seen->present |= 1ull << bit;
-    if (json_is_null(v))
-        seen->null |= 1ull << bit;
-    else if (!json_is_string(v) || !(*out = report_strdup(f->mem, json_string_value(v))))
-        return false;
-    return true;
-}
-
-static void framework_from(struct pool_fill *f, json_t *fw, struct tl_pool *o)
-{
-    struct tl_framework w = {0};
-    if (!json_is_object(fw))
-        return;
-    if (!string_into(f, json_object_get(fw, "name"), &w.name, &w.seen, TL_F_FRAMEWORK_name) ||
-        !string_into(f, json_object_get(fw, "version"), &w.version, &w.seen, TL_F_FRAMEWORK_version) ||
-        !string_into(f, json_object_get(fw, "mode"), &w.mode, &w.seen, TL_F_FRAMEWORK_mode)) {
-        refuse(f, "pool.framework: its name, version and mode must be strings");
-        return;
-    }
-    o->framework = w;
-    o->seen.present |= TL_BIT(POOL, framework);
-}
-
-/* The framework's layout, bases in hex as annotated pools': the first
- * TL_LAYOUT_MAX blocks, layout_truncated when there were more. */
-static void layout_from(struct pool_fill *f, json_t *src, struct tl_pool *o)
-{
-    json_t *layout = json_object_get(src, "layout");
-    if (!json_is_array(layout))
-        return;
-    o->layout_truncated = json_is_true(json_object_get(src, "layout_truncated"));
-    o->seen.present |= TL_BIT(POOL, layout_truncated);
-    size_t n = json_array_size(layout), kept = 0;
-    struct tl_segment *segs = n ? report_alloc(f->mem, n * sizeof *segs) : NULL;
-    const struct tl_table *t = report_field_table(report_field_table(&tl_report_table, "pools"), "layout");
-    bool ok = !n || segs;
-    for (size_t i = 0; ok && i < n; i++) {
-        json_t *seg = json_array_get(layout, i), *blocks = json_object_get(seg, "blocks");
-        struct tl_segment *s = &segs[i];
-        s->base = report_printf(f->mem, "0x%llx", (unsigned long long)int_or(seg, "base", 0));
-        s->seen.present = TL_ALL(SEGMENT);
-        size_t nb = json_array_size(blocks);
-        s->blocks = nb ? report_alloc(f->mem, nb * sizeof *s->blocks) : NULL;
-        ok = count_of(seg, "bytes", &s->bytes) && s->base && (!nb || s->blocks);
-        for (size_t k = 0; ok && k < nb; k++) {
-            if (kept >= TL_LAYOUT_MAX) {
-                o->layout_truncated = true;
-                break;
-            }
-            json_t *b = json_array_get(blocks, k);
-            struct tl_block *bl = &s->blocks[s->block_count++];
-            bl->seen.present = TL_ALL(BLOCK);
-            ok = count_of(b, "offset", &bl->offset) && count_of(b, "bytes", &bl->bytes);
-            kept++;
-        }
-        char why[128];
-        ok = ok && t && t->derive(f->mem, s, why, sizeof why); /* blocks in order, inside the segment */
-    }
-    if (!ok) {
-        refuse(f, "pool.layout: a negative count, blocks out of order, or out of memory");
-        return;
-    }
-    o->layout = segs;
-    o->layout_count = n;
-    o->seen.present |= TL_BIT(POOL, layout);
-}
-
-/* A Python frame in the shape frame_json gives it. */
-static bool frame_from(struct pool_fill *f, json_t *src, struct tl_frame *fr)
-{
-    json_t *file = json_object_get(src, "file"), *fn = json_object_get(src, "function");
-    if (!json_is_string(file))
-        file = json_null();
-    if (!json_is_string(fn))
-        fn = json_null();
-    fr->line = int_or(src, "line", 0);
-    fr->python = json_is_true(json_object_get(src, "python"));
-    fr->seen.present |= TL_BIT(FRAME, line) | TL_BIT(FRAME, python);
-    return string_into(f, file, &fr->module, &fr->seen, TL_F_FRAME_module) &&
-           string_into(f, fn, &fr->function, &fr->seen, TL_F_FRAME_function) &&
-           string_into(f, file, &fr->file, &fr->seen, TL_F_FRAME_file);
-}
-
-/* The pool's Python lines and what each holds, innermost frame first. */
-static void sites_into(struct pool_fill *f, json_t *src, struct tl_pool *o)
-{
-    json_t *sites = json_object_get(src, "sites");
-    if (!sites)
-        return;
-    size_t n = json_array_size(sites);
-    struct tl_pool_site *out = n ? report_alloc(f->mem, n * sizeof *out) : NULL;
-    bool ok = !n || out;
-    for (size_t i = 0; ok && i < n; i++) {
-        json_t *s = json_array_get(sites, i), *frames = json_object_get(s, "frames");
-        struct tl_pool_site *ps = &out[i];
-        ps->seen.present = TL_ALL(POOLSITE);
-        size_t nf = json_array_size(frames);
-        ps->stack.frames = nf ? report_alloc(f->mem, nf * sizeof *ps->stack.frames) : NULL;
-        ok = count_of(s, "bytes", &ps->bytes) && count_of(s, "count", &ps->count) && (!nf || ps->stack.frames);
-        for (size_t k = 0; ok && k < nf; k++)
-            if (json_is_object(json_array_get(frames, k)))
-                ok = frame_from(f, json_array_get(frames, k), &ps->stack.frames[ps->stack.count++]);
-    }
-    if (!ok) {
-        refuse(f, "pool.sites: a negative count, or out of memory");
-        return;
-    }
-    o->sites = out;
-    o->site_count = n;
-    o->seen.present |= TL_BIT(POOL, sites);
-}
-
-/* The model's fields of framework pool `p` besides the figures its row
- * holds: where the state came from and when, which framework, its layout
- * and Python lines, and which counts it does not publish (unknown: null,
- * never an invented 0).  NULL when out of memory. */
-static struct tl_pool *model_pool_from(struct pool_fill *f, json_t *p, int device, double read_at)
-{
-    struct tl_pool *o = report_alloc(f->mem, sizeof *o);
-    if (!o)
-        return NULL;
-    o->source = "bridge";
-    o->read_at = read_at;
-    o->stale = !last_fresh;
-    o->state = last_fresh ? "fresh" : closed ? "final" : "stale";
-    o->host = device < 0;
-    o->seen.present = TL_BIT(POOL, source) | TL_BIT(POOL, read_at) | TL_BIT(POOL, stale) | TL_BIT(POOL, state) |
-                      (o->host ? TL_BIT(POOL, host) : 0);
-    framework_from(f, json_object_get(p, "framework"), o);
-    json_t *fb = json_object_get(p, "free_blocks");
-    if (json_is_integer(fb) && !count_of(p, "free_blocks", &o->free_blocks))
-        refuse(f, "pool.free_blocks: a negative count");
-    else if (json_is_integer(fb))
-        o->seen.present |= TL_BIT(POOL, free_blocks);
-    static const struct {
-        const char *key;
-        uint64_t unknown; /* the fields null when the framework does not publish key */
-        bool need_integer; /* absent counts as unpublished, not only null */
-    } published[] = {
-        {"reserved_bytes", TL_BIT(POOL, reserved_bytes), false},
-        {"allocated_bytes", TL_BIT(POOL, allocated_bytes), false},
-        {"free_bytes", TL_BIT(POOL, free_bytes), false},
-        /* Peaks and segments only some frameworks publish (CuPy and RMM
-         * no peaks; JAX, CuPy and RMM no segments): utilization goes
-         * with the peaks. */
-        {"peak_allocated_bytes", TL_BIT(POOL, peak_allocated_bytes) | TL_BIT(POOL, utilization), true},
-        {"peak_reserved_bytes", TL_BIT(POOL, peak_reserved_bytes) | TL_BIT(POOL, utilization), true},
-        {"segments", TL_BIT(POOL, segments), true},
-    };
-    for (size_t k = 0; k < sizeof published / sizeof published[0]; k++) {
-        json_t *v = json_object_get(p, published[k].key);
-        if (published[k].need_integer ? !json_is_integer(v) : json_is_null(v)) {
-            o->seen.present |= published[k].unknown;
-            o->seen.null |= published[k].unknown;
-        }
-    }
-    layout_from(f, p, o);
-    sites_into(f, p, o);
-    return o;
-}
-
-static json_t *sites_from(json_t *src)
-{
-    json_t *sites = json_object_get(src, "sites"), *out = json_array();
+    json_t *out = json_array();
     size_t i;
     json_t *s;
     json_array_foreach(sites, i, s) {
@@ -706,6 +517,96 @@ static json_t *sites_from(json_t *src)
         json_array_append_new(out, o);
     }
     return out;
+}
+
+/* A framework's layout in the model's shape (into `view`): bases in hex, as
+ * annotated pools', and the first TL_LAYOUT_MAX blocks, layout_truncated
+ * when there were more.  Neither field without a layout. */
+static void layout_into(json_t *view, json_t *src)
+{
+    json_t *layout = json_object_get(src, "layout"), *out, *seg, *b;
+    json_object_del(view, "layout");
+    json_object_del(view, "layout_truncated");
+    if (!json_is_array(layout) || !(out = json_array()))
+        return;
+    bool truncated = json_is_true(json_object_get(src, "layout_truncated"));
+    size_t i, k, kept = 0;
+    json_array_foreach(layout, i, seg) {
+        json_t *so = json_object(), *blocks = json_array();
+        char base[32];
+        snprintf(base, sizeof base, "0x%llx", (unsigned long long)int_or(seg, "base", 0));
+        json_object_update(so, seg); /* its bytes, as the framework gave them */
+        json_object_set_new(so, "base", json_string(base));
+        json_array_foreach(json_object_get(seg, "blocks"), k, b) {
+            if (kept++ >= TL_LAYOUT_MAX) {
+                truncated = true;
+                break;
+            }
+            json_array_append(blocks, b);
+        }
+        json_object_set_new(so, "blocks", blocks);
+        json_array_append_new(out, so);
+    }
+    json_object_set_new(view, "layout", out);
+    json_object_set_new(view, "layout_truncated", json_boolean(truncated));
+}
+
+/* The model's fields of framework pool `p` besides the figures its row
+ * holds.  The model's pool reader (report_read.c, the pool table) reads
+ * them from the framework's object, its layout and sites put in the model's
+ * shape: which framework, its free blocks, its byte counts (null: not
+ * published), layout and Python lines.  A value the model cannot hold
+ * leaves its field out, the others kept; `refused` names the first for the
+ * report's one warning.  The bridge's own fields follow: where the state
+ * came from and when, and the peaks and segments the framework does not
+ * publish (unknown: null, never an invented 0).  `mem` holds the strings
+ * and the JSON they point into.  NULL when out of memory. */
+static struct tl_pool *model_pool_from(struct tl_report *mem, json_t *p, int device, double read_at,
+                                       const char **refused)
+{
+    const struct tl_table *t = report_field_table(&tl_report_table, "pools");
+    struct tl_pool *o = report_alloc(mem, sizeof *o);
+    json_t *view = json_object(); /* the framework's object, sharing its values */
+    json_object_update(view, p);
+    if (!mem->source)
+        mem->source = json_array();
+    if (json_array_append_new(mem->source, view) != 0 || !t || !o)
+        return NULL;
+    layout_into(view, p);
+    if (json_object_get(p, "sites"))
+        json_object_set_new(view, "sites", sites_from(json_object_get(p, "sites")));
+    /* The schema has no null for these: a framework's null says nothing. */
+    static const char *const never_null[] = {"framework", "free_blocks"};
+    for (size_t k = 0; k < sizeof never_null / sizeof never_null[0]; k++)
+        if (json_is_null(json_object_get(view, never_null[k])))
+            json_object_del(view, never_null[k]);
+    char why[200];
+    if (!report_read_fields(mem, view, t,
+                            TL_BIT(POOL, reserved_bytes) | TL_BIT(POOL, allocated_bytes) | TL_BIT(POOL, free_bytes) |
+                                TL_BIT(POOL, layout) | TL_BIT(POOL, layout_truncated) | TL_BIT(POOL, framework) |
+                                TL_BIT(POOL, free_blocks) | TL_BIT(POOL, sites),
+                            o, why, sizeof why))
+        *refused = report_strdup(mem, why);
+    o->source = "bridge";
+    o->read_at = read_at;
+    o->stale = !last_fresh;
+    o->state = last_fresh ? "fresh" : closed ? "final" : "stale";
+    o->host = device < 0;
+    o->seen.present |= TL_BIT(POOL, source) | TL_BIT(POOL, read_at) | TL_BIT(POOL, stale) | TL_BIT(POOL, state) |
+                       (o->host ? TL_BIT(POOL, host) : 0);
+    /* Peaks and segments only some frameworks publish (CuPy and RMM no
+     * peaks; JAX, CuPy and RMM no segments): unknown unless given, and
+     * utilization with the peaks. */
+    uint64_t unknown = 0;
+    if (!json_is_integer(json_object_get(p, "peak_allocated_bytes")))
+        unknown |= TL_BIT(POOL, peak_allocated_bytes) | TL_BIT(POOL, utilization);
+    if (!json_is_integer(json_object_get(p, "peak_reserved_bytes")))
+        unknown |= TL_BIT(POOL, peak_reserved_bytes) | TL_BIT(POOL, utilization);
+    if (!json_is_integer(json_object_get(p, "segments")))
+        unknown |= TL_BIT(POOL, segments);
+    o->seen.present |= unknown;
+    o->seen.null |= unknown;
+    return o;
 }
 
 /* What the out-of-memory post-mortem reads of a pool besides its figures
@@ -719,12 +620,8 @@ static json_t *oom_fields_from(json_t *src)
     json_t *o = json_object();
     if (json_is_integer(empty))
         json_object_set(o, "empty_cache_bytes", empty);
-    if (json_is_array(pinning)) {
-        json_t *wrapped = json_object();
-        json_object_set(wrapped, "sites", pinning);
-        json_object_set_new(o, "pinning", sites_from(wrapped));
-        json_decref(wrapped);
-    }
+    if (json_is_array(pinning))
+        json_object_set_new(o, "pinning", sites_from(pinning));
     return o;
 }
 
@@ -821,9 +718,8 @@ void tl_bridge_apply(struct tl_gather *m)
         row->utilization = row->peak_reserved ? (double)row->peak_allocated / (double)row->peak_reserved : 0.0;
         row->segments = (uint64_t)int_or(p, "segments", 0);
 
-        struct pool_fill fill = {.mem = m->bridge_memory};
-        row->bridged = fill.mem ? model_pool_from(&fill, p, row->device, shown_time) : NULL;
-        row->refused = fill.refused;
+        if (m->bridge_memory)
+            row->bridged = model_pool_from(m->bridge_memory, p, row->device, shown_time, &row->refused);
         row->oom_extra = oom_fields_from(p);
 
         if (row->device >= 0 && row->device < TL_MAX_DEVICES && inside_tracked_device_memory(p)) {

@@ -118,9 +118,10 @@ struct tl_pool_row {
     bool layout_truncated;
     /* bridge.c: a framework pool's own model fields (where its state came
      * from and when, which framework, its layout and Python lines, the
-     * counts it does not publish as null), filled from the framework's
-     * JSON, in the gather's bridge_memory; NULL for the other pools.  And
-     * the first field the model could not hold (left out), NULL for none. */
+     * counts it does not publish as null), read from the framework's JSON
+     * by the model's reader, in the gather's bridge_memory; NULL for the
+     * other pools.  And the reader's first refusal (that field left out),
+     * NULL for none. */
     const struct tl_pool *bridged;
     const char *refused;
     /* bridge.c: what the out-of-memory post-mortem reads besides the
@@ -206,7 +207,8 @@ struct tl_gather {
     bool with_allocations;
     void *symbolizer;
     json_t *bridge; /* bridge.c: the "bridge" object (framework state used), or NULL */
-    struct tl_report *bridge_memory; /* bridge.c: what the bridged pools hold (its arena only) */
+    struct tl_report *bridge_memory; /* bridge.c: what the bridged pools hold (its arena, and as its
+                                      * source the JSON their strings point into) */
 
     /* Address space, never added to a byte figure above: live VA
      * reservations (cuMemAddressReserve), and at exit the reservations among

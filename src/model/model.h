@@ -609,6 +609,11 @@ const char *report_printf(struct tl_report *r, const char *fmt, ...) __attribute
  * first refusal in `error`, when something was left out. */
 bool report_read_into(struct tl_report *r, json_t *obj, const struct tl_table *t, void *elem, char *error,
                       size_t size);
+/* The same, for the fields of `t` whose bits (TL_BIT, report_fields.h) are
+ * in `fields` only: for an object whose other fields are read otherwise
+ * (a framework's pool object, whose figures its gather row keeps). */
+bool report_read_fields(struct tl_report *r, json_t *obj, const struct tl_table *t, uint64_t fields, void *elem,
+                        char *error, size_t size);
 /* report_fields.c: the table of field `name` of `t` (an object or a list's
  * element), NULL when it has none. */
 const struct tl_table *report_field_table(const struct tl_table *t, const char *name);

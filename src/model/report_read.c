@@ -2,7 +2,7 @@
  * report_read.c: jansson tree -> struct tl_report (model.h), walking the
  * tables of report_fields.c: for the CLI (a saved file, tools/report_load.c,
  * and merge's tree) and the library (the fields its allocator views gather
- * as JSON, report_build.c).
+ * as JSON, report_build.c; a framework's pool object, bridge.c).
  *
  * Every field is checked once here, with an error that names the field by
  * its JSON path ("leaks[3].stack[0].line"), so a truncated, foreign or
@@ -216,6 +216,12 @@ static void read_object(struct loader *ld, struct tl_report *r, json_t *obj, con
 bool report_read_into(struct tl_report *r, json_t *obj, const struct tl_table *t, void *elem, char *error,
                       size_t size)
 {
+    return report_read_fields(r, obj, t, ~0ull, elem, error, size);
+}
+
+bool report_read_fields(struct tl_report *r, json_t *obj, const struct tl_table *t, uint64_t fields, void *elem,
+                        char *error, size_t size)
+{
     struct loader ld = {.lenient = true, .error = error, .error_size = size};
     if (size)
         error[0] = 0;
@@ -230,7 +236,7 @@ bool report_read_into(struct tl_report *r, json_t *obj, const struct tl_table *t
     bool all = true;
     struct tl_seen *seen = (struct tl_seen *)((char *)elem + t->seen_offset);
     for (size_t i = 0; i < t->nfields; i++) {
-        if (!json_object_get(obj, t->fields[i].name))
+        if (!(fields >> i & 1) || !json_object_get(obj, t->fields[i].name))
             continue;
         memcpy(before, elem, t->size);
         read_field(&ld, r, obj, t->name, &t->fields[i], elem, seen, i);

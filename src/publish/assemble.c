@@ -645,7 +645,7 @@ static void free_model(struct tl_gather *m)
     }
     json_decref(m->oom_analysis);
     if (m->bridge_memory)
-        report_arena_free(m->bridge_memory);
+        report_free(m->bridge_memory); /* its arena and the JSON its strings point into */
     free(m->bridge_memory);
     free(m->pools);
     for (size_t i = 0; m->growth && i < m->ngrowth; i++)
