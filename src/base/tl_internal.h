@@ -842,9 +842,10 @@ extern atomic_uint tl_dlcloses; /* successful dlcloses (modules.c), for tl_drive
 /* Looks up, in the calling (program) thread, the driver symbols the watcher
  * calls, so that the watcher itself never takes the loader's lock for them. */
 void tl_driver_symbols_prefetch(void);
-/* Looks up again, in the calling (program) thread, every driver symbol asked
- * for so far: after a dlclose (modules.c), whose answers the watcher would
- * otherwise find stale and could not look up itself. */
+/* After a dlclose (modules.c), in the program's thread: makes every driver
+ * symbol asked for so far good again for the watcher, which finds answers
+ * from before a dlclose stale and cannot look them up itself (looked up
+ * again unless the driver is still loaded where it was). */
 void tl_driver_symbols_refresh(void);
 /* False on a thread of ours (the watcher): it must not take the loader's
  * lock (dlopen, dlsym, dladdr, dlinfo, dlclose).  A child the program makes

@@ -10,10 +10,11 @@
  *     child allocating; prints how many hung)
  *   fork-storm N GOFILE (once GOFILE exists, N children at once, each of
  *     which uses libc's locking functions)
- *   report-under-loader-lock LIB DIR (while a thread of the library holds
- *     the loader's lock, dlopen'ing LIB: SIGUSR2, then SIGUSR1 twice, each
- *     time waiting for the report DIR/r.PID.N.json; prints how many came.
- *     Run with TENSORLEAK_MARK_SIGNAL=SIGUSR2)
+ *   report-under-loader-lock LIB DIR PLUGIN (PLUGIN loaded and unloaded;
+ *     then, while a thread of the library holds the loader's lock,
+ *     dlopen'ing LIB: SIGUSR2, then SIGUSR1 twice, each time waiting for
+ *     the report DIR/r.PID.N.json; prints how many came.  Run with
+ *     TENSORLEAK_MARK_SIGNAL=SIGUSR2)
  *   fork-held-work (a fork while the watcher's work holds its lock, the
  *     work let go only once the fork waits for it; prints whether the fork
  *     waited less than 5 s)
@@ -322,12 +323,17 @@ int main(int argc, char **argv)
         printf("%d children, %d hung, %d failed\n", n, hung, failed);
         return hung || failed ? 4 : 0;
     }
-    if (strcmp(mode, "report-under-loader-lock") == 0 && argc > 3) {
+    if (strcmp(mode, "report-under-loader-lock") == 0 && argc > 4) {
         /* While a thread of the library holds the loader's lock: a mark and
          * two signal reports, a live update between them, each waited for
-         * (20 s bound, none once one is missing) before the next.  The watcher symbolizes the leaks'
-         * stacks, names their owners and reads the devices without that
-         * lock, or waits until it is let go. */
+         * (20 s bound, none once one is missing) before the next.  The
+         * watcher symbolizes the leaks' stacks, names their owners and reads
+         * the devices without that lock, or waits until it is let go.  A
+         * dlclose before: what the watcher kept of the driver is from
+         * before it. */
+        void *plugin = dlopen(argv[4], RTLD_NOW | RTLD_LOCAL);
+        if (!plugin || dlclose(plugin) != 0)
+            die("dlopen and dlclose of the plugin");
         int (*hold)(int, const char *) = (int (*)(int, const char *))dlsym(RTLD_DEFAULT, "tensorleak_test_hold");
         void (*release)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "tensorleak_test_release");
         if (!hold || !release)

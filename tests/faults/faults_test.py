@@ -292,15 +292,16 @@ def raw_clone_children_never_wait_on_a_lock_our_thread_held(c):
 
 
 def reports_on_the_watcher_never_wait_for_the_loaders_lock(c):
-    """While a thread of the library holds the loader's lock (a dlopen whose
-    constructor blocks, tensorleak_test_hold 1), the watcher takes a mark,
-    writes two signal reports and a live update between them: each report
-    comes within 20 s, symbolized, owned and with the devices' figures
-    exactly as the exit report (the program's thread) has them.  A watcher
-    that took that lock (dladdr, dlsym, dlopen) would wait for it here; at a
-    raw clone it would leave it held in the child, whose exit() then hangs."""
+    """After a dlopen and dlclose of a plugin, while a thread of the library
+    holds the loader's lock (a dlopen whose constructor blocks,
+    tensorleak_test_hold 1), the watcher takes a mark, writes two signal
+    reports and a live update between them: each report comes within 20 s,
+    symbolized, owned and with the devices' figures exactly as the exit
+    report (the program's thread) has them.  A watcher that took that lock
+    (dladdr, dlsym, dlopen) would wait for it here; at a raw clone it would
+    leave it held in the child, whose exit() then hangs."""
     live = os.path.join(c.tmp, "live")
-    p = c.run(["report-under-loader-lock", c.args.blocker, c.tmp], TENSORLEAK_MARK_SIGNAL="SIGUSR2",
+    p = c.run(["report-under-loader-lock", c.args.blocker, c.tmp, c.args.plugin], TENSORLEAK_MARK_SIGNAL="SIGUSR2",
               TENSORLEAK_LIVE_INTERVAL="0.01", TENSORLEAK_LIVE_DIR=live)
     check_eq((p.returncode, p.stdout, p.stderr), (0, "2 of 2 reports written while the loader's lock was held\n", ""),
              "status, stdout, stderr")
