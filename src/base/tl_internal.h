@@ -475,7 +475,8 @@ struct tl_owner_running {
 };
 extern struct tl_owner_running tl_owner_running[TL_MAX_OWNERS]; /* defined in tracker.c */
 /* Decides the owner of a call site (dladdr names; no lock of ours held
- * meanwhile) and keeps it in cs->owner. */
+ * meanwhile) and keeps it in cs->owner; on the watcher, which must not take
+ * the loader's lock, it leaves the site undecided. */
 void tl_owner_decide(struct tl_callsite *cs);
 /* The owner of a device row whose aux is set: "annotated pools" when a pool
  * holds it as a segment, else the row's own (-1: none).  tl_owners_load
