@@ -55,13 +55,18 @@ int tl_real_dlclose(void *handle)
  * RTLD_NOLOAD: we never load a driver the program did not load.  No handle is
  * kept: a program (or NVIDIA's static runtime, when the driver is unusable)
  * may dlclose the driver, and a kept handle would then point at an unmapped
- * library. */
-static void *driver_lookup(const char *name)
+ * library.  *base: the driver's load address, 0 when it is not loaded; a
+ * NULL name asks for that alone. */
+static void *driver_lookup(const char *name, uintptr_t *base)
 {
+    *base = 0;
     void *h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
     if (!h)
         return NULL;
-    void *fn = tl_real_dlsym(h, name);
+    void *fn = name ? tl_real_dlsym(h, name) : NULL;
+    struct link_map *lm = NULL;
+    if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm)
+        *base = lm->l_addr;
     /* glibc's dlclose, not our interposer (modules.c): this runs inside
      * reports, with the tables locked. */
     tl_real_dlclose(h);
@@ -72,16 +77,19 @@ static void *driver_lookup(const char *name)
  * or, for tl_real (resolve.c), one we hook: the answer is what the driver's
  * handle finds, and tl_real refuses it if that is a hook of ours.
  * Found answers are kept, by name, until the next dlclose: dlopen and dlsym
- * take the loader's lock, and the watcher asks on every live update.  A
- * thread that holds that lock when the program makes a child by raw clone
- * (no fork handlers, the lock not reset) leaves it held in the child, whose
- * exit() then waits for it forever in the loader's finalisation.  Names
- * are string literals of ours, a handful: a slot per name, taken in order. */
-#define DRIVER_SYMBOLS 32
+ * take the loader's lock, and the watcher, which asks on every live update,
+ * must never take it (tl_may_take_loader_lock): it gets the kept answer, or
+ * NULL where none is good (not yet looked up, or from before a dlclose)
+ * until a program thread looks again.  Names are string literals of ours:
+ * a slot per name, taken in order, more slots than the driver hooks
+ * (hooks.h; tl_real asks for those the program's look-ups did not give it)
+ * and the watcher's names together, so that the watcher's always get one. */
+#define DRIVER_SYMBOLS 128
 static struct {
     _Atomic(const char *) name;
     _Atomic(void *) fn;
     atomic_uint closes;        /* tl_dlcloses when fn was looked up */
+    atomic_uintptr_t driver;   /* the driver's load address then, 0 when none was loaded */
     atomic_ullong loads;       /* glibc's count of loads then (a miss is kept until it changes) */
     atomic_bool looked;        /* fn (NULL too) is an answer */
 } driver_symbols[DRIVER_SYMBOLS];
@@ -91,6 +99,29 @@ static unsigned long long module_adds(void)
     unsigned long long counts[2];
     tl_module_loads(counts); /* dl_iterate_phdr: the loader's list lock, never its main lock */
     return counts[0];
+}
+
+bool tl_may_take_loader_lock(void)
+{
+    /* Unset before the library connects its layers (and in the static
+     * builds of the unit tests): no watcher runs then. */
+    bool (*on_watcher)(void) = tl_upcalls.snapshot_on_watcher;
+    return !on_watcher || !on_watcher();
+}
+
+/* Slot i's answer for `name`, looked up now; `closes`: tl_dlcloses before. */
+static void *look_up(int i, const char *name, unsigned closes)
+{
+    unsigned long long loads = module_adds();
+    uintptr_t driver;
+    void *fn = driver_lookup(name, &driver);
+    atomic_store_explicit(&driver_symbols[i].looked, false, memory_order_relaxed);
+    atomic_store_explicit(&driver_symbols[i].fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&driver_symbols[i].closes, closes, memory_order_relaxed);
+    atomic_store_explicit(&driver_symbols[i].driver, driver, memory_order_relaxed);
+    atomic_store_explicit(&driver_symbols[i].loads, loads, memory_order_relaxed);
+    atomic_store_explicit(&driver_symbols[i].looked, true, memory_order_release);
+    return fn;
 }
 
 void *tl_driver_symbol(const char *name)
@@ -109,30 +140,49 @@ void *tl_driver_symbol(const char *name)
         if (n == name || strcmp(n, name) == 0)
             break;
     }
+    bool may_look = tl_may_take_loader_lock();
+    uintptr_t driver;
     if (i == DRIVER_SYMBOLS)
-        return driver_lookup(name); /* more names than slots: asked each time */
+        return may_look ? driver_lookup(name, &driver) : NULL; /* more names than slots: asked each time */
     if (atomic_load_explicit(&driver_symbols[i].looked, memory_order_acquire) &&
         atomic_load_explicit(&driver_symbols[i].closes, memory_order_relaxed) == closes) {
         void *fn = atomic_load_explicit(&driver_symbols[i].fn, memory_order_relaxed);
-        if (fn || atomic_load_explicit(&driver_symbols[i].loads, memory_order_relaxed) == module_adds())
+        /* The watcher keeps a miss: the program's threads look again once
+         * a library was loaded (the hooks, their reports). */
+        if (fn || !may_look || atomic_load_explicit(&driver_symbols[i].loads, memory_order_relaxed) == module_adds())
             return fn;
     }
-    unsigned long long loads = module_adds();
-    void *fn = driver_lookup(name);
-    atomic_store_explicit(&driver_symbols[i].looked, false, memory_order_relaxed);
-    atomic_store_explicit(&driver_symbols[i].fn, fn, memory_order_relaxed);
-    atomic_store_explicit(&driver_symbols[i].closes, closes, memory_order_relaxed);
-    atomic_store_explicit(&driver_symbols[i].loads, loads, memory_order_relaxed);
-    atomic_store_explicit(&driver_symbols[i].looked, true, memory_order_release);
-    return fn;
+    /* Not looked up yet, or looked up before a dlclose, which may have
+     * unloaded the driver: unknown to the watcher until a program thread
+     * looks (the prefetch, tl_driver_symbols_refresh after each dlclose). */
+    if (!may_look)
+        return NULL;
+    return look_up(i, name, closes);
+}
+
+void tl_driver_symbols_refresh(void)
+{
+    unsigned closes = atomic_load_explicit(&tl_dlcloses, memory_order_acquire);
+    /* An answer from the driver still loaded where it was is still good
+     * (the same file at the same address): only its count moves on. */
+    uintptr_t driver;
+    (void)driver_lookup(NULL, &driver);
+    for (int i = 0; i < DRIVER_SYMBOLS; i++) {
+        const char *name = atomic_load_explicit(&driver_symbols[i].name, memory_order_acquire);
+        if (!name || !atomic_load_explicit(&driver_symbols[i].looked, memory_order_acquire))
+            continue;
+        if (driver && atomic_load_explicit(&driver_symbols[i].driver, memory_order_relaxed) == driver)
+            atomic_store_explicit(&driver_symbols[i].closes, closes, memory_order_release);
+        else
+            (void)look_up(i, name, closes);
+    }
 }
 
 void tl_driver_symbols_prefetch(void)
 {
-    /* Every name the watcher's reports and live updates look up: one
-     * missing here is looked up first on the watcher thread, under the
-     * loader's lock (assemble.c's device figures, right after the watcher
-     * starts: a raw clone child then hung in exit() about 1 run in 75). */
+    /* Every name the watcher's reports and live updates look up: the
+     * watcher never looks one up itself (tl_may_take_loader_lock), so one
+     * missing here is unknown (NULL) there until a program thread asks. */
     static const char *const watched[] = {
         "cuMemGetInfo_v2",            /* growth.c: each device's figures */
         "cuDeviceGet",                /* pools.c */

@@ -488,7 +488,8 @@ struct tl_owner_running {
 };
 extern struct tl_owner_running tl_owner_running[TL_MAX_OWNERS]; /* defined in tracker.c */
 /* Decides the owner of a call site (dladdr names; no lock of ours held
- * meanwhile) and keeps it in cs->owner. */
+ * meanwhile) and keeps it in cs->owner; on the watcher, which must not take
+ * the loader's lock, it leaves the site undecided. */
 void tl_owner_decide(struct tl_callsite *cs);
 /* The owner of a device row whose aux is set: "annotated pools" when a pool
  * holds it as a segment, else the row's own (-1: none).  tl_owners_load
@@ -684,7 +685,8 @@ const char *tl_demangle(const char *name);
  * runtime loaded locally (libstdc++, libc++abi); kept once found, NULL
  * while none is loaded.  Looks up (the loader's lock) until found: called
  * from tl_owners_load at start, reports, and owner decisions in the
- * tracked process only (gate.c). */
+ * tracked process only (gate.c); on the watcher it only reads what the
+ * program's threads found (tl_may_take_loader_lock). */
 typedef char *(*tl_demangle_fn)(const char *, char *, size_t *, int *);
 tl_demangle_fn tl_demangler(void);
 /* One address as the frames a person reads, innermost first: the inlined
@@ -807,10 +809,10 @@ struct tl_upcalls {
     void (*oom_failed)(const struct tl_oom_event *ev);         /* every failure for lack of memory */
     void (*snapshot_watch)(void);                              /* tl_watch_pending: the first tracked allocation */
     void (*owner_decide)(struct tl_callsite *cs);              /* a call site's first row (record.h) */
-    /* families/ -> publish/ */
+    /* families/ (and base/: snapshot_on_watcher) -> publish/ */
     int (*report_write)(enum tl_reason reason, const char *label, const struct tl_oom_event *oom, unsigned *gate_failed);
     void (*report_read_devices_now)(void); /* pools.c, at exit */
-    bool (*snapshot_on_watcher)(void);     /* bridge.c */
+    bool (*snapshot_on_watcher)(void);     /* bridge.c; lookup.c (base/) */
 };
 extern struct tl_upcalls tl_upcalls;
 /* This thread has a failure waiting for the framework's out-of-memory
@@ -871,9 +873,23 @@ extern atomic_uint tl_dlcloses; /* successful dlcloses (modules.c), for tl_drive
 /* Looks up, in the calling (program) thread, the driver symbols the watcher
  * calls, so that the watcher itself never takes the loader's lock for them. */
 void tl_driver_symbols_prefetch(void);
+/* After a dlclose (modules.c), in the program's thread: makes every driver
+ * symbol asked for so far good again for the watcher, which finds answers
+ * from before a dlclose stale and cannot look them up itself (looked up
+ * again unless the driver is still loaded where it was). */
+void tl_driver_symbols_refresh(void);
+/* False on a thread of ours (the watcher): it must not take the loader's
+ * lock (dlopen, dlsym, dladdr, dlinfo, dlclose).  A child the program makes
+ * with a raw clone (no fork handlers) keeps that lock held if one of our
+ * threads held it at the clone, and its exit() waits for it forever in the
+ * loader's finalisation.  The program's own threads may: they would take it
+ * themselves, and a clone they make is their own doing. */
+bool tl_may_take_loader_lock(void);
 /* glibc's counts of libraries loaded and unloaded so far
  * (dl_iterate_phdr's dlpi_adds and dlpi_subs): when they change, an address
- * may belong to other code than it did.  Takes the loader's lock. */
+ * may belong to other code than it did.  Takes the loader's list lock
+ * (dl_iterate_phdr's), never its main one: a raw-clone child's exit() does
+ * not wait for the list lock. */
 void tl_module_loads(unsigned long long counts[2]);
 /* The watcher is to start at the next tracked allocation (tracker.c). */
 extern atomic_bool tl_watch_pending;

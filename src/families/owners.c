@@ -586,7 +586,20 @@ void tl_owner_decide(struct tl_callsite *cs)
      * nobody told us about (gate.c; where its page is not wiped, the only
      * check on this path), whose copy of that lock one of our threads may
      * have held; its site stays the user's. */
-    int o = nrules && !tl_gate_foreign() ? owner_by_dladdr(cs, tl_demangler()) : 0;
+    if (tl_gate_foreign()) {
+        atomic_store_explicit(&cs->owner, 1, memory_order_relaxed);
+        return;
+    }
+    /* Nor on the watcher (a report's growth or budget class of a site no
+     * row has entered yet): undecided there, the user's for that report,
+     * decided by the first program thread that asks. */
+    if (!tl_may_take_loader_lock())
+        return;
+    /* Asked even without rules: a new call site may come from code that
+     * loaded a C++ runtime, whose demangler the watcher's reports use but
+     * cannot look up themselves. */
+    demangle_fn demangle = tl_demangler();
+    int o = nrules ? owner_by_dladdr(cs, demangle) : 0;
     atomic_store_explicit(&cs->owner, (uint8_t)(o + 1), memory_order_relaxed);
 }
 

@@ -68,6 +68,9 @@ int dlclose(void *handle)
     if (rc == 0 && atomic_load(&tl_active)) {
         unw_flush_cache(unw_local_addr_space, 0, 0);
         tl_cfi_flush(); /* cfi_walk.c's rules by address */
+        /* Here, in the program's thread: the watcher never looks up a
+         * driver symbol itself, and until this it finds none it can use. */
+        tl_driver_symbols_refresh();
     }
     return rc;
 }

@@ -123,9 +123,12 @@ tl_demangle_fn tl_demangler(void)
     tl_demangle_fn fn = atomic_load_explicit(&cxa, memory_order_acquire);
     if (fn)
         return fn;
-    /* Looked again only once a library was loaded since the last look: the
-     * look-ups hold the loader's lock, which the watcher should hold as
-     * rarely as it can (a raw-clone child's exit() waits for it). */
+    /* Looked up only on the program's threads (tl_may_take_loader_lock):
+     * at start, when the watcher starts, at each new call site's owner
+     * (owners.c) and in their reports; the watcher uses what they found.
+     * Looked again only once a library was loaded since the last look. */
+    if (!tl_may_take_loader_lock())
+        return NULL;
     static atomic_ullong looked_at_adds; /* glibc's load count + 1 at the last look; 0 never */
     unsigned long long counts[2];
     tl_module_loads(counts);

@@ -10,6 +10,11 @@
  *     child allocating; prints how many hung)
  *   fork-storm N GOFILE (once GOFILE exists, N children at once, each of
  *     which uses libc's locking functions)
+ *   report-under-loader-lock LIB DIR PLUGIN (PLUGIN loaded and unloaded;
+ *     then, while a thread of the library holds the loader's lock,
+ *     dlopen'ing LIB: SIGUSR2, then SIGUSR1 twice, each time waiting for
+ *     the report DIR/r.PID.N.json; prints how many came.  Run with
+ *     TENSORLEAK_MARK_SIGNAL=SIGUSR2)
  *   fork-held-work (a fork while the watcher's work holds its lock, the
  *     work let go only once the fork waits for it; prints whether the fork
  *     waited less than 5 s)
@@ -317,6 +322,41 @@ int main(int argc, char **argv)
         release();
         printf("%d children, %d hung, %d failed\n", n, hung, failed);
         return hung || failed ? 4 : 0;
+    }
+    if (strcmp(mode, "report-under-loader-lock") == 0 && argc > 4) {
+        /* While a thread of the library holds the loader's lock: a mark and
+         * two signal reports, a live update between them, each waited for
+         * (20 s bound, none once one is missing) before the next.  The
+         * watcher symbolizes the leaks' stacks, names their owners and reads
+         * the devices without that lock, or waits until it is let go.  A
+         * dlclose before: what the watcher kept of the driver is from
+         * before it. */
+        void *plugin = dlopen(argv[4], RTLD_NOW | RTLD_LOCAL);
+        if (!plugin || dlclose(plugin) != 0)
+            die("dlopen and dlclose of the plugin");
+        int (*hold)(int, const char *) = (int (*)(int, const char *))dlsym(RTLD_DEFAULT, "tensorleak_test_hold");
+        void (*release)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "tensorleak_test_release");
+        if (!hold || !release)
+            die("dlsym(tensorleak_test_hold)");
+        char report[2][4096];
+        for (int i = 0; i < 2; i++)
+            if (snprintf(report[i], sizeof report[i], "%s/r.%d.%d.json", argv[3], (int)getpid(), i + 1) >=
+                (int)sizeof report[i])
+                die("snprintf");
+        if (hold(1, argv[2]) != 0)
+            die("tensorleak_test_hold");
+        /* Nothing below takes the loader's lock until it is released. */
+        raise(SIGUSR2);
+        int written = 0;
+        for (int i = 0; i < 2; i++) {
+            raise(SIGUSR1);
+            for (int waited_ms = 0; access(report[i], F_OK) != 0 && waited_ms < (written == i ? 20000 : 0); waited_ms++)
+                sleep_1ms();
+            written += access(report[i], F_OK) == 0;
+        }
+        release();
+        printf("%d of 2 reports written while the loader's lock was held\n", written);
+        return 0;
     }
     if (strcmp(mode, "fork-held-work") == 0) {
         /* The work a report does takes a Python location's lock, which the

@@ -291,6 +291,34 @@ def raw_clone_children_never_wait_on_a_lock_our_thread_held(c):
         os.unlink(os.path.join(c.tmp, names[0]))
 
 
+def reports_on_the_watcher_never_wait_for_the_loaders_lock(c):
+    """After a dlopen and dlclose of a plugin, while a thread of the library
+    holds the loader's lock (a dlopen whose constructor blocks,
+    tensorleak_test_hold 1), the watcher takes a mark, writes two signal
+    reports and a live update between them: each report comes within 20 s,
+    symbolized, owned and with the devices' figures exactly as the exit
+    report (the program's thread) has them.  A watcher that took that lock
+    (dladdr, dlsym, dlopen) would wait for it here; at a raw clone it would
+    leave it held in the child, whose exit() then hangs."""
+    live = os.path.join(c.tmp, "live")
+    p = c.run(["report-under-loader-lock", c.args.blocker, c.tmp, c.args.plugin], TENSORLEAK_MARK_SIGNAL="SIGUSR2",
+              TENSORLEAK_LIVE_INTERVAL="0.01", TENSORLEAK_LIVE_DIR=live)
+    check_eq((p.returncode, p.stdout, p.stderr), (0, "2 of 2 reports written while the loader's lock was held\n", ""),
+             "status, stdout, stderr")
+    reports = [f for f in c.files() if f != "live"]
+    pid = int(reports[0].split(".")[1])
+    check_eq(reports, [f"r.{pid}.1.json", f"r.{pid}.2.json", f"r.{pid}.json"], "files")
+    final = c.report(pid)
+    check_eq(final["reason"], "exit", "exit report")
+    for n in (1, 2):
+        r = c.report(pid, pattern="r.{}." + str(n) + ".json")
+        check_eq((r["reason"], [m["label"] for m in r["marks"]]), ("signal", ["signal"]), f"report {n}")
+        for key in ("leaks", "owners", "owners_by_device", "devices"):
+            check_eq(r[key], final[key], f"report {n}'s {key} against the exit report's")
+    frames = [(f["function"], os.path.basename(f["file"] or "")) for f in final["leaks"][0]["stack"][:2]]
+    check_eq(frames, [("leak_blocks", "fault_prog.c"), ("main", "fault_prog.c")], "the leak's innermost frames")
+
+
 # --- modules and start-up ---------------------------------------------------
 
 def dlopen_run(c):
@@ -483,6 +511,7 @@ CASES = {f.__name__: f for f in (
     exec_children_are_tracked_as_programs_of_their_own,
     raw_clone_child_writes_nothing,
     raw_clone_children_never_wait_on_a_lock_our_thread_held,
+    reports_on_the_watcher_never_wait_for_the_loaders_lock,
     leaks_of_a_dlclosed_module_are_reported_without_crashing,
     frames_of_a_dlclosed_module_are_named_or_marked_unloaded,
     allocations_before_main_and_before_init_are_tracked,
