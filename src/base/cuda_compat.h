@@ -408,6 +408,7 @@ CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags);
 CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags);
 /* Context creation and switches under every name the driver exports; cuda.h
  * declares the older ones only to NVIDIA's own build. */
+struct CUexecAffinityParam_st; /* file scope: one type for every declaration below and cuda.h's */
 CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev);
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
 CUresult cuCtxCreate_v3(CUcontext *pctx, struct CUexecAffinityParam_st *paramsArray, int numParams, unsigned int flags,

@@ -227,12 +227,19 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
     track_alloc(kind, space, addr, size, device, aux);
 }
 
+/* A device row while hot() does not hold: out of line, so that the hot
+ * path saves no more registers than it uses itself. */
+static __attribute__((noinline)) void device_alloc_general(uint64_t addr, uint64_t size)
+{
+    track_alloc(TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, -1, 0);
+}
+
 static inline __attribute__((always_inline)) void track_device_alloc(uint64_t addr, uint64_t size)
 {
     if (hot())
         track_device_alloc_hot(addr, size);
     else
-        track_alloc(TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, -1, 0);
+        device_alloc_general(addr, size);
 }
 
 void tl_track_device_alloc(uint64_t addr, uint64_t size)
@@ -325,16 +332,23 @@ bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_
     return track_free(space, addr, kinds_mask, out ? out : &local, false);
 }
 
+/* tl_track_mem_free past its hot removal: out of line, so that the hot one
+ * keeps no registers of its own to save. */
+static __attribute__((noinline)) bool mem_free_general(uint64_t addr, unsigned kinds_mask, struct tl_live *out)
+{
+    if (TL_LIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) == 0))
+        return track_free(TL_SPACE_MEM, addr, kinds_mask, out, true);
+    return track_free(TL_SPACE_MEM, addr, kinds_mask, out, false);
+}
+
 bool tl_track_mem_free(uint64_t addr, unsigned kinds_mask, struct tl_live *out)
 {
     if (!atomic_load_explicit(&tl_active, memory_order_relaxed))
         return false;
-    if (TL_LIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) == 0)) {
-        if (TL_LIKELY(kinds_mask & TL_MASK(TL_KIND_DEVICE)) && TL_LIKELY(tl_live_remove_device_owned(addr, out)))
-            return true;
-        return track_free(TL_SPACE_MEM, addr, kinds_mask, out, true);
-    }
-    return track_free(TL_SPACE_MEM, addr, kinds_mask, out, false);
+    if (TL_LIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) == 0) &&
+        TL_LIKELY(kinds_mask & TL_MASK(TL_KIND_DEVICE)) && TL_LIKELY(tl_live_remove_device_owned(addr, out)))
+        return true;
+    return mem_free_general(addr, kinds_mask, out);
 }
 
 void tl_track_restore(const struct tl_live *rec)
