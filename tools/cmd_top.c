@@ -349,7 +349,7 @@ static void draw(const struct live_set *s, const char *dir, size_t selected, boo
         mvprintw(row++, 0, "%.*s", cols, "no tracked process (run one under tensorleak)");
     if (detail && selected < s->n)
         draw_detail(&s->procs[selected], row, rows, cols);
-    snprintf(line, sizeof line, "live state: %s%s", dir ? dir : "every user's live directory",
+    snprintf(line, sizeof line, "live state: %.*s%s", (int)sizeof line / 2, dir ? dir : "every user's live directory",
              s->refused ? " (entries refused: see --once)" : "");
     mvprintw(rows - 1, 0, "%.*s", cols, line);
     refresh();

@@ -70,7 +70,7 @@ size_t format_stack_rows(const struct tl_stack *stack, struct tl_view_row **rows
     size_t n = 0;
     if (view && *rows) {
         for (size_t i = 0; i < stack->count; i++)
-            view[i] = (struct tl_view_frame){ stack->frames[i].python, stack->frames[i].module };
+            view[i] = (struct tl_view_frame){.python = stack->frames[i].python, .module = stack->frames[i].module};
         n = tl_stack_view(view, stack->count, format_frames_all, *rows);
     } else { /* out of memory: every frame as recorded */
         free(*rows);
@@ -84,7 +84,7 @@ void format_fold_words(const struct tl_stack *stack, const struct tl_view_row *r
 {
     struct tl_view_frame view[row->count];
     for (size_t i = 0; i < row->count; i++)
-        view[i] = (struct tl_view_frame){ false, stack->frames[row->first + i].module };
+        view[i] = (struct tl_view_frame){.python = false, .module = stack->frames[row->first + i].module};
     struct tl_view_row local = { 0, row->count, true };
     tl_stack_view_fold_words(view, &local, buf, size);
 }

@@ -108,7 +108,9 @@ static void read_identity(void)
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = 0;
     const char *base = strrchr(exe, '/');
-    snprintf(self.process, sizeof self.process, "%s", base ? base + 1 : n > 0 ? exe : "unknown");
+    /* The name as the live file holds it: cut to its field. */
+    snprintf(self.process, sizeof self.process, "%.*s", (int)sizeof self.process - 1,
+             base ? base + 1 : n > 0 ? exe : "unknown");
     n = readlink("/proc/self/ns/pid", self.pid_ns, sizeof self.pid_ns - 1);
     self.pid_ns[n > 0 ? n : 0] = 0;
     live_entry_stem(self.stem, sizeof self.stem, self.pid, live_ns_inode(self.pid_ns));
