@@ -553,7 +553,7 @@ def hundred_sigusr1_during_churn_give_hundred_valid_snapshots():
 
 
 def interval_marks_and_snapshots_on_a_timer():
-    p, tmp = spawn("wait_signal", {"TENSORLEAK_INTERVAL": "0.05", "TENSORLEAK_QUIET": "1"})
+    p, tmp = spawn("wait_signal", {"TENSORLEAK_INTERVAL": "0.05", "TENSORLEAK_QUIET": "1", "SIMCUDA_MEMORY": "1G"})
     wait_for_files(tmp, 3)
     p.stdin.close()
     eq(p.wait(timeout=20), 7, "exit status")
@@ -561,7 +561,13 @@ def interval_marks_and_snapshots_on_a_timer():
     ticks = [r for r in reps if r["reason"] == "interval"]
     check(len(ticks) >= 3, f"interval reports: {len(ticks)}")
     exit_rep = [r for r in reps if r["reason"] == "exit"][0]
-    check(len(exit_rep["marks"]) >= 3 and all(m["label"] == "interval" for m in exit_rep["marks"]), "interval marks")
+    marks = exit_rep["marks"]
+    check(len(marks) >= 3 and all(m["label"] == "interval" for m in marks), "interval marks")
+    # The watcher's marks read the device's free memory: 1 GiB less the two
+    # buffers held while the program waits (the first mark), less one once
+    # it freed the other on its way out.
+    frees = [m["device_free"] for m in marks]
+    check(frees[0] == GiB - 2 * MiB and all(f in (GiB - 2 * MiB, GiB - MiB) for f in frees), f"device_free {frees}")
 
 
 def mark_signal_adds_marks_to_the_timeline():
