@@ -921,12 +921,19 @@ static void put_device(FILE *out, const struct tl_report *r, const struct tl_dev
 struct series {
     const char *name, *cls;
     const uint64_t *values;
+    const bool *known; /* NULL: every value is known; else false where unknown */
 };
+
+static bool series_known(const struct series *s, size_t i)
+{
+    return !s->known || s->known[i];
+}
 
 /*
  * A line chart of `count` points per series; x labels are 1..count or
  * `xvalues[i]`. events[i], when set, marks point i with a dashed vertical
- * line and that label ("budget: device").
+ * line and that label ("budget: device").  An unknown value has no point:
+ * its series' line stops before it and starts again after it.
  */
 static void put_chart(FILE *out, const char *cls, const struct series *series, size_t nseries,
                       size_t count, const long long *xvalues, const char *xname,
@@ -937,7 +944,7 @@ static void put_chart(FILE *out, const char *cls, const struct series *series, s
     uint64_t max = 0;
     for (size_t s = 0; s < nseries; s++)
         for (size_t i = 0; i < count; i++)
-            if (series[s].values[i] > max)
+            if (series_known(&series[s], i) && series[s].values[i] > max)
                 max = series[s].values[i];
     if (max == 0)
         max = 1;
@@ -971,17 +978,28 @@ static void put_chart(FILE *out, const char *cls, const struct series *series, s
                 "</text>\n", X(i), h - 12, i == 0 ? xname : "",
                 xvalues ? xvalues[i] : (long long)i + 1);
     for (size_t s = 0; s < nseries; s++) {
-        fprintf(out, "<polyline class=\"series %s\" data-series=\"%s\" points=\"", series[s].cls,
-                series[s].name);
-        for (size_t i = 0; i < count; i++)
-            fprintf(out, "%s%.1f,%.1f", i ? " " : "", X(i), Y(series[s].values[i]));
-        fputs("\"/>\n", out);
-        for (size_t i = 0; i < count; i++)
+        /* A polyline per run of known values. */
+        size_t i = 0;
+        while (i < count) {
+            if (!series_known(&series[s], i)) {
+                i++;
+                continue;
+            }
+            fprintf(out, "<polyline class=\"series %s\" data-series=\"%s\" points=\"", series[s].cls,
+                    series[s].name);
+            for (size_t first = i; i < count && series_known(&series[s], i); i++)
+                fprintf(out, "%s%.1f,%.1f", i > first ? " " : "", X(i), Y(series[s].values[i]));
+            fputs("\"/>\n", out);
+        }
+        for (i = 0; i < count; i++) {
+            if (!series_known(&series[s], i))
+                continue;
             fprintf(out, "<circle class=\"point %s\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" "
                     "data-value=\"%" PRIu64 "\"><title>%s %lld: %s %s</title></circle>\n",
                     series[s].cls, X(i), Y(series[s].values[i]), series[s].values[i], xname,
                     xvalues ? xvalues[i] : (long long)i + 1, series[s].name,
                     human(series[s].values[i], a));
+        }
     }
 #undef X
 #undef Y
@@ -1039,18 +1057,21 @@ static void put_timeline(FILE *out, const struct tl_report *r)
     size_t n = r->mark_count;
     uint64_t *v = calloc(3 * (n ? n : 1), sizeof(*v));
     long long *seq = calloc(n ? n : 1, sizeof(*seq));
-    if (!v || !seq) {
+    bool *free_known = calloc(n ? n : 1, sizeof(*free_known));
+    if (!v || !seq || !free_known) {
         free(v);
         free(seq);
+        free(free_known);
         return;
     }
-    bool device_free = false;
+    size_t free_unknown = 0;
     for (size_t i = 0; i < n; i++) {
         v[i] = r->marks[i].live_bytes;
         v[n + i] = r->marks[i].reserved_bytes;
         v[2 * n + i] = r->marks[i].device_free;
         seq[i] = r->marks[i].seq;
-        device_free |= TL_HAS(&r->marks[i], MARK, device_free);
+        free_known[i] = TL_HAS(&r->marks[i], MARK, device_free);
+        free_unknown += !free_known[i];
     }
     fputs("<h3>Timeline of marks</h3>\n<p class=\"meta\">One point per "
           "<code>tensorleak_mark()</code>", out);
@@ -1062,16 +1083,21 @@ static void put_timeline(FILE *out, const struct tl_report *r)
     fputs(": memory that rises with every request and never comes down is a leak in "
           "progress.</p>\n", out);
     /* Reserved first and wider: where live equals reserved both stay visible. */
-    const struct series lr[] = { { "reserved", "reserved", v + n }, { "live", "live", v } };
+    const struct series lr[] = { { "reserved", "reserved", v + n, NULL }, { "live", "live", v, NULL } };
     put_chart(out, "timeline", lr, 2, n, seq, "mark", NULL);
-    if (device_free) {
+    if (free_unknown < n) {
         fputs("<p class=\"meta\">Free memory on the device, as the driver reported it at each "
-              "mark.</p>\n", out);
-        const struct series df[] = { { "device free", "device-free-line", v + 2 * n } };
+              "mark", out);
+        if (free_unknown > 0)
+            fprintf(out, " (unknown at %zu mark%s, where the driver did not answer: no point)", free_unknown,
+                    free_unknown == 1 ? "" : "s");
+        fputs(".</p>\n", out);
+        const struct series df[] = { { "device free", "device-free-line", v + 2 * n, free_known } };
         put_chart(out, "timeline device-free", df, 1, n, seq, "mark", NULL);
     }
     free(v);
     free(seq);
+    free(free_known);
 }
 
 /* ---- one report ------------------------------------------------------ */
@@ -1279,9 +1305,9 @@ static void put_sequence(FILE *out, const struct tl_report *reports, size_t coun
     }
     fputs("</tbody></table>\n", out);
     if (v) {
-        const struct series s[] = { { "reserved", "reserved", v + count },
-                                    { "allocated", "allocated-line", v + 2 * count },
-                                    { "live", "live", v } };
+        const struct series s[] = { { "reserved", "reserved", v + count, NULL },
+                                    { "allocated", "allocated-line", v + 2 * count, NULL },
+                                    { "live", "live", v, NULL } };
         put_chart(out, "sequence-chart", s, 3, count, NULL, "report",
                   any_event ? events : NULL);
         if (any_event)

@@ -10,7 +10,8 @@
  * that rises then plateaus resets its streak and is not reported.
  *
  * The timeline keeps, per mark, live bytes, reserved bytes and the driver's
- * free memory (the last TL_MAX_MARKS marks; the count is kept beyond).
+ * free memory, unknown when the driver did not answer (the last
+ * TL_MAX_MARKS marks; the count is kept beyond).
  *
  * Growth where the leak lives (caching allocators).  A cache takes its next
  * segment from whichever operation runs out, so no single call stack grows
@@ -266,14 +267,24 @@ static void mark_site(struct tl_callsite *cs, void *arg)
     cs->mark_bytes = now;
 }
 
-static uint64_t device_free_now(void)
+/* The driver's free memory for a mark, into *out; false when unknown.  The
+ * device is that of the calling thread's current context; a thread without
+ * one (the watcher's interval and signal marks) reads the device of the
+ * first live context tensorleak knows of, which in a process of one device
+ * is its device.  No other device stands in when the driver does not answer
+ * for that one: a timeline's figures stay one device's. */
+static bool device_free_now(uint64_t *out)
 {
-    typedef int (*getinfo_fn)(size_t *, size_t *);
-    getinfo_fn getinfo = (getinfo_fn)tl_driver_symbol("cuMemGetInfo_v2");
-    size_t f = 0, t = 0;
-    if (!getinfo || getinfo(&f, &t) != 0)
-        return 0;
-    return f;
+    typedef int (*getcur_fn)(void **);
+    getcur_fn getcur = (getcur_fn)tl_driver_symbol("cuCtxGetCurrent");
+    void *ctx = NULL;
+    if (!getcur || getcur(&ctx) != 0)
+        return false;
+    if (!ctx && tl_known_contexts(&ctx, 1) != 1)
+        return false;
+    int device;
+    uint64_t total;
+    return tl_context_memory(ctx, &device, out, &total);
 }
 
 void tl_mark(const char *label)
@@ -283,7 +294,8 @@ void tl_mark(const char *label)
     /* Framework state for this mark (a bounded wait; none inside a hook). */
     tl_bridge_refresh_mark(tl_hook_depth == 0);
     uint64_t reserved = tl_pools_reserved_now();
-    uint64_t dfree = device_free_now();
+    uint64_t dfree = 0;
+    bool dfree_known = device_free_now(&dfree);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     /* Owner classes' reserved bytes: the sites are listed under the call-site
@@ -325,6 +337,7 @@ void tl_mark(const char *label)
     row->live_bytes = atomic_load(&tl_stats.live_bytes);
     row->reserved_bytes = reserved;
     row->device_free = dfree;
+    row->device_free_known = dfree_known;
     row->time = (double)ts.tv_sec + ts.tv_nsec / 1e9;
     pthread_mutex_unlock(&mark_lock);
     if (want_lines && tl_hook_depth == 0)

@@ -736,6 +736,34 @@ uint64_t tl_pools_reserved_now(void)
     return (uint64_t)(direct > 0 ? direct : 0) + pooled;
 }
 
+bool tl_context_memory(void *ctx, int *device, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    typedef int (*getinfo_fn)(size_t *, size_t *);
+    typedef int (*getcur_fn)(void **);
+    typedef int (*setcur_fn)(void *);
+    typedef int (*getdev_fn)(int *);
+    getinfo_fn getinfo = (getinfo_fn)tl_driver_symbol("cuMemGetInfo_v2");
+    getcur_fn getcur = (getcur_fn)tl_driver_symbol("cuCtxGetCurrent");
+    setcur_fn setcur = (setcur_fn)tl_driver_symbol("cuCtxSetCurrent");
+    getdev_fn getdev = (getdev_fn)tl_driver_symbol("cuCtxGetDevice");
+    void *saved = NULL;
+    if (!ctx || !getinfo || !getcur || !setcur || !getdev || getcur(&saved) != 0)
+        return false;
+    if (ctx != saved && setcur(ctx) != 0)
+        return false;
+    int dev = -1;
+    size_t f = 0, t = 0;
+    bool ok = getdev(&dev) == 0 && getinfo(&f, &t) == 0;
+    if (ctx != saved)
+        setcur(saved);
+    if (ok) {
+        *device = dev;
+        *free_bytes = f;
+        *total_bytes = t;
+    }
+    return ok;
+}
+
 void tl_pools_after_fork(void)
 {
     pthread_mutex_init(&pools_lock, NULL);

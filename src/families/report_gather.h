@@ -157,6 +157,7 @@ struct tl_mark_row {
     long long live_bytes;
     unsigned long long reserved_bytes;
     unsigned long long device_free;
+    bool device_free_known; /* the driver answered; device_free is 0 otherwise */
     double time;
 };
 
@@ -311,6 +312,13 @@ void tl_pools_collect(struct tl_gather *m);
  * 1 - largest_free / free (the RMM-arena / TensorFlow-BFC definition), 0
  * when nothing is free.  Every pool's, device's and the summary's. */
 double tl_fragmentation(uint64_t largest_free, uint64_t free);
+/* The driver's free and total memory on the device of context `ctx`.
+ * cuMemGetInfo answers for the calling thread's current context, so `ctx`
+ * is made current for the call and the caller's (none on the watcher
+ * thread) put back.  False, with nothing set, when the driver does not
+ * answer or one of its symbols is unknown (the watcher looks none up: they
+ * are among tl_driver_symbols_prefetch's). */
+bool tl_context_memory(void *ctx, int *device, uint64_t *free_bytes, uint64_t *total_bytes);
 /* Is this live row a segment that a pool holds (not a leak at exit)? */
 bool tl_pools_is_held(const struct tl_live *rec);
 /* growth.c: growth rows and the timeline of marks. */

@@ -345,7 +345,7 @@ struct tl_mark {
     long long seq;
     const char *label;
     uint64_t live_bytes, reserved_bytes;
-    uint64_t device_free;
+    uint64_t device_free;       /* null when the driver did not answer (TL_NULL) */
     double time;                /* seconds, as recorded */
     struct tl_seen seen;
 };

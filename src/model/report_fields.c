@@ -389,7 +389,7 @@ static const struct tl_field mark_fields[] = {
     FIELD(struct tl_mark, label, STRING, 0),
     FIELD(struct tl_mark, live_bytes, U64, 0),
     FIELD(struct tl_mark, reserved_bytes, U64, 0),
-    FIELD(struct tl_mark, device_free, U64, 0),
+    FIELD(struct tl_mark, device_free, U64, N),
     FIELD(struct tl_mark, time, REAL, 0),
 };
 static const struct tl_table mark_table = TABLE(struct tl_mark, "mark", mark_fields, NULL);

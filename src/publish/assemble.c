@@ -381,33 +381,24 @@ static void device_uuid(int dev)
              b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
-/* Driver view per device: cuMemGetInfo answers for the current context's
- * device, so visit each known context and put the caller's back. */
+/* Driver view per device: each known context's device, and the caller's
+ * (tl_context_memory makes each current for its reading and puts the
+ * caller's back). */
 static void device_info(struct tl_gather *m)
 {
-    typedef int (*getinfo_fn)(size_t *, size_t *);
     typedef int (*getcur_fn)(void **);
-    typedef int (*setcur_fn)(void *);
-    typedef int (*getdev_fn)(int *);
-    getinfo_fn getinfo = (getinfo_fn)tl_driver_symbol("cuMemGetInfo_v2");
     getcur_fn getcur = (getcur_fn)tl_driver_symbol("cuCtxGetCurrent");
-    setcur_fn setcur = (setcur_fn)tl_driver_symbol("cuCtxSetCurrent");
-    getdev_fn getdev = (getdev_fn)tl_driver_symbol("cuCtxGetDevice");
-    if (!getinfo || !getcur || !setcur || !getdev)
-        return;
     void *saved = NULL;
-    if (getcur(&saved) != 0)
+    if (!getcur || getcur(&saved) != 0)
         return;
     void *ctxs[TL_MAX_CONTEXTS + 1];
     int n = tl_known_contexts(ctxs, TL_MAX_CONTEXTS);
     if (saved)
         ctxs[n++] = saved;
     for (int i = n; i-- > 0;) {
-        if (setcur(ctxs[i]) != 0)
-            continue;
         int dev = -1;
-        size_t free_b = 0, total_b = 0;
-        if (getdev(&dev) == 0 && dev >= 0 && dev < TL_MAX_DEVICES && getinfo(&free_b, &total_b) == 0) {
+        uint64_t free_b = 0, total_b = 0;
+        if (tl_context_memory(ctxs[i], &dev, &free_b, &total_b) && dev >= 0 && dev < TL_MAX_DEVICES) {
             m->devices[dev].present = true;
             m->devices[dev].have_info = true;
             m->devices[dev].free = free_b;
@@ -420,7 +411,6 @@ static void device_info(struct tl_gather *m)
             device_uuid(dev);
         }
     }
-    setcur(saved);
 }
 
 /* Devices the driver did not answer for now: their total from its last

@@ -483,7 +483,7 @@ static void build_marks_and_invalid(struct build *b)
         r->marks[r->mark_count++] = (struct tl_mark){
             .seq = k->seq, .label = k->label, .live_bytes = (uint64_t)k->live_bytes,
             .reserved_bytes = k->reserved_bytes, .device_free = k->device_free, .time = k->time,
-            .seen.present = TL_ALL(MARK)};
+            .seen.present = TL_ALL(MARK), .seen.null = k->device_free_known ? 0 : TL_BIT(MARK, device_free)};
     }
     r->invalid_frees = alloc(b, m->ninvalid, sizeof *r->invalid_frees);
     for (size_t i = 0; r->invalid_frees && i < m->ninvalid; i++) {

@@ -243,6 +243,23 @@ def register(case, Failure, check_eq, SKIP):
         check_eq(len(page.find("div", "oom")), 1, "OOM box")
 
     @case
+    def report_html_leaves_a_mark_of_unknown_device_free_out_of_its_chart(c):
+        with open(os.path.join(c.src, "server.json")) as f:
+            report = json.load(f)
+        report["marks"] = [dict(report["marks"][0], seq=i + 1, label="request %d" % (i + 1), device_free=free)
+                           for i, free in enumerate([9 * MiB, None, 8 * MiB, 7 * MiB])]
+        path = os.path.join(c.tmp, "free_unknown.json")
+        with open(path, "w") as f:
+            json.dump(report, f)
+        page = Page(html_of(c, [path])[1])
+        runs = [e.attrs["points"].split() for e in page.find("polyline", "series")
+                if e.attrs["data-series"] == "device free"]
+        check_eq([len(r) for r in runs], [1, 2], "the line stops at the unknown mark")
+        check_eq([int(e.attrs["data-value"]) for e in page.find("circle", "device-free-line")],
+                 [9 * MiB, 8 * MiB, 7 * MiB], "a point per known mark")
+        check_eq(sum("unknown at 1 mark," in e.text for e in page.find("p", "meta")), 1, "the unknown one said")
+
+    @case
     def report_html_escapes_what_the_report_says(c):
         with open(os.path.join(c.src, "leaky.json")) as f:
             report = json.load(f)

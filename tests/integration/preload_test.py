@@ -511,7 +511,8 @@ def a_footprint_that_plateaus_is_not_growth():
 
 def spawn(progname, env):
     tmp = tempfile.mkdtemp(prefix="tl-live-")
-    e = dict(os.environ, LD_LIBRARY_PATH=SIM, LD_PRELOAD=LIB, TENSORLEAK_OUTPUT=os.path.join(tmp, "r.%n.json"), **env)
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("TENSORLEAK_", "SIMCUDA_"))}
+    e.update(LD_LIBRARY_PATH=SIM, LD_PRELOAD=LIB, TENSORLEAK_OUTPUT=os.path.join(tmp, "r.%n.json"), **env)
     p = subprocess.Popen([prog(progname)], env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     eq(p.stdout.readline().strip(), "ready", "program started")
     return p, tmp
@@ -552,7 +553,7 @@ def hundred_sigusr1_during_churn_give_hundred_valid_snapshots():
 
 
 def interval_marks_and_snapshots_on_a_timer():
-    p, tmp = spawn("wait_signal", {"TENSORLEAK_INTERVAL": "0.05", "TENSORLEAK_QUIET": "1"})
+    p, tmp = spawn("wait_signal", {"TENSORLEAK_INTERVAL": "0.05", "TENSORLEAK_QUIET": "1", "SIMCUDA_MEMORY": "1G"})
     wait_for_files(tmp, 3)
     p.stdin.close()
     eq(p.wait(timeout=20), 7, "exit status")
@@ -560,7 +561,13 @@ def interval_marks_and_snapshots_on_a_timer():
     ticks = [r for r in reps if r["reason"] == "interval"]
     check(len(ticks) >= 3, f"interval reports: {len(ticks)}")
     exit_rep = [r for r in reps if r["reason"] == "exit"][0]
-    check(len(exit_rep["marks"]) >= 3 and all(m["label"] == "interval" for m in exit_rep["marks"]), "interval marks")
+    marks = exit_rep["marks"]
+    check(len(marks) >= 3 and all(m["label"] == "interval" for m in marks), "interval marks")
+    # The watcher's marks read the device's free memory: 1 GiB less the two
+    # buffers held while the program waits (the first mark), less one once
+    # it freed the other on its way out.
+    frees = [m["device_free"] for m in marks]
+    check(frees[0] == GiB - 2 * MiB and all(f in (GiB - 2 * MiB, GiB - MiB) for f in frees), f"device_free {frees}")
 
 
 def mark_signal_adds_marks_to_the_timeline():
@@ -576,6 +583,39 @@ def mark_signal_adds_marks_to_the_timeline():
     exit_rep = [r for r in exit_rep if r["reason"] == "exit"][0]
     eq([(m["seq"], m["label"], m["live_bytes"]) for m in exit_rep["marks"]],
        [(i, "signal", 2 * MiB) for i in (1, 2, 3)], "three marks from the signal")
+
+
+def marks_read_the_driver_free_memory_on_the_watcher_and_null_when_it_cannot_answer():
+    # SIGUSR2 marks are taken on the watcher thread, which has no current
+    # context: the figure is the device's all the same (the simulator's
+    # cuMemGetInfo is exact: capacity less the 3 MiB held).  The last mark
+    # comes after the driver's exit handler, when cuMemGetInfo answers no
+    # more: unknown (null), not 0.
+    p, tmp = spawn("mark_free", {"TENSORLEAK_MARK_SIGNAL": "SIGUSR2", "TENSORLEAK_QUIET": "1",
+                                 "TENSORLEAK_INTERVAL": "0", "SIMCUDA_MEMORY": "1G",
+                                 "SIMCUDA_POOL_QUERY": "fail-at-exit"})
+    for i in range(2):
+        p.send_signal(signal.SIGUSR2)
+        # A snapshot that lists the mark: proof it was taken before the
+        # program goes on (one signal may be handled before the other).
+        deadline = time.time() + 20
+        while True:
+            n = len(os.listdir(tmp))
+            p.send_signal(signal.SIGUSR1)
+            names = wait_for_files(tmp, n + 1)
+            last = max(names, key=lambda x: int(x.split(".")[1]))
+            with open(os.path.join(tmp, last)) as f:
+                if len(json.load(f)["marks"]) == i + 2:
+                    break
+            check(time.time() < deadline, f"mark {i + 2} not taken")
+    p.stdin.close()
+    eq(p.wait(timeout=20), 0, "exit status")
+    reps = [json.load(open(os.path.join(tmp, n))) for n in os.listdir(tmp)]
+    exit_rep = [r for r in reps if r["reason"] == "exit"][0]
+    held = GiB - 3 * MiB
+    eq([(m["label"], m["live_bytes"], m["device_free"]) for m in exit_rep["marks"]],
+       [("main thread", 3 * MiB, held), ("signal", 3 * MiB, held), ("signal", 3 * MiB, held),
+        ("after the driver's exit handler", 3 * MiB, None)], "each mark's free memory")
 
 
 def owner_table(rep):
