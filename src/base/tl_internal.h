@@ -451,9 +451,9 @@ void tl_note_context(void *ctx, int device, bool primary);
  * tracker trusts the process to have one context only until it sees a
  * second (tracker.c). */
 void tl_context_seen(void *ctx);
-/* The calling thread's current context, as the driver says; NULL when it
- * has none or cannot say. */
-void *tl_context_current(void);
+/* tl_context_seen of the calling thread's current context, as the driver
+ * says (after a pop); asks nothing once the shortcut has ended. */
+void tl_context_current_seen(void);
 int tl_current_context_index(int *device_out);
 /* Context teardown: releases every cuMemAlloc-family allocation of the
  * context (or all primary contexts of `device` when ctx is NULL). */
@@ -470,7 +470,10 @@ struct tl_invalid_free_event {
 size_t tl_invalid_frees(struct tl_invalid_free_event *out, size_t max);
 struct tl_callsite *tl_callsite_by_id(uint32_t id);
 
-/* Forked children get a new tid; the cached one would be the parent's. */
+/* Forked children get a new tid; the cached one would be the parent's.  The
+ * contexts' table is locked across the fork (before/after in parent). */
+void tl_tracker_before_fork(void);
+void tl_tracker_after_fork_in_parent(void);
 void tl_tracker_after_fork(void);
 /* The live contexts we know of (assemble.c visits each for cuMemGetInfo):
  * stores at most max, returns how many. */
@@ -824,7 +827,8 @@ extern atomic_int tl_bridge_setup_nudges;
 /* Why an allocation or a free must take the tracker's general path rather
  * than its hot one, a bit per reason while it holds, so that the hot path
  * tests one word for all of them.  The flags above stay the truth; each
- * writer of one sets or clears its bit after it (tl_slow_path). */
+ * writer of one makes its bit follow it after the write
+ * (TL_SLOW_PATH_FOLLOW). */
 enum {
     TL_SLOW_WATCH = 1u << 0,  /* tl_watch_pending */
     TL_SLOW_BUDGET = 1u << 1, /* tl_budget_active */
@@ -838,6 +842,19 @@ static inline void tl_slow_path(unsigned bit, bool on)
     else
         atomic_fetch_and(&tl_slow_paths, ~bit);
 }
+/* Sets `bit` to what the flag says (`flag_on`, read again), until the flag
+ * reads the same after the bit's write: of writers racing on one flag, the
+ * last to write the bit saw the flag's last value, so the bit is never left
+ * clear while the flag holds (a general path missed) nor set after it
+ * (every later allocation sent the long way). */
+#define TL_SLOW_PATH_FOLLOW(bit, flag_on)  \
+    do {                                   \
+        bool on_;                          \
+        do {                               \
+            on_ = (flag_on);               \
+            tl_slow_path((bit), on_);      \
+        } while ((flag_on) != on_);        \
+    } while (0)
 /* Set while this library tracks a process it was attached to (preload.c). */
 extern atomic_bool tl_attached;
 

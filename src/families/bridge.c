@@ -167,7 +167,7 @@ int tensorleak_bridge_wait(int timeout_ms)
     char module[sizeof oom_module];
     if (!tl_bridge_oom_module(module, sizeof module) && !atomic_exchange(&nudges_armed, true)) {
         atomic_store(&tl_bridge_setup_nudges, TL_BRIDGE_NUDGES); /* a bridge runs: set PyTorch up when ready */
-        tl_slow_path(TL_SLOW_NUDGE, true);
+        TL_SLOW_PATH_FOLLOW(TL_SLOW_NUDGE, atomic_load(&tl_bridge_setup_nudges) > 0);
     }
     pthread_mutex_lock(&br_lock);
     waiting_seen = true;
@@ -293,7 +293,7 @@ void tensorleak_bridge_oom_observer(const char *module_glob)
     snprintf(oom_module, sizeof oom_module, "%s", module_glob && strlen(module_glob) < sizeof oom_module ? module_glob : "");
     pthread_mutex_unlock(&oom_module_lock);
     atomic_store(&tl_bridge_setup_nudges, 0); /* set up: no more nudges */
-    tl_slow_path(TL_SLOW_NUDGE, false);
+    TL_SLOW_PATH_FOLLOW(TL_SLOW_NUDGE, atomic_load(&tl_bridge_setup_nudges) > 0);
 }
 
 bool tl_bridge_oom_module(char *out, size_t len)
@@ -925,12 +925,8 @@ void tl_bridge_nudge(void)
     if (atomic_exchange(&nudge_in_flight, true))
         return; /* one at a time: the allocations until it runs add none */
     int left = atomic_fetch_sub(&tl_bridge_setup_nudges, 1) - 1;
-    if (left <= 0) {
-        tl_slow_path(TL_SLOW_NUDGE, false);
-        /* A bridge that armed the nudges again in between keeps its bit. */
-        if (atomic_load(&tl_bridge_setup_nudges) > 0)
-            tl_slow_path(TL_SLOW_NUDGE, true);
-    }
+    if (left <= 0)
+        TL_SLOW_PATH_FOLLOW(TL_SLOW_NUDGE, atomic_load(&tl_bridge_setup_nudges) > 0);
     if (left < 0 || !pending_call || pending_call(boot, NULL) != 0)
         atomic_store(&nudge_in_flight, false); /* a full queue refuses it: the next allocation tries again */
 }

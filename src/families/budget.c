@@ -61,7 +61,7 @@ void tl_budget_load(void)
     if (enforce && !any)
         tl_warn(NULL, "TENSORLEAK_BUDGET_ENFORCE is set but TENSORLEAK_BUDGET is not; nothing to enforce");
     atomic_store(&tl_budget_active, any);
-    tl_slow_path(TL_SLOW_BUDGET, any);
+    TL_SLOW_PATH_FOLLOW(TL_SLOW_BUDGET, atomic_load(&tl_budget_active));
     atomic_store(&tl_budget_enforcing, any && enforce);
 }
 

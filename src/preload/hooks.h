@@ -122,6 +122,7 @@ enum tl_hook_id {
 #undef TL_ENUM_DRIVER
 #undef TL_ENUM_RUNTIME
 };
+_Static_assert(TL_HOOK_cuCtxPopCurrent_v2 - TL_HOOK_cuCtxCreate == 8, "the context rows are one run of nine");
 
 struct tl_hook {
     const char *name;     /* the exported symbol */

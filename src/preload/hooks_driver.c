@@ -767,11 +767,26 @@ CONTEXT_HOOK(cuCtxCreate_v4, (CUcontext *pctx, CUctxCreateParams *params, unsign
 CONTEXT_HOOK(cuCtxSetCurrent, (CUcontext ctx), ctx, ctx)
 CONTEXT_HOOK(cuCtxPushCurrent, (CUcontext ctx), ctx, ctx)
 CONTEXT_HOOK(cuCtxPushCurrent_v2, (CUcontext ctx), ctx, ctx)
-/* A pop makes current the context pushed before, seen when it was pushed,
- * unless it was current before any hook could see it. */
-CONTEXT_HOOK(cuCtxPopCurrent, (CUcontext *pctx), pctx, tl_context_current())
-CONTEXT_HOOK(cuCtxPopCurrent_v2, (CUcontext *pctx), pctx, tl_context_current())
 #undef COMMA
+#undef CONTEXT_HOOK
+
+/* A pop makes current the context pushed before, seen when it was pushed,
+ * unless it was current before any hook could see it: asked of the driver
+ * while the shortcut holds. */
+#define POP_HOOK(fn)                                \
+    TL_EXPORT CUresult fn(CUcontext *pctx)          \
+    {                                               \
+        ENTER();                                    \
+        (void)outer;                                \
+        CUresult rc = CALL_REAL(fn, pctx);          \
+        if (rc == CUDA_SUCCESS)                     \
+            tl_context_current_seen();              \
+        LEAVE();                                    \
+        return rc;                                  \
+    }
+POP_HOOK(cuCtxPopCurrent)
+POP_HOOK(cuCtxPopCurrent_v2)
+#undef POP_HOOK
 
 /* Context teardown frees the context's memory in the driver.  Recorded
  * before the real call: once the driver has freed the memory, its addresses

@@ -127,7 +127,7 @@ static const struct fork_participant {
     {NULL, NULL, counts_after_fork, NULL},
     {NULL, NULL, tl_callsite_reset_after_fork, NULL},
     {NULL, NULL, tl_live_reset_after_fork, NULL},
-    {NULL, NULL, tl_tracker_after_fork, NULL},
+    {tl_tracker_before_fork, tl_tracker_after_fork_in_parent, tl_tracker_after_fork, NULL},
     {tl_pyframes_before_fork, tl_pyframes_after_fork, tl_pyframes_after_fork, NULL},
     /* base */
     {tl_gate_before_fork, NULL, gate_after_fork, NULL},
@@ -272,7 +272,7 @@ bool tl_ensure_init(void)
         /* The watcher starts at the first tracked allocation, once the driver
          * is loaded (tl_track_alloc, tl_watch_start). */
         atomic_store_explicit(&tl_watch_pending, true, memory_order_release);
-        tl_slow_path(TL_SLOW_WATCH, true);
+        TL_SLOW_PATH_FOLLOW(TL_SLOW_WATCH, atomic_load(&tl_watch_pending));
         tl_bridge_kick(); /* a Python program's first CUDA call starts its bridge */
     }
     return true;
@@ -371,7 +371,7 @@ void tl_attach_begin_tracking(void)
      * make no tracked allocation for a long time, while its interval marks
      * and the bridge's pool figures are due from the attach on. */
     atomic_store(&tl_watch_pending, false);
-    tl_slow_path(TL_SLOW_WATCH, false);
+    TL_SLOW_PATH_FOLLOW(TL_SLOW_WATCH, atomic_load(&tl_watch_pending));
     tl_driver_symbols_prefetch();
     tl_snapshot_watch();
     atomic_store(&tl_active, true);

@@ -43,13 +43,27 @@ static uint32_t current_tid(void)
     return tt.tid;
 }
 
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER; /* the contexts' table; a leaf lock */
+
+/* The contexts' lock is held across a fork (it is a leaf: nothing is taken
+ * under it), so the child's copy of the table is whole and the lock free. */
+void tl_tracker_before_fork(void)
+{
+    pthread_mutex_lock(&ctx_lock);
+}
+
+void tl_tracker_after_fork_in_parent(void)
+{
+    pthread_mutex_unlock(&ctx_lock);
+}
+
 /* Forked children get a new tid; the cached one would be the parent's. */
 void tl_tracker_after_fork(void)
 {
     tt.tid = 0;
-    /* The child makes contexts of its own, under handles it may reuse (it
-     * is single-threaded here: nobody holds ctx_lock). */
+    /* The child makes contexts of its own, under handles it may reuse. */
     single_end_locked();
+    pthread_mutex_unlock(&ctx_lock);
     for (int d = 0; d < TL_MAX_DEVICES; d++)
         atomic_store(&tl_device_used[d], false);
 }
@@ -121,7 +135,7 @@ static void watch_start(void)
 {
     if (!atomic_exchange(&tl_watch_pending, false))
         return;
-    tl_slow_path(TL_SLOW_WATCH, false);
+    TL_SLOW_PATH_FOLLOW(TL_SLOW_WATCH, atomic_load(&tl_watch_pending));
     tl_driver_symbols_prefetch();
     (void)tl_demangler(); /* owners' names (owners.c): looked up once, here */
     tl_upcalls.snapshot_watch();
@@ -394,7 +408,6 @@ struct ctx_entry {
 };
 static struct ctx_entry contexts[TL_MAX_CONTEXTS + 1];
 static int ncontexts;
-static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Bumps when a context goes away or its device changes: each thread's cached
  * context (tracker_tls) is stale then. */
 static atomic_uint ctx_generation;
@@ -416,15 +429,18 @@ static atomic_bool single_ended;   /* a second one was shown: never again (writt
 /* index | device << 8 of the one context while the tracker trusts it, else 0 */
 static atomic_int single_index;
 
+/* The index first, then `ended` with release: a thread that sees the
+ * shortcut ended without taking ctx_lock (tl_context_seen) and then
+ * allocates reads single_index as 0. */
 static void single_end_locked(void)
 {
-    atomic_store_explicit(&single_ended, true, memory_order_relaxed);
-    atomic_store_explicit(&single_index, 0, memory_order_release);
+    atomic_store_explicit(&single_index, 0, memory_order_relaxed);
+    atomic_store_explicit(&single_ended, true, memory_order_release);
 }
 
 static void single_seen_locked(void *ctx)
 {
-    if (atomic_load_explicit(&single_ended, memory_order_relaxed))
+    if (atomic_load_explicit(&single_ended, memory_order_acquire))
         return;
     void *known = atomic_load_explicit(&single_ctx, memory_order_relaxed);
     if (!known)
@@ -466,7 +482,7 @@ void tl_note_context(void *ctx, int device, bool primary)
 void tl_context_seen(void *ctx)
 {
     if (!ctx || !atomic_load_explicit(&tl_active, memory_order_relaxed) ||
-        atomic_load_explicit(&single_ended, memory_order_relaxed) ||
+        atomic_load_explicit(&single_ended, memory_order_acquire) ||
         atomic_load_explicit(&single_ctx, memory_order_relaxed) == ctx)
         return; /* the common case: the one context set current again */
     pthread_mutex_lock(&ctx_lock);
@@ -563,13 +579,17 @@ static inline int current_context_index(int *device_out)
     return context_index_slow(ctx, gen, device_out);
 }
 
-void *tl_context_current(void)
+void tl_context_current_seen(void)
 {
+    if (!atomic_load_explicit(&tl_active, memory_order_relaxed) ||
+        atomic_load_explicit(&single_ended, memory_order_acquire))
+        return; /* nothing to learn: no driver call */
     get_current_fn get_current = atomic_load_explicit(&cached_current, memory_order_acquire);
     if (!get_current && !(get_current = resolve_context_functions()))
-        return NULL;
+        return;
     void *ctx = NULL;
-    return get_current(&ctx) == 0 ? ctx : NULL;
+    if (get_current(&ctx) == 0)
+        tl_context_seen(ctx);
 }
 
 int tl_current_context_index(int *device_out)
