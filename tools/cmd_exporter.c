@@ -26,11 +26,13 @@
 #include <getopt.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -426,7 +428,14 @@ static char *metrics_now(const char *dir, size_t *len, char *why, size_t whylen)
  * or of any peer for the total) that has waited longest for a header, so a
  * scraper that sends its request at once is answered even while one peer
  * holds every slot with idle or trickling connections.  A connection whose
- * request is being answered is never displaced.
+ * request is being answered is never displaced, nor one whose complete
+ * header waits unread in its socket: that wait is this server's (its
+ * threads not yet run), not the client's, and a loaded machine can accept
+ * dozens of a peer's connections before it reads one that came first.
+ * For the same reason the listening socket defers accepting a connection
+ * until its first bytes arrive (TCP_DEFER_ACCEPT, about DEFER_ACCEPT_S at
+ * most): a client descheduled between its connect and its request is not
+ * charged for that time, and an idle connection holds no slot meanwhile.
  *
  * A connection is closed by shutdown(2) of its socket, which libmicrohttpd
  * sees as the peer's end and closes itself.  libmicrohttpd tells us a
@@ -435,6 +444,7 @@ static char *metrics_now(const char *dir, size_t *len, char *why, size_t whylen)
  * under the lock is never a later connection's that reused the number.
  */
 #define HEADER_DEADLINE_S 5.0
+#define DEFER_ACCEPT_S 1
 #define PEER_LIMIT 32
 #define TOTAL_LIMIT 256
 /* libmicrohttpd's own limit is higher: a displaced connection still counts
@@ -450,6 +460,7 @@ struct admitted {
     double waiting_since;   /* CLOCK_MONOTONIC; while !answering */
     bool answering;         /* from the complete header to the end of the answer */
     bool closing;           /* shut down by admission: holds no slot */
+    bool header_unread;     /* within one admit(): its complete header waits unread */
 };
 
 static struct {
@@ -490,12 +501,27 @@ static struct admitted *longest_waiting(const unsigned char *peer, const struct 
     struct admitted *best = NULL;
     for (size_t i = 0; i < admission.n; i++) {
         struct admitted *a = admission.conns[i];
-        if (a == except || a->closing || a->answering || (peer && memcmp(a->peer, peer, 16) != 0))
+        if (a == except || a->closing || a->answering || a->header_unread ||
+            (peer && memcmp(a->peer, peer, 16) != 0))
             continue;
         if (!best || a->waiting_since < best->waiting_since)
             best = a;
     }
     return best;
+}
+
+/* Whether a complete request header (its blank line) waits in `a`'s
+ * socket, not yet read by libmicrohttpd.  Only the first HEADER_PEEK bytes
+ * are looked at: a scraper's header is a few hundred. */
+#define HEADER_PEEK 4096
+static bool header_waits_unread(const struct admitted *a)
+{
+    int unread = 0;
+    if (ioctl(a->fd, FIONREAD, &unread) != 0 || unread < 4)
+        return false;
+    char buf[HEADER_PEEK];
+    ssize_t n = recv(a->fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+    return n >= 4 && memmem(buf, (size_t)n, "\r\n\r\n", 4) != NULL;
 }
 
 /* Makes room for `fresh` (just added) within the limits. */
@@ -510,7 +536,12 @@ static void admit(struct admitted *fresh)
         peer += memcmp(a->peer, fresh->peer, 16) == 0;
     }
     if (peer > PEER_LIMIT || total > admission.total_limit) {
-        struct admitted *old = longest_waiting(peer > PEER_LIMIT ? fresh->peer : NULL, fresh);
+        const unsigned char *of = peer > PEER_LIMIT ? fresh->peer : NULL;
+        struct admitted *old;
+        while ((old = longest_waiting(of, fresh)) && header_waits_unread(old))
+            old->header_unread = true;
+        for (size_t i = 0; i < admission.n; i++)
+            admission.conns[i]->header_unread = false;
         close_admitted(old ? old : fresh);
     }
 }
@@ -675,6 +706,25 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
     return rc;
 }
 
+/* Asks the kernel to hand over a connection once its first bytes arrive
+ * (or DEFER_ACCEPT_S after its connect); false with errno where it cannot. */
+static bool defer_accept(struct MHD_Daemon *d)
+{
+#ifdef TCP_DEFER_ACCEPT
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_LISTEN_FD);
+    int seconds = DEFER_ACCEPT_S;
+    if (!info) {
+        errno = EBADF;
+        return false;
+    }
+    return setsockopt(info->listen_fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &seconds, sizeof seconds) == 0;
+#else
+    (void)d;
+    errno = ENOPROTOOPT;
+    return false;
+#endif
+}
+
 /* HOST:PORT, [V6]:PORT or PORT (loopback). */
 static bool parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *len)
 {
@@ -831,6 +881,9 @@ int cmd_exporter(int argc, char **argv)
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     fprintf(stderr, "tensorleak exporter: serving %s on port %u, reading %s\n", listen, info ? info->port : 0,
             source ? source : "every user's live directory");
+    if (!defer_accept(d))
+        fprintf(stderr, "tensorleak exporter: connections are admitted before their first bytes arrive: %s\n",
+                strerror(errno));
     fflush(stderr);
     const struct timespec tick = {0, 250 * 1000 * 1000};
     while (sigtimedwait(&stop, NULL, &tick) < 0)
