@@ -473,6 +473,8 @@ struct tl_callsite *tl_callsite_by_id(uint32_t id);
 /* Forked children get a new tid; the cached one would be the parent's.  The
  * contexts' table is locked across the fork (before/after in parent). */
 void tl_tracker_before_fork(void);
+/* For tests (test_hold.c): runs fn while holding the contexts' table lock. */
+void tl_contexts_locked_call(void (*fn)(void));
 void tl_tracker_after_fork_in_parent(void);
 void tl_tracker_after_fork(void);
 /* The live contexts we know of (assemble.c visits each for cuMemGetInfo):

@@ -25,6 +25,7 @@ enum hold_what {
      * once released, the work interns a Python location (pyframes.c's
      * lock) before it lets go, as a report's growth of Python lines does */
     HOLD_WATCHER_WORK = 6,
+    HOLD_CONTEXTS = 7, /* the tracker's table of contexts (tracker.c's ctx_lock) */
 };
 
 static sem_t held, release;
@@ -86,6 +87,9 @@ static void *holder(void *arg)
     case HOLD_WATCHER_WORK:
         tl_snapshot_stop_writing(work_then_python_location);
         break;
+    case HOLD_CONTEXTS:
+        tl_contexts_locked_call(tensorleak_test_block);
+        break;
     default:
         sem_post(&held);
         break;
@@ -98,7 +102,7 @@ static void *holder(void *arg)
 TL_EXPORT int tensorleak_test_hold(int which, const char *library);
 int tensorleak_test_hold(int which, const char *library)
 {
-    if (holding || which < HOLD_LOADER || which > HOLD_WATCHER_WORK || (which == HOLD_LOADER && !library))
+    if (holding || which < HOLD_LOADER || which > HOLD_CONTEXTS || (which == HOLD_LOADER && !library))
         return -1;
     sem_init(&held, 0, 0);
     sem_init(&release, 0, 0);

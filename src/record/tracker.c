@@ -57,6 +57,13 @@ void tl_tracker_after_fork_in_parent(void)
     pthread_mutex_unlock(&ctx_lock);
 }
 
+void tl_contexts_locked_call(void (*fn)(void))
+{
+    pthread_mutex_lock(&ctx_lock);
+    fn();
+    pthread_mutex_unlock(&ctx_lock);
+}
+
 /* Forked children get a new tid; the cached one would be the parent's. */
 void tl_tracker_after_fork(void)
 {

@@ -18,6 +18,9 @@
  *   fork-held-work (a fork while the watcher's work holds its lock, the
  *     work let go only once the fork waits for it; prints whether the fork
  *     waited less than 5 s)
+ *   fork-held-contexts (the same while a thread of the library holds the
+ *     tracker's table of contexts; the child resets its device, whose
+ *     teardown reads that table, and exits 0)
  *   dlopen PLUGIN | threads | leak2 (what exec'd children run)
  *
  * Children print "child PID" on stdout so the driver knows which report is
@@ -358,7 +361,7 @@ int main(int argc, char **argv)
         printf("%d of 2 reports written while the loader's lock was held\n", written);
         return 0;
     }
-    if (strcmp(mode, "fork-held-work") == 0) {
+    if (strcmp(mode, "fork-held-work") == 0 || strcmp(mode, "fork-held-contexts") == 0) {
         /* The work a report does takes a Python location's lock, which the
          * fork's prepare handlers take too: after the watcher's, or the
          * fork waits out its bound (10 s) for a lock it holds itself. */
@@ -366,7 +369,8 @@ int main(int argc, char **argv)
         release_held = (void (*)(void))dlsym(RTLD_DEFAULT, "tensorleak_test_release");
         if (!hold || !release_held)
             die("dlsym(tensorleak_test_hold)");
-        if (hold(6, NULL) != 0)
+        bool contexts = strcmp(mode, "fork-held-contexts") == 0;
+        if (hold(contexts ? 7 : 6, NULL) != 0)
             die("tensorleak_test_hold");
         main_tid = (pid_t)syscall(SYS_gettid);
         pthread_t releaser;
@@ -376,7 +380,7 @@ int main(int argc, char **argv)
         clock_gettime(CLOCK_MONOTONIC, &before);
         pid_t pid = fork();
         if (pid == 0)
-            _exit(0);
+            _exit(contexts && cudaDeviceReset() != cudaSuccess ? 6 : 0);
         if (pid < 0)
             die("fork");
         clock_gettime(CLOCK_MONOTONIC, &after);

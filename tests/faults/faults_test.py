@@ -231,6 +231,17 @@ def a_fork_waits_for_the_watchers_work_before_it_takes_the_python_location_lock(
     check_eq(leaks_of(c.report(pid_of(c))), MAIN_LEAKS, "parent leaks")
 
 
+def a_fork_while_our_thread_holds_the_contexts_table_leaves_the_child_its_report(c):
+    """A fork while a thread of the library holds the tracker's table of
+    contexts (tensorleak_test_hold 7), let go once the fork waits: the fork
+    waits for it, and the child, whose device reset reads that table, exits.
+    A child that inherited the lock held would wait for it forever."""
+    p = c.run(["fork-held-contexts"])
+    check_eq((p.returncode, p.stdout, p.stderr), (0, "the fork waited less than 5 s; the child exited 0\n", ""),
+             "status, stdout, stderr")
+    check_eq(leaks_of(c.report(pid_of(c))), MAIN_LEAKS, "parent leaks")
+
+
 def fork_without_pid_in_the_pattern_appends_the_child_pid(c):
     out = os.path.join(c.tmp, "fixed.json")
     p = c.run(["fork"], output=out)
@@ -508,6 +519,7 @@ CASES = {f.__name__: f for f in (
     fork_without_pid_in_the_pattern_appends_the_child_pid,
     a_fork_while_the_watcher_works_leaves_the_childs_libc_usable,
     a_fork_waits_for_the_watchers_work_before_it_takes_the_python_location_lock,
+    a_fork_while_our_thread_holds_the_contexts_table_leaves_the_child_its_report,
     exec_children_are_tracked_as_programs_of_their_own,
     raw_clone_child_writes_nothing,
     raw_clone_children_never_wait_on_a_lock_our_thread_held,
