@@ -84,17 +84,23 @@ TL_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
     return rc;
 }
 
-/* Frees through `real`, keeping the table right whatever the driver says. */
-#define TRACKED_FREE(outer, space, addr, mask, call)                                 \
-    ({                                                                               \
-        struct tl_live rec_;                                                         \
-        bool had_ = (outer) && (addr) &&                                             \
-                    ((space) == TL_SPACE_MEM ? tl_track_mem_free((addr), (mask), &rec_)  \
-                                             : tl_track_free((space), (addr), (mask), &rec_)); \
-        CUresult rc_ = (call);                                                       \
-        if (had_ && rc_ != CUDA_SUCCESS)                                             \
-            tl_track_restore(&rec_);                                                 \
-        rc_;                                                                         \
+/* Frees through `real`, keeping the table right whatever the driver says.
+ * The call is written twice, tracked and not, so that nothing but the
+ * removed row is kept across it. */
+#define TRACKED_FREE(outer, space, addr, mask, call)                                           \
+    ({                                                                                         \
+        struct tl_live rec_;                                                                   \
+        CUresult rc_;                                                                          \
+        if (TL_LIKELY((outer) && (addr)) &&                                                    \
+            ((space) == TL_SPACE_MEM ? tl_track_mem_free((addr), (mask), &rec_)                \
+                                     : tl_track_free((space), (addr), (mask), &rec_))) {       \
+            rc_ = (call);                                                                      \
+            if (TL_UNLIKELY(rc_ != CUDA_SUCCESS))                                              \
+                tl_track_restore(&rec_);                                                       \
+        } else {                                                                               \
+            rc_ = (call);                                                                      \
+        }                                                                                      \
+        rc_;                                                                                   \
     })
 
 TL_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -103,20 +109,10 @@ TL_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
     return mem_free_outer(dptr);
 }
 
-/* TRACKED_FREE spelt out, so that nothing but the removed row (on the
- * stack) is kept across the driver's call. */
 static CUresult mem_free_outer(CUdeviceptr dptr)
 {
     ENTER();
-    struct tl_live rec;
-    if (TL_UNLIKELY(!outer) || !dptr || !tl_track_mem_free(dptr, MEM_KINDS, &rec)) {
-        CUresult rc = CALL_REAL(cuMemFree_v2, dptr);
-        LEAVE();
-        return rc;
-    }
-    CUresult rc = CALL_REAL(cuMemFree_v2, dptr);
-    if (TL_UNLIKELY(rc != CUDA_SUCCESS))
-        tl_track_restore(&rec);
+    CUresult rc = TRACKED_FREE(outer, TL_SPACE_MEM, dptr, MEM_KINDS, CALL_REAL(cuMemFree_v2, dptr));
     LEAVE();
     return rc;
 }

@@ -218,7 +218,11 @@ static inline __attribute__((always_inline)) bool tl_live_insert(const struct tl
  * in scalars (the row's own fields; `device` below TL_MAX_DEVICES), no
  * budget set, into a table this thread owns.  False, having changed nothing,
  * when the table is not this thread's, the shard is due to grow or the
- * address is still live: the caller then takes tl_live_insert. */
+ * address is still live: the caller then takes tl_live_insert.  Its probe
+ * and the removal's below are written out rather than shared with
+ * tl_live_insert and tl_shard_find: through one shared probe the pair cost
+ * 22 instructions more (bench/instructions.py), GCC keeping less in
+ * registers. */
 static inline __attribute__((always_inline)) bool tl_live_insert_device_owned(uint64_t addr, uint64_t size,
                                                                               uint32_t callsite, uint32_t tid,
                                                                               uint8_t device, uint8_t ctx,
