@@ -72,6 +72,23 @@ def first_figures_of_a_known_history_are_exact():
     eq((t.returncode, headline(t.stdout)), (0, want), "headline of tensorleak report")
 
 
+def figures_through_the_owners_hot_path_are_exact():
+    # first_figures owned: 200 pairs of 1 MiB, most of them through the hot
+    # insert and removal of a table the thread owns, then 3 x 2 MiB kept.
+    # Every figure those paths count: the process's and the owner's live
+    # bytes and peaks, the call sites', the device's, the allocations ever.
+    r = run(prog("first_figures"), "owned", env=ENV)
+    eq((r.rc, r.out), (0, ""), "program ran: " + r.err)
+    rep = r.report
+    s = rep["summary"]
+    eq((s["peak_live_bytes"], s["live_bytes"], s["live_allocations"], s["total_allocations"], s["leaked_bytes"],
+        s["leaked_allocations"]), (6 * MiB, 6 * MiB, 3, 203, 6 * MiB, 3), "summary")
+    eq(owner_rows(rep), [("user", "user", 6 * MiB, 3, 6 * MiB)], "owners")
+    eq([(l["kind"], l["bytes"], l["count"], l["owner"]) for l in rep["leaks"]], [("device", 6 * MiB, 3, "user")],
+       "leaks: one call site")
+    eq([(d["device"], d["allocated_bytes"]) for d in rep["devices"]], [(0, 6 * MiB)], "devices")
+
+
 def pool_disagreement(mode, driver_used, what):
     """first_figures in `mode`: tensorleak tracks 5000 B live in the pool,
     the driver counts `driver_used`; they disagree about a block."""

@@ -7,7 +7,11 @@
  *   (freed).  The driver counts both blocks rounded to 512 B.
  * At exit the user owner holds 2 MiB + 4 KiB + 5000 B and peaked at 10 MiB.
  *
- *   it_first_figures [hidden-block | hidden-free]
+ *   it_first_figures [hidden-block | hidden-free | owned]
+ *     owned: instead, 200 cuMemAlloc+cuMemFree pairs of 1 MiB (past the
+ *                   first 64 operations the thread owns the live table:
+ *                   the tracker's hot insert and removal), then 3 x 2 MiB
+ *                   kept, from one line.
  *     hidden-block: the pool also serves 512 B that tensorleak never sees;
  *     hidden-free:  the 5000 B block is freed where tensorleak does not see
  *                   it (the driver holds one block fewer than it thinks).
@@ -52,6 +56,15 @@ int main(int argc, char **argv)
     CHECK(cuCtxSetCurrent(ctx));
 
     CUdeviceptr big, a, b;
+    if (strcmp(mode, "owned") == 0) {
+        for (int i = 0; i < 200; i++) {
+            CHECK(cuMemAlloc_v2(&big, 1u << 20));
+            CHECK(cuMemFree_v2(big));
+        }
+        for (int i = 0; i < 3; i++)
+            CHECK(cuMemAlloc_v2(&a, 2u << 20));
+        return 0;
+    }
     CHECK(cuMemAlloc_v2(&big, 10u << 20));
     CHECK(cuMemFree_v2(big));
     CHECK(cuMemAlloc_v2(&a, 1u << 20));
