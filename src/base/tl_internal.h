@@ -17,6 +17,10 @@
 #include "kinds.h"
 #include "option_rules.h" /* TL_MAX_DEPTH, the gate's kinds, the shared value checks */
 
+/* Every declaration below is of this library (hidden): the compiler then
+ * reaches its variables directly, not through the GOT. */
+#pragma GCC visibility push(hidden)
+
 #define TL_EXPORT __attribute__((visibility("default")))
 #define TL_LIKELY(x) __builtin_expect(!!(x), 1)
 #define TL_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -912,5 +916,7 @@ bool tl_may_take_loader_lock(void);
 void tl_module_loads(unsigned long long counts[2]);
 /* The watcher is to start at the next tracked allocation (tracker.c). */
 extern atomic_bool tl_watch_pending;
+
+#pragma GCC visibility pop
 
 #endif /* TL_INTERNAL_H */

@@ -9,6 +9,10 @@
 #include "cudart_compat.h"
 #include "tl_internal.h"
 
+/* Every declaration below is of this library (hidden): the compiler then
+ * reaches its variables directly, not through the GOT. */
+#pragma GCC visibility push(hidden)
+
 /* A pool made by cuMemPoolCreate / destroyed by cuMemPoolDestroy. */
 void tl_pool_note_created(CUmemoryPool pool, const CUmemPoolProps *props);
 void tl_pool_note_destroyed(CUmemoryPool pool);
@@ -24,5 +28,7 @@ bool tl_pools_is_graph(const struct tl_live *rec);
 /* A pool the program annotates (tensorleak_pool_create, after tl_init):
  * its handle, NULL when there is no room for another (counted as dropped). */
 void *tl_pool_create(const char *name, int device);
+
+#pragma GCC visibility pop
 
 #endif

@@ -15,6 +15,10 @@
 
 #include "sizes.h"
 
+/* Every declaration below is of this library (hidden): the compiler then
+ * reaches its variables directly, not through the GOT. */
+#pragma GCC visibility push(hidden)
+
 struct tl_pool;   /* model.h */
 struct tl_report;
 
@@ -383,5 +387,7 @@ void tl_series_observe(struct tl_series *s, unsigned seq, long long value, long 
 bool tl_series_growing(const struct tl_series *s, unsigned now, int k, struct tl_series_verdict *v);
 /* growth.c: names the owner of owner-class growth rows (after owners.c). */
 void tl_growth_name_owners(struct tl_gather *m);
+
+#pragma GCC visibility pop
 
 #endif

@@ -18,6 +18,10 @@
 #include "pools.h"
 #include "tl_internal.h"
 
+/* Every declaration below is of this library (hidden): the compiler then
+ * reaches its variables directly, not through the GOT. */
+#pragma GCC visibility push(hidden)
+
 #define TL_DRIVER_HOOKS(X)                                               \
     X(cuMemAlloc_v2, cuMemAlloc, 3020, 0)                                \
     X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, 0)                      \
@@ -249,5 +253,7 @@ void tl_ipc_opened(const void *handle, uint64_t addr);
  * when the close ends the mapping (or it is unknown): then a tracked free. */
 bool tl_ipc_is_shared_ref(uint64_t addr);
 void tl_ipc_unref(uint64_t addr);
+
+#pragma GCC visibility pop
 
 #endif

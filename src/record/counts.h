@@ -8,6 +8,10 @@
 
 #include "tl_internal.h"
 
+/* Every declaration below is of this library (hidden): the compiler then
+ * reaches its variables directly, not through the GOT. */
+#pragma GCC visibility push(hidden)
+
 /* Hands a per-shard call-site slot's deltas to the call site (tracker.c). */
 void tl_flush_site(struct tl_shard_site *s);
 
@@ -159,5 +163,7 @@ static inline __attribute__((always_inline)) void tl_count_row(struct tl_shard_c
     tl_count_kind(c, rec, rec->kind, sign, fresh, exclusive,
                   atomic_load_explicit(&tl_budget_active, memory_order_relaxed));
 }
+
+#pragma GCC visibility pop
 
 #endif

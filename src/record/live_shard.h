@@ -11,6 +11,10 @@
 #include "counts.h"
 #include "tl_internal.h"
 
+/* Every declaration below is of this library (hidden): the compiler then
+ * reaches its variables directly, not through the GOT. */
+#pragma GCC visibility push(hidden)
+
 #define SHARD_BITS 6
 #define NSHARDS (1u << SHARD_BITS)
 #define OWNER_SLOTS 64 /* threads that may hold a slot at once */
@@ -317,5 +321,7 @@ static inline __attribute__((always_inline)) int tl_live_remove(uint8_t space, u
     tl_shard_leave(s, owned);
     return rc;
 }
+
+#pragma GCC visibility pop
 
 #endif

@@ -9,6 +9,10 @@
 
 #include "tl_internal.h"
 
+/* Every declaration below is of this library (hidden): the compiler then
+ * reaches its variables directly, not through the GOT. */
+#pragma GCC visibility push(hidden)
+
 /* ---- callsite.c ---------------------------------------------------------- */
 /* The call site of `kind` with no frames (TENSORLEAK_DEPTH=0): once made,
  * one load, inline on every allocation. */
@@ -45,5 +49,7 @@ static inline int tl_owner_prepare(struct tl_callsite *cs)
     }
     return o;
 }
+
+#pragma GCC visibility pop
 
 #endif
