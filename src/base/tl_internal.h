@@ -426,12 +426,6 @@ void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t si
  * row of nearly every allocation (cuMemAlloc, cudaMalloc), in a copy of its
  * own with the kind's tests folded. */
 void tl_track_device_alloc(uint64_t addr, uint64_t size);
-/* tl_track_device_alloc for a hook that is done once the row is recorded:
- * the hook entered (TL_ENTER raised tl_hook_depth) and this lowers it again
- * (TL_LEAVE) after recording, then returns 0, the success of both APIs
- * (CUDA_SUCCESS, cudaSuccess), so that the hook returns through it in a tail
- * call and keeps no frame of its own around the record. */
-int tl_track_device_alloc_leave(uint64_t addr, uint64_t size);
 /* Removes a tracked allocation before the real free runs (so no other thread
  * can receive the same address in between).  A pointer we never saw is an
  * invalid free; returns false then.  `kinds_mask` restricts which kinds the
@@ -441,7 +435,8 @@ int tl_track_device_alloc_leave(uint64_t addr, uint64_t size);
 bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_live *out);
 /* tl_track_free of a TL_SPACE_MEM address (cuMemFree, cudaFree and the
  * other frees of the memory space: nearly every free), in a copy of its own
- * with the space's hash folded; `out` is required. */
+ * with the space's hash folded; `out` is required.  The hooks try
+ * tl_track_mem_free_hot (track_hot.h) first. */
 bool tl_track_mem_free(uint64_t addr, unsigned kinds_mask, struct tl_live *out);
 /* Bit per tl_kind for tl_track_free's kinds_mask. */
 #define TL_MASK(k) (1u << (k))

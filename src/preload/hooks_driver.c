@@ -10,6 +10,7 @@
  * refuses the free, the record is put back.
  */
 #include "hooks.h"
+#include "track_hot.h"
 
 #include <string.h>
 
@@ -67,9 +68,12 @@ static CUresult mem_alloc_outer(CUdeviceptr *dptr, size_t bytesize)
     }
     BUDGET_GUARD(TL_KIND_DEVICE, bytesize);
     CUresult rc = CALL_REAL(cuMemAlloc_v2, dptr, bytesize);
-    if (TL_LIKELY(rc == CUDA_SUCCESS))
-        return (CUresult)tl_track_device_alloc_leave(*dptr, bytesize);
-    return mem_alloc_failed(rc, bytesize);
+    if (TL_UNLIKELY(rc != CUDA_SUCCESS))
+        return mem_alloc_failed(rc, bytesize);
+    if (!tl_track_device_alloc_hot(*dptr, bytesize))
+        tl_track_device_alloc(*dptr, bytesize);
+    LEAVE();
+    return CUDA_SUCCESS;
 }
 
 TL_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
@@ -92,8 +96,10 @@ TL_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
         struct tl_live rec_;                                                                   \
         CUresult rc_;                                                                          \
         if (TL_LIKELY((outer) && (addr)) &&                                                    \
-            ((space) == TL_SPACE_MEM ? tl_track_mem_free((addr), (mask), &rec_)                \
-                                     : tl_track_free((space), (addr), (mask), &rec_))) {       \
+            ((space) == TL_SPACE_MEM                                                           \
+                 ? (((mask) & TL_MASK(TL_KIND_DEVICE)) && tl_track_mem_free_hot((addr), &rec_)) || \
+                       tl_track_mem_free((addr), (mask), &rec_)                                \
+                 : tl_track_free((space), (addr), (mask), &rec_))) {                           \
             rc_ = (call);                                                                      \
             if (TL_UNLIKELY(rc_ != CUDA_SUCCESS))                                              \
                 tl_track_restore(&rec_);                                                       \

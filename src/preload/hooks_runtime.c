@@ -8,6 +8,7 @@
  * and only forwards, so one cudaMalloc is counted once.
  */
 #include "hooks.h"
+#include "track_hot.h"
 
 
 /* The shared hook plumbing (hooks.h), with this API's error codes. */
@@ -35,7 +36,9 @@ static inline __attribute__((always_inline)) void after_alloc(bool outer, cudaEr
 #define TRACKED_FREE(outer, addr, mask, call)                                            \
     ({                                                                                   \
         struct tl_live rec_;                                                             \
-        bool had_ = (outer) && (addr) && tl_track_mem_free((addr), (mask), &rec_);        \
+        bool had_ = (outer) && (addr) &&                                                 \
+                    ((((mask) & TL_MASK(TL_KIND_DEVICE)) && tl_track_mem_free_hot((addr), &rec_)) || \
+                     tl_track_mem_free((addr), (mask), &rec_));                                  \
         cudaError_t rc_ = (call);                                                        \
         if (had_ && rc_ != cudaSuccess)                                                  \
             tl_track_restore(&rec_);                                                     \
@@ -47,8 +50,12 @@ TL_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
     ENTER();
     BUDGET_GUARD(TL_KIND_DEVICE, size);
     cudaError_t rc = CALL_REAL(cudaMalloc, devPtr, size);
-    if (TL_LIKELY(outer && rc == cudaSuccess))
-        return (cudaError_t)tl_track_device_alloc_leave((uintptr_t)*devPtr, size);
+    if (TL_LIKELY(outer && rc == cudaSuccess)) {
+        if (!tl_track_device_alloc_hot((uintptr_t)*devPtr, size))
+            tl_track_device_alloc((uintptr_t)*devPtr, size);
+        LEAVE();
+        return cudaSuccess;
+    }
     after_alloc(outer, rc, TL_KIND_DEVICE, rc == cudaSuccess ? (uintptr_t)*devPtr : 0, size, 0);
     LEAVE();
     return rc;

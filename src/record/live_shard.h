@@ -42,6 +42,7 @@ extern struct tl_owner_slot tl_owner_slot[OWNER_SLOTS];
 
 struct tl_table_tls {
     unsigned token;       /* slot + 1; 0 while the thread has no slot */
+    uint32_t tid;         /* gettid(), once known: always while it has a slot (take_slot) */
     atomic_int *busy;     /* &tl_owner_slot[token - 1].busy while it has one */
     unsigned streak;      /* locked operations since the last claim attempt */
     unsigned claim_shift; /* losses so far: claims after CLAIM_AFTER << claim_shift */

@@ -161,6 +161,8 @@ static bool take_slot(void)
             if (pthread_setspecific(slot_key, (void *)(uintptr_t)(k + 1)) != 0)
                 return false;
             tl_owner_slot[k].taken = true;
+            if (!tl_table_thread.tid)
+                tl_table_thread.tid = (uint32_t)syscall(SYS_gettid);
             tl_table_thread.busy = &tl_owner_slot[k].busy;
             tl_table_thread.token = k + 1;
             return true;

@@ -8,6 +8,7 @@
 #include "record.h"
 #include "tl_internal.h"
 #include "live_shard.h"
+#include "track_hot.h"
 
 #include <string.h>
 #include <sys/syscall.h>
@@ -24,9 +25,9 @@ _Atomic(tl_row_owner_fn) tl_held_row_owner;
  * on the hot path (the hooks redeclare it the same way). */
 __thread int tl_hook_depth TL_TLS_IE;
 
-/* A thread's small tracker state, one TLS block. */
+/* A thread's small tracker state, one TLS block (its id is the table's,
+ * tl_table_thread.tid, which the hot path reads). */
 struct tracker_tls {
-    uint32_t tid;
     unsigned ctx_generation; /* of the cached context */
     void *ctx;               /* the context last resolved on this thread */
     int ctx_index;
@@ -38,9 +39,9 @@ static void single_end_locked(void);
 
 static uint32_t current_tid(void)
 {
-    if (TL_UNLIKELY(!tt.tid))
-        tt.tid = (uint32_t)syscall(SYS_gettid);
-    return tt.tid;
+    if (TL_UNLIKELY(!tl_table_thread.tid))
+        tl_table_thread.tid = (uint32_t)syscall(SYS_gettid);
+    return tl_table_thread.tid;
 }
 
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER; /* the contexts' table; a leaf lock */
@@ -67,7 +68,7 @@ void tl_contexts_locked_call(void (*fn)(void))
 /* Forked children get a new tid; the cached one would be the parent's. */
 void tl_tracker_after_fork(void)
 {
-    tt.tid = 0;
+    tl_table_thread.tid = (uint32_t)syscall(SYS_gettid);
     /* The child makes contexts of its own, under handles it may reuse. */
     single_end_locked();
     pthread_mutex_unlock(&ctx_lock);
@@ -156,15 +157,13 @@ static inline bool hot(void)
     return TL_LIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) == 0) && TL_LIKELY(!tl_oom_pending);
 }
 
-/* A new allocation's row: its call site (*cs), owner, context, device and
+/* A new allocation's row at call site `cs`: its owner, context, device and
  * thread.  Inline, returned by value: a caller that never takes the row's
  * address keeps it in registers. */
-static inline __attribute__((always_inline)) struct tl_live new_row(enum tl_kind kind, uint8_t space, uint64_t addr,
-                                                                    uint64_t size, int device, uint32_t aux,
-                                                                    struct tl_callsite **cs_out)
+static inline __attribute__((always_inline)) struct tl_live row_at(struct tl_callsite *cs, enum tl_kind kind,
+                                                                   uint8_t space, uint64_t addr, uint64_t size,
+                                                                   int device, uint32_t aux)
 {
-    struct tl_callsite *cs =
-        tl_opt.depth > 0 ? tl_stack_site(kind, tl_opt.depth) : tl_callsite_empty(kind);
     int ctx_device = -1;
     /* An IPC mapping takes its context's device too (the importer's). */
     int ctx = ((space == TL_SPACE_MEM && kind != TL_KIND_POOL_BLOCK) || space == TL_SPACE_ARRAY || space == TL_SPACE_IPC)
@@ -172,7 +171,6 @@ static inline __attribute__((always_inline)) struct tl_live new_row(enum tl_kind
                   : 0;
     if (device < 0)
         device = ctx_device >= 0 ? ctx_device : 0;
-    *cs_out = cs;
     return (struct tl_live){
         .addr = addr,
         .size = size,
@@ -185,6 +183,16 @@ static inline __attribute__((always_inline)) struct tl_live new_row(enum tl_kind
         .ctx = (uint8_t)ctx,
         .aux = aux,
     };
+}
+
+/* The same, its call site found here (*cs_out). */
+static inline __attribute__((always_inline)) struct tl_live new_row(enum tl_kind kind, uint8_t space, uint64_t addr,
+                                                                    uint64_t size, int device, uint32_t aux,
+                                                                    struct tl_callsite **cs_out)
+{
+    struct tl_callsite *cs = tl_opt.depth > 0 ? tl_stack_site(kind, tl_opt.depth) : tl_callsite_empty(kind);
+    *cs_out = cs;
+    return row_at(cs, kind, space, addr, size, device, aux);
 }
 
 /* A new row into the table by the general insert, then what the families
@@ -268,11 +276,9 @@ void tl_track_device_alloc(uint64_t addr, uint64_t size)
     track_device_alloc(addr, size);
 }
 
-int tl_track_device_alloc_leave(uint64_t addr, uint64_t size)
+void tl_track_device_alloc_at(uint64_t addr, uint64_t size, struct tl_callsite *cs)
 {
-    track_device_alloc(addr, size);
-    tl_hook_depth--;
-    return 0;
+    insert_row(cs, row_at(cs, TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, -1, 0));
 }
 
 /* Inside tl_live_foreach (the row's shard lock is held). */
@@ -353,23 +359,15 @@ bool tl_track_free(uint8_t space, uint64_t addr, unsigned kinds_mask, struct tl_
     return track_free(space, addr, kinds_mask, out ? out : &local, false);
 }
 
-/* tl_track_mem_free past its hot removal: out of line, so that the hot one
- * keeps no registers of its own to save. */
-static __attribute__((noinline)) bool mem_free_general(uint64_t addr, unsigned kinds_mask, struct tl_live *out)
-{
-    if (TL_LIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) == 0))
-        return track_free(TL_SPACE_MEM, addr, kinds_mask, out, true);
-    return track_free(TL_SPACE_MEM, addr, kinds_mask, out, false);
-}
-
+/* The general free of the memory space: the hooks try
+ * tl_track_mem_free_hot first (track_hot.h). */
 bool tl_track_mem_free(uint64_t addr, unsigned kinds_mask, struct tl_live *out)
 {
     if (!atomic_load_explicit(&tl_active, memory_order_relaxed))
         return false;
-    if (TL_LIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) == 0) &&
-        TL_LIKELY(kinds_mask & TL_MASK(TL_KIND_DEVICE)) && TL_LIKELY(tl_live_remove_device_owned(addr, out)))
-        return true;
-    return mem_free_general(addr, kinds_mask, out);
+    if (TL_LIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) == 0))
+        return track_free(TL_SPACE_MEM, addr, kinds_mask, out, true);
+    return track_free(TL_SPACE_MEM, addr, kinds_mask, out, false);
 }
 
 void tl_track_restore(const struct tl_live *rec)
@@ -433,15 +431,16 @@ static atomic_uint ctx_generation;
  * points. */
 static _Atomic(void *) single_ctx; /* the one context shown so far (written under ctx_lock) */
 static atomic_bool single_ended;   /* a second one was shown: never again (written under ctx_lock) */
-/* index | device << 8 of the one context while the tracker trusts it, else 0 */
-static atomic_int single_index;
+/* tl_single_context (track_hot.h): device | index << 8 of the one context
+ * while the tracker trusts it, else 0 */
+atomic_int tl_single_context;
 
 /* The index first, then `ended` with release: a thread that sees the
  * shortcut ended without taking ctx_lock (tl_context_seen) and then
- * allocates reads single_index as 0. */
+ * allocates reads tl_single_context as 0. */
 static void single_end_locked(void)
 {
-    atomic_store_explicit(&single_index, 0, memory_order_relaxed);
+    atomic_store_explicit(&tl_single_context, 0, memory_order_relaxed);
     atomic_store_explicit(&single_ended, true, memory_order_release);
 }
 
@@ -545,7 +544,7 @@ static __attribute__((noinline)) int context_index_slow(void *ctx, unsigned gen,
         !atomic_load_explicit(&single_ended, memory_order_relaxed) &&
         atomic_load_explicit(&single_ctx, memory_order_relaxed) == ctx &&
         atomic_load_explicit(&ctx_generation, memory_order_relaxed) == gen)
-        atomic_store_explicit(&single_index, idx | idx_device << 8, memory_order_release);
+        atomic_store_explicit(&tl_single_context, idx_device | idx << 8, memory_order_release);
     pthread_mutex_unlock(&ctx_lock);
     tt.ctx = ctx;
     tt.ctx_index = idx;
@@ -608,10 +607,10 @@ int tl_current_context_index(int *device_out)
  * while the process has shown one, that one, without asking the driver. */
 static inline int alloc_context_index(int *device_out)
 {
-    int single = atomic_load_explicit(&single_index, memory_order_acquire);
+    int single = atomic_load_explicit(&tl_single_context, memory_order_acquire);
     if (TL_LIKELY(single > 0)) {
-        *device_out = single >> 8;
-        return single & 0xff;
+        *device_out = single & 0xff;
+        return single >> 8;
     }
     return current_context_index(device_out);
 }

@@ -1,0 +1,102 @@
+/*
+ * track_hot.h — the tracker's hot path, inline in the hooks of the calls
+ * that nearly every allocation and free goes through (cuMemAlloc, cuMemFree,
+ * cudaMalloc, cudaFree): a device row into, or out of, a live table the
+ * calling thread owns, while nothing asks for the general path.  Inline
+ * because a pair's whole cost is a few hundred instructions, and a call into
+ * tracker.c with its own frame was a tenth of them (bench/instructions.py).
+ *
+ * Each function either does the whole record and says so, or does nothing
+ * and says so: the hook then calls the general entry point named beside it,
+ * which decides everything again.  The policy stays tracker.c's; this file
+ * only has the one case that needs no decision.
+ */
+#ifndef TL_TRACK_HOT_H
+#define TL_TRACK_HOT_H
+
+#include "live_shard.h"
+#include "record.h"
+#include "tl_internal.h"
+
+#pragma GCC visibility push(hidden)
+
+/* While the process has one device and has shown one context (tracker.c,
+ * "one context"): that context's device | its index << 8; else 0. */
+extern atomic_int tl_single_context;
+
+/* The general path of an allocation whose call site the hot path found
+ * already (tracker.c): so that a refusal after the stack walk does not walk
+ * again. */
+void tl_track_device_alloc_at(uint64_t addr, uint64_t size, struct tl_callsite *cs);
+
+/* A successful cuMemAlloc-like device allocation (kind TL_KIND_DEVICE,
+ * space TL_SPACE_MEM, no aux, the current context's device): recorded, and
+ * true; or false with nothing done, when the hook calls
+ * tl_track_device_alloc.  A refusal past the call site calls
+ * tl_track_device_alloc_at itself and answers true. */
+static inline __attribute__((always_inline)) bool tl_track_device_alloc_hot(uint64_t addr, uint64_t size)
+{
+    if (TL_UNLIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) != 0) || TL_UNLIKELY(tl_oom_pending) ||
+        TL_UNLIKELY(!atomic_load_explicit(&tl_active, memory_order_relaxed)) || TL_UNLIKELY(addr == 0))
+        return false;
+    int single = atomic_load_explicit(&tl_single_context, memory_order_acquire);
+    if (TL_UNLIKELY(single == 0))
+        return false;
+    struct tl_callsite *cs = TL_LIKELY(tl_opt.depth == 0) ? tl_callsite_empty(TL_KIND_DEVICE)
+                                                           : tl_stack_site(TL_KIND_DEVICE, tl_opt.depth);
+    unsigned owner;
+    if (TL_UNLIKELY(!cs) || TL_UNLIKELY((owner = atomic_load_explicit(&cs->owner, memory_order_relaxed)) == 0))
+        goto general;
+    uint8_t device = (uint8_t)single;
+    if (device >= TL_MAX_DEVICES)
+        __builtin_unreachable(); /* tracker.c trusts a context of a device below TL_MAX_DEVICES only */
+    uint64_t h = tl_shard_mix(TL_SPACE_MEM, addr);
+    struct shard *s = tl_shard_of(h);
+    atomic_int *busy = tl_shard_try_own();
+    if (TL_UNLIKELY(!busy))
+        goto general;
+    if (TL_UNLIKELY(s->count >= s->grow_at))
+        goto refuse;
+    struct tl_live *slots = s->slots;
+    size_t mask = s->cap - 1;
+    size_t i = h & mask;
+    while (!tl_slot_empty(&slots[i])) {
+        if (TL_UNLIKELY(tl_slot_is(&slots[i], TL_SPACE_MEM, addr)))
+            goto refuse;
+        i = (i + 1) & mask;
+    }
+    /* The owner's thread has its id from when it took its slot (live_table.c). */
+    slots[i] = (struct tl_live){.addr = addr,
+                                .size = size,
+                                .callsite = cs->id,
+                                .tid = tl_table_thread.tid,
+                                .space = TL_SPACE_MEM,
+                                .kind = TL_KIND_DEVICE,
+                                .device = device,
+                                .ctx = (uint8_t)(single >> 8),
+                                .owner = (uint8_t)owner};
+    __atomic_store_n(&s->count, s->count + 1, __ATOMIC_RELAXED);
+    tl_count_figures(&s->counts, NULL, TL_KIND_DEVICE, size, cs->id, (uint8_t)owner, 0, device, 1, true, true, false);
+    atomic_store_explicit(busy, 0, memory_order_release);
+    return true;
+refuse:
+    atomic_store_explicit(busy, 0, memory_order_release);
+general:
+    tl_track_device_alloc_at(addr, size, cs);
+    return true;
+}
+
+/* A free through an API whose kinds include device rows (cuMemFree,
+ * cudaFree) of a device row with no aux: removed, copied to *out, and true;
+ * or false with nothing done, when the hook calls tl_track_mem_free. */
+static inline __attribute__((always_inline)) bool tl_track_mem_free_hot(uint64_t addr, struct tl_live *out)
+{
+    if (TL_UNLIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) != 0) ||
+        TL_UNLIKELY(!atomic_load_explicit(&tl_active, memory_order_relaxed)))
+        return false;
+    return tl_live_remove_device_owned(addr, out);
+}
+
+#pragma GCC visibility pop
+
+#endif
