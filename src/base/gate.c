@@ -40,6 +40,12 @@ static pid_t armed_pid; /* the tracked process, for the getpid() fallback */
 /* tl_active at the last fork, for the child (the page it reads is wiped). */
 static bool active_at_fork;
 
+void tl_set_active(bool on)
+{
+    atomic_store(&tl_active, on);
+    TL_SLOW_PATH_FOLLOW(TL_SLOW_INACTIVE, !atomic_load(&tl_active));
+}
+
 void tl_gate_arm(void)
 {
     if (!wiped && (long)sysconf(_SC_PAGESIZE) == (long)sizeof tl_flags)
@@ -65,7 +71,7 @@ void tl_gate_after_fork(bool follow)
     armed_pid = getpid();
     atomic_store(&tl_flags.armed, true);
     atomic_store(&tl_used, false);
-    atomic_store(&tl_active, follow && active_at_fork);
+    tl_set_active(follow && active_at_fork);
 }
 
 bool tl_gate_wiped(void)

@@ -407,6 +407,10 @@ extern struct tl_flags_page tl_flags;
 #define tl_used (tl_flags.used)
 /* At init, before any thread of ours exists: marks the page and arms it. */
 void tl_gate_arm(void);
+/* Every write of tl_active: the flag, then TL_SLOW_INACTIVE after it.  (A
+ * raw-clone child reads tl_active false from its wiped page while the bit
+ * stays clear: its hooks never reach the tracker, tl_ensure_init says so.) */
+void tl_set_active(bool on);
 /* A child nobody told us about (made by raw clone, clone3, _Fork): every
  * hook forwards and nothing is tracked.  Reads the page; where the page
  * could not be marked, calls getpid(), so only slow paths ask. */
@@ -490,7 +494,10 @@ struct tl_owner_running {
     _Alignas(16) atomic_llong live;
     atomic_llong peak;
 };
-extern struct tl_owner_running tl_owner_running[TL_MAX_OWNERS]; /* defined in tracker.c */
+/* Indexed by a row's owner byte (owner index + 1): [0] takes the rows of
+ * no owner, so that counting a row never tests for one; nothing reads it.
+ * Defined in tracker.c. */
+extern struct tl_owner_running tl_owner_figures[TL_MAX_OWNERS + 1];
 /* Decides the owner of a call site (dladdr names; no lock of ours held
  * meanwhile) and keeps it in cs->owner; on the watcher, which must not take
  * the loader's lock, it leaves the site undecided. */
@@ -834,6 +841,7 @@ enum {
     TL_SLOW_WATCH = 1u << 0,  /* tl_watch_pending */
     TL_SLOW_BUDGET = 1u << 1, /* tl_budget_active */
     TL_SLOW_NUDGE = 1u << 2,  /* tl_bridge_setup_nudges > 0 */
+    TL_SLOW_INACTIVE = 1u << 3, /* !tl_active (tl_set_active); set from the start */
 };
 extern atomic_uint tl_slow_paths;
 static inline void tl_slow_path(unsigned bit, bool on)

@@ -143,8 +143,8 @@ void tl_attach_reset_counts(void)
         atomic_store(&tl_stats.device[d].live_bytes, live);
         atomic_store(&tl_stats.device[d].peak_bytes, live);
     }
-    for (int o = 0; o < TL_MAX_OWNERS; o++)
-        atomic_store(&tl_owner_running[o].peak, atomic_load(&tl_owner_running[o].live));
+    for (int o = 1; o <= TL_MAX_OWNERS; o++)
+        atomic_store(&tl_owner_figures[o].peak, atomic_load(&tl_owner_figures[o].live));
 }
 
 unsigned long long tl_attach_total_base(void)

@@ -68,8 +68,8 @@ static int graph_owner = -1;
 static pthread_mutex_t owners_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t static_lock = PTHREAD_MUTEX_INITIALIZER; /* static_frames below */
 
-/* Running totals per owner index: tl_owner_running (tracker.c), kept by
- * counts.h. */
+/* Running totals per owner index o: tl_owner_figures[o + 1] (tracker.c),
+ * kept by counts.h. */
 _Static_assert(TL_MAX_OWNERS == MAX_OWNERS, "one owner limit");
 
 static int find_or_add_owner(const char *name, enum owner_class cls)
@@ -198,7 +198,7 @@ void tl_owners_after_fork(void)
 {
     pthread_mutex_init(&owners_lock, NULL);
     pthread_mutex_init(&static_lock, NULL);
-    memset(tl_owner_running, 0, sizeof tl_owner_running);
+    memset(tl_owner_figures, 0, sizeof tl_owner_figures);
     for (int o = 0; o < nowners; o++)
         owners[o].peak_bytes = 0;
 }
@@ -452,7 +452,7 @@ void tl_owners_collect(struct tl_gather *m)
         /* The running peak; where this report attributes more to the owner
          * than allocation time did (a rule on a source file, which only a
          * report can read), the report's own figure bounds it from below. */
-        long long peak = atomic_load_explicit(&tl_owner_running[o].peak, memory_order_relaxed);
+        long long peak = atomic_load_explicit(&tl_owner_figures[o + 1].peak, memory_order_relaxed);
         if (peak > owners[o].peak_bytes)
             owners[o].peak_bytes = peak;
         if (bytes[o] > owners[o].peak_bytes)

@@ -194,17 +194,28 @@ static inline void *tl_real_fast(enum tl_hook_id id)
 
 /* A hook reached from inside another (the driver call inside cudaMalloc)
  * does nothing but forward, so it forwards first: a tail call, before any
- * bookkeeping or frame.  Calls the real function makes still see a nested
- * depth.  Falls through when the real function is not resolved yet. */
-#define TL_NESTED_FORWARD(fn, ...)                                                        \
+ * bookkeeping or frame; `unresolved` (out of line, so that this path keeps
+ * no frame) forwards while the real function is not resolved yet.  Calls
+ * the real function makes still see a nested depth.  What follows it runs at
+ * depth 0 only (TL_ENTER_OUTERMOST). */
+#define TL_NESTED_FORWARD(fn, unresolved, ...)                                            \
     do {                                                                                  \
         if (tl_hook_depth > 0) {                                                          \
             __typeof__(&fn) real_ = (__typeof__(&fn))atomic_load_explicit(                \
                 &tl_hooks[TL_HOOK_##fn].real, memory_order_acquire);                      \
             if (TL_LIKELY(real_ != NULL))                                                 \
                 return real_(__VA_ARGS__);                                                \
+            return unresolved(__VA_ARGS__);                                               \
         }                                                                                 \
     } while (0)
+
+/* TL_ENTER for a hook reached at depth 0 only (after TL_NESTED_FORWARD):
+ * the depth is set, not read. */
+#define TL_ENTER_OUTERMOST()                                                            \
+    tl_hook_depth = 1;                                                                  \
+    bool outer = true;                                                                  \
+    if (TL_UNLIKELY(!atomic_load_explicit(&tl_used, memory_order_relaxed)))             \
+        outer = tl_ensure_init()
 
 /* Calls the real `fn`, or answers `missing` when there is none. */
 #define TL_CALL_REAL(fn, missing, ...)                                         \

@@ -40,9 +40,20 @@ static inline __attribute__((always_inline)) void after_alloc(bool outer, CUresu
 static __attribute__((noinline)) CUresult mem_alloc_outer(CUdeviceptr *dptr, size_t bytesize);
 static __attribute__((noinline)) CUresult mem_free_outer(CUdeviceptr dptr);
 
+/* The nested calls' forward before their real function is resolved. */
+static __attribute__((noinline, cold)) CUresult mem_alloc_nested(CUdeviceptr *dptr, size_t bytesize)
+{
+    return CALL_REAL(cuMemAlloc_v2, dptr, bytesize);
+}
+
+static __attribute__((noinline, cold)) CUresult mem_free_nested(CUdeviceptr dptr)
+{
+    return CALL_REAL(cuMemFree_v2, dptr);
+}
+
 TL_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    TL_NESTED_FORWARD(cuMemAlloc_v2, dptr, bytesize);
+    TL_NESTED_FORWARD(cuMemAlloc_v2, mem_alloc_nested, dptr, bytesize);
     return mem_alloc_outer(dptr, bytesize);
 }
 
@@ -60,7 +71,7 @@ static __attribute__((noinline, cold)) CUresult mem_alloc_failed(CUresult rc, si
  * call needs no `outer` kept across it. */
 static CUresult mem_alloc_outer(CUdeviceptr *dptr, size_t bytesize)
 {
-    ENTER();
+    TL_ENTER_OUTERMOST();
     if (TL_UNLIKELY(!outer)) {
         CUresult rc = CALL_REAL(cuMemAlloc_v2, dptr, bytesize);
         LEAVE();
@@ -111,14 +122,18 @@ TL_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
 
 TL_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-    TL_NESTED_FORWARD(cuMemFree_v2, dptr);
+    TL_NESTED_FORWARD(cuMemFree_v2, mem_free_nested, dptr);
     return mem_free_outer(dptr);
 }
 
 static CUresult mem_free_outer(CUdeviceptr dptr)
 {
-    ENTER();
-    CUresult rc = TRACKED_FREE(outer, TL_SPACE_MEM, dptr, MEM_KINDS, CALL_REAL(cuMemFree_v2, dptr));
+    TL_ENTER_OUTERMOST();
+    CUresult rc;
+    if (TL_LIKELY(outer)) /* tested once here: TRACKED_FREE's own test folds */
+        rc = TRACKED_FREE(true, TL_SPACE_MEM, dptr, MEM_KINDS, CALL_REAL(cuMemFree_v2, dptr));
+    else
+        rc = CALL_REAL(cuMemFree_v2, dptr);
     LEAVE();
     return rc;
 }

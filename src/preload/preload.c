@@ -177,7 +177,7 @@ static void on_fatal(int sig)
         char label[32];
         snprintf(label, sizeof label, "fatal signal %d (%s)", sig, sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
         tl_report_write(TL_REASON_EXIT, label, NULL, NULL);
-        atomic_store(&tl_active, false);
+        tl_set_active(false);
     }
     /* The process dies without exit handlers: its live file goes now (only
      * this process's, and only one it published). */
@@ -250,7 +250,7 @@ static void init(void)
     tl_suppressions_load();
     tl_owners_load();
     tl_budget_load();
-    atomic_store(&tl_active, true);
+    tl_set_active(true);
     tl_snapshot_start();
     install_fatal_handlers();
 }
@@ -290,7 +290,7 @@ __attribute__((destructor)) static void tl_destructor(void)
     unsigned gate_failed = 0;
     tl_report_write(TL_REASON_EXIT, NULL, NULL, &gate_failed);
     /* Frees that later destructors make are not the program's business. */
-    atomic_store(&tl_active, false);
+    tl_set_active(false);
     if (gate_failed) {
         fflush(NULL);
         _exit(tl_opt.exitcode);
@@ -342,7 +342,7 @@ void tl_attach_init(void)
     if (again)
         settings_again();
     again = true;
-    atomic_store(&tl_active, false); /* the hooks only forward until commit */
+    tl_set_active(false); /* the hooks only forward until commit */
     tl_resolve_all();
     tl_private_deps_warn();
     atomic_store_explicit(&tl_used, true, memory_order_relaxed); /* TL_ENTER never runs tl_ensure_init */
@@ -374,7 +374,7 @@ void tl_attach_begin_tracking(void)
     TL_SLOW_PATH_FOLLOW(TL_SLOW_WATCH, atomic_load(&tl_watch_pending));
     tl_driver_symbols_prefetch();
     tl_snapshot_watch();
-    atomic_store(&tl_active, true);
+    tl_set_active(true);
     tl_snapshot_wake(); /* a watcher of an earlier attach: this attach's interval */
     tl_bridge_kick(); /* a Python program's bridge starts at its next bytecode, under the GIL */
 }
@@ -382,7 +382,7 @@ void tl_attach_begin_tracking(void)
 static void final_report(void)
 {
     tl_report_write(TL_REASON_DETACH, NULL, NULL, NULL);
-    atomic_store(&tl_active, false);
+    tl_set_active(false);
 }
 
 void tl_attach_end_tracking(void)

@@ -50,15 +50,16 @@ static inline __attribute__((always_inline)) void tl_owner_count(const struct tl
     if (tl_is_address_space(kind))
         return;
     /* Only a device row's aux can mark it held by a pool (pools.c). */
-    int o = owner - 1;
+    unsigned o = owner;
     if (TL_UNLIKELY(kind == TL_KIND_DEVICE && aux)) {
         tl_row_owner_fn held = atomic_load_explicit(&tl_held_row_owner, memory_order_acquire);
         if (held)
-            o = held(rec);
+            o = (unsigned)(held(rec) + 1);
     }
-    if (TL_UNLIKELY(o < 0))
-        return;
-    struct tl_owner_running *r = &tl_owner_running[o];
+    if (o > TL_MAX_OWNERS)
+        __builtin_unreachable(); /* owner bytes and held() answer owner indexes */
+    /* A row of no owner counts into the sink, [0]: no test. */
+    struct tl_owner_running *r = &tl_owner_figures[o];
     long long now;
     if (exclusive) {
         now = atomic_load_explicit(&r->live, memory_order_relaxed) + bytes;
@@ -87,11 +88,13 @@ static inline __attribute__((always_inline)) void tl_owner_count_row(const struc
  * tl_owner_count reads only for a device row with an aux), so that a caller
  * that knows some as constants, or has them in registers, gets a copy with
  * their tests folded away; `budget` is tl_budget_active, read by the caller
- * (the hot path knows it false). */
+ * (the hot path knows it false); `mark_used` false for a caller that knows
+ * tl_device_used[device] set already. */
 static inline __attribute__((always_inline)) void tl_count_figures(struct tl_shard_counts *c, const struct tl_live *rec,
                                                                    uint8_t kind, uint64_t size, uint32_t callsite,
                                                                    uint8_t owner, uint32_t aux, uint8_t device,
-                                                                   int sign, bool fresh, bool exclusive, bool budget)
+                                                                   int sign, bool fresh, bool exclusive, bool budget,
+                                                                   bool mark_used)
 {
     long long bytes = sign * (long long)size;
     if (fresh)
@@ -134,7 +137,8 @@ static inline __attribute__((always_inline)) void tl_count_figures(struct tl_sha
         unsigned d = device;
         c->device_count[d] += sign;
         tl_shard_add(&c->device_bytes[d], bytes);
-        if (sign > 0 && bytes > 0 && TL_UNLIKELY(!atomic_load_explicit(&tl_device_used[d], memory_order_relaxed)))
+        if (mark_used && sign > 0 && bytes > 0 &&
+            TL_UNLIKELY(!atomic_load_explicit(&tl_device_used[d], memory_order_relaxed)))
             atomic_store_explicit(&tl_device_used[d], true, memory_order_relaxed);
         if (TL_UNLIKELY(budget)) {
             /* budget.c reads the device's bytes on every allocation. */
@@ -154,7 +158,7 @@ static inline __attribute__((always_inline)) void tl_count_kind(struct tl_shard_
                                                                 bool budget)
 {
     tl_count_figures(c, rec, kind, rec->size, rec->callsite, rec->owner, rec->aux, rec->device, sign, fresh, exclusive,
-                     budget);
+                     budget, true);
 }
 
 static inline __attribute__((always_inline)) void tl_count_row(struct tl_shard_counts *c, const struct tl_live *rec,

@@ -72,6 +72,8 @@ static inline __attribute__((always_inline)) atomic_int *tl_shard_try_own(void)
     if (TL_UNLIKELY(token == 0))
         return NULL;
     atomic_int *busy = tl_table_thread.busy;
+    if (busy == NULL)
+        __builtin_unreachable(); /* set with the token (take_slot) */
     atomic_store_explicit(busy, 1, memory_order_relaxed);
     atomic_signal_fence(memory_order_seq_cst); /* the revoker's membarrier orders the CPU */
     if (TL_LIKELY(atomic_load_explicit(&tl_table_owner, memory_order_relaxed) == token))
@@ -131,6 +133,23 @@ static inline __attribute__((always_inline)) void tl_shard_count(struct tl_shard
     } else {
         tl_count_kind(c, rec, kind, sign, fresh, false, budget);
     }
+}
+
+/* A row's space and kind as one 16-bit value, to compare with tl_space_kind. */
+_Static_assert(offsetof(struct tl_live, kind) == offsetof(struct tl_live, space) + 1, "kind follows space");
+static inline uint16_t tl_slot_space_kind(const struct tl_live *r)
+{
+    uint16_t v;
+    __builtin_memcpy(&v, &r->space, sizeof v);
+    return v;
+}
+
+static inline uint16_t tl_space_kind(uint8_t space, uint8_t kind)
+{
+    uint8_t b[2] = {space, kind};
+    uint16_t v;
+    __builtin_memcpy(&v, b, sizeof v);
+    return v;
 }
 
 static inline bool tl_slot_is(const struct tl_live *r, uint8_t space, uint64_t addr)
@@ -253,7 +272,7 @@ static inline __attribute__((always_inline)) bool tl_live_insert_device_owned(ui
     slots[i] = (struct tl_live){.addr = addr, .size = size, .callsite = callsite, .tid = tid, .space = TL_SPACE_MEM,
                                 .kind = TL_KIND_DEVICE, .device = device, .ctx = ctx, .owner = owner};
     __atomic_store_n(&s->count, s->count + 1, __ATOMIC_RELAXED);
-    tl_count_figures(&s->counts, NULL, TL_KIND_DEVICE, size, callsite, owner, 0, device, 1, true, true, false);
+    tl_count_figures(&s->counts, NULL, TL_KIND_DEVICE, size, callsite, owner, 0, device, 1, true, true, false, true);
     atomic_store_explicit(busy, 0, memory_order_release);
     return true;
 refuse:
@@ -278,19 +297,25 @@ static inline __attribute__((always_inline)) bool tl_live_remove_device_owned(ui
     struct tl_live *slots = s->slots;
     size_t mask = s->cap - 1;
     size_t i = h & mask;
+    /* Space and kind in one compare: a row of this address in the space but
+     * of another kind is passed over, and the probe ends at an empty slot
+     * (there is one row per address and space), a refusal. */
     for (;; i = (i + 1) & mask) {
         if (TL_UNLIKELY(tl_slot_empty(&slots[i])))
             goto refuse;
-        if (tl_slot_is(&slots[i], TL_SPACE_MEM, addr))
+        if (slots[i].addr == addr && tl_slot_space_kind(&slots[i]) == tl_space_kind(TL_SPACE_MEM, TL_KIND_DEVICE))
             break;
     }
-    struct tl_live row = slots[i];
-    if (TL_UNLIKELY(row.kind != TL_KIND_DEVICE) || TL_UNLIKELY(row.aux != 0) || TL_UNLIKELY(row.device >= TL_MAX_DEVICES))
+    struct tl_live *row = &slots[i];
+    uint64_t size = row->size;
+    uint32_t callsite = row->callsite;
+    uint8_t owner = row->owner, device = row->device;
+    if (TL_UNLIKELY(row->aux != 0) || TL_UNLIKELY(device >= TL_MAX_DEVICES))
         goto refuse;
-    *out = row;
+    /* The whole row in a few wide moves; its figures were read above. */
+    __builtin_memcpy(out, row, sizeof *out);
     tl_shard_delete_at(s, i);
-    tl_count_figures(&s->counts, NULL, TL_KIND_DEVICE, row.size, row.callsite, row.owner, 0, row.device, -1, false, true,
-                     false);
+    tl_count_figures(&s->counts, NULL, TL_KIND_DEVICE, size, callsite, owner, 0, device, -1, false, true, false, false);
     atomic_store_explicit(busy, 0, memory_order_release);
     return true;
 refuse:

@@ -36,8 +36,9 @@ void tl_track_device_alloc_at(uint64_t addr, uint64_t size, struct tl_callsite *
  * tl_track_device_alloc_at itself and answers true. */
 static inline __attribute__((always_inline)) bool tl_track_device_alloc_hot(uint64_t addr, uint64_t size)
 {
+    /* tl_slow_paths clear: tracking (TL_SLOW_INACTIVE), and no family waits. */
     if (TL_UNLIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) != 0) || TL_UNLIKELY(tl_oom_pending) ||
-        TL_UNLIKELY(!atomic_load_explicit(&tl_active, memory_order_relaxed)) || TL_UNLIKELY(addr == 0))
+        TL_UNLIKELY(addr == 0))
         return false;
     int single = atomic_load_explicit(&tl_single_context, memory_order_acquire);
     if (TL_UNLIKELY(single == 0))
@@ -47,6 +48,9 @@ static inline __attribute__((always_inline)) bool tl_track_device_alloc_hot(uint
     unsigned owner;
     if (TL_UNLIKELY(!cs) || TL_UNLIKELY((owner = atomic_load_explicit(&cs->owner, memory_order_relaxed)) == 0))
         goto general;
+    uint32_t callsite = cs->id;
+    if (callsite == 0)
+        __builtin_unreachable(); /* call sites are numbered from 1 (callsite.c) */
     uint8_t device = (uint8_t)single;
     if (device >= TL_MAX_DEVICES)
         __builtin_unreachable(); /* tracker.c trusts a context of a device below TL_MAX_DEVICES only */
@@ -55,7 +59,9 @@ static inline __attribute__((always_inline)) bool tl_track_device_alloc_hot(uint
     atomic_int *busy = tl_shard_try_own();
     if (TL_UNLIKELY(!busy))
         goto general;
-    if (TL_UNLIKELY(s->count >= s->grow_at))
+    /* The device's first bytes mark it used (counts.h): the general path. */
+    if (TL_UNLIKELY(s->count >= s->grow_at) ||
+        TL_UNLIKELY(!atomic_load_explicit(&tl_device_used[device], memory_order_relaxed)))
         goto refuse;
     struct tl_live *slots = s->slots;
     size_t mask = s->cap - 1;
@@ -68,7 +74,7 @@ static inline __attribute__((always_inline)) bool tl_track_device_alloc_hot(uint
     /* The owner's thread has its id from when it took its slot (live_table.c). */
     slots[i] = (struct tl_live){.addr = addr,
                                 .size = size,
-                                .callsite = cs->id,
+                                .callsite = callsite,
                                 .tid = tl_table_thread.tid,
                                 .space = TL_SPACE_MEM,
                                 .kind = TL_KIND_DEVICE,
@@ -76,7 +82,8 @@ static inline __attribute__((always_inline)) bool tl_track_device_alloc_hot(uint
                                 .ctx = (uint8_t)(single >> 8),
                                 .owner = (uint8_t)owner};
     __atomic_store_n(&s->count, s->count + 1, __ATOMIC_RELAXED);
-    tl_count_figures(&s->counts, NULL, TL_KIND_DEVICE, size, cs->id, (uint8_t)owner, 0, device, 1, true, true, false);
+    tl_count_figures(&s->counts, NULL, TL_KIND_DEVICE, size, callsite, (uint8_t)owner, 0, device, 1, true, true, false,
+                     false /* the device is used already: tested above */);
     atomic_store_explicit(busy, 0, memory_order_release);
     return true;
 refuse:
@@ -91,8 +98,7 @@ general:
  * or false with nothing done, when the hook calls tl_track_mem_free. */
 static inline __attribute__((always_inline)) bool tl_track_mem_free_hot(uint64_t addr, struct tl_live *out)
 {
-    if (TL_UNLIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) != 0) ||
-        TL_UNLIKELY(!atomic_load_explicit(&tl_active, memory_order_relaxed)))
+    if (TL_UNLIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) != 0))
         return false;
     return tl_live_remove_device_owned(addr, out);
 }

@@ -18,7 +18,7 @@ struct tl_stats tl_stats;
 /* State of the owner and budget families that counting reads on every row
  * (counts.h): defined here and filled by owners.c and budget.c, so record/
  * never calls into families/. */
-struct tl_owner_running tl_owner_running[TL_MAX_OWNERS];
+struct tl_owner_running tl_owner_figures[TL_MAX_OWNERS + 1];
 atomic_bool tl_budget_active;
 _Atomic(tl_row_owner_fn) tl_held_row_owner;
 /* initial-exec: a preloaded library has static TLS, so no __tls_get_addr
