@@ -421,9 +421,30 @@ bool tl_gate_wiped(void);
 void tl_gate_before_fork(void);
 void tl_gate_after_fork(bool follow);
 
-/* Re-entrancy guard: hooks nest (cudaMalloc -> cuMemAlloc_v2); only the
- * outermost one records. */
-extern __thread int tl_hook_depth;
+/* What a thread's hooks read on the hot path, one initial-exec TLS block,
+ * so that one load of its offset (from the GOT) reaches all of it.  Each
+ * part is its owner's: `table` the live table's (live_table.c, through
+ * live_shard.h's tl_table_thread), `hook_depth` the hooks' re-entrancy guard
+ * (tl_hook_depth: hooks nest, cudaMalloc -> cuMemAlloc_v2, and only the
+ * outermost one records), `oom_pending` oom.c's (tl_oom_pending). */
+struct tl_table_tls {
+    unsigned token;       /* slot + 1; 0 while the thread has no slot */
+    uint32_t tid;         /* gettid(), once known: always while it has a slot (take_slot) */
+    atomic_int *busy;     /* &tl_owner_slot[token - 1].busy while it has one */
+    unsigned streak;      /* locked operations since the last claim attempt */
+    unsigned claim_shift; /* losses so far: claims after CLAIM_AFTER << claim_shift */
+    bool in_locked_shard; /* taking, holding or dropping a shard lock */
+    bool in_all;          /* the same for every lock (tl_live_lock_all) */
+    bool exiting;         /* gave its slot back: never claims again */
+    bool claimed;         /* owned the table since its last locked operation */
+};
+struct tl_thread_hot {
+    struct tl_table_tls table;
+    int hook_depth;
+    bool oom_pending;
+};
+extern __thread struct tl_thread_hot tl_thread_hot TL_TLS_IE; /* base/upcalls.c */
+#define tl_hook_depth (tl_thread_hot.hook_depth)
 
 void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t size, int device, uint32_t aux);
 /* tl_track_alloc(TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, -1, 0): the
@@ -828,7 +849,7 @@ struct tl_upcalls {
 extern struct tl_upcalls tl_upcalls;
 /* This thread has a failure waiting for the framework's out-of-memory
  * observer (oom.c); its next successful allocation reports it. */
-extern __thread bool tl_oom_pending TL_TLS_IE;
+#define tl_oom_pending (tl_thread_hot.oom_pending)
 /* Allocations left that schedule the bridge's PyTorch setup again
  * (bridge.c), 0 once done or in a program without the bridge. */
 extern atomic_int tl_bridge_setup_nudges;

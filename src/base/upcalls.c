@@ -14,7 +14,7 @@
 
 struct tl_upcalls tl_upcalls;
 
-__thread bool tl_oom_pending TL_TLS_IE;
+__thread struct tl_thread_hot tl_thread_hot TL_TLS_IE;
 atomic_int tl_bridge_setup_nudges;
 atomic_uint tl_slow_paths = TL_SLOW_INACTIVE;
 atomic_bool tl_attached;

@@ -157,9 +157,6 @@ bool tl_ensure_init(void);
 
 /* ---- shared by hooks_driver.c and hooks_runtime.c ------------------------ */
 
-/* The nesting counter as tracker.c defines it: initial-exec, so TL_ENTER and
- * TL_LEAVE are plain %fs-relative accesses. */
-extern __thread int tl_hook_depth TL_TLS_IE;
 
 /* What cuMemFree/cudaFree may release: stream-ordered pointers too. */
 #define TL_MEM_KINDS (TL_MASK(TL_KIND_DEVICE) | TL_MASK(TL_KIND_MANAGED) | TL_MASK(TL_KIND_ASYNC))

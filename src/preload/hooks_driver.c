@@ -69,16 +69,40 @@ static __attribute__((noinline, cold)) CUresult mem_alloc_failed(CUresult rc, si
 /* Each outer hook forwards at once where it records nothing (`outer` false:
  * a child nobody told us about), so the recording path after the driver's
  * call needs no `outer` kept across it. */
+/* mem_alloc_outer's other ends, out of line so that its own path keeps only
+ * what the record needs: a hook that only forwards (`outer` false), and the
+ * whole path with nothing taken for granted (a budget enforced, the real
+ * function not resolved yet). */
+static __attribute__((noinline, cold)) CUresult mem_alloc_untracked(CUdeviceptr *dptr, size_t bytesize)
+{
+    CUresult rc = CALL_REAL(cuMemAlloc_v2, dptr, bytesize);
+    LEAVE();
+    return rc;
+}
+
+static __attribute__((noinline, cold)) CUresult mem_alloc_general(CUdeviceptr *dptr, size_t bytesize)
+{
+    bool outer = true;
+    BUDGET_GUARD(TL_KIND_DEVICE, bytesize);
+    CUresult rc = CALL_REAL(cuMemAlloc_v2, dptr, bytesize);
+    if (TL_UNLIKELY(rc != CUDA_SUCCESS))
+        return mem_alloc_failed(rc, bytesize);
+    tl_track_device_alloc(*dptr, bytesize);
+    LEAVE();
+    return CUDA_SUCCESS;
+}
+
 static CUresult mem_alloc_outer(CUdeviceptr *dptr, size_t bytesize)
 {
     TL_ENTER_OUTERMOST();
-    if (TL_UNLIKELY(!outer)) {
-        CUresult rc = CALL_REAL(cuMemAlloc_v2, dptr, bytesize);
-        LEAVE();
-        return rc;
-    }
-    BUDGET_GUARD(TL_KIND_DEVICE, bytesize);
-    CUresult rc = CALL_REAL(cuMemAlloc_v2, dptr, bytesize);
+    if (TL_UNLIKELY(!outer))
+        return mem_alloc_untracked(dptr, bytesize);
+    if (TL_UNLIKELY(atomic_load_explicit(&tl_budget_enforcing, memory_order_relaxed)))
+        return mem_alloc_general(dptr, bytesize);
+    __typeof__(&cuMemAlloc_v2) real = (__typeof__(&cuMemAlloc_v2))tl_real_fast(TL_HOOK_cuMemAlloc_v2);
+    if (TL_UNLIKELY(!real))
+        return mem_alloc_general(dptr, bytesize);
+    CUresult rc = real(dptr, bytesize);
     if (TL_UNLIKELY(rc != CUDA_SUCCESS))
         return mem_alloc_failed(rc, bytesize);
     if (!tl_track_device_alloc_hot(*dptr, bytesize))

@@ -91,6 +91,7 @@ struct tl_callsite *tl_callsite_by_id(uint32_t id)
 /* The empty stack of each kind (TENSORLEAK_DEPTH=0, or unwinding failed):
  * found without hashing or the per-thread cache. */
 _Atomic(struct tl_callsite *) tl_empty_site[TL_KIND_COUNT];
+_Atomic(struct tl_callsite *) tl_hot_device_site;
 
 static struct tl_callsite *intern_slow(enum tl_kind kind, const uintptr_t *frames, int n);
 
@@ -188,6 +189,7 @@ size_t tl_callsite_count(void)
  * site's owner is undecided again.  Tracking is off (the hooks forward). */
 void tl_callsite_forget_owners(void)
 {
+    atomic_store(&tl_hot_device_site, NULL); /* its owner goes now */
     uint32_t end = atomic_load(&next_id);
     for (uint32_t id = 1; id < end; id++) {
         struct tl_callsite *cs = tl_callsite_by_id(id);

@@ -14,6 +14,9 @@
 
 /* Hands a per-shard call-site slot's deltas to the call site (tracker.c). */
 void tl_flush_site(struct tl_shard_site *s);
+/* Device d holds bytes for the first time (tl_device_used just set): the
+ * one-context shortcut may now take the hot path (tracker.c). */
+void tl_single_device_used(unsigned d);
 
 static inline void tl_raise_peak(atomic_llong *peak, long long now)
 {
@@ -27,6 +30,18 @@ static inline void tl_raise_peak_exclusive(atomic_llong *peak, long long now)
 {
     if (now > atomic_load_explicit(peak, memory_order_relaxed))
         atomic_store_explicit(peak, now, memory_order_relaxed);
+}
+
+/* A row's figures into its call site's slot of the shard (counts of the
+ * slot's own call site; tl_count_figures hands a slot that holds another
+ * over first).  Address space adds no bytes: a call site's live bytes are
+ * what growth compares at each mark (growth.c). */
+static inline __attribute__((always_inline)) void tl_site_add(struct tl_shard_site *s, uint8_t kind, long long bytes,
+                                                              int sign, bool fresh)
+{
+    s->bytes += tl_is_address_space(kind) ? 0 : bytes;
+    s->count += sign;
+    s->allocs += fresh;
 }
 
 /* A per-shard total: the shard lock is held (or the table owned), so
@@ -89,7 +104,8 @@ static inline __attribute__((always_inline)) void tl_owner_count_row(const struc
  * that knows some as constants, or has them in registers, gets a copy with
  * their tests folded away; `budget` is tl_budget_active, read by the caller
  * (the hot path knows it false); `mark_used` false for a caller that knows
- * tl_device_used[device] set already. */
+ * tl_device_used[device] set already.  A caller that has counted the call
+ * site itself (tl_site_add) passes callsite 0. */
 static inline __attribute__((always_inline)) void tl_count_figures(struct tl_shard_counts *c, const struct tl_live *rec,
                                                                    uint8_t kind, uint64_t size, uint32_t callsite,
                                                                    uint8_t owner, uint32_t aux, uint8_t device,
@@ -106,11 +122,7 @@ static inline __attribute__((always_inline)) void tl_count_figures(struct tl_sha
                 tl_flush_site(s);
             s->id = callsite;
         }
-        /* A call site's live bytes are what growth compares at each mark
-         * (growth.c): address space adds none. */
-        s->bytes += tl_is_address_space(kind) ? 0 : bytes;
-        s->count += sign;
-        s->allocs += fresh;
+        tl_site_add(s, kind, bytes, sign, fresh);
     }
     tl_owner_count(rec, kind, owner, aux, bytes, sign > 0, exclusive); /* the owner's running peak, as the process's below */
     if (!tl_holds_memory(kind) || kind == TL_KIND_POOL_BLOCK)
@@ -138,8 +150,10 @@ static inline __attribute__((always_inline)) void tl_count_figures(struct tl_sha
         c->device_count[d] += sign;
         tl_shard_add(&c->device_bytes[d], bytes);
         if (mark_used && sign > 0 && bytes > 0 &&
-            TL_UNLIKELY(!atomic_load_explicit(&tl_device_used[d], memory_order_relaxed)))
-            atomic_store_explicit(&tl_device_used[d], true, memory_order_relaxed);
+            TL_UNLIKELY(!atomic_load_explicit(&tl_device_used[d], memory_order_relaxed))) {
+            atomic_store(&tl_device_used[d], true);
+            tl_single_device_used(d);
+        }
         if (TL_UNLIKELY(budget)) {
             /* budget.c reads the device's bytes on every allocation. */
             struct tl_device_stats *ds = &tl_stats.device[d];

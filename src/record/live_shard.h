@@ -40,19 +40,9 @@ struct tl_owner_slot {
 } __attribute__((aligned(64)));
 extern struct tl_owner_slot tl_owner_slot[OWNER_SLOTS];
 
-struct tl_table_tls {
-    unsigned token;       /* slot + 1; 0 while the thread has no slot */
-    uint32_t tid;         /* gettid(), once known: always while it has a slot (take_slot) */
-    atomic_int *busy;     /* &tl_owner_slot[token - 1].busy while it has one */
-    unsigned streak;      /* locked operations since the last claim attempt */
-    unsigned claim_shift; /* losses so far: claims after CLAIM_AFTER << claim_shift */
-    bool in_locked_shard; /* taking, holding or dropping a shard lock */
-    bool in_all;          /* the same for every lock (tl_live_lock_all) */
-    bool exiting;         /* gave its slot back: never claims again */
-    bool claimed;         /* owned the table since its last locked operation */
-};
-/* Initial-exec: the owner's enter and leave are plain %fs-relative accesses. */
-extern __thread struct tl_table_tls tl_table_thread TL_TLS_IE;
+/* The thread's table state (struct tl_table_tls, tl_internal.h), in the
+ * thread's hot block. */
+#define tl_table_thread (tl_thread_hot.table)
 
 /* The slow halves of enter and leave (live_table.c): take and drop shard
  * s's lock, ending another thread's ownership first. */
@@ -300,11 +290,10 @@ static inline __attribute__((always_inline)) bool tl_live_remove_device_owned(ui
     /* Space and kind in one compare: a row of this address in the space but
      * of another kind is passed over, and the probe ends at an empty slot
      * (there is one row per address and space), a refusal. */
-    for (;; i = (i + 1) & mask) {
+    while (!(slots[i].addr == addr && tl_slot_space_kind(&slots[i]) == tl_space_kind(TL_SPACE_MEM, TL_KIND_DEVICE))) {
         if (TL_UNLIKELY(tl_slot_empty(&slots[i])))
             goto refuse;
-        if (slots[i].addr == addr && tl_slot_space_kind(&slots[i]) == tl_space_kind(TL_SPACE_MEM, TL_KIND_DEVICE))
-            break;
+        i = (i + 1) & mask;
     }
     struct tl_live *row = &slots[i];
     uint64_t size = row->size;

@@ -128,7 +128,6 @@ static atomic_ulong claims; /* ownerships begun, for tests */
 static atomic_bool revoked_for_report;
 static atomic_bool owning_possible; /* membarrier works: claiming is allowed */
 
-__thread struct tl_table_tls tl_table_thread TL_TLS_IE;
 
 /* At thread exit.  An exiting owner is in no section, so it hands the table
  * back without a handshake; its later hook calls (other keys' destructors)

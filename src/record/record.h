@@ -17,6 +17,18 @@
 /* The call site of `kind` with no frames (TENSORLEAK_DEPTH=0): once made,
  * one load, inline on every allocation. */
 extern _Atomic(struct tl_callsite *) tl_empty_site[TL_KIND_COUNT];
+/* At depth 0, the device kind's empty call site once its owner is decided:
+ * every device allocation's, with nothing to decide (track_hot.h).  NULL
+ * before, at depth > 0, and from when owners are forgotten until the
+ * tracker publishes it again (tl_callsite_publish_hot). */
+extern _Atomic(struct tl_callsite *) tl_hot_device_site;
+static inline void tl_callsite_publish_hot(struct tl_callsite *cs)
+{
+    if (tl_opt.depth == 0 && cs && cs == atomic_load_explicit(&tl_empty_site[TL_KIND_DEVICE], memory_order_relaxed) &&
+        atomic_load_explicit(&cs->owner, memory_order_relaxed) != 0 &&
+        TL_UNLIKELY(atomic_load_explicit(&tl_hot_device_site, memory_order_relaxed) != cs))
+        atomic_store_explicit(&tl_hot_device_site, cs, memory_order_release);
+}
 static inline struct tl_callsite *tl_callsite_empty(enum tl_kind kind)
 {
     struct tl_callsite *cs = (unsigned)kind < TL_KIND_COUNT

@@ -21,8 +21,10 @@
 #pragma GCC visibility push(hidden)
 
 /* While the process has one device and has shown one context (tracker.c,
- * "one context"): that context's device | its index << 8; else 0. */
+ * "one context"): that context's device | its index << 8, with
+ * TL_SINGLE_USED once the device holds bytes (tl_device_used); else 0. */
 extern atomic_int tl_single_context;
+#define TL_SINGLE_USED (1 << 16)
 
 /* The general path of an allocation whose call site the hot path found
  * already (tracker.c): so that a refusal after the stack walk does not walk
@@ -40,14 +42,21 @@ static inline __attribute__((always_inline)) bool tl_track_device_alloc_hot(uint
     if (TL_UNLIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) != 0) || TL_UNLIKELY(tl_oom_pending) ||
         TL_UNLIKELY(addr == 0))
         return false;
+    /* One context, and its device marked used: nothing to decide. */
     int single = atomic_load_explicit(&tl_single_context, memory_order_acquire);
-    if (TL_UNLIKELY(single == 0))
+    if (TL_UNLIKELY(!(single & TL_SINGLE_USED)))
         return false;
-    struct tl_callsite *cs = TL_LIKELY(tl_opt.depth == 0) ? tl_callsite_empty(TL_KIND_DEVICE)
-                                                           : tl_stack_site(TL_KIND_DEVICE, tl_opt.depth);
+    struct tl_callsite *cs = atomic_load_explicit(&tl_hot_device_site, memory_order_acquire);
     unsigned owner;
-    if (TL_UNLIKELY(!cs) || TL_UNLIKELY((owner = atomic_load_explicit(&cs->owner, memory_order_relaxed)) == 0))
-        goto general;
+    if (TL_LIKELY(cs != NULL)) {
+        owner = atomic_load_explicit(&cs->owner, memory_order_relaxed);
+    } else {
+        cs = tl_opt.depth == 0 ? tl_callsite_empty(TL_KIND_DEVICE) : tl_stack_site(TL_KIND_DEVICE, tl_opt.depth);
+        if (TL_UNLIKELY(!cs) || TL_UNLIKELY((owner = atomic_load_explicit(&cs->owner, memory_order_relaxed)) == 0))
+            goto general;
+    }
+    if (owner == 0)
+        __builtin_unreachable(); /* decided (tl_hot_device_site is published with its owner) */
     uint32_t callsite = cs->id;
     if (callsite == 0)
         __builtin_unreachable(); /* call sites are numbered from 1 (callsite.c) */
@@ -59,17 +68,19 @@ static inline __attribute__((always_inline)) bool tl_track_device_alloc_hot(uint
     atomic_int *busy = tl_shard_try_own();
     if (TL_UNLIKELY(!busy))
         goto general;
-    /* The device's first bytes mark it used (counts.h): the general path. */
-    if (TL_UNLIKELY(s->count >= s->grow_at) ||
-        TL_UNLIKELY(!atomic_load_explicit(&tl_device_used[device], memory_order_relaxed)))
+    if (TL_UNLIKELY(s->count >= s->grow_at))
         goto refuse;
     struct tl_live *slots = s->slots;
     size_t mask = s->cap - 1;
     size_t i = h & mask;
-    while (!tl_slot_empty(&slots[i])) {
-        if (TL_UNLIKELY(tl_slot_is(&slots[i], TL_SPACE_MEM, addr)))
-            goto refuse;
-        i = (i + 1) & mask;
+    if (TL_UNLIKELY(!tl_slot_empty(&slots[i]))) {
+        /* Written as a loop after a first test, the free slot's usual case
+         * takes no jump into the loop. */
+        do {
+            if (TL_UNLIKELY(tl_slot_is(&slots[i], TL_SPACE_MEM, addr)))
+                goto refuse;
+            i = (i + 1) & mask;
+        } while (!tl_slot_empty(&slots[i]));
     }
     /* The owner's thread has its id from when it took its slot (live_table.c). */
     slots[i] = (struct tl_live){.addr = addr,
@@ -83,7 +94,7 @@ static inline __attribute__((always_inline)) bool tl_track_device_alloc_hot(uint
                                 .owner = (uint8_t)owner};
     __atomic_store_n(&s->count, s->count + 1, __ATOMIC_RELAXED);
     tl_count_figures(&s->counts, NULL, TL_KIND_DEVICE, size, callsite, (uint8_t)owner, 0, device, 1, true, true, false,
-                     false /* the device is used already: tested above */);
+                     false /* the device is used already: TL_SINGLE_USED */);
     atomic_store_explicit(busy, 0, memory_order_release);
     return true;
 refuse:

@@ -21,9 +21,6 @@ struct tl_stats tl_stats;
 struct tl_owner_running tl_owner_figures[TL_MAX_OWNERS + 1];
 atomic_bool tl_budget_active;
 _Atomic(tl_row_owner_fn) tl_held_row_owner;
-/* initial-exec: a preloaded library has static TLS, so no __tls_get_addr
- * on the hot path (the hooks redeclare it the same way). */
-__thread int tl_hook_depth TL_TLS_IE;
 
 /* A thread's small tracker state, one TLS block (its id is the table's,
  * tl_table_thread.tid, which the hot path reads). */
@@ -171,11 +168,14 @@ static inline __attribute__((always_inline)) struct tl_live row_at(struct tl_cal
                   : 0;
     if (device < 0)
         device = ctx_device >= 0 ? ctx_device : 0;
+    int owner = tl_owner_prepare(cs);
+    if (kind == TL_KIND_DEVICE)
+        tl_callsite_publish_hot(cs);
     return (struct tl_live){
         .addr = addr,
         .size = size,
         .callsite = cs ? cs->id : 0,
-        .owner = (uint8_t)(tl_owner_prepare(cs) + 1), /* charged to its owner inside the table */
+        .owner = (uint8_t)(owner + 1), /* charged to its owner inside the table */
         .tid = current_tid(),
         .space = space,
         .kind = (uint8_t)kind,
@@ -432,8 +432,18 @@ static atomic_uint ctx_generation;
 static _Atomic(void *) single_ctx; /* the one context shown so far (written under ctx_lock) */
 static atomic_bool single_ended;   /* a second one was shown: never again (written under ctx_lock) */
 /* tl_single_context (track_hot.h): device | index << 8 of the one context
- * while the tracker trusts it, else 0 */
+ * while the tracker trusts it, | TL_SINGLE_USED once its device holds
+ * bytes; else 0.  Its two writers each write, then read the other's flag
+ * (seq_cst), so the bit is never left clear while the device is used. */
 atomic_int tl_single_context;
+
+void tl_single_device_used(unsigned d)
+{
+    int v = atomic_load(&tl_single_context);
+    while (v != 0 && (unsigned)(v & 0xff) == d && !(v & TL_SINGLE_USED) &&
+           !atomic_compare_exchange_weak(&tl_single_context, &v, v | TL_SINGLE_USED))
+        ;
+}
 
 /* The index first, then `ended` with release: a thread that sees the
  * shortcut ended without taking ctx_lock (tl_context_seen) and then
@@ -543,8 +553,11 @@ static __attribute__((noinline)) int context_index_slow(void *ctx, unsigned gen,
         !atomic_load_explicit(&tl_attached, memory_order_relaxed) &&
         !atomic_load_explicit(&single_ended, memory_order_relaxed) &&
         atomic_load_explicit(&single_ctx, memory_order_relaxed) == ctx &&
-        atomic_load_explicit(&ctx_generation, memory_order_relaxed) == gen)
-        atomic_store_explicit(&tl_single_context, idx_device | idx << 8, memory_order_release);
+        atomic_load_explicit(&ctx_generation, memory_order_relaxed) == gen) {
+        atomic_store(&tl_single_context, idx_device | idx << 8);
+        if (atomic_load(&tl_device_used[idx_device]))
+            tl_single_device_used((unsigned)idx_device);
+    }
     pthread_mutex_unlock(&ctx_lock);
     tt.ctx = ctx;
     tt.ctx_index = idx;
@@ -610,7 +623,7 @@ static inline int alloc_context_index(int *device_out)
     int single = atomic_load_explicit(&tl_single_context, memory_order_acquire);
     if (TL_LIKELY(single > 0)) {
         *device_out = single & 0xff;
-        return single >> 8;
+        return (single >> 8) & 0xff;
     }
     return current_context_index(device_out);
 }
