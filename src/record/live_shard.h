@@ -1,7 +1,8 @@
 /*
- * live_shard.h — the live table's shards and its two hot operations, for
- * live_table.c (which owns them) and tracker.c (whose allocation and free
- * paths inline them, so a tracked pair makes no call into the table).
+ * live_shard.h — the live table's shards and its hot operations, for
+ * live_table.c (which owns them), tracker.c and track_hot.h (whose
+ * allocation and free paths inline them, so a tracked pair makes no call
+ * into the table; the hooks include track_hot.h, and through it this).
  * The data model, the locking and the one-owner protocol are described
  * atop live_table.c; nothing here is for any other file.
  */
@@ -227,54 +228,12 @@ static inline __attribute__((always_inline)) bool tl_live_insert(const struct tl
     return true;
 }
 
-/* The hot insert: a fresh device row of the memory space (cuMemAlloc,
- * cudaMalloc: kind TL_KIND_DEVICE, space TL_SPACE_MEM, aux 0), its figures
- * in scalars (the row's own fields; `device` below TL_MAX_DEVICES), no
- * budget set, into a table this thread owns.  False, having changed nothing,
- * when the table is not this thread's, the shard is due to grow or the
- * address is still live: the caller then takes tl_live_insert.  Its probe
- * and the removal's below are written out rather than shared with
- * tl_live_insert and tl_shard_find: through one shared probe the pair cost
- * 22 instructions more (bench/instructions.py), GCC keeping less in
- * registers. */
-static inline __attribute__((always_inline)) bool tl_live_insert_device_owned(uint64_t addr, uint64_t size,
-                                                                              uint32_t callsite, uint32_t tid,
-                                                                              uint8_t device, uint8_t ctx,
-                                                                              uint8_t owner)
-{
-    if (device >= TL_MAX_DEVICES)
-        __builtin_unreachable();
-    uint64_t h = tl_shard_mix(TL_SPACE_MEM, addr);
-    struct shard *s = tl_shard_of(h);
-    atomic_int *busy = tl_shard_try_own();
-    if (TL_UNLIKELY(!busy))
-        return false;
-    if (TL_UNLIKELY(s->count >= s->grow_at))
-        goto refuse;
-    struct tl_live *slots = s->slots;
-    size_t mask = s->cap - 1;
-    size_t i = h & mask;
-    while (!tl_slot_empty(&slots[i])) {
-        if (TL_UNLIKELY(tl_slot_is(&slots[i], TL_SPACE_MEM, addr)))
-            goto refuse;
-        i = (i + 1) & mask;
-    }
-    slots[i] = (struct tl_live){.addr = addr, .size = size, .callsite = callsite, .tid = tid, .space = TL_SPACE_MEM,
-                                .kind = TL_KIND_DEVICE, .device = device, .ctx = ctx, .owner = owner};
-    __atomic_store_n(&s->count, s->count + 1, __ATOMIC_RELAXED);
-    tl_count_figures(&s->counts, NULL, TL_KIND_DEVICE, size, callsite, owner, 0, device, 1, true, true, false, true);
-    atomic_store_explicit(busy, 0, memory_order_release);
-    return true;
-refuse:
-    atomic_store_explicit(busy, 0, memory_order_release);
-    return false;
-}
-
 /* The hot removal: a device row of the memory space (kind TL_KIND_DEVICE,
  * aux 0) freed by an API whose kinds_mask allows it, no budget set, from a
  * table this thread owns; the row is copied to *out.  False, having changed
  * nothing, otherwise (the table not this thread's, no such row, another
- * kind, an aux): the caller then takes tl_live_remove. */
+ * kind, an aux, a device past TL_MAX_DEVICES): the caller then takes the
+ * general free (tl_track_mem_free, by way of track_hot.h). */
 static inline __attribute__((always_inline)) bool tl_live_remove_device_owned(uint64_t addr, struct tl_live *out)
 {
     uint64_t h = tl_shard_mix(TL_SPACE_MEM, addr);

@@ -26,26 +26,20 @@
 extern atomic_int tl_single_context;
 #define TL_SINGLE_USED (1 << 16)
 
-/* The general path of an allocation whose call site the hot path found
- * already (tracker.c): so that a refusal after the stack walk does not walk
- * again. */
-void tl_track_device_alloc_at(uint64_t addr, uint64_t size, struct tl_callsite *cs);
+/* The general path of an allocation whose call site and context (encoded as
+ * tl_single_context's) the hot path found already (tracker.c): so that a
+ * refusal after the stack walk does not walk again. */
+void tl_track_device_alloc_at(uint64_t addr, uint64_t size, struct tl_callsite *cs, int context);
 
-/* A successful cuMemAlloc-like device allocation (kind TL_KIND_DEVICE,
- * space TL_SPACE_MEM, no aux, the current context's device): recorded, and
- * true; or false with nothing done, when the hook calls
- * tl_track_device_alloc.  A refusal past the call site calls
- * tl_track_device_alloc_at itself and answers true. */
-static inline __attribute__((always_inline)) bool tl_track_device_alloc_hot(uint64_t addr, uint64_t size)
+/* A device row of the memory space (kind TL_KIND_DEVICE, no aux) in
+ * `context` (device | index << 8 | TL_SINGLE_USED: its device holds bytes
+ * already) while hot() holds (tracker.c): into a table the thread owns, or
+ * else by tl_track_device_alloc_at.  Its probe and row are written out
+ * rather than shared with tl_live_insert (live_shard.h): through one shared
+ * probe a pair cost 22 instructions more (bench/instructions.py), GCC
+ * keeping less in registers. */
+static inline __attribute__((always_inline)) void tl_track_device_alloc_in(uint64_t addr, uint64_t size, int context)
 {
-    /* tl_slow_paths clear: tracking (TL_SLOW_INACTIVE), and no family waits. */
-    if (TL_UNLIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) != 0) || TL_UNLIKELY(tl_oom_pending) ||
-        TL_UNLIKELY(addr == 0))
-        return false;
-    /* One context, and its device marked used: nothing to decide. */
-    int single = atomic_load_explicit(&tl_single_context, memory_order_acquire);
-    if (TL_UNLIKELY(!(single & TL_SINGLE_USED)))
-        return false;
     struct tl_callsite *cs = atomic_load_explicit(&tl_hot_device_site, memory_order_acquire);
     unsigned owner;
     if (TL_LIKELY(cs != NULL)) {
@@ -60,7 +54,7 @@ static inline __attribute__((always_inline)) bool tl_track_device_alloc_hot(uint
     uint32_t callsite = cs->id;
     if (callsite == 0)
         __builtin_unreachable(); /* call sites are numbered from 1 (callsite.c) */
-    uint8_t device = (uint8_t)single;
+    uint8_t device = (uint8_t)context;
     if (device >= TL_MAX_DEVICES)
         __builtin_unreachable(); /* tracker.c trusts a context of a device below TL_MAX_DEVICES only */
     uint64_t h = tl_shard_mix(TL_SPACE_MEM, addr);
@@ -90,17 +84,34 @@ static inline __attribute__((always_inline)) bool tl_track_device_alloc_hot(uint
                                 .space = TL_SPACE_MEM,
                                 .kind = TL_KIND_DEVICE,
                                 .device = device,
-                                .ctx = (uint8_t)(single >> 8),
+                                .ctx = (uint8_t)(context >> 8),
                                 .owner = (uint8_t)owner};
     __atomic_store_n(&s->count, s->count + 1, __ATOMIC_RELAXED);
     tl_count_figures(&s->counts, NULL, TL_KIND_DEVICE, size, callsite, (uint8_t)owner, 0, device, 1, true, true, false,
                      false /* the device is used already: TL_SINGLE_USED */);
     atomic_store_explicit(busy, 0, memory_order_release);
-    return true;
+    return;
 refuse:
     atomic_store_explicit(busy, 0, memory_order_release);
 general:
-    tl_track_device_alloc_at(addr, size, cs);
+    tl_track_device_alloc_at(addr, size, cs, context);
+}
+
+/* A successful cuMemAlloc-like device allocation (kind TL_KIND_DEVICE,
+ * space TL_SPACE_MEM, no aux, the current context's device): recorded, and
+ * true; or false with nothing done, when the hook calls
+ * tl_track_device_alloc. */
+static inline __attribute__((always_inline)) bool tl_track_device_alloc_hot(uint64_t addr, uint64_t size)
+{
+    /* tl_slow_paths clear: tracking (TL_SLOW_INACTIVE), and no family waits. */
+    if (TL_UNLIKELY(atomic_load_explicit(&tl_slow_paths, memory_order_relaxed) != 0) || TL_UNLIKELY(tl_oom_pending) ||
+        TL_UNLIKELY(addr == 0))
+        return false;
+    /* One context, and its device marked used: nothing to decide. */
+    int single = atomic_load_explicit(&tl_single_context, memory_order_acquire);
+    if (TL_UNLIKELY(!(single & TL_SINGLE_USED)))
+        return false;
+    tl_track_device_alloc_in(addr, size, single);
     return true;
 }
 

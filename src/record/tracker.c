@@ -157,17 +157,10 @@ static inline bool hot(void)
 /* A new allocation's row at call site `cs`: its owner, context, device and
  * thread.  Inline, returned by value: a caller that never takes the row's
  * address keeps it in registers. */
-static inline __attribute__((always_inline)) struct tl_live row_at(struct tl_callsite *cs, enum tl_kind kind,
+static inline __attribute__((always_inline)) struct tl_live row_in(struct tl_callsite *cs, enum tl_kind kind,
                                                                    uint8_t space, uint64_t addr, uint64_t size,
-                                                                   int device, uint32_t aux)
+                                                                   int device, int ctx, uint32_t aux)
 {
-    int ctx_device = -1;
-    /* An IPC mapping takes its context's device too (the importer's). */
-    int ctx = ((space == TL_SPACE_MEM && kind != TL_KIND_POOL_BLOCK) || space == TL_SPACE_ARRAY || space == TL_SPACE_IPC)
-                  ? alloc_context_index(&ctx_device)
-                  : 0;
-    if (device < 0)
-        device = ctx_device >= 0 ? ctx_device : 0;
     int owner = tl_owner_prepare(cs);
     if (kind == TL_KIND_DEVICE)
         tl_callsite_publish_hot(cs);
@@ -183,6 +176,22 @@ static inline __attribute__((always_inline)) struct tl_live row_at(struct tl_cal
         .ctx = (uint8_t)ctx,
         .aux = aux,
     };
+}
+
+/* The same in the allocating thread's context (row_in's ctx; an IPC mapping
+ * takes its context's device too, the importer's), its device the
+ * context's where `device` is -1. */
+static inline __attribute__((always_inline)) struct tl_live row_at(struct tl_callsite *cs, enum tl_kind kind,
+                                                                   uint8_t space, uint64_t addr, uint64_t size,
+                                                                   int device, uint32_t aux)
+{
+    int ctx_device = -1;
+    int ctx = ((space == TL_SPACE_MEM && kind != TL_KIND_POOL_BLOCK) || space == TL_SPACE_ARRAY || space == TL_SPACE_IPC)
+                  ? alloc_context_index(&ctx_device)
+                  : 0;
+    if (device < 0)
+        device = ctx_device >= 0 ? ctx_device : 0;
+    return row_in(cs, kind, space, addr, size, device, ctx, aux);
 }
 
 /* The same, its call site found here (*cs_out). */
@@ -237,18 +246,24 @@ static inline __attribute__((always_inline)) void track_alloc(enum tl_kind kind,
     insert_row(cs, rec);
 }
 
-/* A device row of the memory space while hot() holds: into a table this
- * thread owns by the hot insert, with nothing to do after it. */
+/* A device row of the memory space while hot() holds but the one-context
+ * shortcut does not (the hooks' hot path refused): the hot insert of
+ * track_hot.h in the context the driver names, when its device is used
+ * already. */
 static inline __attribute__((always_inline)) void track_device_alloc_hot(uint64_t addr, uint64_t size)
 {
     if (!atomic_load_explicit(&tl_active, memory_order_relaxed) || addr == 0)
         return;
-    struct tl_callsite *cs;
-    struct tl_live rec = new_row(TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, -1, 0, &cs);
-    if (TL_LIKELY(rec.device < TL_MAX_DEVICES) &&
-        TL_LIKELY(tl_live_insert_device_owned(addr, size, rec.callsite, rec.tid, rec.device, rec.ctx, rec.owner)))
+    int device = -1;
+    int ctx = alloc_context_index(&device);
+    if (TL_LIKELY(device >= 0 && device < TL_MAX_DEVICES) &&
+        TL_LIKELY(atomic_load_explicit(&tl_device_used[device], memory_order_relaxed))) {
+        tl_track_device_alloc_in(addr, size, device | ctx << 8 | TL_SINGLE_USED);
         return;
-    insert_row_cold(cs, rec);
+    }
+    struct tl_callsite *cs = tl_opt.depth > 0 ? tl_stack_site(TL_KIND_DEVICE, tl_opt.depth)
+                                              : tl_callsite_empty(TL_KIND_DEVICE);
+    insert_row_cold(cs, row_in(cs, TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, device >= 0 ? device : 0, ctx, 0));
 }
 
 void tl_track_alloc(enum tl_kind kind, uint8_t space, uint64_t addr, uint64_t size, int device, uint32_t aux)
@@ -276,9 +291,9 @@ void tl_track_device_alloc(uint64_t addr, uint64_t size)
     track_device_alloc(addr, size);
 }
 
-void tl_track_device_alloc_at(uint64_t addr, uint64_t size, struct tl_callsite *cs)
+void tl_track_device_alloc_at(uint64_t addr, uint64_t size, struct tl_callsite *cs, int context)
 {
-    insert_row(cs, row_at(cs, TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, -1, 0));
+    insert_row(cs, row_in(cs, TL_KIND_DEVICE, TL_SPACE_MEM, addr, size, context & 0xff, (context >> 8) & 0xff, 0));
 }
 
 /* Inside tl_live_foreach (the row's shard lock is held). */

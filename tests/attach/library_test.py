@@ -151,6 +151,24 @@ def a_second_attach_takes_its_own_settings_and_counts_from_itself(c):
     check(s["budget_crossings"] == 1, f"budget {s}")
 
 
+def a_second_attach_at_another_depth_walks_the_stacks_again(c):
+    # The first attach at depth 0 makes the empty stack every device row's
+    # call site (the tracker's depth-0 shortcut, tl_hot_device_site); the
+    # second, at depth 8, must walk each allocation's stack again ("again"
+    # mode wants the second attach's snapshot signal).
+    c.run("again", settings=f"TENSORLEAK_OUTPUT={c.tmp}/r1.json;TENSORLEAK_DEPTH=0|"
+                            f"TENSORLEAK_OUTPUT={c.tmp}/r2.json;TENSORLEAK_DEPTH=8;TENSORLEAK_SIGNAL=SIGUSR2")
+    reports = [c.load(f) for f in c.reports()]
+    (first,) = [r for r in reports if r["reason"] == "detach"]
+    check(first["depth"] == 0 and [len(l["stack"]) for l in first["leaks"]] == [0],
+          f"first: depth {first['depth']}, stacks {[l['stack'] for l in first['leaks']]}")
+    (last,) = [r for r in reports if r["reason"] == "exit"]
+    check(last["depth"] == 8, f"depth {last['depth']}")
+    functions = sorted({f.get("function") for l in last["leaks"] for f in l["stack"]} & {"held_for_good", "suppressed_for_good", "alloc"})
+    check(len(last["leaks"]) == 3 and functions == ["alloc", "held_for_good", "suppressed_for_good"],
+          f"second: {len(last['leaks'])} leaks, functions {functions}: {[l['stack'] for l in last['leaks']]}")
+
+
 def options_come_from_the_settings_not_the_environment(c):
     elsewhere = os.path.join(c.tmp, "env.json")
     p = c.run("basic", settings=f"TENSORLEAK_OUTPUT={c.report}\nTENSORLEAK_DEPTH=3",
@@ -205,6 +223,7 @@ CASES = {f.__name__: f for f in (
     an_unmovable_prologue_is_refused_by_name_and_the_rest_go_on,
     attaching_again_after_a_detach_tracks_again,
     a_second_attach_takes_its_own_settings_and_counts_from_itself,
+    a_second_attach_at_another_depth_walks_the_stacks_again,
     options_come_from_the_settings_not_the_environment,
     the_watcher_writes_nothing_after_a_detach,
     a_python_program_gets_its_python_frames,
