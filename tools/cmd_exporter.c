@@ -878,12 +878,16 @@ int cmd_exporter(int argc, char **argv)
         cli_error("exporter: cannot listen on %s: %s", listen, strerror(errno));
         return CLI_EXIT_FAIL;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    fprintf(stderr, "tensorleak exporter: serving %s on port %u, reading %s\n", listen, info ? info->port : 0,
-            source ? source : "every user's live directory");
+    /* Before the port is announced: a client that connects on reading it
+     * must find the listening socket as it stays (connections accepted
+     * before the option is set are admitted idle, and the first to be
+     * displaced). */
     if (!defer_accept(d))
         fprintf(stderr, "tensorleak exporter: connections are admitted before their first bytes arrive: %s\n",
                 strerror(errno));
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    fprintf(stderr, "tensorleak exporter: serving %s on port %u, reading %s\n", listen, info ? info->port : 0,
+            source ? source : "every user's live directory");
     fflush(stderr);
     const struct timespec tick = {0, 250 * 1000 * 1000};
     while (sigtimedwait(&stop, NULL, &tick) < 0)
