@@ -33,6 +33,7 @@
 #endif
 
 struct tl_flags_page tl_flags;
+atomic_bool tl_exit_began;
 _Static_assert(sizeof tl_flags == 4096, "the gate is one page");
 
 static bool wiped;      /* the page is MADV_WIPEONFORK */

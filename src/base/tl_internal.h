@@ -420,6 +420,11 @@ bool tl_gate_wiped(void);
  * parent's flags are put back as the fork policy says. */
 void tl_gate_before_fork(void);
 void tl_gate_after_fork(bool follow);
+/* exit() has reached our destructor (set there, never cleared): glibc has
+ * run or is running the last exit handlers, and refuses new ones once they
+ * are done, so a late registration failing is the process going, not an
+ * error (live.c). */
+extern atomic_bool tl_exit_began;
 
 /* What a thread's hooks read on the hot path, one initial-exec TLS block,
  * so that one load of its offset (from the GOT) reaches all of it.  Each

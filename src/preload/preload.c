@@ -285,6 +285,7 @@ __attribute__((constructor)) static void tl_constructor(void)
 
 __attribute__((destructor)) static void tl_destructor(void)
 {
+    atomic_store(&tl_exit_began, true);
     if (!atomic_load(&tl_active) || !atomic_load(&tl_used) || getpid() != owner_pid)
         return;
     unsigned gate_failed = 0;

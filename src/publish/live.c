@@ -451,12 +451,21 @@ void tl_live_state_remove(void)
 
 /* The exit handler is registered before the first file exists (a process
  * whose handler cannot be registered publishes nothing: its file would
- * outlive it). */
+ * outlive it).  The first update may finish building its document after
+ * the program called exit(): once glibc has run every exit handler (our
+ * destructor among them) it refuses new ones, and the process, about to
+ * end, publishes nothing and says nothing. */
 static bool exit_handler_ready(void)
 {
-    if (!exit_handler_set && !(exit_handler_set = atexit(remove_entry) == 0))
+    if (exit_handler_set)
+        return true;
+    if (atexit(remove_entry) == 0)
+        return exit_handler_set = true;
+    if (atomic_load(&tl_exit_began))
+        atomic_store(&live_off, true);
+    else
         turn_off("the live directory", "cannot register the exit handler that removes the file", 0);
-    return exit_handler_set;
+    return false;
 }
 
 /* This process's paths for the exit handler, set before its first file is
