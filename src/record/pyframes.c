@@ -692,10 +692,30 @@ static char *read_str(uintptr_t s)
     return out;
 }
 
+/* Whether the interpreter has begun to free what a chain is read from.  A
+ * thread reads its own chain without the GIL (the hooks run inside calls
+ * that released it), so nothing stops the main thread from finalizing
+ * meanwhile: Py_FinalizeEx clears "initialized" first, then clears and
+ * frees every other thread's state, the daemon threads' included, while
+ * those threads are still inside a call (up to 3.13 at once; 3.14 keeps a
+ * state until its thread lets go), then the modules, their code and the
+ * memory it all lived in.  Nothing the interpreter offers lets a reader
+ * hold that off, so the flag is read again before each frame and after
+ * every wait (the location lock): a read then only faults if the thread is
+ * preempted between the check and the load and the finalizing thread frees
+ * that very memory in the meantime, where a check at the start alone left
+ * the whole walk, lock waits included, open. */
+static inline bool interpreter_gone(void)
+{
+    return !is_initialized();
+}
+
 static uint32_t resolve_slow(uintptr_t code, uintptr_t name, uintptr_t file, uintptr_t tag, int offset)
 {
     pthread_mutex_lock(&loc_lock);
     uint32_t id = 0;
+    if (interpreter_gone())
+        goto out; /* the wait for the lock may have been long: see interpreter_gone */
     if (code_used * 2 >= code_cap) {
         size_t ncap = code_cap ? code_cap * 2 : 1024;
         struct code_key *nt = calloc(ncap, sizeof *nt);
@@ -894,7 +914,7 @@ int tl_py_read(uintptr_t *out, bool *run_end, int max, bool *same_out)
         detect();
         st = atomic_load(&py_state);
     }
-    if (st != PY_READY || max <= 0 || !is_initialized())
+    if (st != PY_READY || max <= 0 || interpreter_gone())
         return 0;
     uintptr_t ts = current_tstate ? (uintptr_t)current_tstate() : 0;
     if (!ts)
@@ -934,6 +954,9 @@ int tl_py_read(uintptr_t *out, bool *run_end, int max, bool *same_out)
     bool same = true;
     int n = 0, steps = 0;
     for (; f && n < max; steps++) {
+        /* Checked again at every step: see interpreter_gone. */
+        if (interpreter_gone())
+            goto gone;
         if (!plausible(f) || steps >= MAX_CHAIN)
             goto unreadable;
         const bool m = steps < PY_MEMO;
@@ -990,9 +1013,10 @@ int tl_py_read(uintptr_t *out, bool *run_end, int max, bool *same_out)
     memcpy(t->memo_run_end, run_end, (size_t)n * sizeof *run_end);
     return n;
 unreadable:
+    atomic_fetch_add_explicit(&chains_unreadable, 1, memory_order_relaxed);
+gone:
     if ((t = py_tls))
         t->memo_steps = -1;
-    atomic_fetch_add_explicit(&chains_unreadable, 1, memory_order_relaxed);
     return 0;
 }
 
