@@ -10,6 +10,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import scratch  # noqa: E402
+
+scratch.use()
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bridge_test import CLI, HERE, KV, check, eq, run  # noqa: E402
 

@@ -17,6 +17,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import scratch  # noqa: E402
+
+scratch.use()
+
 BUILD = os.environ["TL_BUILD"]
 SOURCE = os.environ["TL_SOURCE"]
 CLI = os.path.join(BUILD, "tools", "tensorleak")

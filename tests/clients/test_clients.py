@@ -16,6 +16,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import scratch  # noqa: E402
+
+scratch.use()
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLI = os.environ["TL_CLI"]
 SIM = os.environ["TL_SIM"]

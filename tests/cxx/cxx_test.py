@@ -18,6 +18,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import scratch  # noqa: E402
+
+scratch.use()
+
 LIB = os.environ["TL_LIB"]
 SIM = os.environ["TL_SIM"]
 PROGS = os.environ["TL_PROGS"]

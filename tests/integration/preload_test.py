@@ -14,6 +14,11 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import scratch  # noqa: E402
+
+scratch.use()
+
 BUILD = os.environ["TL_BUILD"]
 SOURCE = os.environ["TL_SOURCE"]
 LIB = os.environ["TL_LIB"]

@@ -14,6 +14,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import scratch  # noqa: E402
+
+scratch.use()
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 APP = os.path.join(HERE, "leaky_app.py")
 LIB = os.environ["TL_LIB"]

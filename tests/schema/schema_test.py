@@ -25,6 +25,11 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import scratch  # noqa: E402
+
+scratch.use()
+
 try:
     import jsonschema
     import referencing

@@ -19,6 +19,11 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import scratch  # noqa: E402
+
+scratch.use()
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLI = os.environ["TL_CLI"]
 PYTHON = os.environ.get("TL_TORCH_PYTHON") or sys.executable

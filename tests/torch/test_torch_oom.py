@@ -14,6 +14,11 @@ import tempfile
 
 from test_torch import CLI, MIB, PYTHON, app_env, eq, fail, need_torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import scratch  # noqa: E402
+
+scratch.use()
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 APP = os.path.join(HERE, "oom_growth_app.py")
 SOURCE = os.path.dirname(os.path.dirname(HERE))

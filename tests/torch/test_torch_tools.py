@@ -22,6 +22,11 @@ import xml.etree.ElementTree as ET
 from test_torch import CLI, PYTHON, app_env, eq, fail, need_torch
 from test_torch_oom import APP as APP_OOM, line_of as oom_line_of, run as run_oom_app
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import scratch  # noqa: E402
+
+scratch.use()
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(os.path.dirname(HERE))
 SUITE = os.path.join(HERE, "pytest_suite")
