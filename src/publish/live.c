@@ -175,7 +175,20 @@ static int open_tmp_fallback(char *out, size_t len)
     if (fd >= 0)
         return fd;
     snprintf(out, len, LIVE_TMP_FALLBACK_TEMPLATE, (unsigned)geteuid());
-    return mkdtemp(out) ? open_own_dir(out, &why, &err) : -1;
+    if (!mkdtemp(out))
+        return -1;
+    if ((fd = open_own_dir(out, &why, &err)) < 0)
+        rmdir(out); /* empty and ours: nothing is left behind in /tmp */
+    return fd;
+}
+
+/* Whether `dir` was refused for what it is (another user's, open to others,
+ * a link or a file in its place), the case the fallback is for; not for
+ * this process's own shortage (descriptors, memory), where a new directory
+ * would be refused alike. */
+static bool refused_for_what_it_is(int err)
+{
+    return err == 0 || err == EACCES || err == ELOOP || err == ENOTDIR;
 }
 
 /* Opens the live directory, creating it 0700; refuses one that is not ours
@@ -201,7 +214,7 @@ static int open_dir(char *dir, size_t len)
     }
     const char *why;
     int err, fd = open_own_dir(dir, &why, &err);
-    if (fd < 0 && !settled && live_dir_is_tmp_default(tl_opt.live_dir, xdg)) {
+    if (fd < 0 && !settled && refused_for_what_it_is(err) && live_dir_is_tmp_default(tl_opt.live_dir, xdg)) {
         char fallback[PATH_MAX];
         if ((fd = open_tmp_fallback(fallback, sizeof fallback)) >= 0) {
             static atomic_bool once;

@@ -10,8 +10,10 @@
  *                  process_vm_readv with EPERM (as some sandboxes do)
  *   fsize          cudaMalloc, a snapshot report, then a write past
  *                  RLIMIT_FSIZE (the driver sets the limit): dies of SIGXFSZ
- *   nofile         cudaMalloc under the RLIMIT_NOFILE the driver set; prints
- *                  its error code and how many descriptors are left to open
+ *   nofile [MS]    cudaMalloc under the RLIMIT_NOFILE the driver set; prints
+ *                  its error code and how many descriptors are left to open,
+ *                  holding them all MS milliseconds (default 0) before it
+ *                  closes them
  *
  * Prints "ok" and exits 0 when every check holds; otherwise names the first
  * difference on stderr and exits 1.
@@ -31,6 +33,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tensorleak.h"
@@ -207,7 +210,7 @@ static int fsize(void)
 
 /* After its first CUDA call, how many more descriptors the program can
  * open under its RLIMIT_NOFILE: tensorleak must hold none of them. */
-static int nofile(void)
+static int nofile(long hold_ms)
 {
     void *p = NULL;
     printf("cudaMalloc %d\n", (int)cudaMalloc(&p, MiB));
@@ -217,6 +220,10 @@ static int nofile(void)
     if (n < 1024 && errno != EMFILE)
         die("open /dev/null");
     printf("free %d\n", n);
+    fflush(stdout);
+    struct timespec hold = {hold_ms / 1000, hold_ms % 1000 * 1000000};
+    while (nanosleep(&hold, &hold) != 0 && errno == EINTR)
+        ;
     while (n > 0)
         close(fds[--n]);
     return 0;
@@ -236,7 +243,7 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "fsize"))
         return fsize();
     if (!strcmp(mode, "nofile"))
-        return nofile();
-    fprintf(stderr, "usage: host_prog idle|daemon|daemon-seccomp|fsize|nofile\n");
+        return nofile(argc > 2 ? atol(argv[2]) : 0);
+    fprintf(stderr, "usage: host_prog idle|daemon|daemon-seccomp|fsize|nofile [MS]\n");
     return 2;
 }

@@ -58,7 +58,7 @@ class Ctx:
             env["TENSORLEAK_OUTPUT"] = os.path.join(self.tmp, "r.%p.json")
             env["TENSORLEAK_QUIET"] = "1"
         env.update(extra)
-        return env
+        return {k: v for k, v in env.items() if v is not None}  # None: unset
 
     def run(self, argv, preload, preexec=None, cwd=None, **extra):
         return subprocess.run(argv, env=self.env(preload, **extra), cwd=cwd or self.tmp, capture_output=True,
@@ -236,6 +236,26 @@ print("after", state())
 """
 
 
+def descriptors_run_out_during_live_updates_and_nothing_is_left_in_tmp(c):
+    """The program holds every descriptor its limit allows while the live
+    state updates (every 50 ms for 500 ms) in the default directory,
+    /tmp/tensorleak-UID: the updates cannot open it, and that is this
+    process's shortage, not a directory squatted by another user, so no
+    directory of its own is made beside it (each run left one,
+    /tmp/tensorleak-UID.XXXXXX, empty).  One warning, and the live state is
+    off."""
+    import glob
+    fallbacks = f"/tmp/tensorleak-{os.geteuid()}.??????"
+    before = set(glob.glob(fallbacks))
+    env = {"TENSORLEAK_LIVE_INTERVAL": "0.05", "XDG_RUNTIME_DIR": None}
+    p = c.run([c.args.program, "nofile", "500"], preload=True, preexec=limit_nofile(32), **env)
+    check_eq((p.returncode, p.stdout.splitlines()[0]), (0, "cudaMalloc 0"), "status, first line: " + p.stderr[-2000:])
+    check_eq(sorted(set(glob.glob(fallbacks)) - before), [], "directories made beside /tmp/tensorleak-UID")
+    warned = [l for l in p.stderr.splitlines() if "live state" in l]
+    check_eq(warned, [f"tensorleak: cannot publish the live state in /tmp/tensorleak-{os.geteuid()} "
+                      "(open: Too many open files); live state is off"], "the warning")
+
+
 def python_keeps_ctrl_c_and_handler_restore_before_and_after_a_cuda_call(c):
     found = pythons()
     if not found:
@@ -274,6 +294,7 @@ CASES = {f.__name__: f for f in [
     a_write_past_rlimit_fsize_after_a_report_still_dies_of_sigxfsz,
     the_lowest_descriptor_limit_that_works_without_the_preload_works_with_it,
     after_the_first_cuda_call_tensorleak_holds_no_descriptor,
+    descriptors_run_out_during_live_updates_and_nothing_is_left_in_tmp,
     python_keeps_ctrl_c_and_handler_restore_before_and_after_a_cuda_call,
     a_fifo_named_by_a_file_variable_is_refused_without_blocking,
     every_descriptor_tensorleak_opens_is_close_on_exec,
