@@ -246,10 +246,11 @@ def descriptors_run_out_during_live_updates_and_nothing_is_left_in_tmp(c):
     /tmp/tensorleak-UID.XXXXXX, empty).  One warning, and the live state is
     off.  Which step of an update meets the shortage is the watcher's
     timing: an update that began before it opens the directory and fails at
-    its file (write), and one that must first name a call site cannot (the
-    symbolizer opens files: it tries again next time, silently); so the
-    program runs until an update failed at the directory itself (open),
-    the case that made the directory, almost always the first run."""
+    its file (write), and one whose document cannot be built then says
+    nothing and tries again at the next (a run of the program then and
+    there had no warning); so the program runs until an update failed at the
+    directory itself (open), the case that made the directory, almost
+    always the first run."""
     fallbacks = f"/tmp/tensorleak-{os.geteuid()}.??????"
     before = set(glob.glob(fallbacks))
     env = {"TENSORLEAK_LIVE_INTERVAL": "0.05", "XDG_RUNTIME_DIR": None}
